@@ -1,0 +1,176 @@
+//! The one error type of the crate.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::time::Duration;
+
+/// A boxed error from a backend (a Redis error, an I/O error, ...).
+pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// What went wrong with a lock.
+///
+/// Every variant that concerns one lock names its key, so a log line says which lock failed.
+/// Messages never contain a password: servers are named by host and port only.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// The lock was held by someone else for the whole `wait` budget.
+    #[error("lock `{key}` is busy: not acquired within {waited:?}", key = KeyDisplay(key))]
+    Busy {
+        /// The lock key as the caller named it (without the prefix).
+        key: String,
+        /// How long the caller waited before giving up.
+        waited: Duration,
+    },
+
+    /// The lease ran out, or renewal proved that someone else now owns the lock, while it was held.
+    #[error("lease on lock `{key}` was lost while it was held: {reason}", key = KeyDisplay(key))]
+    LeaseLost {
+        /// The lock key.
+        key: String,
+        /// Why the lease is known to be lost.
+        reason: LostReason,
+    },
+
+    /// The backend failed: connection refused, authentication, a timeout, a wrong type at the key...
+    /// The body of a locked section never runs after such an error.
+    #[error("{operation}{} failed on {server}: {source}", KeyInMessage(key.as_deref()))]
+    Backend {
+        /// What was being done (`acquire`, `release`, `connect`, ...).
+        operation: &'static str,
+        /// The lock key, when the failure concerns one lock.
+        key: Option<String>,
+        /// The server, as `host:port` (never with credentials).
+        server: String,
+        /// The underlying error.
+        #[source]
+        source: BoxError,
+    },
+
+    /// The configuration is unusable (a bad URL, a missing default manager, a bad option value).
+    #[error("invalid lock configuration: {0}")]
+    Config(String),
+}
+
+impl LockError {
+    /// The lock key this error concerns, if any.
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            LockError::Busy { key, .. } | LockError::LeaseLost { key, .. } => Some(key),
+            LockError::Backend { key, .. } => key.as_deref(),
+            LockError::Config(_) => None,
+        }
+    }
+
+    /// True for [`LockError::Busy`].
+    pub fn is_busy(&self) -> bool {
+        matches!(self, LockError::Busy { .. })
+    }
+
+    /// True for [`LockError::LeaseLost`].
+    pub fn is_lease_lost(&self) -> bool {
+        matches!(self, LockError::LeaseLost { .. })
+    }
+
+    pub(crate) fn backend(
+        operation: &'static str,
+        key: Option<&str>,
+        server: &str,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        LockError::Backend {
+            operation,
+            key: key.map(str::to_owned),
+            server: server.to_owned(),
+            source: source.into(),
+        }
+    }
+}
+
+/// Why a lease is known to be lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LostReason {
+    /// The server answered that the lock is gone or held under another owner token
+    /// (deleted or overwritten from outside, or expired and taken by someone else).
+    NotOwner,
+    /// No renewal succeeded before the local deadline (the server may be unreachable); the lease is
+    /// treated as lost shortly before the server would expire it.
+    Expired,
+    /// `max_hold` elapsed, so the watchdog stopped renewing and the lease ran out.
+    MaxHoldExceeded,
+}
+
+impl fmt::Display for LostReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LostReason::NotOwner => "the server reports another owner or no lock",
+            LostReason::Expired => "no renewal succeeded before the lease ran out",
+            LostReason::MaxHoldExceeded => "max_hold elapsed and renewal stopped",
+        })
+    }
+}
+
+/// Keys can be long (up to what Redis accepts); messages show at most the first 200 characters.
+struct KeyDisplay<'a>(&'a str);
+
+const KEY_SHOWN: usize = 200;
+
+impl fmt::Display for KeyDisplay<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.char_indices().nth(KEY_SHOWN) {
+            None => write!(f, "{}", self.0.escape_debug()),
+            Some((end, _)) => write!(
+                f,
+                "{}... ({} bytes)",
+                self.0[..end].escape_debug(),
+                self.0.len()
+            ),
+        }
+    }
+}
+
+struct KeyInMessage<'a>(Option<&'a str>);
+
+impl fmt::Display for KeyInMessage<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(key) => write!(f, " of lock `{}`", KeyDisplay(key)),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_keys_are_shortened_in_messages() {
+        let err = LockError::Busy {
+            key: "k".repeat(10_000),
+            waited: Duration::ZERO,
+        };
+        let msg = err.to_string();
+        assert!(msg.len() < 400, "{msg}");
+        assert!(msg.contains("10000 bytes"), "{msg}");
+    }
+
+    #[test]
+    fn control_characters_in_keys_are_escaped() {
+        let err = LockError::LeaseLost {
+            key: "a\nb\0c".into(),
+            reason: LostReason::NotOwner,
+        };
+        assert!(err.to_string().contains(r"a\nb\0c"), "{err}");
+    }
+
+    #[test]
+    fn backend_errors_name_operation_key_and_server() {
+        let err = LockError::backend("acquire", Some("order:1"), "127.0.0.1:1", "boom");
+        assert_eq!(
+            err.to_string(),
+            "acquire of lock `order:1` failed on 127.0.0.1:1: boom"
+        );
+    }
+}

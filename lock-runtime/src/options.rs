@@ -1,0 +1,133 @@
+//! Per-lock options: lease length, wait budget, watchdog and what to do when the lease is lost.
+
+use std::time::Duration;
+
+/// What a locked section does when its lease is lost while it runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OnLeaseLost {
+    /// Drop the body at its next `.await` and return [`LockError::LeaseLost`](crate::LockError::LeaseLost).
+    #[default]
+    Abort,
+    /// Let the body run on; [`LockGuard::lost`](crate::LockGuard::lost) and
+    /// [`CurrentLock::is_held`](crate::CurrentLock::is_held) still report the loss.
+    Continue,
+}
+
+/// Options for one acquisition. Cheap to copy; every setter is `const`, so options can live in a
+/// `const`.
+///
+/// ```
+/// use std::time::Duration;
+/// use lock_runtime::LockOptions;
+///
+/// const ORDER_LOCK: LockOptions = LockOptions::new()
+///     .ttl(Duration::from_secs(10))
+///     .wait(Duration::from_secs(2));
+/// assert_eq!(ORDER_LOCK.ttl_value(), Duration::from_secs(10));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockOptions {
+    pub(crate) ttl: Duration,
+    pub(crate) wait: Duration,
+    pub(crate) watchdog: bool,
+    pub(crate) on_lease_lost: OnLeaseLost,
+    pub(crate) hold_at_least: Duration,
+    pub(crate) max_hold: Option<Duration>,
+}
+
+impl Default for LockOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl LockOptions {
+    /// The default lease: 30 s.
+    pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
+
+    /// Defaults: ttl 30 s, no waiting (try once), watchdog on, abort on lease loss, no minimum hold,
+    /// no maximum hold.
+    pub const fn new() -> Self {
+        LockOptions {
+            ttl: Self::DEFAULT_TTL,
+            wait: Duration::ZERO,
+            watchdog: true,
+            on_lease_lost: OnLeaseLost::Abort,
+            hold_at_least: Duration::ZERO,
+            max_hold: None,
+        }
+    }
+
+    /// The lease length. With the watchdog on, the lease is renewed every `ttl / 3` while the lock
+    /// is held, so `ttl` is how long a crashed holder keeps others waiting. Values under 3 ms are
+    /// rejected at acquire time.
+    pub const fn ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// How long to wait for a busy lock before failing with
+    /// [`LockError::Busy`](crate::LockError::Busy). Zero (the default) tries once.
+    pub const fn wait(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
+    /// Renew the lease while the lock is held (default `true`). With `false` the lease is fixed:
+    /// it ends `ttl` after acquisition and the holder is told when it does.
+    pub const fn watchdog(mut self, on: bool) -> Self {
+        self.watchdog = on;
+        self
+    }
+
+    /// What a locked section does when the lease is lost (default [`OnLeaseLost::Abort`]).
+    pub const fn on_lease_lost(mut self, action: OnLeaseLost) -> Self {
+        self.on_lease_lost = action;
+        self
+    }
+
+    /// Keep the lock at least this long after acquisition, even if it is released sooner: the
+    /// release then only shortens the lease to what is left of this time, and the lock expires by
+    /// itself. Stops a fast job from running twice on instances whose schedules are slightly apart.
+    pub const fn hold_at_least(mut self, at_least: Duration) -> Self {
+        self.hold_at_least = at_least;
+        self
+    }
+
+    /// Stop renewing after this long, so a hung holder cannot keep the lock forever; the lease then
+    /// runs out and the holder is told as for any lost lease.
+    pub const fn max_hold(mut self, max_hold: Duration) -> Self {
+        self.max_hold = Some(max_hold);
+        self
+    }
+
+    /// The lease length.
+    pub const fn ttl_value(&self) -> Duration {
+        self.ttl
+    }
+
+    /// The wait budget.
+    pub const fn wait_value(&self) -> Duration {
+        self.wait
+    }
+
+    /// Whether the watchdog renews the lease.
+    pub const fn watchdog_value(&self) -> bool {
+        self.watchdog
+    }
+
+    /// What happens when the lease is lost.
+    pub const fn on_lease_lost_value(&self) -> OnLeaseLost {
+        self.on_lease_lost
+    }
+
+    /// The minimum hold time.
+    pub const fn hold_at_least_value(&self) -> Duration {
+        self.hold_at_least
+    }
+
+    /// The maximum hold time, if any.
+    pub const fn max_hold_value(&self) -> Option<Duration> {
+        self.max_hold
+    }
+}
