@@ -1,15 +1,74 @@
-//! Distributed locks on Redis (skeleton).
+//! Distributed locks on Redis that are safe by construction.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), lock_runtime::LockError> {
+//! use std::time::Duration;
+//! use lock_runtime::{LockManager, LockOptions};
+//!
+//! // redis://127.0.0.1:6379 in production; memory:// runs anywhere.
+//! let locks = LockManager::connect("memory://").await?;
+//! let options = LockOptions::new()
+//!     .ttl(Duration::from_secs(30))
+//!     .wait(Duration::from_secs(5));
+//!
+//! let guard = locks.lock("order:42", options).await?;
+//! let token = guard.fencing_token(); // pass to the storage you protect
+//! # let _ = token;
+//! guard.release().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # What a lock gives you
+//!
+//! * **Mutual exclusion while the lease is held.** Acquire, renew and release are each one
+//!   atomic script on the server, checked against an unguessable owner token (UUID v4): a lock is
+//!   never released or renewed by anyone but its owner.
+//! * **A lease, kept alive by a watchdog.** A held lock is renewed every `ttl / 3`; if its holder
+//!   dies, it expires after `ttl`. When renewal proves the lock gone, or no renewal succeeded
+//!   before the lease would end, the holder is told *before* the server-side expiry
+//!   ([`LockGuard::lost`], [`CurrentLock::is_held`]) and a locked section is aborted by default.
+//! * **Fencing tokens.** Each acquisition returns a number strictly greater than every token
+//!   handed out before it for the same key on the same server. With the default 24 h
+//!   [`fence_retention`](LockManagerBuilder::fence_retention), the token is
+//!   `max(last + 1, server time in µs)`: strictly increasing as long as the key was used within the
+//!   retention period, and after that as long as the server clock did not step back. After a
+//!   failover to a replica that had not yet received the last acquisitions, tokens keep rising
+//!   only if the new master's clock is not behind the old one's.
+//! * **Release that cannot be skipped.** Released when the section ends (value, error or panic);
+//!   a dropped guard (cancellation) stops renewal at once and releases in the background.
+//!
+//! # What a lock does not give you
+//!
+//! A lease lock is not a consensus lock. A holder paused longer than its lease (a GC pause, a
+//! stopped VM, a network partition) can still believe it holds the lock after it expired and
+//! someone else took it; the lost-lease signal narrows this window but cannot close it, since a
+//! paused process cannot react. Redis replication is asynchronous, so a failover can lose a lock
+//! that was just taken. Where correctness matters, make the protected resource check the
+//! [fencing token](LockGuard::fencing_token) and refuse smaller ones.
 #![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(missing_docs)]
 
+mod backend;
+mod current;
 mod error;
+mod guard;
+mod key;
+mod lease;
+mod manager;
 mod options;
-mod stub;
+mod url;
+mod waiters;
+mod watchdog;
 
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
 
+pub use current::{CurrentLock, current};
 pub use error::{BoxError, LockError, LostReason};
+pub use guard::LockGuard;
 pub use lock_macro::distributed_lock;
+pub use manager::{LockManager, LockManagerBuilder, MIN_TTL, global_default, set_global_default};
 pub use options::{LockOptions, OnLeaseLost};
-pub use stub::*;

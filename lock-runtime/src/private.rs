@@ -12,18 +12,17 @@ pub use std::fmt::Write;
 pub use std::string::String;
 
 /// Runs `body` while holding the lock `key` of `manager`; see [`LockManager::run_locked`].
-pub fn run_locked<'m, F, T, E>(
-    manager: &'m LockManager,
+pub async fn run_locked<F, T, E>(
+    manager: &LockManager,
     key: String,
     options: LockOptions,
     body: F,
-) -> impl Future<Output = Result<T, E>> + 'm
+) -> Result<T, E>
 where
-    F: Future<Output = Result<T, E>> + 'm,
-    E: From<LockError> + 'm,
-    T: 'm,
+    F: Future<Output = Result<T, E>>,
+    E: From<LockError>,
 {
-    manager.run_locked(key, options, body)
+    manager.run_locked(key, options, body).await
 }
 
 /// Runs `body` while holding the lock `key` of the process-wide default manager

@@ -1,0 +1,52 @@
+-- Acquire a lock, or say how long its current holder still has it.
+--
+-- KEYS[1]  the lock: a hash {token, fence, host, pid, app, acquired_at_ms} that exists only while
+--          the lock is held (or kept by hold_at_least, then with token = "")
+-- KEYS[2]  the fence counter of KEYS[1]: the last fencing token handed out, kept ARGV[6] ms after the
+--          last acquisition so that per-key state does not pile up forever
+-- ARGV[1]  owner token (a UUID v4, unique per acquisition)
+-- ARGV[2]  lease in milliseconds
+-- ARGV[3]  holder host, ARGV[4] holder pid, ARGV[5] application name ("" when unset)
+-- ARGV[6]  how long the fence counter outlives the last acquisition, in milliseconds
+--
+-- Returns  {1, fencing token}  acquired (also when ARGV[1] already holds it: the lease is refreshed)
+--          {0, pttl}           held by another owner; pttl is the remaining lease in ms (-1: no expiry)
+--          {-1, 0}             the key holds data that is not a lock: left untouched
+--
+-- The fencing token is max(last + 1, server time in microseconds): strictly increasing while the
+-- counter exists, and rising with the server clock after it expired.
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind == 'hash' then
+  local owner = redis.call('HGET', KEYS[1], 'token')
+  if not owner then
+    return {-1, 0}
+  end
+  if owner == ARGV[1] then
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
+    return {1, tonumber(redis.call('HGET', KEYS[1], 'fence'))}
+  end
+  return {0, redis.call('PTTL', KEYS[1])}
+elseif kind ~= 'none' then
+  return {-1, 0}
+end
+
+if redis.replicate_commands then
+  -- Redis < 5 replicates scripts verbatim; TIME needs effects replication there.
+  pcall(redis.replicate_commands)
+end
+local time = redis.call('TIME')
+local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
+local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+local fence = math.max(last + 1, now_us)
+-- %.0f keeps all digits; tostring would print 1.7e+15.
+local fence_text = string.format('%.0f', fence)
+redis.call('HSET', KEYS[1],
+  'token', ARGV[1],
+  'fence', fence_text,
+  'host', ARGV[3],
+  'pid', ARGV[4],
+  'app', ARGV[5],
+  'acquired_at_ms', string.format('%.0f', math.floor(now_us / 1000)))
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('SET', KEYS[2], fence_text, 'PX', ARGV[6])
+return {1, fence}

@@ -1,0 +1,26 @@
+-- Release a lock if, and only if, the caller still owns it, and tell waiters.
+--
+-- KEYS[1]  the lock (see acquire.lua); its name is also the channel waiters subscribe to
+-- ARGV[1]  owner token
+-- ARGV[2]  milliseconds to keep the lock for hold_at_least (0: delete it now)
+--
+-- Returns  1   released (deleted and published, or handed to expiry for hold_at_least)
+--          0   not ours: held under another token or the key holds other data; left untouched
+--          -1  no lock at the key (it expired)
+local owner = redis.pcall('HGET', KEYS[1], 'token')
+if owner ~= ARGV[1] then
+  if redis.call('EXISTS', KEYS[1]) == 1 then
+    return 0
+  end
+  return -1
+end
+local keep = tonumber(ARGV[2])
+if keep > 0 then
+  -- Nobody owns it any more (renewal and release stop matching), but it stays busy until it expires.
+  redis.call('HSET', KEYS[1], 'token', '')
+  redis.call('PEXPIRE', KEYS[1], keep)
+  return 1
+end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', KEYS[1], '')
+return 1

@@ -1,0 +1,165 @@
+//! Locks in this process's memory, with the semantics of the Redis backend: leases that expire,
+//! owner tokens, fencing tokens, hold_at_least, and release notifications to waiters.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::{Acquire, Backend, BoxFuture, Release, Renewal};
+use crate::BoxError;
+use crate::key::StoredKey;
+use crate::waiters::Waiters;
+
+pub(crate) struct MemoryBackend {
+    state: Mutex<State>,
+    waiters: Arc<Waiters>,
+}
+
+#[derive(Default)]
+struct State {
+    locks: HashMap<String, Entry>,
+    /// One counter for all keys: strictly increasing per key, and never reset while the process
+    /// lives.
+    last_fence: u64,
+    /// Expired entries are dropped when met, and in a sweep whenever the map doubles.
+    sweep_at: usize,
+}
+
+struct Entry {
+    /// Empty while kept only by hold_at_least.
+    token: String,
+    fence: u64,
+    expires: Instant,
+}
+
+impl MemoryBackend {
+    pub(crate) fn new(waiters: Arc<Waiters>) -> Self {
+        MemoryBackend {
+            state: Mutex::new(State::default()),
+            waiters,
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl State {
+    /// The live entry at `key`, dropping it if it expired.
+    fn live(&mut self, key: &str, now: Instant) -> Option<&mut Entry> {
+        if self
+            .locks
+            .get(key)
+            .is_some_and(|entry| entry.expires <= now)
+        {
+            self.locks.remove(key);
+        }
+        self.locks.get_mut(key)
+    }
+
+    fn sweep(&mut self, now: Instant) {
+        if self.locks.len() < self.sweep_at {
+            return;
+        }
+        self.locks.retain(|_, entry| entry.expires > now);
+        self.sweep_at = (self.locks.len() * 2).max(1024);
+    }
+}
+
+fn ready<'a, T: Send + 'a>(value: T) -> BoxFuture<'a, T> {
+    Box::pin(std::future::ready(value))
+}
+
+impl Backend for MemoryBackend {
+    fn describe(&self) -> &str {
+        "memory"
+    }
+
+    fn server(&self) -> &str {
+        "memory"
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        key: &'a StoredKey,
+        token: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Acquire, BoxError>> {
+        let now = Instant::now();
+        let mut state = self.state();
+        state.sweep(now);
+        if let Some(entry) = state.live(&key.lock, now) {
+            if entry.token == token {
+                entry.expires = now + ttl;
+                return ready(Ok(Acquire::Acquired { fence: entry.fence }));
+            }
+            let remaining = entry.expires - now;
+            return ready(Ok(Acquire::Busy {
+                remaining: Some(remaining),
+            }));
+        }
+        state.last_fence += 1;
+        let fence = state.last_fence;
+        state.locks.insert(
+            key.lock.clone(),
+            Entry {
+                token: token.to_owned(),
+                fence,
+                expires: now + ttl,
+            },
+        );
+        ready(Ok(Acquire::Acquired { fence }))
+    }
+
+    fn renew<'a>(&'a self, batch: &'a [Renewal]) -> BoxFuture<'a, Result<Vec<bool>, BoxError>> {
+        let now = Instant::now();
+        let mut state = self.state();
+        let renewed = batch
+            .iter()
+            .map(|renewal| match state.live(&renewal.key, now) {
+                Some(entry) if entry.token == renewal.token => {
+                    entry.expires = now + renewal.ttl;
+                    true
+                }
+                _ => false,
+            })
+            .collect();
+        ready(Ok(renewed))
+    }
+
+    fn release<'a>(
+        &'a self,
+        key: &'a StoredKey,
+        token: &'a str,
+        keep: Duration,
+    ) -> BoxFuture<'a, Result<Release, BoxError>> {
+        let now = Instant::now();
+        let mut state = self.state();
+        let answer = match state.live(&key.lock, now) {
+            None => Release::Gone,
+            Some(entry) if entry.token != token => Release::NotOwner,
+            Some(entry) if !keep.is_zero() => {
+                entry.token.clear();
+                entry.expires = now + keep;
+                Release::Released
+            }
+            Some(_) => {
+                state.locks.remove(&key.lock);
+                drop(state);
+                self.waiters.wake_one(&key.lock);
+                return ready(Ok(Release::Released));
+            }
+        };
+        ready(Ok(answer))
+    }
+
+    fn watch<'a>(&'a self, _key: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
+        // Releases reach the waiters directly.
+        ready(Ok(()))
+    }
+
+    fn unwatch(&self, _key: &str) {}
+}

@@ -1,0 +1,76 @@
+//! The small interface every deployment implements: acquire, renew, release, and being told of
+//! releases.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use crate::BoxError;
+use crate::key::StoredKey;
+
+pub(crate) mod memory;
+pub(crate) mod redis;
+
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// The answer to an acquire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Acquire {
+    /// Ours, with this fencing token.
+    Acquired { fence: u64 },
+    /// Held by someone else for about this long (`None`: the lock has no expiry).
+    Busy { remaining: Option<Duration> },
+}
+
+/// The answer to a release.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Release {
+    Released,
+    /// Someone else holds the lock now (or the key holds other data): it was left untouched.
+    NotOwner,
+    /// Nothing at the key: the lease had run out.
+    Gone,
+}
+
+/// One lease to renew.
+#[derive(Debug, Clone)]
+pub(crate) struct Renewal {
+    pub(crate) key: String,
+    pub(crate) token: String,
+    pub(crate) ttl: Duration,
+}
+
+/// A deployment that can hold locks. Implementations never block and never panic on I/O.
+pub(crate) trait Backend: Send + Sync + 'static {
+    /// What this is, for the startup log: `redis 127.0.0.1:6379`, `memory`.
+    fn describe(&self) -> &str;
+
+    /// The server named in error messages (host and port, never credentials).
+    fn server(&self) -> &str;
+
+    /// One round trip: take the lock with `token` for `ttl`, or report the holder's remaining lease.
+    fn acquire<'a>(
+        &'a self,
+        key: &'a StoredKey,
+        token: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Acquire, BoxError>>;
+
+    /// One round trip for the whole batch: per lease, `true` if renewed, `false` if not ours.
+    fn renew<'a>(&'a self, batch: &'a [Renewal]) -> BoxFuture<'a, Result<Vec<bool>, BoxError>>;
+
+    /// One round trip: release the lock if `token` owns it; with `keep > 0` leave it to expire then.
+    fn release<'a>(
+        &'a self,
+        key: &'a StoredKey,
+        token: &'a str,
+        keep: Duration,
+    ) -> BoxFuture<'a, Result<Release, BoxError>>;
+
+    /// Start delivering release notifications for `key` to the manager's waiters; resolves once
+    /// notifications are flowing, so a retry after it cannot miss a release.
+    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), BoxError>>;
+
+    /// Stop delivering notifications for `key`. Never blocks.
+    fn unwatch(&self, key: &str);
+}

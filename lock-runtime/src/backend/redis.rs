@@ -1,0 +1,334 @@
+//! One Redis server (or a Sentinel-managed master): one auto-reconnecting multiplexed connection
+//! for acquire, renew and release, each a single script call, plus one subscription connection for
+//! release notifications, opened when the first waiter needs it.
+
+use std::collections::HashSet;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink, PubSubStream};
+use redis::{Client, ErrorKind, RedisError, Script, ServerErrorKind};
+use tokio::sync::{mpsc, oneshot};
+
+use super::{Acquire, Backend, BoxFuture, Release, Renewal};
+use crate::key::StoredKey;
+use crate::waiters::Waiters;
+use crate::{BoxError, LockError, url};
+
+static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../scripts/acquire.lua")));
+static RENEW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../scripts/renew.lua")));
+static RELEASE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("../../scripts/release.lua")));
+
+/// What the Redis backend needs from the manager builder.
+pub(crate) struct RedisSettings<'a> {
+    pub(crate) url: &'a str,
+    pub(crate) app_name: &'a str,
+    pub(crate) request_timeout: Duration,
+    pub(crate) fence_retention: Duration,
+}
+
+pub(crate) struct RedisBackend {
+    conn: ConnectionManager,
+    server: String,
+    describe: String,
+    host: String,
+    pid: String,
+    app: String,
+    fence_retention_ms: u64,
+    subscriptions: mpsc::UnboundedSender<Subscription>,
+}
+
+enum Subscription {
+    Watch(String, oneshot::Sender<Result<(), RedisError>>),
+    Unwatch(String),
+}
+
+impl RedisBackend {
+    pub(crate) async fn connect(
+        settings: RedisSettings<'_>,
+        waiters: Arc<Waiters>,
+    ) -> Result<Self, LockError> {
+        let server = url::server_of(settings.url);
+        let client = Client::open(settings.url).map_err(|err| {
+            LockError::Config(format!(
+                "cannot use `{}`: {}",
+                url::redact(settings.url),
+                describe_error(&err)
+            ))
+        })?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(settings.request_timeout))
+            .set_response_timeout(Some(settings.request_timeout))
+            .set_number_of_retries(2);
+        let conn = ConnectionManager::new_with_config(client.clone(), config)
+            .await
+            .map_err(|err| LockError::backend("connect", None, &server, describe_error(&err)))?;
+        let (subscriptions, commands) = mpsc::unbounded_channel();
+        tokio::spawn(subscriber(client, commands, waiters, server.clone()));
+        Ok(RedisBackend {
+            conn,
+            describe: format!("redis {server}"),
+            server,
+            host: gethostname::gethostname().to_string_lossy().into_owned(),
+            pid: std::process::id().to_string(),
+            app: settings.app_name.to_owned(),
+            fence_retention_ms: millis(settings.fence_retention),
+            subscriptions,
+        })
+    }
+}
+
+/// Milliseconds for Redis, rounded up so a sub-millisecond remainder never becomes "no expiry".
+fn millis(duration: Duration) -> u64 {
+    let ms = duration.as_millis();
+    let rounded = if duration.subsec_nanos().is_multiple_of(1_000_000) {
+        ms
+    } else {
+        ms + 1
+    };
+    u64::try_from(rounded).unwrap_or(u64::MAX).max(1)
+}
+
+/// A Redis error as text, with the server's own message but never the URL or credentials.
+fn describe_error(err: &RedisError) -> String {
+    err.to_string()
+}
+
+fn is_noscript(err: &RedisError) -> bool {
+    err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+}
+
+impl Backend for RedisBackend {
+    fn describe(&self) -> &str {
+        &self.describe
+    }
+
+    fn server(&self) -> &str {
+        &self.server
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        key: &'a StoredKey,
+        token: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Acquire, BoxError>> {
+        Box::pin(async move {
+            let mut conn = self.conn.clone();
+            let (status, value): (i64, i64) = ACQUIRE
+                .key(&key.lock)
+                .key(key.fence())
+                .arg(token)
+                .arg(millis(ttl))
+                .arg(&self.host)
+                .arg(&self.pid)
+                .arg(&self.app)
+                .arg(self.fence_retention_ms)
+                .invoke_async(&mut conn)
+                .await?;
+            match status {
+                1 => Ok(Acquire::Acquired {
+                    fence: u64::try_from(value)?,
+                }),
+                0 => Ok(Acquire::Busy {
+                    remaining: u64::try_from(value).ok().map(Duration::from_millis),
+                }),
+                _ => Err(format!(
+                    "key `{}` holds data that is not a lock; it was left untouched",
+                    key.lock.escape_debug()
+                )
+                .into()),
+            }
+        })
+    }
+
+    fn renew<'a>(&'a self, batch: &'a [Renewal]) -> BoxFuture<'a, Result<Vec<bool>, BoxError>> {
+        Box::pin(async move {
+            let invocations: Vec<_> = batch
+                .iter()
+                .map(|renewal| {
+                    let mut invocation = RENEW.prepare_invoke();
+                    invocation
+                        .key(&renewal.key)
+                        .arg(&renewal.token)
+                        .arg(millis(renewal.ttl));
+                    invocation
+                })
+                .collect();
+            let mut pipe = redis::pipe();
+            for invocation in &invocations {
+                pipe.invoke_script(invocation);
+            }
+            let mut conn = self.conn.clone();
+            let answers: Vec<i64> = match pipe.query_async(&mut conn).await {
+                Err(err) if is_noscript(&err) => {
+                    // A restarted server or SCRIPT FLUSH: load once and send the batch again.
+                    RENEW.load_async(&mut conn).await?;
+                    pipe.query_async(&mut conn).await?
+                }
+                answers => answers?,
+            };
+            Ok(answers.into_iter().map(|answer| answer == 1).collect())
+        })
+    }
+
+    fn release<'a>(
+        &'a self,
+        key: &'a StoredKey,
+        token: &'a str,
+        keep: Duration,
+    ) -> BoxFuture<'a, Result<Release, BoxError>> {
+        Box::pin(async move {
+            let mut conn = self.conn.clone();
+            let keep_ms = if keep.is_zero() { 0 } else { millis(keep) };
+            let answer: i64 = RELEASE
+                .key(&key.lock)
+                .arg(token)
+                .arg(keep_ms)
+                .invoke_async(&mut conn)
+                .await?;
+            Ok(match answer {
+                1 => Release::Released,
+                0 => Release::NotOwner,
+                _ => Release::Gone,
+            })
+        })
+    }
+
+    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            let (ack, acked) = oneshot::channel();
+            self.subscriptions
+                .send(Subscription::Watch(key.to_owned(), ack))
+                .map_err(|_| "the subscription task has stopped")?;
+            acked
+                .await
+                .map_err(|_| "the subscription task has stopped")??;
+            Ok(())
+        })
+    }
+
+    fn unwatch(&self, key: &str) {
+        let _ = self
+            .subscriptions
+            .send(Subscription::Unwatch(key.to_owned()));
+    }
+}
+
+/// Owns the subscription connection: subscribes and unsubscribes in the order asked, hands each
+/// release message to one waiter, and after a lost connection reconnects, subscribes again and
+/// wakes every waiter (messages may have been missed meanwhile). Ends with the backend.
+async fn subscriber(
+    client: Client,
+    mut commands: mpsc::UnboundedReceiver<Subscription>,
+    waiters: Arc<Waiters>,
+    server: String,
+) {
+    let mut channels: HashSet<String> = HashSet::new();
+    let mut conn: Option<(PubSubSink, PubSubStream)> = None;
+    let mut retry_at: Option<tokio::time::Instant> = None;
+    let mut backoff = Duration::from_millis(50);
+    loop {
+        tokio::select! {
+            command = commands.recv() => {
+                let Some(command) = command else { return };
+                match command {
+                    Subscription::Watch(channel, ack) => {
+                        let answer = subscribe(&client, &mut conn, &channel).await;
+                        if answer.is_ok() {
+                            channels.insert(channel);
+                        }
+                        let _ = ack.send(answer);
+                    }
+                    Subscription::Unwatch(channel) => {
+                        if channels.remove(&channel)
+                            && let Some((sink, _)) = conn.as_mut()
+                        {
+                            let _ = sink.unsubscribe(&channel).await;
+                        }
+                    }
+                }
+            }
+            message = next_message(&mut conn) => match message {
+                Some(message) => waiters.wake_one(message.get_channel_name()),
+                None => {
+                    tracing::warn!(server, "release subscription lost; waiters fall back to lease expiry until it is back");
+                    conn = None;
+                    waiters.wake_all();
+                    retry_at = Some(tokio::time::Instant::now() + backoff);
+                }
+            },
+            () = sleep_until(retry_at), if retry_at.is_some() => {
+                retry_at = None;
+                let mut restored = Ok(());
+                for channel in &channels {
+                    restored = subscribe(&client, &mut conn, channel).await;
+                    if restored.is_err() {
+                        break;
+                    }
+                }
+                match restored {
+                    Ok(()) => {
+                        backoff = Duration::from_millis(50);
+                        // Releases during the outage went unheard.
+                        waiters.wake_all();
+                    }
+                    Err(_) => {
+                        conn = None;
+                        backoff = (backoff * 2).min(Duration::from_secs(2));
+                        retry_at = Some(tokio::time::Instant::now() + backoff);
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn subscribe(
+    client: &Client,
+    conn: &mut Option<(PubSubSink, PubSubStream)>,
+    channel: &str,
+) -> Result<(), RedisError> {
+    if conn.is_none() {
+        *conn = Some(client.get_async_pubsub().await?.split());
+    }
+    let Some((sink, _)) = conn.as_mut() else {
+        unreachable!("connected just above")
+    };
+    let answer = sink.subscribe(channel).await;
+    if answer.is_err() {
+        *conn = None;
+    }
+    answer
+}
+
+async fn next_message(conn: &mut Option<(PubSubSink, PubSubStream)>) -> Option<redis::Msg> {
+    match conn.as_mut() {
+        Some((_, stream)) => stream.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn millis_round_up_and_never_reach_zero() {
+        assert_eq!(millis(Duration::from_millis(30)), 30);
+        assert_eq!(millis(Duration::from_micros(30_001)), 31);
+        assert_eq!(millis(Duration::from_micros(1)), 1);
+        assert_eq!(millis(Duration::ZERO), 1);
+    }
+}

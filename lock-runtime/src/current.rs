@@ -1,0 +1,117 @@
+//! The locks held by the running task: what `current()` reports and what makes nested
+//! acquisitions of the same key re-enter instead of deadlocking.
+//!
+//! The chain lives in a `tokio::task_local!`, so it follows one task through its awaits and does
+//! not cross `tokio::spawn`: a spawned task is a different owner, as it should be.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::LostReason;
+use crate::lease::Lease;
+
+tokio::task_local! {
+    static HELD: Arc<Frame>;
+}
+
+/// One lock held by the task, and the ones held around it.
+pub(crate) struct Frame {
+    lease: Arc<Lease>,
+    outer: Option<Arc<Frame>>,
+}
+
+/// Runs `body` with `lease` added to the task's held locks.
+pub(crate) fn scope<F: Future>(lease: Arc<Lease>, body: F) -> impl Future<Output = F::Output> {
+    let outer = HELD.try_with(Arc::clone).ok();
+    HELD.scope(Arc::new(Frame { lease, outer }), body)
+}
+
+/// The lease of `key` on manager `manager_id` if the running task already holds it.
+pub(crate) fn held(manager_id: u64, key: &str) -> Option<Arc<Lease>> {
+    HELD.try_with(|frame| {
+        let mut frame = Some(frame);
+        while let Some(f) = frame {
+            if f.lease.manager_id == manager_id && f.lease.key == key {
+                return Some(f.lease.clone());
+            }
+            frame = f.outer.as_ref();
+        }
+        None
+    })
+    .ok()
+    .flatten()
+}
+
+/// The innermost lock held by the running task, if it runs inside a locked section
+/// (`#[distributed_lock]` or [`LockManager::run_locked`](crate::LockManager::run_locked)).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), lock_runtime::LockError> {
+/// use lock_runtime::{LockManager, LockOptions};
+///
+/// let locks = LockManager::memory();
+/// assert!(lock_runtime::current().is_none());
+/// locks
+///     .run_locked("report:daily".to_string(), LockOptions::new(), async {
+///         let held = lock_runtime::current().expect("inside a locked section");
+///         assert_eq!(held.key(), "report:daily");
+///         assert!(held.is_held());
+///         Ok::<_, lock_runtime::LockError>(())
+///     })
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
+pub fn current() -> Option<CurrentLock> {
+    HELD.try_with(|frame| CurrentLock {
+        lease: frame.lease.clone(),
+    })
+    .ok()
+}
+
+/// A lock held by the running task, as seen from inside the locked section.
+#[derive(Clone)]
+pub struct CurrentLock {
+    lease: Arc<Lease>,
+}
+
+impl std::fmt::Debug for CurrentLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CurrentLock")
+            .field("key", &self.lease.key)
+            .field("fencing_token", &self.fencing_token())
+            .field("is_held", &self.is_held())
+            .finish()
+    }
+}
+
+impl CurrentLock {
+    /// The lock key, as the caller named it.
+    pub fn key(&self) -> &str {
+        &self.lease.key
+    }
+
+    /// The fencing token of this acquisition: pass it to the storage the lock protects, and have
+    /// that storage refuse writes with a smaller token than it has seen.
+    pub fn fencing_token(&self) -> u64 {
+        self.lease.fencing_token()
+    }
+
+    /// True while the lease is known to be held (not lost, not released, local deadline ahead).
+    pub fn is_held(&self) -> bool {
+        self.lease.is_held()
+    }
+
+    /// What is left of the lease by the local clock; the watchdog extends it.
+    pub fn remaining(&self) -> Duration {
+        self.lease.remaining()
+    }
+
+    /// Resolves when the lease is lost, with the reason. Never resolves if the lock is released
+    /// normally.
+    pub async fn lost(&self) -> LostReason {
+        self.lease.lost().await
+    }
+}

@@ -1,0 +1,209 @@
+//! The RAII handle of a held lock.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::runtime::Handle;
+use tokio::time::Instant;
+
+use crate::backend::Release;
+use crate::lease::{Lease, Status};
+use crate::manager::Inner;
+use crate::{LockError, LostReason};
+
+/// A held lock. Release it with [`LockGuard::release`]; if the guard is dropped instead (an early
+/// return, a panic, a cancelled future), the drop stops the renewals at once and releases the
+/// lock in the background without blocking.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), lock_runtime::LockError> {
+/// use std::time::Duration;
+/// use lock_runtime::{LockManager, LockOptions};
+///
+/// let locks = LockManager::memory();
+/// let guard = locks
+///     .lock("invoice:7", LockOptions::new().ttl(Duration::from_secs(10)))
+///     .await?;
+/// let token = guard.fencing_token(); // hand this to the storage you write to
+/// assert!(token > 0);
+/// guard.release().await?;
+/// # Ok(())
+/// # }
+/// ```
+#[must_use = "the lock is released as soon as the guard is dropped"]
+pub struct LockGuard {
+    lease: Arc<Lease>,
+    /// `None` once released, and for a guard that re-entered a lock the task already holds (the
+    /// outer holder releases it).
+    owner: Option<Owner>,
+}
+
+struct Owner {
+    manager: Arc<Inner>,
+    watch_id: u64,
+    /// The runtime the lock was taken on: Drop spawns the release there.
+    runtime: Option<Handle>,
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("key", &self.lease.key)
+            .field("fencing_token", &self.lease.fencing_token())
+            .field("is_held", &self.is_held())
+            .field("reentered", &self.is_reentered())
+            .finish()
+    }
+}
+
+impl LockGuard {
+    /// A guard for a lock whose acquire is about to be sent: dropped before the answer, it
+    /// releases whatever the acquire may have taken.
+    pub(crate) fn pending(manager: Arc<Inner>, lease: Arc<Lease>, watch_id: u64) -> Self {
+        LockGuard {
+            lease,
+            owner: Some(Owner {
+                manager,
+                watch_id,
+                runtime: Handle::try_current().ok(),
+            }),
+        }
+    }
+
+    /// A guard for a lock the task already holds.
+    pub(crate) fn reentered(lease: Arc<Lease>) -> Self {
+        LockGuard { lease, owner: None }
+    }
+
+    /// The acquire said busy: nothing to release.
+    pub(crate) fn disarm(mut self) -> Arc<Lease> {
+        if let Some(owner) = self.owner.take() {
+            owner.manager.watchdog.unregister(owner.watch_id);
+        }
+        self.lease.clone()
+    }
+
+    pub(crate) fn lease(&self) -> &Arc<Lease> {
+        &self.lease
+    }
+
+    /// The lock key, as the caller named it.
+    pub fn key(&self) -> &str {
+        &self.lease.key
+    }
+
+    /// The fencing token of this acquisition: strictly greater than every token handed out
+    /// earlier for the same key (see the crate docs for the exact guarantee). Pass it to the
+    /// storage the lock protects and have that storage refuse smaller tokens than it has seen.
+    pub fn fencing_token(&self) -> u64 {
+        self.lease.fencing_token()
+    }
+
+    /// True while the lease is known to be held: not lost, not released, and its local deadline
+    /// (which the watchdog moves) not passed.
+    pub fn is_held(&self) -> bool {
+        self.lease.is_held()
+    }
+
+    /// What is left of the lease by the local clock.
+    pub fn remaining(&self) -> Duration {
+        self.lease.remaining()
+    }
+
+    /// True if this guard re-entered a lock the task already held: releasing it does nothing.
+    pub fn is_reentered(&self) -> bool {
+        self.owner.is_none() && self.lease.status() != Status::Released
+    }
+
+    /// Resolves when the lease is lost (renewal proved another owner, or no renewal succeeded
+    /// before the lease ran out), with the reason. Never resolves for a lock released normally.
+    pub async fn lost(&self) -> LostReason {
+        self.lease.lost().await
+    }
+
+    /// Releases the lock and waits until the server confirms it, so the next holder can enter
+    /// at once.
+    ///
+    /// Returns [`LockError::LeaseLost`] if the lock had expired or belongs to someone else by
+    /// now (that lock is left untouched), and [`LockError::Backend`] if the server could not be
+    /// reached; the guard then keeps the owner token and retries in the background until the
+    /// lease would have run out. A guard that re-entered an outer lock returns `Ok` at once.
+    pub async fn release(mut self) -> Result<(), LockError> {
+        let Some(owner) = self.owner.as_ref() else {
+            return Ok(());
+        };
+        owner.manager.watchdog.unregister(owner.watch_id);
+        let manager = owner.manager.clone();
+        let answer = manager.release(&self.lease).await?;
+        // Released or not ours: either way there is nothing left to retry.
+        self.owner = None;
+        match answer {
+            Release::Released => {
+                self.lease.mark_released();
+                Ok(())
+            }
+            Release::NotOwner | Release::Gone => {
+                let reason = match answer {
+                    Release::Gone => LostReason::Expired,
+                    _ => LostReason::NotOwner,
+                };
+                self.lease.mark_lost(reason);
+                self.lease.mark_released();
+                tracing::warn!(key = %self.lease.key, %reason, "release found the lock no longer ours");
+                Err(LockError::LeaseLost {
+                    key: self.lease.key.clone(),
+                    reason,
+                })
+            }
+        }
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        let Some(owner) = self.owner.take() else {
+            return;
+        };
+        owner.manager.watchdog.unregister(owner.watch_id);
+        let acquiring = self.lease.status() == Status::Acquiring;
+        self.lease.mark_released();
+        let Some(runtime) = owner.runtime else {
+            tracing::warn!(key = %self.lease.key, "no tokio runtime to release the lock on; it expires with its lease");
+            return;
+        };
+        // If the runtime is shutting down the task never runs and the lease simply runs out.
+        runtime.spawn(release_in_background(
+            owner.manager,
+            self.lease.clone(),
+            acquiring,
+        ));
+    }
+}
+
+/// Releases a dropped guard's lock, retrying with backoff until the lease would have run out.
+async fn release_in_background(manager: Arc<Inner>, lease: Arc<Lease>, acquiring: bool) {
+    let give_up = lease.deadline();
+    let mut backoff = Duration::from_millis(25);
+    loop {
+        match manager.release(&lease).await {
+            Ok(Release::Released) => return,
+            Ok(Release::NotOwner | Release::Gone) => {
+                // After a cancelled acquire this is the normal answer: it never took the lock.
+                if !acquiring {
+                    tracing::warn!(key = %lease.key, "release found the lock no longer ours");
+                }
+                return;
+            }
+            Err(err) => {
+                if Instant::now() + backoff >= give_up {
+                    tracing::warn!(key = %lease.key, error = %err, "release failed; the lock expires with its lease");
+                    return;
+                }
+                tracing::debug!(key = %lease.key, error = %err, "release failed; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+            }
+        }
+    }
+}

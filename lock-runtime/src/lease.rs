@@ -1,0 +1,172 @@
+//! The state of one held lock, shared by its guard, `current()`, the watchdog and the macro's
+//! abort: one `watch` channel, so every reader sees the same signal.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::key::StoredKey;
+use crate::{LockOptions, LostReason};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// The acquire is on its way.
+    Acquiring,
+    Held,
+    Lost(LostReason),
+    Released,
+}
+
+pub(crate) struct Lease {
+    /// The key as the caller named it.
+    pub(crate) key: String,
+    pub(crate) stored: StoredKey,
+    pub(crate) token: String,
+    pub(crate) manager_id: u64,
+    pub(crate) options: LockOptions,
+    fence: AtomicU64,
+    times: Mutex<Times>,
+    status: watch::Sender<Status>,
+}
+
+#[derive(Clone, Copy)]
+struct Times {
+    /// Taken before the acquire was sent: every local deadline counts from here, so the local
+    /// view of the lease always ends before the server's.
+    started: Instant,
+    /// Where the lease ends by the local clock, less a drift margin.
+    deadline: Instant,
+}
+
+/// How much earlier than the server the holder gives up a lease: 1 % of the ttl plus 2 ms, for
+/// clock drift between this process and the server.
+pub(crate) fn drift_margin(ttl: Duration) -> Duration {
+    ttl / 100 + Duration::from_millis(2)
+}
+
+impl Times {
+    fn starting(started: Instant, ttl: Duration) -> Self {
+        Times {
+            started,
+            deadline: started + ttl - drift_margin(ttl),
+        }
+    }
+}
+
+impl Lease {
+    pub(crate) fn new(
+        key: String,
+        stored: StoredKey,
+        token: String,
+        manager_id: u64,
+        options: LockOptions,
+        started: Instant,
+    ) -> Self {
+        Lease {
+            key,
+            stored,
+            token,
+            manager_id,
+            options,
+            fence: AtomicU64::new(0),
+            times: Mutex::new(Times::starting(started, options.ttl)),
+            status: watch::Sender::new(Status::Acquiring),
+        }
+    }
+
+    /// A new attempt to acquire is about to be sent: the lease would count from now.
+    pub(crate) fn restart(&self, started: Instant) {
+        *self.times.lock().unwrap_or_else(PoisonError::into_inner) =
+            Times::starting(started, self.options.ttl);
+    }
+
+    pub(crate) fn started(&self) -> Instant {
+        self.times
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .started
+    }
+
+    pub(crate) fn fencing_token(&self) -> u64 {
+        self.fence.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn deadline(&self) -> Instant {
+        self.times
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .deadline
+    }
+
+    pub(crate) fn set_deadline(&self, deadline: Instant) {
+        self.times
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .deadline = deadline;
+    }
+
+    pub(crate) fn status(&self) -> Status {
+        *self.status.borrow()
+    }
+
+    pub(crate) fn is_held(&self) -> bool {
+        self.status() == Status::Held && Instant::now() < self.deadline()
+    }
+
+    /// What is left of the lease by the local clock (zero once lost or released).
+    pub(crate) fn remaining(&self) -> Duration {
+        if self.status() != Status::Held {
+            return Duration::ZERO;
+        }
+        self.deadline().saturating_duration_since(Instant::now())
+    }
+
+    pub(crate) fn mark_held(&self, fence: u64) {
+        self.fence.store(fence, Ordering::Release);
+        self.status.send_if_modified(|status| {
+            let acquiring = *status == Status::Acquiring;
+            if acquiring {
+                *status = Status::Held;
+            }
+            acquiring
+        });
+    }
+
+    /// Marks the lease lost; returns false if it was already lost or released.
+    pub(crate) fn mark_lost(&self, reason: LostReason) -> bool {
+        self.status.send_if_modified(|status| {
+            let live = matches!(status, Status::Held | Status::Acquiring);
+            if live {
+                *status = Status::Lost(reason);
+            }
+            live
+        })
+    }
+
+    pub(crate) fn mark_released(&self) {
+        self.status.send_if_modified(|status| {
+            let changed = !matches!(status, Status::Released);
+            *status = Status::Released;
+            changed
+        });
+    }
+
+    /// Resolves with the reason once the lease is lost; never resolves if it is released first.
+    pub(crate) async fn lost(&self) -> LostReason {
+        let mut rx = self.status.subscribe();
+        loop {
+            match *rx.borrow_and_update() {
+                Status::Lost(reason) => return reason,
+                Status::Released => break,
+                Status::Acquiring | Status::Held => {}
+            }
+            if rx.changed().await.is_err() {
+                break;
+            }
+        }
+        std::future::pending().await
+    }
+}

@@ -1,0 +1,118 @@
+//! Reading lock URLs without ever repeating their passwords.
+
+use crate::LockError;
+
+/// The scheme of `url` (`redis`, `rediss`, `memory`, ...), lower-cased input required.
+pub(crate) fn scheme(url: &str) -> Result<&str, LockError> {
+    match url.split_once("://") {
+        Some((scheme, _)) if !scheme.is_empty() => Ok(scheme),
+        _ => Err(LockError::Config(format!(
+            "`{}` is not a lock URL: expected something like redis://127.0.0.1:6379 or memory://",
+            redact(url)
+        ))),
+    }
+}
+
+/// `url` with any password replaced by `***`, safe for messages and logs.
+pub(crate) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        // Not a URL; it may still be a secret pasted in the wrong place.
+        return if url.contains('@') || url.contains(':') {
+            "<unparsable URL>".into()
+        } else {
+            url.into()
+        };
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+            let path = redact_query(path);
+            if user.is_empty() {
+                format!("{scheme}://***@{host}{path}")
+            } else {
+                format!("{scheme}://{user}:***@{host}{path}")
+            }
+        }
+        None => format!("{scheme}://{authority}{}", redact_query(path)),
+    }
+}
+
+/// Query parameters named like secrets (`password=`, `pass=`) are hidden too.
+fn redact_query(path: &str) -> String {
+    let Some((before, query)) = path.split_once('?') else {
+        return path.into();
+    };
+    let params: Vec<String> = query
+        .split('&')
+        .map(|param| match param.split_once('=') {
+            Some((name, _)) if name.to_ascii_lowercase().contains("pass") => {
+                format!("{name}=***")
+            }
+            _ => param.into(),
+        })
+        .collect();
+    format!("{before}?{}", params.join("&"))
+}
+
+/// `host:port` of a single-server URL, for naming the server in errors.
+pub(crate) fn server_of(url: &str) -> String {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..end];
+    let host = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host)| host);
+    if host.is_empty() {
+        // redis+unix:///path: the socket path is the server.
+        return rest.split('?').next().unwrap_or_default().to_owned();
+    }
+    if host.contains(':') && !host.ends_with(']') {
+        host.to_owned()
+    } else {
+        format!("{host}:6379")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_hidden() {
+        assert_eq!(
+            redact("redis://user:s3cret@host:6379/0"),
+            "redis://user:***@host:6379/0"
+        );
+        assert_eq!(redact("redis://:s3cret@host"), "redis://***@host");
+        assert_eq!(
+            redact("rediss://host:1/?password=s3cret&db=2"),
+            "rediss://host:1/?password=***&db=2"
+        );
+        assert_eq!(redact("redis://host:1"), "redis://host:1");
+        assert!(!redact("s3cret@nowhere").contains("s3cret"));
+    }
+
+    #[test]
+    fn password_with_at_sign_is_hidden() {
+        let shown = redact("redis://u:p@ss@host:1");
+        assert!(!shown.contains("p@ss"), "{shown}");
+    }
+
+    #[test]
+    fn server_is_host_and_port_without_credentials() {
+        assert_eq!(server_of("redis://u:pw@10.0.0.1:7000/2"), "10.0.0.1:7000");
+        assert_eq!(server_of("redis://example.org"), "example.org:6379");
+        assert_eq!(server_of("redis+unix:///tmp/r.sock"), "/tmp/r.sock");
+    }
+
+    #[test]
+    fn urls_without_scheme_are_config_errors() {
+        assert!(matches!(
+            scheme("localhost:6379"),
+            Err(LockError::Config(_))
+        ));
+        assert_eq!(scheme("memory://").ok(), Some("memory"));
+    }
+}

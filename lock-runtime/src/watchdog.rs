@@ -1,0 +1,306 @@
+//! The renewal driver: one task per manager renews every held lease at about a third of its ttl,
+//! sending the renewals that fall due together as one pipelined round trip, and declares a lease
+//! lost when renewal proves it gone or its local deadline passes without a successful renewal.
+//!
+//! A lease is registered before its acquire is sent and unregistered synchronously when it is
+//! released, so no renewal is ever sent for a lock that was already given back. Renewals check the
+//! owner token on the server, so even one that crosses a release on the wire cannot extend anyone
+//! else's lock. The driver holds leases and its own state weakly: it never keeps a manager alive.
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::Duration;
+
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::LostReason;
+use crate::backend::{Backend, Renewal};
+use crate::lease::{Lease, drift_margin};
+
+/// Retry a failed renewal this often (bounded by the lease's own deadline).
+const RETRY_FLOOR: Duration = Duration::from_millis(20);
+
+pub(crate) struct Watchdog {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Arc<Notify>,
+    backend: Arc<dyn Backend>,
+}
+
+#[derive(Default)]
+struct State {
+    next_id: u64,
+    entries: HashMap<u64, Entry>,
+    /// (when, entry id): the next thing to do for each entry, earliest first.
+    queue: BTreeSet<(Instant, u64)>,
+    /// The driver task, started on first use and again if the runtime it ran on has shut down.
+    driver: Option<tokio::task::JoinHandle<()>>,
+}
+
+struct Entry {
+    lease: Weak<Lease>,
+    due: Instant,
+    /// The local end of the lease: past it without a successful renewal, the lease is lost.
+    lost_at: Instant,
+    ttl: Duration,
+    renew: bool,
+    /// An acquire or a renewal is on the wire: wait for its answer (or the deadline).
+    in_flight: bool,
+    hold_until: Option<Instant>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // Lets the driver see that its manager is gone and stop.
+        self.wake.notify_one();
+    }
+}
+
+impl Watchdog {
+    pub(crate) fn new(backend: Arc<dyn Backend>) -> Self {
+        Watchdog {
+            shared: Arc::new(Shared {
+                state: Mutex::new(State::default()),
+                wake: Arc::new(Notify::new()),
+                backend,
+            }),
+        }
+    }
+
+    /// Tracks a lease whose acquire is about to be sent. Until [`Watchdog::activate`], only its
+    /// deadline is watched.
+    pub(crate) fn register(&self, lease: &Arc<Lease>) -> u64 {
+        let ttl = lease.options.ttl;
+        let lost_at = lease.deadline();
+        let mut state = self.shared.lock();
+        state.next_id += 1;
+        let id = state.next_id;
+        state.entries.insert(
+            id,
+            Entry {
+                lease: Arc::downgrade(lease),
+                due: lost_at,
+                lost_at,
+                ttl,
+                renew: lease.options.watchdog,
+                in_flight: true,
+                hold_until: lease.options.max_hold.map(|max| lease.started() + max),
+            },
+        );
+        state.queue.insert((lost_at, id));
+        self.shared.start_driver(&mut state);
+        id
+    }
+
+    /// The acquire succeeded: schedule the first renewal at a third of the ttl.
+    pub(crate) fn activate(&self, id: u64) {
+        let mut state = self.shared.lock();
+        let Some(entry) = state.entries.get_mut(&id) else {
+            return;
+        };
+        entry.in_flight = false;
+        if !entry.renew {
+            return;
+        }
+        let Some(lease) = entry.lease.upgrade() else {
+            return;
+        };
+        let first = (lease.started() + entry.ttl / 3).min(entry.lost_at);
+        state.reschedule(id, first);
+        drop(state);
+        self.shared.wake.notify_one();
+    }
+
+    /// Stops all work for a lease. Synchronous: once it returns, no renewal of it will be sent.
+    pub(crate) fn unregister(&self, id: u64) {
+        let mut state = self.shared.lock();
+        if let Some(entry) = state.entries.remove(&id) {
+            state.queue.remove(&(entry.due, id));
+        }
+    }
+}
+
+impl State {
+    fn reschedule(&mut self, id: u64, due: Instant) {
+        let Some(entry) = self.entries.get_mut(&id) else {
+            return;
+        };
+        self.queue.remove(&(entry.due, id));
+        entry.due = due;
+        self.queue.insert((due, id));
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn start_driver(self: &Arc<Self>, state: &mut State) {
+        if state
+            .driver
+            .as_ref()
+            .is_some_and(|driver| !driver.is_finished())
+        {
+            self.wake.notify_one();
+            return;
+        }
+        state.driver = Some(tokio::spawn(drive(Arc::downgrade(self), self.wake.clone())));
+    }
+
+    /// Does what is due at `now`; returns when to look again.
+    fn step(self: &Arc<Self>, now: Instant) -> Option<Instant> {
+        let mut lost = Vec::new();
+        let mut batch = Vec::new();
+        let mut ids = Vec::new();
+        let next = {
+            let mut guard = self.lock();
+            let State { entries, queue, .. } = &mut *guard;
+            while let Some(&(due, id)) = queue.first() {
+                if due > now {
+                    break;
+                }
+                queue.pop_first();
+                let Some(entry) = entries.get_mut(&id) else {
+                    continue;
+                };
+                let Some(lease) = entry.lease.upgrade() else {
+                    entries.remove(&id);
+                    continue;
+                };
+                let capped = entry.hold_until.is_some_and(|until| now >= until);
+                if now >= entry.lost_at {
+                    let reason = if capped {
+                        LostReason::MaxHoldExceeded
+                    } else {
+                        LostReason::Expired
+                    };
+                    entries.remove(&id);
+                    lost.push((lease, reason));
+                    continue;
+                }
+                // Whatever happens next, the deadline is watched.
+                entry.due = entry.lost_at;
+                queue.insert((entry.lost_at, id));
+                if entry.in_flight || !entry.renew || capped {
+                    continue;
+                }
+                let ttl = match entry.hold_until {
+                    Some(until) => entry.ttl.min(until - now),
+                    None => entry.ttl,
+                };
+                entry.in_flight = true;
+                batch.push(Renewal {
+                    key: lease.stored.lock.clone(),
+                    token: lease.token.clone(),
+                    ttl,
+                });
+                ids.push((id, ttl));
+            }
+            queue.first().map(|&(due, _)| due)
+        };
+        for (lease, reason) in lost {
+            if lease.mark_lost(reason) {
+                tracing::warn!(key = %lease.key, %reason, "lease lost");
+            }
+        }
+        if !batch.is_empty() {
+            tokio::spawn(self.clone().send(batch, ids, now));
+        }
+        next
+    }
+
+    /// Sends one batch of renewals and books the answers.
+    async fn send(self: Arc<Self>, batch: Vec<Renewal>, ids: Vec<(u64, Duration)>, sent: Instant) {
+        let shortest = ids.iter().map(|&(_, ttl)| ttl).min().unwrap_or_default();
+        let answer =
+            match tokio::time::timeout((shortest / 3).max(RETRY_FLOOR), self.backend.renew(&batch))
+                .await
+            {
+                Ok(Ok(renewed)) if renewed.len() == ids.len() => Ok(renewed),
+                Ok(Ok(renewed)) => Err(format!(
+                    "{} answers to {} renewals",
+                    renewed.len(),
+                    ids.len()
+                )),
+                Ok(Err(err)) => Err(err.to_string()),
+                Err(_) => Err(format!(
+                    "no answer within {:?}",
+                    (shortest / 3).max(RETRY_FLOOR)
+                )),
+            };
+        let now = Instant::now();
+        let mut lost = Vec::new();
+        {
+            let mut state = self.lock();
+            for (i, &(id, ttl)) in ids.iter().enumerate() {
+                let Some(entry) = state.entries.get_mut(&id) else {
+                    continue;
+                };
+                entry.in_flight = false;
+                let next = match &answer {
+                    Ok(renewed) if renewed[i] => {
+                        entry.lost_at = sent + ttl - drift_margin(ttl);
+                        if let Some(lease) = entry.lease.upgrade() {
+                            lease.set_deadline(entry.lost_at);
+                        }
+                        Some(sent + entry.ttl / 3)
+                    }
+                    Ok(_) => None,
+                    Err(_) => Some(now + (entry.ttl / 10).max(RETRY_FLOOR)),
+                };
+                match next {
+                    Some(next) => {
+                        let due = next.min(entry.lost_at);
+                        state.reschedule(id, due);
+                    }
+                    None => {
+                        if let Some(entry) = state.entries.remove(&id) {
+                            state.queue.remove(&(entry.due, id));
+                            lost.extend(entry.lease.upgrade());
+                        }
+                    }
+                }
+            }
+        }
+        if let Err(err) = &answer {
+            tracing::warn!(
+                server = self.backend.server(),
+                leases = ids.len(),
+                error = %err,
+                "lease renewal failed; retrying until the leases run out"
+            );
+        }
+        for lease in lost {
+            if lease.mark_lost(LostReason::NotOwner) {
+                tracing::warn!(key = %lease.key, reason = %LostReason::NotOwner, "lease lost");
+            }
+        }
+        self.wake.notify_one();
+    }
+}
+
+async fn drive(shared: Weak<Shared>, wake: Arc<Notify>) {
+    loop {
+        let notified = wake.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let next = match shared.upgrade() {
+            Some(shared) => shared.step(Instant::now()),
+            None => return,
+        };
+        match next {
+            Some(due) => {
+                tokio::select! {
+                    () = tokio::time::sleep_until(due) => {}
+                    () = &mut notified => {}
+                }
+            }
+            None => notified.await,
+        }
+    }
+}
