@@ -1,1 +1,31 @@
+//! Test harness for the integration suites: real `redis-server` processes on free loopback ports and
+//! a fault-injecting TCP proxy to put between a client and a server.
+//!
+//! ```no_run
+//! use lock_tests::{FaultProxy, RedisServer};
+//! use std::time::Duration;
+//!
+//! let server = RedisServer::start();
+//! assert_eq!(server.cmd(&["PING"]), "PONG", "{}", server.log());
+//!
+//! let proxy = FaultProxy::start(server.addr());
+//! proxy.set_delay(Duration::from_millis(50));
+//! // connect the client under test to proxy.url() instead of server.url()
+//! ```
+//!
+//! The servers never use port 6379, so a system Redis is neither needed nor touched. If
+//! `redis-server` is not installed, starting one panics with a line that says how to install it:
+//! tests never pass silently without a server.
 
+mod port;
+mod proxy;
+pub mod resp;
+mod server;
+mod tempdir;
+mod wait;
+
+pub use port::free_port;
+pub use proxy::FaultProxy;
+pub use resp::Reply;
+pub use server::RedisServer;
+pub use wait::{wait_until, wait_until_async};
