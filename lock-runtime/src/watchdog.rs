@@ -51,6 +51,8 @@ struct Entry {
     /// An acquire or a renewal is on the wire: wait for its answer (or the deadline).
     in_flight: bool,
     hold_until: Option<Instant>,
+    /// max_hold has shortened or stopped the renewals: the coming loss is its doing.
+    capped: bool,
 }
 
 impl Drop for Shared {
@@ -88,6 +90,7 @@ impl Watchdog {
                 ttl,
                 renew: lease.options.watchdog,
                 in_flight: true,
+                capped: false,
                 hold_until: lease.options.max_hold.map(|max| lease.started() + max),
             },
         );
@@ -173,8 +176,9 @@ impl Shared {
                     continue;
                 };
                 let capped = entry.hold_until.is_some_and(|until| now >= until);
+                entry.capped |= capped;
                 if now >= entry.lost_at {
-                    let reason = if capped {
+                    let reason = if entry.capped {
                         LostReason::MaxHoldExceeded
                     } else {
                         LostReason::Expired
@@ -193,6 +197,7 @@ impl Shared {
                     Some(until) => entry.ttl.min(until - now),
                     None => entry.ttl,
                 };
+                entry.capped |= ttl < entry.ttl;
                 entry.in_flight = true;
                 batch.push(Renewal {
                     key: lease.stored.lock.clone(),

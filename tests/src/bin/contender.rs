@@ -1,0 +1,82 @@
+//! A child process for the cross-process tests.
+//!
+//! `contender exclusion <url> <key> <tasks> <iterations> <out>`: `tasks` tasks each take the lock
+//! `iterations` times and write one line per critical section to `out`:
+//! `<enter ns> <exit ns> <fencing token>` (wall clock, shared by all processes on the machine).
+//!
+//! `contender hold <url> <key> <ttl ms>`: takes the lock, prints `held <token>` and sleeps until
+//! killed.
+
+use std::io::Write;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use lock_runtime::{LockError, LockManager, LockOptions};
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_nanos()
+}
+
+fn arg(args: &[String], i: usize) -> &str {
+    args.get(i)
+        .map(String::as_str)
+        .unwrap_or_else(|| panic!("missing argument {i}: {args:?}"))
+}
+
+#[tokio::main]
+async fn main() -> Result<(), LockError> {
+    let args: Vec<String> = std::env::args().collect();
+    let locks = LockManager::connect(arg(&args, 2)).await?;
+    let key = arg(&args, 3).to_owned();
+    match arg(&args, 1) {
+        "exclusion" => {
+            let tasks: usize = arg(&args, 4).parse().expect("task count");
+            let iterations: usize = arg(&args, 5).parse().expect("iteration count");
+            let out = arg(&args, 6).to_owned();
+            let options = LockOptions::new()
+                .ttl(Duration::from_secs(10))
+                .wait(Duration::from_secs(60));
+            let mut handles = Vec::new();
+            for _ in 0..tasks {
+                let locks = locks.clone();
+                let key = key.clone();
+                handles.push(tokio::spawn(async move {
+                    let mut lines = Vec::new();
+                    for _ in 0..iterations {
+                        let line = locks
+                            .run_locked(key.clone(), options, async {
+                                let enter = now_ns();
+                                let token = lock_runtime::current()
+                                    .expect("inside a locked section")
+                                    .fencing_token();
+                                tokio::task::yield_now().await;
+                                Ok::<_, LockError>(format!("{enter} {} {token}", now_ns()))
+                            })
+                            .await?;
+                        lines.push(line);
+                    }
+                    Ok::<_, LockError>(lines)
+                }));
+            }
+            let mut file = std::fs::File::create(&out).expect("create output file");
+            for handle in handles {
+                for line in handle.await.expect("task finished")? {
+                    writeln!(file, "{line}").expect("write output");
+                }
+            }
+        }
+        "hold" => {
+            let ttl: u64 = arg(&args, 4).parse().expect("ttl in ms");
+            let guard = locks
+                .lock(key, LockOptions::new().ttl(Duration::from_millis(ttl)))
+                .await?;
+            println!("held {}", guard.fencing_token());
+            std::io::stdout().flush().expect("flush stdout");
+            std::future::pending::<()>().await;
+        }
+        other => panic!("unknown mode {other}"),
+    }
+    Ok(())
+}

@@ -1,0 +1,456 @@
+//! Behaviour that needs a real Redis: other processes, faults on the wire, data written from
+//! outside, and what goes over the wire.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockError, LockManager, LockOptions, LostReason};
+use lock_tests::{FaultProxy, RedisServer, free_port};
+
+const CONTENDER: &str = env!("CARGO_BIN_EXE_contender");
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+async fn connect(server: &RedisServer) -> LockManager {
+    LockManager::connect(&server.url())
+        .await
+        .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()))
+}
+
+#[test]
+fn mutual_exclusion_holds_across_processes_and_tokens_follow_entry_order() {
+    let server = RedisServer::start();
+    let dir = std::env::temp_dir().join(format!("lock-exclusion-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let children: Vec<_> = (0..2)
+        .map(|i| {
+            let out = dir.join(format!("contender-{i}.log"));
+            let child = Command::new(CONTENDER)
+                .args(["exclusion", &server.url(), "shared", "16", "25"])
+                .arg(&out)
+                .spawn()
+                .expect("spawn contender");
+            (child, out)
+        })
+        .collect();
+    let mut sections: Vec<(u128, u128, u64)> = Vec::new();
+    for (mut child, out) in children {
+        let status = child.wait().expect("contender ran");
+        assert!(
+            status.success(),
+            "contender failed: {status}\n{}",
+            server.log()
+        );
+        let text = std::fs::read_to_string(&out).expect("contender output");
+        for line in text.lines() {
+            let mut fields = line.split(' ');
+            let mut next = || fields.next().expect("three fields");
+            let enter = next().parse().expect("enter");
+            let exit = next().parse().expect("exit");
+            let token = next().parse().expect("token");
+            sections.push((enter, exit, token));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(sections.len(), 2 * 16 * 25);
+    sections.sort_unstable();
+    for pair in sections.windows(2) {
+        let (before, after) = (pair[0], pair[1]);
+        assert!(
+            before.1 <= after.0,
+            "critical sections overlap: {before:?} and {after:?}"
+        );
+        assert!(
+            before.2 < after.2,
+            "fencing tokens out of entry order: {before:?} then {after:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_takes_over_when_the_holder_process_is_killed() {
+    let server = RedisServer::start();
+    let mut holder = Command::new(CONTENDER)
+        .args(["hold", &server.url(), "job", "1000"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn holder");
+    let mut line = String::new();
+    BufReader::new(holder.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("holder reports");
+    assert!(line.starts_with("held "), "{line}\n{}", server.log());
+
+    let locks = connect(&server).await;
+    let busy = locks.lock("job", LockOptions::new()).await;
+    assert!(busy.expect_err("held by the child").is_busy());
+    holder.kill().expect("SIGKILL the holder");
+    let killed = Instant::now();
+    holder.wait().expect("reaped");
+
+    let guard = locks
+        .lock("job", LockOptions::new().wait(Duration::from_secs(10)))
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    // At most one ttl (1 s) after the kill, plus a margin.
+    let took = killed.elapsed();
+    assert!(took < ms(1500), "{took:?}");
+    guard.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_the_key_from_outside_is_reported_and_aborts_the_body() {
+    let server = RedisServer::start();
+    let locks = connect(&server).await;
+    let finished = Arc::new(AtomicBool::new(false));
+    let flag = finished.clone();
+    let started = Instant::now();
+    let options = LockOptions::new().ttl(ms(600));
+    let section = locks.run_locked("deleted".into(), options, async move {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        flag.store(true, Ordering::SeqCst);
+        Ok::<_, LockError>(())
+    });
+    let deleter = async {
+        tokio::time::sleep(ms(100)).await;
+        assert_eq!(
+            server.cmd(&["DEL", "lock:{deleted}"]),
+            "1",
+            "{}",
+            server.log()
+        );
+    };
+    let (result, ()) = tokio::join!(section, deleter);
+    match result {
+        Err(LockError::LeaseLost { key, reason }) => {
+            assert_eq!(key, "deleted");
+            assert_eq!(reason, LostReason::NotOwner);
+        }
+        other => panic!("expected LeaseLost, got {other:?}"),
+    }
+    assert!(!finished.load(Ordering::SeqCst));
+    // Noticed at the first renewal (ttl / 3), long before the body would have ended.
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn overwriting_the_owner_from_outside_is_reported_and_left_alone() {
+    let server = RedisServer::start();
+    let locks = connect(&server).await;
+    let guard = locks
+        .lock("stolen", LockOptions::new().ttl(ms(600)))
+        .await
+        .expect("free");
+    server.cmd(&["HSET", "lock:{stolen}", "token", "someone-else"]);
+    let reason = tokio::time::timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .expect("told at the next renewal");
+    assert_eq!(reason, LostReason::NotOwner);
+    let err = guard.release().await.expect_err("not ours");
+    assert!(err.is_lease_lost(), "{err}");
+    // The other owner's lock was not touched.
+    assert_eq!(
+        server.cmd(&["HGET", "lock:{stolen}", "token"]),
+        "someone-else"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_connection_is_reported_before_the_server_expires_the_lock() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let locks = LockManager::builder()
+        .url(proxy.url())
+        .request_timeout(ms(300))
+        .build()
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    let guard = locks
+        .lock("stalled", LockOptions::new().ttl(Duration::from_secs(1)))
+        .await
+        .expect("free");
+    proxy.blackhole(true);
+    let reason = tokio::time::timeout(Duration::from_secs(3), guard.lost())
+        .await
+        .expect("told within the lease");
+    assert_eq!(reason, LostReason::Expired);
+    // The holder gave up while the server still had the lock: nobody else could have entered.
+    let pttl: i64 = server
+        .cmd(&["PTTL", "lock:{stalled}"])
+        .parse()
+        .expect("integer");
+    assert!(
+        pttl > 0,
+        "server expiry passed before the holder was told: {pttl}"
+    );
+    drop(guard);
+    proxy.blackhole(false);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_connection_aborts_the_body_with_lease_lost() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let locks = LockManager::builder()
+        .url(proxy.url())
+        .request_timeout(ms(300))
+        .build()
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    let stall = async {
+        tokio::time::sleep(ms(200)).await;
+        proxy.blackhole(true);
+    };
+    let options = LockOptions::new().ttl(Duration::from_secs(1));
+    let section = locks.run_locked("stalled-body".into(), options, async {
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        Ok::<_, LockError>(())
+    });
+    let (result, ()) = tokio::join!(section, stall);
+    assert!(result.expect_err("lease lost").is_lease_lost());
+    proxy.blackhole(false);
+}
+
+#[tokio::test]
+async fn unreachable_redis_is_a_backend_error() {
+    let url = format!("redis://127.0.0.1:{}", free_port());
+    let err = LockManager::connect(&url)
+        .await
+        .expect_err("nothing listens");
+    assert!(matches!(err, LockError::Backend { .. }), "{err}");
+    assert!(err.to_string().contains("127.0.0.1"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_gone_after_connect_fails_the_acquire_and_the_body_does_not_run() {
+    let server = RedisServer::start();
+    let locks = LockManager::builder()
+        .url(server.url())
+        .request_timeout(ms(500))
+        .build()
+        .await
+        .expect("connect");
+    server.kill();
+    let ran = AtomicBool::new(false);
+    let result = locks
+        .run_locked("down".into(), LockOptions::new(), async {
+            ran.store(true, Ordering::SeqCst);
+            Ok::<_, LockError>(())
+        })
+        .await;
+    let err = result.expect_err("server is down");
+    assert!(matches!(err, LockError::Backend { .. }), "{err}");
+    assert!(err.to_string().contains("down"), "names the key: {err}");
+    assert!(!ran.load(Ordering::SeqCst), "body ran without the lock");
+}
+
+#[tokio::test]
+async fn wrong_password_is_a_clear_error_that_does_not_show_the_password() {
+    let server = RedisServer::start_with(&["--requirepass", "right-one"]);
+    let url = format!("redis://:wrong-one@127.0.0.1:{}", server.port());
+    let err = LockManager::connect(&url).await.expect_err("bad password");
+    let shown = format!("{err} {err:?}");
+    assert!(matches!(err, LockError::Backend { .. }), "{shown}");
+    assert!(!shown.contains("wrong-one"), "password leaked: {shown}");
+    // The right password works.
+    let locks = LockManager::connect(&server.url())
+        .await
+        .expect("right password");
+    let guard = locks.lock("k", LockOptions::new()).await.expect("free");
+    guard.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn a_key_holding_other_data_is_a_backend_error_and_is_left_untouched() {
+    let server = RedisServer::start();
+    let locks = connect(&server).await;
+    server.cmd(&["RPUSH", "lock:{theirs}", "a", "b"]);
+    server.cmd(&["HSET", "lock:{their-hash}", "field", "value"]);
+    for key in ["theirs", "their-hash"] {
+        let ran = AtomicBool::new(false);
+        let result = locks
+            .run_locked(key.into(), LockOptions::new(), async {
+                ran.store(true, Ordering::SeqCst);
+                Ok::<_, LockError>(())
+            })
+            .await;
+        let err = result.expect_err("not a lock");
+        assert!(matches!(err, LockError::Backend { .. }), "{err}");
+        assert!(err.to_string().contains(key), "{err}");
+        assert!(!ran.load(Ordering::SeqCst));
+    }
+    assert_eq!(server.cmd(&["LLEN", "lock:{theirs}"]), "2");
+    assert_eq!(server.cmd(&["HGET", "lock:{their-hash}", "field"]), "value");
+}
+
+/// `INFO commandstats` as (command, calls) pairs.
+fn command_calls(server: &RedisServer) -> Vec<(String, u64)> {
+    server
+        .cmd(&["INFO", "commandstats"])
+        .lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = stats
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        // The harness's own probes; Redis 7 names subcommands `config|resetstat`.
+        .filter(|(name, _)| {
+            let command = name.split('|').next().unwrap_or_default();
+            !matches!(command, "info" | "config" | "auth" | "ping")
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn uncontended_acquire_and_release_take_two_round_trips() {
+    let server = RedisServer::start();
+    let locks = connect(&server).await;
+    // Loads the scripts once (EVALSHA, NOSCRIPT, SCRIPT LOAD, EVALSHA).
+    let warm = locks.lock("warm", LockOptions::new()).await.expect("free");
+    warm.release().await.expect("release");
+    server.cmd(&["CONFIG", "RESETSTAT"]);
+
+    let guard = locks
+        .lock("order:1", LockOptions::new())
+        .await
+        .expect("free");
+    guard.release().await.expect("release");
+
+    // Redis 7 also counts the commands a script runs; those never cross the network.
+    const INSIDE_SCRIPTS: [&str; 9] = [
+        "type", "hget", "hset", "pexpire", "time", "get", "set", "del", "publish",
+    ];
+    let calls = command_calls(&server);
+    let sent: Vec<_> = calls
+        .iter()
+        .filter(|(name, _)| !INSIDE_SCRIPTS.contains(&name.as_str()))
+        .collect();
+    assert_eq!(sent, [&("evalsha".to_owned(), 2)], "{calls:?}");
+}
+
+#[tokio::test]
+async fn reentering_a_held_key_sends_nothing() {
+    let server = RedisServer::start();
+    let locks = connect(&server).await;
+    let inner_locks = locks.clone();
+    locks
+        .run_locked("nest".into(), LockOptions::new(), async {
+            server.cmd(&["CONFIG", "RESETSTAT"]);
+            for _ in 0..10 {
+                let inner = inner_locks.lock("nest", LockOptions::new()).await?;
+                inner.release().await?;
+            }
+            assert_eq!(command_calls(&server), vec![]);
+            Ok::<_, LockError>(())
+        })
+        .await
+        .expect("section");
+}
+
+#[tokio::test]
+async fn the_lock_says_who_holds_it_and_per_key_state_expires() {
+    let server = RedisServer::start();
+    let locks = LockManager::builder()
+        .url(server.url())
+        .app_name("billing")
+        .build()
+        .await
+        .expect("connect");
+    let guard = locks
+        .lock("visible", LockOptions::new())
+        .await
+        .expect("free");
+    let fields = server.cmd(&["HGETALL", "lock:{visible}"]);
+    for field in [
+        "token",
+        "fence",
+        "host",
+        "pid",
+        "app",
+        "acquired_at_ms",
+        "billing",
+    ] {
+        assert!(fields.contains(field), "{field} missing in {fields}");
+    }
+    assert!(fields.contains(&std::process::id().to_string()), "{fields}");
+    assert_eq!(
+        server.cmd(&["HGET", "lock:{visible}", "fence"]),
+        guard.fencing_token().to_string()
+    );
+    guard.release().await.expect("release");
+    assert_eq!(server.cmd(&["EXISTS", "lock:{visible}"]), "0");
+    let fence_ttl: i64 = server
+        .cmd(&["PTTL", "lock:{visible}:fence"])
+        .parse()
+        .expect("integer");
+    assert!(fence_ttl > 0, "the fence counter must expire: {fence_ttl}");
+}
+
+#[test]
+fn dropping_a_guard_never_blocks_a_current_thread_runtime() {
+    let server = RedisServer::start();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        for locks in [LockManager::memory(), connect(&server).await] {
+            let guard = locks.lock("drop", LockOptions::new()).await.expect("free");
+            drop(guard);
+            // The release runs on this same thread once we yield; ttl is 30 s.
+            let started = Instant::now();
+            let again = locks
+                .lock("drop", LockOptions::new().wait(Duration::from_secs(5)))
+                .await
+                .expect("released in the background");
+            assert!(started.elapsed() < Duration::from_secs(1));
+            again.release().await.expect("release");
+        }
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_release_wakes_one_waiter_and_each_waiter_gets_its_turn() {
+    let server = RedisServer::start();
+    let locks = connect(&server).await;
+    let guard = locks.lock("queue", LockOptions::new()).await.expect("free");
+    let mut waiters = Vec::new();
+    for _ in 0..4 {
+        let locks = locks.clone();
+        waiters.push(tokio::spawn(async move {
+            let options = LockOptions::new().wait(Duration::from_secs(20));
+            let guard = locks.lock("queue", options).await?;
+            tokio::time::sleep(ms(50)).await;
+            guard.release().await
+        }));
+    }
+    tokio::time::sleep(ms(200)).await;
+    let started = Instant::now();
+    guard.release().await.expect("release");
+    for waiter in waiters {
+        waiter
+            .await
+            .expect("task")
+            .expect("each waiter got the lock");
+    }
+    // Four handovers by notification; the 30 s lease never had to run out.
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}

@@ -1,0 +1,20 @@
+//! The types and futures users move between tasks are `Send` (and `Sync` where shared).
+
+use lock_runtime::{LockError, LockGuard, LockManager, LockOptions};
+
+fn assert_send<T: Send>(_: &T) {}
+fn assert_send_sync<T: Send + Sync + 'static>() {}
+
+#[test]
+fn managers_guards_and_lock_futures_are_send() {
+    assert_send_sync::<LockManager>();
+    assert_send_sync::<LockGuard>();
+    assert_send_sync::<LockError>();
+    assert_send_sync::<lock_runtime::CurrentLock>();
+    let locks = LockManager::memory();
+    assert_send(&locks.lock("k", LockOptions::new()));
+    assert_send(&locks.run_locked("k".into(), LockOptions::new(), async {
+        Ok::<_, LockError>(())
+    }));
+    assert_send(&LockManager::connect("memory://"));
+}
