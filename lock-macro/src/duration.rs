@@ -62,7 +62,9 @@ impl fmt::Display for DurationError {
             DurationError::UnitOrder => f.write_str(
                 "must list its units from the largest to the smallest, each once, as in \"1h30m\"",
             ),
-            DurationError::Overflow => f.write_str("is too large to represent"),
+            DurationError::Overflow => f.write_str(
+                "is too large: a duration must fit in 64-bit milliseconds (about 584 million years)",
+            ),
         }
     }
 }
