@@ -346,3 +346,106 @@ fn fake_return(plan: &Plan) -> TokenStream {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use syn::ItemFn;
+
+    fn expand_fn(args: TokenStream, item: TokenStream) -> ItemFn {
+        let out = distributed_lock(args, item);
+        match syn::parse2::<ItemFn>(out.clone()) {
+            Ok(item) => item,
+            Err(err) => panic!("expansion is not one fn ({err}): {out}"),
+        }
+    }
+
+    #[test]
+    fn the_signature_and_attributes_are_emitted_unchanged() {
+        let item = quote! {
+            /// Docs.
+            #[must_use]
+            pub(crate) async fn f<'a, T: Clone>(&'a mut self, x: impl Into<T>) -> Result<&'a T, E>
+            where
+                T: Send,
+            {
+                todo!()
+            }
+        };
+        let original: ItemFn = syn::parse2(item.clone()).expect("valid fn");
+        let expanded = expand_fn(quote!(key = "k", manager = self.locks), item);
+        assert_eq!(
+            expanded.sig.to_token_stream().to_string(),
+            original.sig.to_token_stream().to_string()
+        );
+        assert_eq!(expanded.attrs, original.attrs);
+        assert_eq!(expanded.vis, original.vis);
+    }
+
+    #[test]
+    fn the_native_expansion_boxes_nothing() {
+        let expanded = expand_fn(
+            quote!(key = "order:<id>"),
+            quote! { async fn f(id: u64) -> Result<(), E> { Ok(()) } },
+        );
+        let body = expanded.block.to_token_stream().to_string();
+        assert!(!body.contains("Box"), "{body}");
+        assert!(body.contains("run_locked_global"), "{body}");
+    }
+
+    #[test]
+    fn the_key_is_rendered_before_the_body_takes_the_parameters() {
+        let expanded = expand_fn(
+            quote!(key = "order:<id>"),
+            quote! { async fn f(id: String) -> Result<(), E> { drop(id); Ok(()) } },
+        );
+        let body = expanded.block.to_token_stream().to_string();
+        let render = body.find("key_part").expect("renders the key");
+        let user_body = body.find("drop (id)").expect("keeps the body");
+        assert!(render < user_body, "{body}");
+    }
+
+    #[test]
+    fn only_options_that_were_set_are_passed_to_the_runtime() {
+        let expanded = expand_fn(
+            quote!(key = "k", wait = "1m30s"),
+            quote! { async fn f() -> Result<(), E> { Ok(()) } },
+        );
+        let body = expanded.block.to_token_stream().to_string();
+        assert!(
+            body.contains(
+                ". wait (__lock_runtime :: __private :: Duration :: from_millis (90000))"
+            ),
+            "{body}"
+        );
+        assert!(!body.contains(". ttl ("), "{body}");
+    }
+
+    #[test]
+    fn a_mistake_keeps_the_item_as_written_next_to_the_error() {
+        let item = quote! { async fn f(id: u64) -> Result<(), E> { Ok(()) } };
+        let out = distributed_lock(quote!(key = "<id>", ttl = "30"), item.clone()).to_string();
+        assert!(out.starts_with(":: core :: compile_error !"), "{out}");
+        assert!(out.ends_with(&item.to_string()), "{out}");
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+    }
+
+    #[test]
+    fn async_trait_bodies_are_locked_inside_the_box() {
+        let expanded = expand_fn(
+            quote!(key = "job:<id>", manager = self.locks),
+            quote! {
+                fn run<'life0, 'async_trait>(&'life0 self, id: u64)
+                    -> ::core::pin::Pin<Box<dyn ::core::future::Future<Output = Result<u64, E>>
+                        + ::core::marker::Send + 'async_trait>>
+                {
+                    Box::pin(async move { let __self = self; Ok(id) })
+                }
+            },
+        );
+        assert!(expanded.sig.asyncness.is_none());
+        let body = expanded.block.to_token_stream().to_string();
+        assert!(body.starts_with("{ Box :: pin (async move {"), "{body}");
+        assert!(body.contains("run_locked"), "{body}");
+    }
+}

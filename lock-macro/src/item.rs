@@ -154,6 +154,35 @@ impl AsyncTraitBody {
     }
 }
 
+impl AsyncTraitBody {
+    /// The patterns `#[async_trait]` moved from the signature into the block, with the
+    /// positional parameter that now carries each: `(a, b): (u8, u8)` became `__arg1: (u8, u8)`
+    /// and `let (a, b) = { let __arg1 = __arg1; __arg1 };`.
+    pub(crate) fn moved_patterns(&self) -> Vec<(&syn::Pat, &syn::Ident)> {
+        self.block
+            .block
+            .stmts
+            .iter()
+            .filter_map(|stmt| {
+                let Stmt::Local(local) = stmt else {
+                    return None;
+                };
+                let Expr::Block(init) = &*local.init.as_ref()?.expr else {
+                    return None;
+                };
+                let Some(Stmt::Expr(Expr::Path(carrier), None)) = init.block.stmts.last() else {
+                    return None;
+                };
+                let carrier = carrier.path.get_ident()?;
+                carrier
+                    .to_string()
+                    .starts_with("__arg")
+                    .then_some((&local.pat, carrier))
+            })
+            .collect()
+    }
+}
+
 /// `R` in a return type `Pin<Box<dyn Future<Output = R> + ..>>` (any path to `Future`).
 fn future_output(output: &ReturnType) -> Option<Type> {
     let ReturnType::Type(_, ty) = output else {

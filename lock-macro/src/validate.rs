@@ -81,7 +81,7 @@ pub(crate) struct OutputPlan {
 /// How the `E: From<LockError>` requirement is checked so that its message lands in user code.
 pub(crate) enum ErrorCheck {
     /// `E` is written in the signature: check it at its span.
-    ErrorType(Type),
+    ErrorType(Box<Type>),
     /// `E` is hidden behind an alias (`io::Result<T>`): check through the output type.
     ThroughOutput,
     /// `E` is `impl Trait`: nothing can name it; the runtime's own bound still applies.
@@ -103,19 +103,26 @@ pub(crate) fn validate(
 ) -> Result<Plan, Vec<syn::Error>> {
     check_options(&args, &mut errors);
     let shape = check_shape(item).map_err(|err| errors.push(err)).ok();
-    let params = Params::of(&item.sig);
+    let mut params = Params::of(&item.sig);
+    if let Some((Form::AsyncTrait(info), _)) = &shape {
+        params.add_moved_patterns(info);
+    }
     let key = args.key.get().and_then(|key| {
         resolve_key(key, &params, &item.sig)
             .map_err(|err| errors.push(err))
             .ok()
     });
 
+    let clone_manager = args
+        .manager
+        .get()
+        .is_some_and(|expr| reads_owned_param(expr, &params));
     let (Some((form, output)), Some(key), true) = (shape, key, errors.is_empty()) else {
         return Err(errors);
     };
     let manager = args.manager.value.map(|expr| ManagerPlan {
-        clone: reads_owned_param(&expr, &params),
         expr,
+        clone: clone_manager,
     });
     let millis = |slot: &crate::attr::Slot<DurationArg>| slot.get().map(|d| d.millis);
     Ok(Plan {
@@ -141,19 +148,20 @@ pub(crate) fn validate(
 /// Rules between options. Each message says which option to change and how.
 fn check_options(args: &Args, errors: &mut Vec<syn::Error>) {
     let allow_long_ttl = args.allow_long_ttl.get().is_some_and(|allow| allow.value);
-    if let Some(ttl) = args.ttl.get() {
-        if ttl.millis > LONG_TTL_MILLIS && !allow_long_ttl {
-            errors.push(syn::Error::new(
-                ttl.lit.span(),
-                format!(
-                    "`ttl` of {} is longer than one day: a holder that crashes keeps the lock \
-                     that long, and the watchdog already renews a short lease while the body \
-                     runs; use a shorter `ttl`, or add `allow_long_ttl = true` if the lock must \
-                     outlive a crash by that much",
-                    format_millis(ttl.millis)
-                ),
-            ));
-        }
+    if let Some(ttl) = args.ttl.get()
+        && ttl.millis > LONG_TTL_MILLIS
+        && !allow_long_ttl
+    {
+        errors.push(syn::Error::new(
+            ttl.lit.span(),
+            format!(
+                "`ttl` of {} is longer than one day: a holder that crashes keeps the lock that \
+                 long, and the watchdog already renews a short lease while the body runs; use a \
+                 shorter `ttl`, or add `allow_long_ttl = true` if the lock must outlive a crash \
+                 by that much",
+                format_millis(ttl.millis)
+            ),
+        ));
     }
     let watchdog = args.watchdog.get().is_none_or(|watchdog| watchdog.value);
     let (ttl, ttl_source) = match args.ttl.get() {
@@ -180,21 +188,21 @@ fn check_options(args: &Args, errors: &mut Vec<syn::Error>) {
                 ),
             ));
         }
-        if let Some(hold_at_least) = args.hold_at_least.get() {
-            if hold_at_least.millis > max_hold.millis {
-                errors.push(syn::Error::new(
-                    hold_at_least.lit.span(),
-                    format!(
-                        "`hold_at_least` of {} is longer than `max_hold` of {}: the lock cannot \
-                         be held at least {} when renewal stops after {}; shorten \
-                         `hold_at_least` or lengthen `max_hold`",
-                        format_millis(hold_at_least.millis),
-                        format_millis(max_hold.millis),
-                        format_millis(hold_at_least.millis),
-                        format_millis(max_hold.millis),
-                    ),
-                ));
-            }
+        if let Some(hold_at_least) = args.hold_at_least.get()
+            && hold_at_least.millis > max_hold.millis
+        {
+            errors.push(syn::Error::new(
+                hold_at_least.lit.span(),
+                format!(
+                    "`hold_at_least` of {} is longer than `max_hold` of {}: the lock cannot be \
+                     held at least {} when renewal stops after {}; shorten `hold_at_least` or \
+                     lengthen `max_hold`",
+                    format_millis(hold_at_least.millis),
+                    format_millis(max_hold.millis),
+                    format_millis(hold_at_least.millis),
+                    format_millis(max_hold.millis),
+                ),
+            ));
         }
     }
 }
@@ -287,7 +295,7 @@ fn output_plan(ty: &Type) -> syn::Result<OutputPlan> {
             };
             match types.as_slice() {
                 [_, error] if name == "Result" && contains_impl_trait(error) => ErrorCheck::None,
-                [_, error] if name == "Result" => ErrorCheck::ErrorType((*error).clone()),
+                [_, error] if name == "Result" => ErrorCheck::ErrorType(Box::new((*error).clone())),
                 _ => ErrorCheck::ThroughOutput,
             }
         }
@@ -418,6 +426,21 @@ impl<'a> Params<'a> {
             }
         }
         params
+    }
+
+    /// Under `#[async_trait]`, pattern parameters live in the block: find them there so that a
+    /// placeholder naming one gets the same message as on a plain `async fn`.
+    fn add_moved_patterns(&mut self, info: &'a AsyncTraitBody) {
+        for (pat, carrier) in info.moved_patterns() {
+            let ty = self
+                .named
+                .iter()
+                .find(|(ident, _)| *ident == carrier)
+                .map(|(_, ty)| *ty);
+            if let Some(ty) = ty {
+                bindings(pat, ty, Some(Vec::new()), &mut self.in_patterns);
+            }
+        }
     }
 
     fn named(&self, name: &str) -> Option<&'a Ident> {
@@ -803,6 +826,25 @@ mod tests {
             errs[0].ends_with("name the parameter, e.g. `pair: (u64, u64)`, and write `<pair.0>`"),
             "{errs:?}"
         );
+    }
+
+    #[test]
+    fn struct_pattern_bindings_suggest_the_field_path() {
+        let errs = errors(
+            quote!(key = "<y>"),
+            quote! { async fn f(Point { x, y: (y, _) }: Point) -> Result<(), E> { Ok(()) } },
+        );
+        assert!(
+            errs[0].ends_with("name the parameter, e.g. `point: Point`, and write `<point.y.0>`"),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn type_names_become_snake_case_parameter_names() {
+        assert_eq!(snake_case("OrderLine"), "order_line");
+        assert_eq!(snake_case("Point"), "point");
+        assert_eq!(snake_case("u64"), "u64");
     }
 
     #[test]
