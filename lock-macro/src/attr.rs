@@ -4,7 +4,7 @@
 //! checked on its own here (a duration parses, a key template is well formed). Rules that
 //! involve several options, or the fn signature, live in `validate`.
 
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 use syn::ext::IdentExt;
 use syn::parse::{ParseStream, Parser};
 use syn::{Expr, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token, UnOp};
@@ -94,6 +94,16 @@ impl<T> Slot<T> {
     pub(crate) fn get(&self) -> Option<&T> {
         self.value.as_ref()
     }
+
+    /// Given, but with a value that was rejected (and already reported).
+    pub(crate) fn failed(&self) -> bool {
+        self.seen && self.value.is_none()
+    }
+
+    /// Not given at all.
+    pub(crate) fn missing(&self) -> bool {
+        !self.seen
+    }
 }
 
 /// The parsed options. Values that failed to parse are absent; their errors are in `errors`.
@@ -127,7 +137,8 @@ impl Args {
     }
 
     /// Parses the attribute's arguments. Every option is checked even after an error, so that
-    /// several independent mistakes are reported together; a syntax error stops the parse.
+    /// several independent mistakes are reported together; a syntax error stops the parse. A
+    /// missing `key` is reported by `validate`, which can suggest one from the signature.
     pub(crate) fn parse(tokens: TokenStream) -> (Args, Vec<syn::Error>) {
         let mut args = Args::new();
         let mut errors = Vec::new();
@@ -144,14 +155,10 @@ impl Args {
             }
             Ok(())
         };
-        match parser.parse2(tokens) {
-            Ok(()) if !args.key.seen => errors.push(syn::Error::new(
-                Span::call_site(),
-                "missing `key`: name the resource the lock protects, \
-                 e.g. #[distributed_lock(key = \"order:<order_id>\")]",
-            )),
-            Ok(()) => {}
-            Err(err) => errors.push(err),
+        if let Err(err) = parser.parse2(tokens) {
+            // The options after a syntax error were not read: none of them is missing.
+            args.key.seen = true;
+            errors.push(err);
         }
         (args, errors)
     }
@@ -460,9 +467,15 @@ mod tests {
     }
 
     #[test]
-    fn key_is_required() {
-        assert_eq!(errors(quote!(ttl = "1s")).len(), 1);
-        assert!(errors(quote!())[0].starts_with("missing `key`"));
+    fn a_missing_key_is_left_to_validation() {
+        let (args, errs) = Args::parse(quote!(ttl = "1s"));
+        assert!(errs.is_empty());
+        assert!(args.key.missing());
+        let (args, _) = Args::parse(quote!(ttl = "1s" wait = "2s"));
+        assert!(
+            !args.key.missing(),
+            "a syntax error hides the rest of the options"
+        );
     }
 
     #[test]

@@ -102,6 +102,9 @@ pub(crate) fn validate(
     mut errors: Vec<syn::Error>,
 ) -> Result<Plan, Vec<syn::Error>> {
     check_options(&args, &mut errors);
+    if args.key.missing() {
+        errors.push(missing_key(&item.sig));
+    }
     let shape = check_shape(item).map_err(|err| errors.push(err)).ok();
     let mut params = Params::of(&item.sig);
     if let Some((Form::AsyncTrait(info), _)) = &shape {
@@ -147,7 +150,8 @@ pub(crate) fn validate(
 
 /// Rules between options. Each message says which option to change and how.
 fn check_options(args: &Args, errors: &mut Vec<syn::Error>) {
-    let allow_long_ttl = args.allow_long_ttl.get().is_some_and(|allow| allow.value);
+    let allow_long_ttl =
+        args.allow_long_ttl.failed() || args.allow_long_ttl.get().is_some_and(|allow| allow.value);
     if let Some(ttl) = args.ttl.get()
         && ttl.millis > LONG_TTL_MILLIS
         && !allow_long_ttl
@@ -163,20 +167,29 @@ fn check_options(args: &Args, errors: &mut Vec<syn::Error>) {
             ),
         ));
     }
-    let watchdog = args.watchdog.get().is_none_or(|watchdog| watchdog.value);
-    let (ttl, ttl_source) = match args.ttl.get() {
-        Some(ttl) => (ttl.millis, ""),
-        None => (DEFAULT_TTL_MILLIS, " (the default)"),
+    // An option whose value was rejected is already reported: rules that depend on it are
+    // skipped rather than checked against a default the user did not ask for.
+    let watchdog = if args.watchdog.failed() {
+        None
+    } else {
+        Some(args.watchdog.get().is_none_or(|watchdog| watchdog.value))
+    };
+    let ttl = match args.ttl.get() {
+        Some(ttl) => Some((ttl.millis, "")),
+        None if args.ttl.failed() => None,
+        None => Some((DEFAULT_TTL_MILLIS, " (the default)")),
     };
     if let Some(max_hold) = args.max_hold.get() {
-        if !watchdog {
+        if watchdog == Some(false) {
             errors.push(syn::Error::new(
                 max_hold.lit.span(),
                 "`max_hold` has no effect with `watchdog = false`: without renewal the lease \
                  already ends `ttl` after acquisition; remove `max_hold`, or remove \
                  `watchdog = false` to renew the lease up to `max_hold`",
             ));
-        } else if max_hold.millis < ttl {
+        } else if let (Some(true), Some((ttl, ttl_source))) = (watchdog, ttl)
+            && max_hold.millis < ttl
+        {
             errors.push(syn::Error::new(
                 max_hold.lit.span(),
                 format!(
@@ -205,6 +218,31 @@ fn check_options(args: &Args, errors: &mut Vec<syn::Error>) {
             ));
         }
     }
+}
+
+/// "missing `key`", with a key made from the fn's name and first parameter as an example.
+fn missing_key(sig: &Signature) -> syn::Error {
+    let first = sig.inputs.iter().find_map(|input| match input {
+        FnArg::Typed(typed) => match &*typed.pat {
+            Pat::Ident(ident) if !is_positional_arg(&ident.ident.to_string()) => {
+                Some(ident.ident.unraw().to_string())
+            }
+            _ => None,
+        },
+        FnArg::Receiver(_) => None,
+    });
+    let name = sig.ident.unraw();
+    let example = match first {
+        Some(param) => format!("{name}:<{param}>"),
+        None => name.to_string(),
+    };
+    syn::Error::new(
+        Span::call_site(),
+        format!(
+            "missing `key`: name the resource the lock protects, e.g. \
+             #[distributed_lock(key = \"{example}\")]"
+        ),
+    )
 }
 
 /// Checks that the item is a fn the attribute can wrap, and finds its output type.
@@ -913,6 +951,36 @@ mod tests {
                 item()
             )
             .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_missing_key_is_suggested_from_the_signature() {
+        assert_eq!(
+            errors(quote!(ttl = "1s"), item()),
+            ["missing `key`: name the resource the lock protects, e.g. \
+              #[distributed_lock(key = \"place_order:<user_id>\")]"]
+        );
+    }
+
+    #[test]
+    fn a_rejected_option_does_not_trigger_rules_that_depend_on_it() {
+        // Only the bad `ttl` is reported, not `max_hold` against the default ttl.
+        assert_eq!(
+            errors(quote!(key = "k", ttl = "1x", max_hold = "10s"), item()).len(),
+            1
+        );
+        assert_eq!(
+            errors(quote!(key = "k", watchdog = "no", max_hold = "1m"), item()).len(),
+            1
+        );
+        assert_eq!(
+            errors(
+                quote!(key = "k", ttl = "48h", allow_long_ttl = "yes"),
+                item()
+            )
+            .len(),
+            1
         );
     }
 
