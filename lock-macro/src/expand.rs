@@ -32,7 +32,8 @@ use syn::Ident;
 use crate::attr::{Args, OnLeaseLost};
 use crate::fallback;
 use crate::item::{self, LockedFn};
-use crate::validate::{self, ErrorCheck, Form, KeyPlan, ManagerPlan, OptionsPlan, Plan};
+use crate::params::KeyPlan;
+use crate::validate::{self, ErrorCheck, Form, ManagerPlan, OptionsPlan, Plan};
 
 /// The attribute, from tokens to tokens: parse, validate, then expand or fall back.
 pub(crate) fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {

@@ -2,14 +2,16 @@
 //! this crate: the runtime re-exports the attribute, and the generated code calls into it.
 //!
 //! The attribute is a pipeline: `attr` parses the options, `item` the fn, `validate` checks
-//! them together and resolves the key template against the signature, `expand` generates the
-//! locked fn, and `fallback` keeps the fn as written next to the errors when something is wrong.
+//! them together (with `params` resolving the key template against the signature), `expand`
+//! generates the locked fn, and `fallback` keeps the fn as written next to the errors when
+//! something is wrong.
 
 mod attr;
 mod duration;
 mod expand;
 mod fallback;
 mod item;
+mod params;
 mod suggest;
 mod template;
 mod validate;
