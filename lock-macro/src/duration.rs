@@ -63,7 +63,8 @@ impl fmt::Display for DurationError {
                 "must list its units from the largest to the smallest, each once, as in \"1h30m\"",
             ),
             DurationError::Overflow => f.write_str(
-                "is too large: a duration must fit in 64-bit milliseconds (about 584 million years)",
+                "is too large: a duration must fit in 64-bit milliseconds \
+                 (about 584 million years); use a smaller value",
             ),
         }
     }
