@@ -1,10 +1,181 @@
-//! Procedural macro behind `lock_runtime::distributed_lock`. Depend on `lock-runtime`, not on this crate.
+//! Procedural macro behind `lock_runtime::distributed_lock`. Depend on `lock-runtime`, not on
+//! this crate: the runtime re-exports the attribute, and the generated code calls into it.
+//!
+//! The attribute is a pipeline: `attr` parses the options, `item` the fn, `validate` checks
+//! them together (with `params` resolving the key template against the signature), `expand`
+//! generates the locked fn, and `fallback` keeps the fn as written next to the errors when
+//! something is wrong.
+
+mod attr;
+mod duration;
+mod expand;
+mod fallback;
+mod item;
+mod params;
+mod suggest;
+mod template;
+mod validate;
 
 use proc_macro::TokenStream;
 
-/// Runs an async fn while holding a distributed lock. See `lock_runtime::distributed_lock`.
+/// Runs an `async fn` while holding a distributed lock named after its arguments.
+///
+/// ```rust,ignore
+/// use lock_runtime::{distributed_lock, LockError};
+///
+/// #[distributed_lock(key = "order:<user_id>", ttl = "30s", wait = "5s")]
+/// async fn place_order(user_id: u64, voucher_id: u64) -> Result<OrderId, AppError> {
+///     // runs while this process holds the Redis lock `order:<user_id>`
+/// }
+/// ```
+///
+/// Every call renders the key (`order:42`), acquires the lock, runs the body, and releases the
+/// lock before returning. Two calls with the same key never run their bodies at the same time,
+/// in any process or machine that shares the Redis deployment. When the lock cannot be taken
+/// (busy past `wait`, Redis unreachable, lease lost with `on_lease_lost = "abort"`), the body
+/// does not run or is stopped, and the fn returns the `lock_runtime::LockError` converted into
+/// its own error type.
+///
+/// # Syntax
+///
+/// ```text
+/// #[distributed_lock(key = "<template>", option = value, ...)]
+/// ```
+///
+/// | option           | value                         | default       | meaning |
+/// |------------------|-------------------------------|---------------|---------|
+/// | `key`            | string template (required)    |               | the lock's name; see [Key templates](#key-templates) |
+/// | `ttl`            | duration string               | `"30s"`       | the lease: how long the lock outlives a crashed holder |
+/// | `wait`           | duration string               | `"0s"`        | how long to wait for a busy lock; `"0s"` tries once |
+/// | `watchdog`       | `true` / `false`              | `true`        | renew the lease every `ttl / 3` while the body runs; `false` = fixed lease of `ttl` |
+/// | `on_lease_lost`  | `"abort"` / `"continue"`      | `"abort"`     | when the lease is proven lost: drop the body at its next `.await` and return `LockError::LeaseLost`, or let it run on |
+/// | `hold_at_least`  | duration string               | none          | keep the lock at least this long after acquiring it, even if the body finishes sooner |
+/// | `max_hold`       | duration string               | none          | stop renewing after this long, so a hung body cannot hold the lock forever |
+/// | `allow_long_ttl` | `true` / `false`              | `false`       | accept a `ttl` longer than one day |
+/// | `manager`        | any expression                | global default| the `LockManager` to use, e.g. `self.locks` |
+/// | `crate`          | string path                   | `"::lock_runtime"` | where the runtime crate is, for a renamed dependency or a re-export |
+///
+/// Unknown, repeated or mistyped options are compile errors that name the valid options.
+///
+/// # Key templates
+///
+/// - Text is literal: `key = "jobs:nightly-report"` is one lock for every call.
+/// - `<name>` is replaced by the [`Display`](std::fmt::Display) of the parameter `name`.
+/// - `<name.field.sub>` follows field accesses, `<pair.0>` tuple fields, `<self.tenant>` the
+///   receiver of a method.
+/// - `<<` and `>>` are a literal `<` and `>`. Braces need no escaping.
+///
+/// Placeholders must name whole parameters: not a `_` parameter and not a name bound inside a
+/// destructuring pattern (bind the parameter to a name and write `<name.field>` instead). A
+/// placeholder whose value does not implement `Display` is a compile error at the parameter that
+/// names its type. All of this is checked at compile time; a typo gets a "did you mean" with the
+/// closest parameter name.
+///
+/// The key is rendered once per call into one `String`, before the body runs and before any
+/// `.await`, reading the parameters by reference (nothing is cloned). As with `format!`, a
+/// `Display` implementation that returns an error makes the call panic.
+///
+/// # Durations
+///
+/// An integer and a unit, `ms`, `s`, `m` or `h`, or several from the largest unit to the smallest
+/// (`"1m30s"`, `"1h15m"`). No spaces, fractions or signs. They are parsed at compile time, so a
+/// duration must be a literal. Rejected: a missing or unknown unit, a zero or sub-3ms `ttl`, and a
+/// `ttl` over one day unless `allow_long_ttl = true`; with the watchdog on, a short `ttl` is
+/// renewed for as long as the body runs, so a long `ttl` only makes a crashed holder block others
+/// for longer.
+///
+/// Checks across options, each with a message that says which one to change:
+///
+/// - `max_hold` with `watchdog = false` is an error: without renewal there is nothing to stop.
+/// - `max_hold` shorter than `ttl` (given or default) is an error: the first lease already
+///   outlasts it.
+/// - `hold_at_least` longer than `max_hold` is an error: the lock could not be held that long.
+/// - `wait` and `max_hold` are independent (one bounds the time before acquiring, the other the
+///   time after), so any combination is accepted.
+///
+/// # The lock manager
+///
+/// Without `manager`, the process-wide manager set with `lock_runtime::set_global_default` is
+/// used; if none was set, the body does not run and the call returns `LockError::Config`.
+///
+/// `manager = expr` accepts any expression that gives a `LockManager`, a reference to one, or a
+/// smart pointer to one (`self.locks`, `&state.locks`, `LOCKS.clone()`, an `Arc<LockManager>`):
+/// it is evaluated once per call, after the key is rendered, and borrowed as `&LockManager` for
+/// the call. When the expression reads a parameter that the body takes by value or by `&mut`
+/// (`self.locks` in a `&mut self` or `self: Arc<Self>` method), the manager is cloned first, which
+/// is cheap (clones share their connections), so the body can still use that parameter freely.
+///
+/// # What the fn must look like
+///
+/// An `async fn` with a body, returning `Result<T, E>` where `E: From<LockError>` (any alias of
+/// `Result` works, e.g. `anyhow::Result<T>`). A plain `fn`, a `const fn`, an `extern` fn, a trait
+/// method declaration without a body, or another return type is a compile error that says what to
+/// change.
+///
+/// Supported: free fns, inherent and trait methods with any receiver (`&self`, `&mut self`,
+/// `self`, `self: Arc<Self>`, ...), generic fns with where clauses, `impl Trait` arguments,
+/// explicit and elided lifetimes, `unsafe fn`, native `async fn` in traits (default methods and
+/// impls), and methods of an `#[async_trait]` trait or impl:
+///
+/// ```rust,ignore
+/// #[async_trait]
+/// impl Jobs for Worker {
+///     #[distributed_lock(key = "job:<name>", manager = self.locks)]
+///     async fn run(&self, name: &str) -> Result<(), AppError> { ... }
+/// }
+/// ```
+///
+/// `#[async_trait]` on the impl always expands first and turns each method into a fn returning
+/// `Box::pin(async move { .. })`; `#[distributed_lock]` recognises that shape and locks inside
+/// the boxed block. Put the attribute on the methods: on the impl block itself it is an error.
+///
+/// The signature is kept exactly as written (attributes, doc comments, visibility, generics,
+/// where clause, receiver), and the fn stays an `async fn`. Several `#[distributed_lock]`
+/// attributes on one fn take their locks from the one closest to the fn outwards.
+///
+/// # Equivalent code
+///
+/// ```rust,ignore
+/// impl Accounts {
+///     #[distributed_lock(key = "account:<self.bank>:<id>", ttl = "10s", manager = self.locks)]
+///     async fn withdraw(&self, id: u64, amount: u64) -> Result<u64, AppError> {
+///         self.debit(id, amount).await
+///     }
+/// }
+/// ```
+///
+/// behaves like
+///
+/// ```rust,ignore
+/// impl Accounts {
+///     async fn withdraw(&self, id: u64, amount: u64) -> Result<u64, AppError> {
+///         let key = format!("account:{}:{}", self.bank, id);
+///         const OPTIONS: LockOptions = LockOptions::new().ttl(Duration::from_secs(10));
+///         self.locks
+///             .run_locked(key, OPTIONS, async move {
+///                 self.debit(id, amount).await
+///             })
+///             .await
+///     }
+/// }
+/// ```
+///
+/// where `run_locked` acquires the lock, runs the body under it (renewing the lease), releases
+/// it, and converts a `LockError` into `AppError` with `From`.
+///
+/// # Guarantees
+///
+/// - The body never runs without the lock: if acquiring fails for any reason, the fn returns the
+///   error and the body is not started.
+/// - `return` and `?` in the body leave the body, not the locked section: the lock is released
+///   after every outcome, `Ok`, `Err` or panic, before the fn returns. If the caller drops the
+///   future mid-body (a timeout, `select!`), the lock is released in the background right away
+///   instead of waiting for the lease to run out.
+/// - The future is `Send` exactly when the body's is; nothing is boxed.
+/// - Inside the body, `lock_runtime::current()` describes the held lock (key, fencing token,
+///   whether it is still held); a nested call in the same task that renders the same key
+///   re-enters without touching Redis.
 #[proc_macro_attribute]
 pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
-    let _ = args;
-    item
+    expand::distributed_lock(args.into(), item.into()).into()
 }

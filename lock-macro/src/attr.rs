@@ -1,0 +1,573 @@
+//! The attribute's arguments: `key = "..", ttl = "30s", manager = self.locks, ...`.
+//!
+//! Each option has its own setter with its own "set more than once" error, and each value is
+//! checked on its own here (a duration parses, a key template is well formed). Rules that
+//! involve several options, or the fn signature, live in `validate`.
+
+use proc_macro2::TokenStream;
+use syn::ext::IdentExt;
+use syn::parse::{ParseStream, Parser};
+use syn::{Expr, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token, UnOp};
+
+use crate::duration::{self, DurationError};
+use crate::suggest;
+use crate::template::Template;
+
+/// The options, in the order the docs list them, with an example of each for messages.
+const OPTIONS: [(&str, &str); 10] = [
+    ("key", "key = \"order:<order_id>\""),
+    ("ttl", "ttl = \"30s\""),
+    ("wait", "wait = \"5s\""),
+    ("watchdog", "watchdog = false"),
+    ("on_lease_lost", "on_lease_lost = \"continue\""),
+    ("hold_at_least", "hold_at_least = \"1m\""),
+    ("max_hold", "max_hold = \"10m\""),
+    ("allow_long_ttl", "allow_long_ttl = true"),
+    ("manager", "manager = self.locks"),
+    ("crate", "crate = \"my_locks\""),
+];
+
+/// Names people bring from other lock libraries (Redisson, ShedLock, lock4j), mapped to ours.
+const ALIASES: [(&str, &str); 10] = [
+    ("name", "key"),
+    ("lease", "ttl"),
+    ("lease_time", "ttl"),
+    ("expire", "ttl"),
+    ("timeout", "wait"),
+    ("wait_time", "wait"),
+    ("acquire_timeout", "wait"),
+    ("lock_at_least_for", "hold_at_least"),
+    ("lock_at_most_for", "max_hold"),
+    ("crate_path", "crate"),
+];
+
+/// A duration option: its value and the literal it came from (for error spans and messages).
+pub(crate) struct DurationArg {
+    pub(crate) millis: u64,
+    pub(crate) lit: LitStr,
+}
+
+pub(crate) struct BoolArg {
+    pub(crate) value: bool,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OnLeaseLost {
+    Abort,
+    Continue,
+}
+
+pub(crate) struct KeyArg {
+    pub(crate) template: Template,
+    pub(crate) lit: LitStr,
+}
+
+/// One option's value, plus whether the option appeared at all: an option that was given with a
+/// bad value is not "missing", and a second occurrence is still a duplicate.
+pub(crate) struct Slot<T> {
+    name: &'static str,
+    seen: bool,
+    pub(crate) value: Option<T>,
+}
+
+impl<T> Slot<T> {
+    const fn new(name: &'static str) -> Self {
+        Slot {
+            name,
+            seen: false,
+            value: None,
+        }
+    }
+
+    fn set(&mut self, name: &Ident, parse: impl FnOnce() -> syn::Result<T>) -> syn::Result<()> {
+        if self.seen {
+            return Err(syn::Error::new(
+                name.span(),
+                format!("`{}` is set more than once: keep only one", self.name),
+            ));
+        }
+        self.seen = true;
+        self.value = Some(parse()?);
+        Ok(())
+    }
+
+    pub(crate) fn get(&self) -> Option<&T> {
+        self.value.as_ref()
+    }
+
+    /// Given, but with a value that was rejected (and already reported).
+    pub(crate) fn failed(&self) -> bool {
+        self.seen && self.value.is_none()
+    }
+
+    /// Not given at all.
+    pub(crate) fn missing(&self) -> bool {
+        !self.seen
+    }
+}
+
+/// The parsed options. Values that failed to parse are absent; their errors are in `errors`.
+pub(crate) struct Args {
+    pub(crate) key: Slot<KeyArg>,
+    pub(crate) ttl: Slot<DurationArg>,
+    pub(crate) wait: Slot<DurationArg>,
+    pub(crate) watchdog: Slot<BoolArg>,
+    pub(crate) on_lease_lost: Slot<OnLeaseLost>,
+    pub(crate) hold_at_least: Slot<DurationArg>,
+    pub(crate) max_hold: Slot<DurationArg>,
+    pub(crate) allow_long_ttl: Slot<BoolArg>,
+    pub(crate) manager: Slot<Expr>,
+    pub(crate) krate: Slot<Path>,
+}
+
+impl Args {
+    fn new() -> Self {
+        Args {
+            key: Slot::new("key"),
+            ttl: Slot::new("ttl"),
+            wait: Slot::new("wait"),
+            watchdog: Slot::new("watchdog"),
+            on_lease_lost: Slot::new("on_lease_lost"),
+            hold_at_least: Slot::new("hold_at_least"),
+            max_hold: Slot::new("max_hold"),
+            allow_long_ttl: Slot::new("allow_long_ttl"),
+            manager: Slot::new("manager"),
+            krate: Slot::new("crate"),
+        }
+    }
+
+    /// Parses the attribute's arguments. Every option is checked even after an error, so that
+    /// several independent mistakes are reported together; a syntax error stops the parse. A
+    /// missing `key` is reported by `validate`, which can suggest one from the signature.
+    pub(crate) fn parse(tokens: TokenStream) -> (Args, Vec<syn::Error>) {
+        let mut args = Args::new();
+        let mut errors = Vec::new();
+        let parser = |input: ParseStream<'_>| {
+            while !input.is_empty() {
+                let (name, value) = parse_option(input)?;
+                if let Err(err) = args.set(&name, value) {
+                    errors.push(err);
+                }
+                if input.is_empty() {
+                    break;
+                }
+                input.parse::<Token![,]>()?;
+            }
+            Ok(())
+        };
+        if let Err(err) = parser.parse2(tokens) {
+            // The options after a syntax error were not read: none of them is missing.
+            args.key.seen = true;
+            errors.push(err);
+        }
+        (args, errors)
+    }
+
+    fn set(&mut self, name: &Ident, value: Expr) -> syn::Result<()> {
+        match name.unraw().to_string().as_str() {
+            "key" => self.key.set(name, || key(value)),
+            "ttl" => self.ttl.set(name, || ttl(value)),
+            "wait" => self.wait.set(name, || duration("wait", value)),
+            "watchdog" => self.watchdog.set(name, || boolean("watchdog", value)),
+            "on_lease_lost" => self.on_lease_lost.set(name, || on_lease_lost(value)),
+            "hold_at_least" => self
+                .hold_at_least
+                .set(name, || duration("hold_at_least", value)),
+            "max_hold" => self.max_hold.set(name, || duration("max_hold", value)),
+            "allow_long_ttl" => self
+                .allow_long_ttl
+                .set(name, || boolean("allow_long_ttl", value)),
+            "manager" => self.manager.set(name, || manager(value)),
+            "crate" => self.krate.set(name, || crate_path(value)),
+            unknown => Err(unknown_option(name, unknown)),
+        }
+    }
+}
+
+/// `name = value`, with messages for the usual slips (a bare string, a missing `=`).
+fn parse_option(input: ParseStream<'_>) -> syn::Result<(Ident, Expr)> {
+    if input.peek(LitStr) {
+        let lit: LitStr = input.parse()?;
+        return Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "the key needs its option name: write `key = {}`",
+                quote::ToTokens::to_token_stream(&lit)
+            ),
+        ));
+    }
+    let name = input.call(Ident::parse_any).map_err(|err| {
+        syn::Error::new(
+            err.span(),
+            format!(
+                "expected an option such as `key = \"order:<order_id>\"`; valid options are {}",
+                option_list()
+            ),
+        )
+    })?;
+    if !input.peek(Token![=]) {
+        let shown = name.unraw().to_string();
+        let example = OPTIONS
+            .iter()
+            .find(|(option, _)| *option == shown)
+            .map(|(_, example)| (*example).to_owned());
+        return Err(syn::Error::new(
+            name.span(),
+            match example {
+                Some(example) => format!("`{shown}` needs a value: write `{example}`"),
+                None => unknown_option(&name, &shown).to_string(),
+            },
+        ));
+    }
+    input.parse::<Token![=]>()?;
+    let value: Expr = input.parse()?;
+    Ok((name, value))
+}
+
+fn option_list() -> String {
+    OPTIONS
+        .iter()
+        .map(|(name, _)| format!("`{name}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn unknown_option(name: &Ident, unknown: &str) -> syn::Error {
+    let meant = ALIASES
+        .iter()
+        .find(|(alias, _)| *alias == unknown)
+        .map(|(_, option)| *option)
+        .or_else(|| suggest::closest(unknown, OPTIONS.iter().map(|(option, _)| *option)));
+    let hint = meant
+        .map(|option| format!(" (did you mean `{option}`?)"))
+        .unwrap_or_default();
+    syn::Error::new(
+        name.span(),
+        format!(
+            "unknown option `{unknown}`{hint}; valid options are {}",
+            option_list()
+        ),
+    )
+}
+
+fn string_lit(value: &Expr) -> Option<&LitStr> {
+    match value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(lit), ..
+        }) => Some(lit),
+        _ => None,
+    }
+}
+
+fn key(value: Expr) -> syn::Result<KeyArg> {
+    let Some(lit) = string_lit(&value) else {
+        return Err(syn::Error::new_spanned(
+            value,
+            "`key` must be a string literal, with parameters as placeholders: \
+             write e.g. `key = \"order:<order_id>\"` (the template is checked at compile time, \
+             so constants and macros like format! are not accepted)",
+        ));
+    };
+    let template = Template::parse(&lit.value()).map_err(|err| syn::Error::new(lit.span(), err))?;
+    Ok(KeyArg {
+        template,
+        lit: lit.clone(),
+    })
+}
+
+/// Longest lease accepted without `allow_long_ttl = true`: one day.
+pub(crate) const LONG_TTL_MILLIS: u64 = 24 * 60 * 60 * 1000;
+
+/// Shortest lease: the runtime renews every `ttl / 3` and rejects leases under 3 ms.
+const MIN_TTL_MILLIS: u64 = 3;
+
+fn ttl(value: Expr) -> syn::Result<DurationArg> {
+    let ttl = duration("ttl", value)?;
+    if ttl.millis == 0 {
+        return Err(syn::Error::new(
+            ttl.lit.span(),
+            "`ttl` must be longer than zero: it is how long the lock lives if its holder \
+             crashes; write e.g. `ttl = \"30s\"`",
+        ));
+    }
+    if ttl.millis < MIN_TTL_MILLIS {
+        return Err(syn::Error::new(
+            ttl.lit.span(),
+            "`ttl` must be at least 3ms, since the lease is renewed every ttl/3; \
+             write e.g. `ttl = \"500ms\"`",
+        ));
+    }
+    Ok(ttl)
+}
+
+fn duration(name: &str, value: Expr) -> syn::Result<DurationArg> {
+    let lit = match &value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(lit), ..
+        }) => lit,
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(int), ..
+        }) => {
+            return Err(syn::Error::new(
+                int.span(),
+                format!(
+                    "`{name}` takes a string with a unit: write `{name} = \"{}s\"` \
+                     (units: ms, s, m, h)",
+                    int.base10_digits()
+                ),
+            ));
+        }
+        Expr::Unary(unary) if matches!(unary.op, UnOp::Neg(_)) => {
+            return Err(syn::Error::new_spanned(
+                value,
+                format!("`{name}` {}", DurationError::Negative),
+            ));
+        }
+        _ => {
+            return Err(syn::Error::new_spanned(
+                value,
+                format!(
+                    "`{name}` takes a duration string such as \"30s\" (units: ms, s, m, h); \
+                     it is checked at compile time, so constants are not accepted"
+                ),
+            ));
+        }
+    };
+    let millis = duration::parse_millis(&lit.value())
+        .map_err(|err| syn::Error::new(lit.span(), format!("`{name}` {err}")))?;
+    Ok(DurationArg {
+        millis,
+        lit: lit.clone(),
+    })
+}
+
+fn boolean(name: &str, value: Expr) -> syn::Result<BoolArg> {
+    match &value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Bool(LitBool { value, .. }),
+            ..
+        }) => Ok(BoolArg { value: *value }),
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(lit), ..
+        }) if matches!(lit.value().as_str(), "true" | "false") => Err(syn::Error::new(
+            lit.span(),
+            format!(
+                "`{name}` takes `true` or `false` without quotes: write `{name} = {}`",
+                lit.value()
+            ),
+        )),
+        _ => Err(syn::Error::new_spanned(
+            value,
+            format!("`{name}` takes `true` or `false`"),
+        )),
+    }
+}
+
+fn on_lease_lost(value: Expr) -> syn::Result<OnLeaseLost> {
+    let Some(lit) = string_lit(&value) else {
+        return Err(syn::Error::new_spanned(
+            value,
+            "`on_lease_lost` takes a string: write `on_lease_lost = \"abort\"` \
+             or `on_lease_lost = \"continue\"`",
+        ));
+    };
+    match lit.value().as_str() {
+        "abort" => Ok(OnLeaseLost::Abort),
+        "continue" => Ok(OnLeaseLost::Continue),
+        other => {
+            let hint = suggest::closest(other, ["abort", "continue"])
+                .map(|meant| format!(" (did you mean \"{meant}\"?)"))
+                .unwrap_or_default();
+            Err(syn::Error::new(
+                lit.span(),
+                format!(
+                    "`on_lease_lost` must be \"abort\" (stop the body and return \
+                     LockError::LeaseLost) or \"continue\" (let it run on), found \
+                     \"{}\"{hint}",
+                    other.escape_debug()
+                ),
+            ))
+        }
+    }
+}
+
+fn manager(value: Expr) -> syn::Result<Expr> {
+    let Some(lit) = string_lit(&value) else {
+        return Ok(value);
+    };
+    let example = match lit.parse::<Expr>() {
+        Ok(_) => lit.value().trim().to_owned(),
+        Err(_) => "self.locks".to_owned(),
+    };
+    Err(syn::Error::new(
+        lit.span(),
+        format!(
+            "`manager` takes an expression, not a string: write `manager = {example}` \
+             (without quotes)"
+        ),
+    ))
+}
+
+fn crate_path(value: Expr) -> syn::Result<Path> {
+    let Some(lit) = string_lit(&value) else {
+        let shown = quote::ToTokens::to_token_stream(&value)
+            .to_string()
+            .replace(' ', "");
+        return Err(syn::Error::new_spanned(
+            value,
+            format!("`crate` takes a string: write `crate = \"{shown}\"`"),
+        ));
+    };
+    lit.parse::<Path>().map_err(|_| {
+        syn::Error::new(
+            lit.span(),
+            format!(
+                "`crate` must be a path to the lock runtime crate, such as \"my_locks\" or \
+                 \"::my_locks\", found \"{}\"",
+                lit.value().escape_debug()
+            ),
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quote::quote;
+
+    fn errors(tokens: TokenStream) -> Vec<String> {
+        Args::parse(tokens)
+            .1
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn every_option_parses() {
+        let (args, errs) = Args::parse(quote! {
+            key = "order:<id>", ttl = "10s", wait = "1m30s", watchdog = false,
+            on_lease_lost = "continue", hold_at_least = "1s", max_hold = "5m",
+            allow_long_ttl = true, manager = self.locks, crate = "::my_locks",
+        });
+        assert!(
+            errs.is_empty(),
+            "{:?}",
+            errs.iter().map(ToString::to_string).collect::<Vec<_>>()
+        );
+        assert_eq!(args.ttl.get().map(|d| d.millis), Some(10_000));
+        assert_eq!(args.wait.get().map(|d| d.millis), Some(90_000));
+        assert_eq!(args.watchdog.get().map(|b| b.value), Some(false));
+        assert!(args.on_lease_lost.get() == Some(&OnLeaseLost::Continue));
+        assert_eq!(args.hold_at_least.get().map(|d| d.millis), Some(1_000));
+        assert_eq!(args.max_hold.get().map(|d| d.millis), Some(300_000));
+        assert_eq!(args.allow_long_ttl.get().map(|b| b.value), Some(true));
+        assert!(args.manager.get().is_some());
+        assert!(args.krate.get().is_some());
+    }
+
+    #[test]
+    fn a_missing_key_is_left_to_validation() {
+        let (args, errs) = Args::parse(quote!(ttl = "1s"));
+        assert!(errs.is_empty());
+        assert!(args.key.missing());
+        let (args, _) = Args::parse(quote!(ttl = "1s" wait = "2s"));
+        assert!(
+            !args.key.missing(),
+            "a syntax error hides the rest of the options"
+        );
+    }
+
+    #[test]
+    fn a_bad_key_is_not_also_reported_missing() {
+        let errs = errors(quote!(key = 5));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].starts_with("`key` must be a string literal"));
+    }
+
+    #[test]
+    fn duplicates_are_reported_once_per_extra_occurrence() {
+        let errs = errors(quote!(key = "a", ttl = "1s", ttl = "2s"));
+        assert_eq!(errs, ["`ttl` is set more than once: keep only one"]);
+    }
+
+    #[test]
+    fn independent_mistakes_are_all_reported() {
+        let errs = errors(quote!(key = "a", ttl = "1", wait = "x", watchdog = "yes"));
+        assert_eq!(errs.len(), 3, "{errs:?}");
+    }
+
+    #[test]
+    fn unknown_options_suggest_and_list() {
+        let errs = errors(quote!(key = "a", tll = "1s"));
+        assert!(
+            errs[0].starts_with("unknown option `tll` (did you mean `ttl`?); valid options are")
+        );
+        assert!(errs[0].contains("`allow_long_ttl`"));
+        let errs = errors(quote!(key = "a", lock_at_most_for = "1s"));
+        assert!(errs[0].contains("did you mean `max_hold`?"), "{errs:?}");
+    }
+
+    #[test]
+    fn crate_is_accepted_as_an_option_name() {
+        let (args, errs) = Args::parse(quote!(key = "a", crate = "x::y"));
+        assert!(errs.is_empty());
+        assert!(args.krate.get().is_some());
+    }
+
+    #[test]
+    fn a_positional_string_is_taken_for_the_key() {
+        let errs = errors(quote!("order:<id>"));
+        assert_eq!(
+            errs,
+            ["the key needs its option name: write `key = \"order:<id>\"`"]
+        );
+    }
+
+    #[test]
+    fn an_option_without_value_shows_an_example() {
+        let errs = errors(quote!(key = "a", watchdog));
+        assert_eq!(errs, ["`watchdog` needs a value: write `watchdog = false`"]);
+    }
+
+    #[test]
+    fn integer_durations_suggest_a_unit() {
+        let errs = errors(quote!(key = "a", ttl = 30));
+        assert!(errs[0].contains("write `ttl = \"30s\"`"), "{errs:?}");
+    }
+
+    #[test]
+    fn zero_ttl_is_rejected_but_zero_wait_is_not() {
+        assert!(
+            errors(quote!(key = "a", ttl = "0s"))[0].starts_with("`ttl` must be longer than zero")
+        );
+        assert!(errors(quote!(key = "a", wait = "0s")).is_empty());
+        assert!(
+            errors(quote!(key = "a", ttl = "2ms"))[0].starts_with("`ttl` must be at least 3ms")
+        );
+    }
+
+    #[test]
+    fn quoted_booleans_are_rejected_with_a_fix() {
+        let errs = errors(quote!(key = "a", watchdog = "false"));
+        assert_eq!(
+            errs,
+            ["`watchdog` takes `true` or `false` without quotes: write `watchdog = false`"]
+        );
+    }
+
+    #[test]
+    fn on_lease_lost_suggests_the_closest_value() {
+        let errs = errors(quote!(key = "a", on_lease_lost = "Abort"));
+        assert!(
+            errs[0].ends_with("found \"Abort\" (did you mean \"abort\"?)"),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn a_quoted_manager_suggests_the_expression() {
+        let errs = errors(quote!(key = "a", manager = "self.locks"));
+        assert!(errs[0].contains("write `manager = self.locks`"), "{errs:?}");
+    }
+}

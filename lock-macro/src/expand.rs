@@ -1,0 +1,452 @@
+//! Code generation, modelled on tracing-attributes' `#[instrument]`: the signature is re-emitted
+//! untouched and only the body changes.
+//!
+//! ```ignore
+//! async fn withdraw(&self, amount: u64) -> Result<u64, AppError> {
+//!     use ::lock_runtime as __lock_runtime;
+//!     __lock_runtime::__private::assert_error_type::<AppError>();   // checked at `AppError`
+//!     let __lock_key: String = { /* "account:{}" with self.id, into one String */ };
+//!     let __lock_manager: &LockManager = &(self.locks);
+//!     __lock_runtime::__private::run_locked(__lock_manager, __lock_key, const { .. }, async move {
+//!         if false { return loop {} as Result<u64, AppError>; }  // fake return
+//!         { /* the original body */ }
+//!     })
+//!     .await
+//! }
+//! ```
+//!
+//! - The key is rendered before the body's `async move` block takes the parameters, so a
+//!   placeholder can read a parameter that the body then moves or borrows mutably.
+//! - The body stays in its own async block, so `return` and `?` leave the body, not the locked
+//!   section; the unreachable "fake return" of the declared type makes the block's type known
+//!   before the body is checked, so type errors point at the user's code and return type.
+//! - Every runtime path goes through one `use` of the runtime crate: a wrong `crate = ".."` is
+//!   one error, not one per generated path.
+//! - Local names have mixed-site hygiene: the user's body cannot see or shadow them. Where an
+//!   error may point at one, it is located at the user's token that the error is about.
+
+use proc_macro2::{Literal, Span, TokenStream};
+use quote::{ToTokens, format_ident, quote, quote_spanned};
+use syn::Ident;
+
+use crate::attr::{Args, OnLeaseLost};
+use crate::fallback;
+use crate::item::{self, LockedFn};
+use crate::params::KeyPlan;
+use crate::validate::{self, ErrorCheck, Form, ManagerPlan, OptionsPlan, Plan};
+
+/// The attribute, from tokens to tokens: parse, validate, then expand or fall back.
+pub(crate) fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    let (args, errors) = Args::parse(args);
+    let locked = match item::parse(item.clone()) {
+        Ok(locked) => locked,
+        Err(err) => return fallback::fallback(item, errors.into_iter().chain([err])),
+    };
+    match validate::validate(args, &locked, errors) {
+        Ok(plan) => expand(&locked, &plan),
+        Err(errors) => fallback::fallback(item, errors),
+    }
+}
+
+/// A generated local name, hygienic, reported at `span` when an error is about it.
+fn local_at(name: &str, span: Span) -> Ident {
+    Ident::new(name, Span::mixed_site().located_at(span))
+}
+
+fn local(name: &str) -> Ident {
+    local_at(name, Span::call_site())
+}
+
+/// The generated code's name for the runtime crate (a `use` alias), reported at `span`.
+///
+/// Items are not hygienic, so this resolves from any context. It takes `span` whole (context
+/// included) because rustc merges two errors only when their spans are identical: the `Display`
+/// and `From<LockError>` checks rely on that.
+fn runtime(span: Span) -> Ident {
+    Ident::new("__lock_runtime", span)
+}
+
+pub(crate) fn expand(locked: &LockedFn, plan: &Plan) -> TokenStream {
+    let LockedFn {
+        attrs,
+        vis,
+        sig,
+        body,
+    } = locked;
+    let Some(body) = body else {
+        // `validate` rejects a fn without a body; this keeps the item if one ever slips through.
+        return quote! { #(#attrs)* #vis #sig; };
+    };
+    let inner_attrs = &body.inner_attrs;
+    let fake_return = fake_return(plan);
+    let contents = match &plan.form {
+        Form::Native => {
+            let stmts = &body.stmts;
+            let section = locked_section(
+                plan,
+                quote! {
+                    async move {
+                        #fake_return
+                        { #stmts }
+                    }
+                },
+            );
+            quote! {
+                #(#inner_attrs)*
+                #section
+            }
+        }
+        Form::AsyncTrait(info) => {
+            // Only the block inside `Box::pin(..)` changes: the key is rendered and the lock
+            // taken when the boxed future first runs, as the body would have.
+            let leading = &info.leading;
+            let pin = &info.pin.func;
+            let block_attrs = &info.block.attrs;
+            let stmts = &info.block.block.stmts;
+            let section = locked_section(
+                plan,
+                quote! {
+                    async move {
+                        #fake_return
+                        #(#stmts)*
+                    }
+                },
+            );
+            quote! {
+                #(#inner_attrs)*
+                #(#leading)*
+                #pin(#(#block_attrs)* async move { #section })
+            }
+        }
+    };
+    let mut out = quote! {
+        #(#attrs)*
+        #vis #sig
+    };
+    body.brace
+        .surround(&mut out, |tokens| tokens.extend(contents));
+    out
+}
+
+/// Statements that check the error type, render the key and run `body` under the lock.
+fn locked_section(plan: &Plan, body: TokenStream) -> TokenStream {
+    let krate = &plan.krate;
+    let runtime_here = runtime(Span::call_site());
+    let key = local("__lock_key");
+
+    // The runtime's own `E: From<LockError>` bound is reported at the call and at its `.await`.
+    // Placed at the span of the check of `E`, rustc sees that it follows from the check's
+    // failure and drops it: a missing `From<LockError>` is one error, with the check's message.
+    let check_span = plan.output.error_check_span;
+    let error_check = match &plan.output.error_check {
+        ErrorCheck::ErrorType(error) => {
+            let runtime = runtime(check_span);
+            quote_spanned! {check_span=> #runtime::__private::assert_error_type::<#error>(); }
+        }
+        ErrorCheck::ThroughOutput | ErrorCheck::None => TokenStream::new(),
+    };
+    let render = render_key(&plan.key);
+    let options = options(&plan.options);
+    let runtime_check = runtime(check_span);
+    let (manager, run) = match &plan.manager {
+        None => (
+            TokenStream::new(),
+            quote_spanned! {check_span=>
+                #runtime_check::__private::run_locked_global(#key, #options, #body).await
+            },
+        ),
+        Some(manager) => {
+            let binding = local_at("__lock_manager", syn::spanned::Spanned::span(&manager.expr));
+            (
+                bind_manager(manager, &binding),
+                quote_spanned! {check_span=>
+                    #runtime_check::__private::run_locked(#binding, #key, #options, #body).await
+                },
+            )
+        }
+    };
+    let krate_span = krate
+        .segments
+        .first()
+        .map_or_else(Span::call_site, |segment| segment.ident.span());
+    let alias = runtime(krate_span);
+    let import = quote_spanned!(krate_span=> use #krate as #alias;);
+    quote! {
+        #import
+        #error_check
+        let #key: #runtime_here::__private::String = #render;
+        #manager
+        #run
+    }
+}
+
+/// `let __lock_manager: &LockManager = ..;` so that a manager of the wrong type is reported at
+/// the expression, and `&LockManager`, `&&LockManager` and `&Arc<LockManager>` all coerce.
+fn bind_manager(manager: &ManagerPlan, binding: &Ident) -> TokenStream {
+    let ManagerPlan { expr, clone } = manager;
+    let span = syn::spanned::Spanned::span(expr);
+    let runtime = runtime(span);
+    if *clone {
+        // The body owns what the expression reads: hold a clone (cheap: managers share their
+        // connections) instead of a borrow the body would conflict with.
+        let owned = local_at("__lock_manager_owned", span);
+        quote_spanned! {span=>
+            let #owned = ::core::clone::Clone::clone(&(#expr));
+            let #binding: &#runtime::LockManager = &#owned;
+        }
+    } else {
+        quote_spanned! {span=>
+            let #binding: &#runtime::LockManager = &(#expr);
+        }
+    }
+}
+
+/// One owned `String`, written in one `write_fmt` call.
+///
+/// Each placeholder is first borrowed into a local (a missing field is rustc's own error, at
+/// the key), then passed through `key_part`, whose `KeyPart` bound reports a missing `Display`
+/// at the parameter. The values are formatted inside a generic fn whose parameters are bound by
+/// `KeyPart` and so, as a supertrait, by `Display`: the format string adds no obligation of its
+/// own, and a missing `Display` is one error, not two.
+fn render_key(key: &KeyPlan) -> TokenStream {
+    let runtime_here = runtime(Span::call_site());
+    if let Some(literal) = &key.literal {
+        return quote! { #runtime_here::__private::String::from(#literal) };
+    }
+    let render = local("__lock_render_key");
+    let buffer = local("__lock_key_buffer");
+    let format = &key.format;
+    let capacity = Literal::usize_unsuffixed(key.capacity);
+    let mut borrows = TokenStream::new();
+    let mut arguments = Vec::new();
+    let mut type_params = Vec::new();
+    let mut values = Vec::new();
+    for (i, part) in key.parts.iter().enumerate() {
+        let span = part.param_span;
+        let root = &part.root;
+        let members = &part.members;
+        // Scoped to the rendering block, out of the body's sight: a plain span (not a hygienic
+        // one) keeps both `KeyPart` errors on the same span, where rustc merges them.
+        let borrowed = Ident::new(&format!("__lock_key_part{i}"), span);
+        borrows.extend(quote_spanned! {span=> let #borrowed = &#root #(.#members)*; });
+        let runtime = runtime(span);
+        arguments.push(quote_spanned! {span=> #runtime::__private::key_part(#borrowed) });
+        type_params.push(format_ident!(
+            "__LockKeyPart{}",
+            i,
+            span = Span::mixed_site()
+        ));
+        values.push(local(&format!("__lock_key_value{i}")));
+    }
+    quote! {{
+        #borrows
+        fn #render<#(#type_params: #runtime_here::__private::KeyPart + ?::core::marker::Sized),*>(
+            #(#values: &#type_params),*
+        ) -> #runtime_here::__private::String {
+            let mut #buffer = #runtime_here::__private::String::with_capacity(#capacity);
+            if #runtime_here::__private::Write::write_fmt(
+                &mut #buffer,
+                ::core::format_args!(#format, #(#values),*),
+            )
+            .is_err()
+            {
+                ::core::panic!(
+                    "a Display implementation returned an error while rendering a #[distributed_lock] key"
+                );
+            }
+            #buffer
+        }
+        #render(#(#arguments),*)
+    }}
+}
+
+/// `const { LockOptions::new().ttl(..)... }` with only the options the user set, so that the
+/// runtime's defaults stay in one place.
+fn options(options: &OptionsPlan) -> TokenStream {
+    let runtime = runtime(Span::call_site());
+    let duration = |millis: u64| {
+        let millis = Literal::u64_unsuffixed(millis);
+        quote! { #runtime::__private::Duration::from_millis(#millis) }
+    };
+    let mut setters = TokenStream::new();
+    let mut set = |name: &str, value: TokenStream| {
+        let name = Ident::new(name, Span::call_site());
+        setters.extend(quote! { .#name(#value) });
+    };
+    if let Some(ttl) = options.ttl {
+        set("ttl", duration(ttl));
+    }
+    if let Some(wait) = options.wait {
+        set("wait", duration(wait));
+    }
+    if let Some(watchdog) = options.watchdog {
+        set("watchdog", watchdog.into_token_stream());
+    }
+    if let Some(action) = options.on_lease_lost {
+        let variant = match action {
+            OnLeaseLost::Abort => quote!(Abort),
+            OnLeaseLost::Continue => quote!(Continue),
+        };
+        set(
+            "on_lease_lost",
+            quote! { #runtime::__private::OnLeaseLost::#variant },
+        );
+    }
+    if let Some(hold_at_least) = options.hold_at_least {
+        set("hold_at_least", duration(hold_at_least));
+    }
+    if let Some(max_hold) = options.max_hold {
+        set("max_hold", duration(max_hold));
+    }
+    quote! { const { #runtime::LockOptions::new() #setters } }
+}
+
+/// An unreachable `return` of the declared output type at the top of the body's async block
+/// (tracing-attributes' "fake return edge").
+fn fake_return(plan: &Plan) -> TokenStream {
+    let output = &plan.output.ty;
+    let span = plan.output.span;
+    // Declared inside `if false { .. }`, so the body cannot see it: no hygiene needed, and a
+    // plain span lets the error-type check below point at the return type.
+    let value = Ident::new("__lock_fake_return", span);
+    let (check_fn, check_call) = match plan.output.error_check {
+        ErrorCheck::ThroughOutput => {
+            // `E` is not written in the signature (`io::Result<T>`): name it by inference.
+            let check_span = plan.output.error_check_span;
+            let runtime = runtime(check_span);
+            let check = Ident::new("__lock_check_output", check_span);
+            let value = Ident::new("__lock_fake_return", check_span);
+            (
+                quote_spanned! {check_span=>
+                    fn #check<T, E: #runtime::__private::FromLockError>(
+                        _: &::core::result::Result<T, E>,
+                    ) {
+                    }
+                },
+                quote_spanned! {check_span=> #check(&#value); },
+            )
+        }
+        ErrorCheck::ErrorType(_) | ErrorCheck::None => (TokenStream::new(), TokenStream::new()),
+    };
+    quote_spanned! {span=>
+        #[allow(
+            unknown_lints,
+            unreachable_code,
+            clippy::diverging_sub_expression,
+            clippy::empty_loop,
+            clippy::let_unit_value,
+            clippy::let_with_type_underscore,
+            clippy::needless_return,
+            clippy::unreachable
+        )]
+        if false {
+            #check_fn
+            let #value: #output = loop {};
+            #check_call
+            return #value;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use syn::ItemFn;
+
+    fn expand_fn(args: TokenStream, item: TokenStream) -> ItemFn {
+        let out = distributed_lock(args, item);
+        match syn::parse2::<ItemFn>(out.clone()) {
+            Ok(item) => item,
+            Err(err) => panic!("expansion is not one fn ({err}): {out}"),
+        }
+    }
+
+    #[test]
+    fn the_signature_and_attributes_are_emitted_unchanged() {
+        let item = quote! {
+            /// Docs.
+            #[must_use]
+            pub(crate) async fn f<'a, T: Clone>(&'a mut self, x: impl Into<T>) -> Result<&'a T, E>
+            where
+                T: Send,
+            {
+                todo!()
+            }
+        };
+        let original: ItemFn = syn::parse2(item.clone()).expect("valid fn");
+        let expanded = expand_fn(quote!(key = "k", manager = self.locks), item);
+        assert_eq!(
+            expanded.sig.to_token_stream().to_string(),
+            original.sig.to_token_stream().to_string()
+        );
+        assert_eq!(expanded.attrs, original.attrs);
+        assert_eq!(expanded.vis, original.vis);
+    }
+
+    #[test]
+    fn the_native_expansion_boxes_nothing() {
+        let expanded = expand_fn(
+            quote!(key = "order:<id>"),
+            quote! { async fn f(id: u64) -> Result<(), E> { Ok(()) } },
+        );
+        let body = expanded.block.to_token_stream().to_string();
+        assert!(!body.contains("Box"), "{body}");
+        assert!(body.contains("run_locked_global"), "{body}");
+    }
+
+    #[test]
+    fn the_key_is_rendered_before_the_body_takes_the_parameters() {
+        let expanded = expand_fn(
+            quote!(key = "order:<id>"),
+            quote! { async fn f(id: String) -> Result<(), E> { drop(id); Ok(()) } },
+        );
+        let body = expanded.block.to_token_stream().to_string();
+        let render = body.find("key_part").expect("renders the key");
+        let user_body = body.find("drop (id)").expect("keeps the body");
+        assert!(render < user_body, "{body}");
+    }
+
+    #[test]
+    fn only_options_that_were_set_are_passed_to_the_runtime() {
+        let expanded = expand_fn(
+            quote!(key = "k", wait = "1m30s"),
+            quote! { async fn f() -> Result<(), E> { Ok(()) } },
+        );
+        let body = expanded.block.to_token_stream().to_string();
+        assert!(
+            body.contains(
+                ". wait (__lock_runtime :: __private :: Duration :: from_millis (90000))"
+            ),
+            "{body}"
+        );
+        assert!(!body.contains(". ttl ("), "{body}");
+    }
+
+    #[test]
+    fn a_mistake_keeps_the_item_as_written_next_to_the_error() {
+        let item = quote! { async fn f(id: u64) -> Result<(), E> { Ok(()) } };
+        let out = distributed_lock(quote!(key = "<id>", ttl = "30"), item.clone()).to_string();
+        assert!(out.starts_with(":: core :: compile_error !"), "{out}");
+        assert!(out.ends_with(&item.to_string()), "{out}");
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+    }
+
+    #[test]
+    fn async_trait_bodies_are_locked_inside_the_box() {
+        let expanded = expand_fn(
+            quote!(key = "job:<id>", manager = self.locks),
+            quote! {
+                fn run<'life0, 'async_trait>(&'life0 self, id: u64)
+                    -> ::core::pin::Pin<Box<dyn ::core::future::Future<Output = Result<u64, E>>
+                        + ::core::marker::Send + 'async_trait>>
+                {
+                    Box::pin(async move { let __self = self; Ok(id) })
+                }
+            },
+        );
+        assert!(expanded.sig.asyncness.is_none());
+        let body = expanded.block.to_token_stream().to_string();
+        assert!(body.starts_with("{ Box :: pin (async move {"), "{body}");
+        assert!(body.contains("run_locked"), "{body}");
+    }
+}

@@ -1,0 +1,407 @@
+//! The fn's parameters as the key template and the `manager` expression see them: which names
+//! a placeholder may start with, what a placeholder compiles to, and which parameters the body
+//! owns.
+
+use proc_macro2::{Span, TokenStream, TokenTree};
+use quote::ToTokens;
+use syn::ext::IdentExt;
+use syn::{FnArg, Ident, Index, LitStr, Member, Pat, Receiver, Signature, Type};
+
+use crate::attr::KeyArg;
+use crate::item::AsyncTraitBody;
+use crate::suggest;
+use crate::template::Placeholder;
+use crate::validate::{pretty, strip_groups};
+
+/// Bytes reserved per placeholder in the rendered key: a `u64` in decimal takes up to 20.
+const PLACEHOLDER_CAPACITY: usize = 20;
+
+/// The key as `expand` renders it: a format string with one `{}` per placeholder.
+pub(crate) struct KeyPlan {
+    /// The key literal, spanned at the user's `key = "..."`.
+    pub(crate) format: LitStr,
+    /// The whole key when it has no placeholders.
+    pub(crate) literal: Option<LitStr>,
+    pub(crate) parts: Vec<KeyPart>,
+    pub(crate) capacity: usize,
+}
+
+/// One placeholder: `root.members...`, checked at the parameter's span.
+pub(crate) struct KeyPart {
+    /// The parameter's own ident (or the receiver's `self`), so that it resolves to it.
+    pub(crate) root: TokenStream,
+    pub(crate) members: Vec<Member>,
+    pub(crate) param_span: Span,
+}
+
+/// The parameters a placeholder may name, and those it may not.
+pub(crate) struct Params<'a> {
+    receiver: Option<&'a Receiver>,
+    /// Parameters bound to a plain name (`id: u64`, `mut id: u64`), with their types.
+    named: Vec<(&'a Ident, &'a Type)>,
+    /// Names bound inside destructuring patterns (`(a, b): (u64, u64)`).
+    in_patterns: Vec<PatternBinding<'a>>,
+}
+
+impl<'a> Params<'a> {
+    pub(crate) fn of(sig: &'a Signature) -> Self {
+        let mut params = Params {
+            receiver: None,
+            named: Vec::new(),
+            in_patterns: Vec::new(),
+        };
+        for input in &sig.inputs {
+            match input {
+                FnArg::Receiver(receiver) => params.receiver = Some(receiver),
+                FnArg::Typed(typed) => match &*typed.pat {
+                    Pat::Ident(ident) => {
+                        params.named.push((&ident.ident, &typed.ty));
+                        if let Some((_, sub)) = &ident.subpat {
+                            bindings(sub, &typed.ty, Some(Vec::new()), &mut params.in_patterns);
+                        }
+                    }
+                    pat => bindings(pat, &typed.ty, Some(Vec::new()), &mut params.in_patterns),
+                },
+            }
+        }
+        params
+    }
+
+    /// Under `#[async_trait]`, pattern parameters live in the block: find them there so that a
+    /// placeholder naming one gets the same message as on a plain `async fn`.
+    pub(crate) fn add_moved_patterns(&mut self, info: &'a AsyncTraitBody) {
+        for (pat, carrier) in info.moved_patterns() {
+            let ty = self
+                .named
+                .iter()
+                .find(|(ident, _)| *ident == carrier)
+                .map(|(_, ty)| *ty);
+            if let Some(ty) = ty {
+                bindings(pat, ty, Some(Vec::new()), &mut self.in_patterns);
+            }
+        }
+    }
+
+    fn named(&self, name: &str) -> Option<&'a Ident> {
+        self.named
+            .iter()
+            .map(|(ident, _)| *ident)
+            .find(|ident| ident.unraw() == name)
+    }
+
+    /// Names to suggest: the user's own parameters, not the `__argN` that `#[async_trait]` makes
+    /// for patterns.
+    fn suggestable(&self) -> Vec<String> {
+        let receiver = self.receiver.map(|_| "self".to_owned());
+        receiver
+            .into_iter()
+            .chain(
+                self.named
+                    .iter()
+                    .map(|(ident, _)| ident.unraw().to_string())
+                    .filter(|name| !is_positional_arg(name)),
+            )
+            .collect()
+    }
+}
+
+pub(crate) fn is_positional_arg(name: &str) -> bool {
+    name.strip_prefix("__arg")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// A name bound inside a parameter's pattern, with where it sits in the parameter's value.
+struct PatternBinding<'a> {
+    ident: &'a Ident,
+    /// The whole parameter's type.
+    ty: &'a Type,
+    /// Field names and tuple indices leading to the binding (`(a, b)`: `b` is at `1`); `None`
+    /// inside a slice pattern, which field access cannot reach.
+    path: Option<Vec<String>>,
+}
+
+fn bindings<'a>(
+    pat: &'a Pat,
+    ty: &'a Type,
+    path: Option<Vec<String>>,
+    out: &mut Vec<PatternBinding<'a>>,
+) {
+    let at = |step: String| {
+        path.clone().map(|mut path| {
+            path.push(step);
+            path
+        })
+    };
+    match pat {
+        Pat::Ident(ident) => {
+            out.push(PatternBinding {
+                ident: &ident.ident,
+                ty,
+                path: path.clone(),
+            });
+            if let Some((_, sub)) = &ident.subpat {
+                bindings(sub, ty, path, out);
+            }
+        }
+        Pat::Or(or) => {
+            for case in &or.cases {
+                bindings(case, ty, path.clone(), out);
+            }
+        }
+        Pat::Paren(paren) => bindings(&paren.pat, ty, path, out),
+        Pat::Reference(reference) => bindings(&reference.pat, ty, path, out),
+        Pat::Type(typed) => bindings(&typed.pat, ty, path, out),
+        Pat::Slice(slice) => {
+            for elem in &slice.elems {
+                bindings(elem, ty, None, out);
+            }
+        }
+        Pat::Struct(strukt) => {
+            for field in &strukt.fields {
+                let step = match &field.member {
+                    Member::Named(name) => name.to_string(),
+                    Member::Unnamed(index) => index.index.to_string(),
+                };
+                bindings(&field.pat, ty, at(step), out);
+            }
+        }
+        Pat::Tuple(tuple) => {
+            for (i, elem) in tuple.elems.iter().enumerate() {
+                bindings(elem, ty, at(i.to_string()), out);
+            }
+        }
+        Pat::TupleStruct(tuple) => {
+            for (i, elem) in tuple.elems.iter().enumerate() {
+                bindings(elem, ty, at(i.to_string()), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// How to rewrite a placeholder that names a pattern binding: `pair: (u32, u32)` and `<pair.0>`.
+fn pattern_fix(binding: &PatternBinding<'_>, placeholder: &Placeholder) -> String {
+    let name = match strip_groups(binding.ty) {
+        Type::Path(path) => path.path.segments.last().map_or_else(
+            || "value".to_owned(),
+            |segment| snake_case(&segment.ident.to_string()),
+        ),
+        Type::Tuple(tuple) if tuple.elems.len() == 2 => "pair".to_owned(),
+        Type::Reference(reference) => match strip_groups(&reference.elem) {
+            Type::Path(path) => path.path.segments.last().map_or_else(
+                || "value".to_owned(),
+                |segment| snake_case(&segment.ident.to_string()),
+            ),
+            _ => "value".to_owned(),
+        },
+        _ => "value".to_owned(),
+    };
+    let ty = pretty(binding.ty.to_token_stream());
+    match &binding.path {
+        Some(path) => {
+            let fixed = Placeholder {
+                root: name.clone(),
+                fields: path.iter().chain(&placeholder.fields).cloned().collect(),
+            };
+            format!("name the parameter, e.g. `{name}: {ty}`, and write `{fixed}`")
+        }
+        None => format!("name the parameter, e.g. `{name}: {ty}`, and use its fields"),
+    }
+}
+
+pub(crate) fn snake_case(name: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in name.chars().enumerate() {
+        if c.is_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.extend(c.to_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Resolves every placeholder against the signature. Errors point at the key literal and name
+/// the placeholder (sub-spans inside a literal are nightly-only).
+pub(crate) fn resolve_key(
+    key: &KeyArg,
+    params: &Params<'_>,
+    sig: &Signature,
+) -> syn::Result<KeyPlan> {
+    let span = key.lit.span();
+    let mut parts = Vec::new();
+    for placeholder in key.template.placeholders() {
+        parts.push(resolve_placeholder(placeholder, params, sig, span)?);
+    }
+    let literal = key
+        .template
+        .as_literal()
+        .map(|literal| LitStr::new(&literal, span));
+    Ok(KeyPlan {
+        format: LitStr::new(&key.template.format_string(), span),
+        literal,
+        capacity: key.template.literal_len() + PLACEHOLDER_CAPACITY * parts.len(),
+        parts,
+    })
+}
+
+fn resolve_placeholder(
+    placeholder: &Placeholder,
+    params: &Params<'_>,
+    sig: &Signature,
+    span: Span,
+) -> syn::Result<KeyPart> {
+    let error = |message: String| syn::Error::new(span, message);
+    let root_name = placeholder
+        .root
+        .strip_prefix("r#")
+        .unwrap_or(&placeholder.root);
+    let (root, param_span) = if root_name == "self" {
+        let receiver = params.receiver.ok_or_else(|| {
+            error(format!(
+                "placeholder `{placeholder}` in `key` uses `self`, but `{}` has no `self` \
+                 parameter: name one of its parameters instead, or make it a method",
+                sig.ident
+            ))
+        })?;
+        let token = receiver.self_token;
+        (token.to_token_stream(), token.span)
+    } else if root_name == "_" {
+        return Err(error(format!(
+            "placeholder `{placeholder}` in `key` names a `_` parameter, which cannot be read: \
+             give the parameter a name (e.g. `id: u64`) and write `<id>`"
+        )));
+    } else if let Some(ident) = params.named(root_name) {
+        (ident.to_token_stream(), ident.span())
+    } else if let Some(binding) = params
+        .in_patterns
+        .iter()
+        .find(|binding| binding.ident.unraw() == root_name)
+    {
+        return Err(error(format!(
+            "placeholder `{placeholder}` in `key` names `{root_name}`, which is bound inside a \
+             parameter's pattern: a placeholder must start with a whole parameter; {}",
+            pattern_fix(binding, placeholder)
+        )));
+    } else {
+        return Err(error(unknown_placeholder(
+            placeholder,
+            root_name,
+            params,
+            sig,
+        )));
+    };
+    let members = placeholder
+        .fields
+        .iter()
+        .map(|field| member(field, placeholder, span))
+        .collect::<syn::Result<Vec<_>>>()?;
+    Ok(KeyPart {
+        root,
+        members,
+        param_span,
+    })
+}
+
+fn unknown_placeholder(
+    placeholder: &Placeholder,
+    root_name: &str,
+    params: &Params<'_>,
+    sig: &Signature,
+) -> String {
+    let names = params.suggestable();
+    let head = format!(
+        "unknown placeholder `{placeholder}` in `key`: `{}` has no parameter named `{root_name}`",
+        sig.ident
+    );
+    if let Some(meant) = suggest::closest(root_name, names.iter().map(String::as_str)) {
+        let corrected = Placeholder {
+            root: meant.to_owned(),
+            fields: placeholder.fields.clone(),
+        };
+        return format!("{head}; did you mean `{corrected}`?");
+    }
+    match names.as_slice() {
+        [] => format!("{head}; it has no parameters, so the key can only be literal text"),
+        names => format!(
+            "{head}; its parameters are {}",
+            names
+                .iter()
+                .map(|name| format!("`{name}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+fn member(field: &str, placeholder: &Placeholder, span: Span) -> syn::Result<Member> {
+    if field.bytes().all(|b| b.is_ascii_digit()) {
+        let index = field.parse::<u32>().map_err(|_| {
+            syn::Error::new(
+                span,
+                format!("tuple index `{field}` in placeholder `{placeholder}` is too large"),
+            )
+        })?;
+        return Ok(Member::Unnamed(Index { index, span }));
+    }
+    match syn::parse_str::<Ident>(field) {
+        Ok(mut ident) => {
+            ident.set_span(span);
+            Ok(Member::Named(ident))
+        }
+        Err(_) => Err(syn::Error::new(
+            span,
+            format!(
+                "`{field}` in placeholder `{placeholder}` is not a field name{}",
+                if syn::parse_str::<Ident>(&format!("r#{field}")).is_ok() {
+                    format!(": it is a keyword, write `r#{field}`")
+                } else {
+                    String::new()
+                }
+            ),
+        )),
+    }
+}
+
+/// Whether the manager expression reads a parameter that the body takes by value or by `&mut`
+/// (anything but a shared reference). Borrowing such a parameter for the whole call would
+/// conflict with the body owning it.
+pub(crate) fn reads_owned_param(expr: &syn::Expr, params: &Params<'_>) -> bool {
+    let owned_receiver = params
+        .receiver
+        .is_some_and(|receiver| !is_shared_ref(&receiver.ty));
+    let owned: Vec<String> = params
+        .named
+        .iter()
+        .filter(|(_, ty)| !is_shared_ref(ty))
+        .map(|(ident, _)| ident.unraw().to_string())
+        .chain(
+            params
+                .in_patterns
+                .iter()
+                .map(|binding| binding.ident.unraw().to_string()),
+        )
+        .collect();
+    mentions(expr.to_token_stream(), &|ident: &Ident| {
+        if ident == "self" {
+            owned_receiver
+        } else {
+            owned.iter().any(|name| ident.unraw() == name)
+        }
+    })
+}
+
+fn is_shared_ref(ty: &Type) -> bool {
+    matches!(strip_groups(ty), Type::Reference(reference) if reference.mutability.is_none())
+}
+
+fn mentions(tokens: TokenStream, hit: &dyn Fn(&Ident) -> bool) -> bool {
+    tokens.into_iter().any(|token| match token {
+        TokenTree::Ident(ident) => hit(&ident),
+        TokenTree::Group(group) => mentions(group.stream(), hit),
+        _ => false,
+    })
+}

@@ -1,0 +1,646 @@
+//! Checks that need more than one option, or the fn signature, and turns the parsed attribute
+//! and fn into a [`Plan`] that `expand` can emit without further decisions.
+
+use proc_macro2::{Span, TokenStream, TokenTree};
+use quote::ToTokens;
+use syn::ext::IdentExt;
+use syn::spanned::Spanned;
+use syn::visit_mut::VisitMut;
+use syn::{FnArg, GenericArgument, Pat, Path, PathArguments, ReturnType, Signature, Type};
+
+use crate::attr::{Args, DurationArg, LONG_TTL_MILLIS, OnLeaseLost};
+use crate::duration::format_millis;
+use crate::item::{AsyncTraitBody, LockedFn};
+use crate::params::{KeyPlan, Params, is_positional_arg, reads_owned_param, resolve_key};
+
+/// The runtime's default lease (`LockOptions::DEFAULT_TTL`), for rules that compare with `ttl`
+/// when the attribute does not set it.
+const DEFAULT_TTL_MILLIS: u64 = 30_000;
+
+/// Everything `expand` needs, already checked.
+pub(crate) struct Plan {
+    pub(crate) krate: Path,
+    pub(crate) key: KeyPlan,
+    pub(crate) options: OptionsPlan,
+    pub(crate) manager: Option<ManagerPlan>,
+    pub(crate) output: OutputPlan,
+    pub(crate) form: Form,
+}
+
+/// Options the user set; the others keep the runtime's defaults.
+#[derive(Default)]
+pub(crate) struct OptionsPlan {
+    pub(crate) ttl: Option<u64>,
+    pub(crate) wait: Option<u64>,
+    pub(crate) watchdog: Option<bool>,
+    pub(crate) on_lease_lost: Option<OnLeaseLost>,
+    pub(crate) hold_at_least: Option<u64>,
+    pub(crate) max_hold: Option<u64>,
+}
+
+pub(crate) struct ManagerPlan {
+    pub(crate) expr: syn::Expr,
+    /// Clone the manager before the body takes its parameters: the expression reads a parameter
+    /// that the body owns (`self.locks` in a `&mut self` method), which it could not borrow.
+    pub(crate) clone: bool,
+}
+
+pub(crate) struct OutputPlan {
+    /// The declared output type `Result<T, E>`, with `impl Trait` replaced by `_`.
+    pub(crate) ty: Type,
+    pub(crate) span: Span,
+    pub(crate) error_check: ErrorCheck,
+    /// Where a missing `E: From<LockError>` is reported: at `E`, or at the output type.
+    pub(crate) error_check_span: Span,
+}
+
+/// How the `E: From<LockError>` requirement is checked so that its message lands in user code.
+pub(crate) enum ErrorCheck {
+    /// `E` is written in the signature: check it at its span.
+    ErrorType(Box<Type>),
+    /// `E` is hidden behind an alias (`io::Result<T>`): check through the output type.
+    ThroughOutput,
+    /// `E` is `impl Trait`: nothing can name it; the runtime's own bound still applies.
+    None,
+}
+
+pub(crate) enum Form {
+    /// `async fn`: the body is wrapped.
+    Native,
+    /// Already rewritten by `#[async_trait]`: the `Box::pin(async move { .. })` block is wrapped.
+    AsyncTrait(Box<AsyncTraitBody>),
+}
+
+/// Runs every check, collecting all independent errors.
+pub(crate) fn validate(
+    args: Args,
+    item: &LockedFn,
+    mut errors: Vec<syn::Error>,
+) -> Result<Plan, Vec<syn::Error>> {
+    check_options(&args, &mut errors);
+    if args.key.missing() {
+        errors.push(missing_key(&item.sig));
+    }
+    let shape = check_shape(item).map_err(|err| errors.push(err)).ok();
+    let mut params = Params::of(&item.sig);
+    if let Some((Form::AsyncTrait(info), _)) = &shape {
+        params.add_moved_patterns(info);
+    }
+    let key = args.key.get().and_then(|key| {
+        resolve_key(key, &params, &item.sig)
+            .map_err(|err| errors.push(err))
+            .ok()
+    });
+
+    let clone_manager = args
+        .manager
+        .get()
+        .is_some_and(|expr| reads_owned_param(expr, &params));
+    let (Some((form, output)), Some(key), true) = (shape, key, errors.is_empty()) else {
+        return Err(errors);
+    };
+    let manager = args.manager.value.map(|expr| ManagerPlan {
+        expr,
+        clone: clone_manager,
+    });
+    let millis = |slot: &crate::attr::Slot<DurationArg>| slot.get().map(|d| d.millis);
+    Ok(Plan {
+        krate: args
+            .krate
+            .value
+            .unwrap_or_else(|| syn::parse_quote!(::lock_runtime)),
+        key,
+        options: OptionsPlan {
+            ttl: millis(&args.ttl),
+            wait: millis(&args.wait),
+            watchdog: args.watchdog.get().map(|b| b.value),
+            on_lease_lost: args.on_lease_lost.get().copied(),
+            hold_at_least: millis(&args.hold_at_least),
+            max_hold: millis(&args.max_hold),
+        },
+        manager,
+        output,
+        form,
+    })
+}
+
+/// Rules between options. Each message says which option to change and how.
+fn check_options(args: &Args, errors: &mut Vec<syn::Error>) {
+    let allow_long_ttl =
+        args.allow_long_ttl.failed() || args.allow_long_ttl.get().is_some_and(|allow| allow.value);
+    if let Some(ttl) = args.ttl.get()
+        && ttl.millis > LONG_TTL_MILLIS
+        && !allow_long_ttl
+    {
+        errors.push(syn::Error::new(
+            ttl.lit.span(),
+            format!(
+                "`ttl` of {} is longer than one day: a holder that crashes keeps the lock that \
+                 long, and the watchdog already renews a short lease while the body runs; use a \
+                 shorter `ttl`, or add `allow_long_ttl = true` if the lock must outlive a crash \
+                 by that much",
+                format_millis(ttl.millis)
+            ),
+        ));
+    }
+    // An option whose value was rejected is already reported: rules that depend on it are
+    // skipped rather than checked against a default the user did not ask for.
+    let watchdog = if args.watchdog.failed() {
+        None
+    } else {
+        Some(args.watchdog.get().is_none_or(|watchdog| watchdog.value))
+    };
+    let ttl = match args.ttl.get() {
+        Some(ttl) => Some((ttl.millis, "")),
+        None if args.ttl.failed() => None,
+        None => Some((DEFAULT_TTL_MILLIS, " (the default)")),
+    };
+    if let Some(max_hold) = args.max_hold.get() {
+        if watchdog == Some(false) {
+            errors.push(syn::Error::new(
+                max_hold.lit.span(),
+                "`max_hold` has no effect with `watchdog = false`: without renewal the lease \
+                 already ends `ttl` after acquisition; remove `max_hold`, or remove \
+                 `watchdog = false` to renew the lease up to `max_hold`",
+            ));
+        } else if let (Some(true), Some((ttl, ttl_source))) = (watchdog, ttl)
+            && max_hold.millis < ttl
+        {
+            errors.push(syn::Error::new(
+                max_hold.lit.span(),
+                format!(
+                    "`max_hold` of {} is shorter than the `ttl` of {}{ttl_source}: the first \
+                     lease already outlasts it; make `max_hold` at least {}, or shorten `ttl`",
+                    format_millis(max_hold.millis),
+                    format_millis(ttl),
+                    format_millis(ttl),
+                ),
+            ));
+        }
+        if let Some(hold_at_least) = args.hold_at_least.get()
+            && hold_at_least.millis > max_hold.millis
+        {
+            errors.push(syn::Error::new(
+                hold_at_least.lit.span(),
+                format!(
+                    "`hold_at_least` of {} is longer than `max_hold` of {}: the lock cannot be \
+                     held at least {} when renewal stops after {}; shorten `hold_at_least` or \
+                     lengthen `max_hold`",
+                    format_millis(hold_at_least.millis),
+                    format_millis(max_hold.millis),
+                    format_millis(hold_at_least.millis),
+                    format_millis(max_hold.millis),
+                ),
+            ));
+        }
+    }
+}
+
+/// "missing `key`", with a key made from the fn's name and first parameter as an example.
+fn missing_key(sig: &Signature) -> syn::Error {
+    let first = sig.inputs.iter().find_map(|input| match input {
+        FnArg::Typed(typed) => match &*typed.pat {
+            Pat::Ident(ident) if !is_positional_arg(&ident.ident.to_string()) => {
+                Some(ident.ident.unraw().to_string())
+            }
+            _ => None,
+        },
+        FnArg::Receiver(_) => None,
+    });
+    let name = sig.ident.unraw();
+    let example = match first {
+        Some(param) => format!("{name}:<{param}>"),
+        None => name.to_string(),
+    };
+    syn::Error::new(
+        Span::call_site(),
+        format!(
+            "missing `key`: name the resource the lock protects, e.g. \
+             #[distributed_lock(key = \"{example}\")]"
+        ),
+    )
+}
+
+/// Checks that the item is a fn the attribute can wrap, and finds its output type.
+fn check_shape(item: &LockedFn) -> syn::Result<(Form, OutputPlan)> {
+    let sig = &item.sig;
+    if let Some(constness) = &sig.constness {
+        return Err(syn::Error::new(
+            constness.span,
+            "a #[distributed_lock] fn cannot be `const`: the lock is taken at run time; \
+             remove `const` and make it an `async fn`",
+        ));
+    }
+    if let Some(abi) = &sig.abi {
+        return Err(syn::Error::new(
+            abi.extern_token.span,
+            "a #[distributed_lock] fn cannot be `extern`: remove the ABI, or call the extern \
+             fn from a locked `async fn`",
+        ));
+    }
+    if let Some(variadic) = &sig.variadic {
+        return Err(syn::Error::new(
+            variadic.dots.spans[0],
+            "a #[distributed_lock] fn cannot be variadic",
+        ));
+    }
+    let Some(body) = &item.body else {
+        return Err(syn::Error::new(
+            sig.ident.span(),
+            "#[distributed_lock] needs a fn body: put it on the fn in each impl (or on a \
+             default method), not on the trait's declaration",
+        ));
+    };
+    let (form, output) = if sig.asyncness.is_some() {
+        match &sig.output {
+            ReturnType::Type(_, ty) => (Form::Native, (**ty).clone()),
+            ReturnType::Default => {
+                return Err(syn::Error::new(
+                    sig.ident.span(),
+                    format!(
+                        "a #[distributed_lock] fn must return `Result<T, E>` with \
+                         `E: From<lock_runtime::LockError>`, but `{}` returns nothing: \
+                         acquiring the lock can fail (busy, lost, Redis unreachable) and the \
+                         failure is returned as `E`; add e.g. \
+                         `-> Result<(), lock_runtime::LockError>`",
+                        sig.ident
+                    ),
+                ));
+            }
+        }
+    } else if let Some(info) = AsyncTraitBody::detect(sig, body) {
+        let output = info.output.clone();
+        (Form::AsyncTrait(Box::new(info)), output)
+    } else {
+        return Err(syn::Error::new(
+            sig.fn_token.span,
+            "#[distributed_lock] needs an `async fn`: add `async` before `fn` \
+             (the lock is acquired and released with `.await`)",
+        ));
+    };
+    Ok((form, output_plan(&output)?))
+}
+
+/// Types that are certainly not a `Result`, for an early message instead of a type error.
+const NOT_RESULT: &[&str] = &[
+    "Option", "String", "Vec", "Box", "Arc", "Rc", "Cow", "HashMap", "HashSet", "BTreeMap",
+    "BTreeSet", "Self", "Pin", "bool", "char", "str", "u8", "u16", "u32", "u64", "u128", "usize",
+    "i8", "i16", "i32", "i64", "i128", "isize", "f32", "f64",
+];
+
+fn output_plan(ty: &Type) -> syn::Result<OutputPlan> {
+    let error_check = match strip_groups(ty) {
+        Type::Path(path) => {
+            let last = path.path.segments.last().ok_or_else(|| not_result(ty))?;
+            let name = last.ident.to_string();
+            if NOT_RESULT.contains(&name.as_str()) {
+                return Err(not_result(ty));
+            }
+            let types: Vec<&Type> = match &last.arguments {
+                PathArguments::AngleBracketed(args) => args
+                    .args
+                    .iter()
+                    .filter_map(|arg| match arg {
+                        GenericArgument::Type(ty) => Some(ty),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            match types.as_slice() {
+                [_, error] if name == "Result" && contains_impl_trait(error) => ErrorCheck::None,
+                [_, error] if name == "Result" => ErrorCheck::ErrorType(Box::new((*error).clone())),
+                _ => ErrorCheck::ThroughOutput,
+            }
+        }
+        _ => return Err(not_result(ty)),
+    };
+    let error_check_span = match &error_check {
+        ErrorCheck::ErrorType(error) => type_span(error),
+        ErrorCheck::ThroughOutput => type_span(ty),
+        ErrorCheck::None => Span::call_site(),
+    };
+    Ok(OutputPlan {
+        ty: erase_impl_trait(ty),
+        span: ty.span(),
+        error_check,
+        error_check_span,
+    })
+}
+
+/// The span to report a type at. Stable rustc cannot join spans, so a path is shown by its last
+/// segment (`Result` in `std::io::Result<T>`, `Error` in `app::Error`), not its first.
+fn type_span(ty: &Type) -> Span {
+    match strip_groups(ty) {
+        Type::Path(path) => path
+            .path
+            .segments
+            .last()
+            .map_or_else(|| ty.span(), |segment| segment.ident.span()),
+        _ => ty.span(),
+    }
+}
+
+fn not_result(ty: &Type) -> syn::Error {
+    let shown = pretty(ty.to_token_stream());
+    syn::Error::new_spanned(
+        ty,
+        format!(
+            "a #[distributed_lock] fn must return `Result<T, E>` with \
+             `E: From<lock_runtime::LockError>`, found `{shown}`: acquiring the lock can fail \
+             (busy, lost, Redis unreachable) and the failure is returned as `E`; write e.g. \
+             `-> Result<{shown}, lock_runtime::LockError>`"
+        ),
+    )
+}
+
+pub(crate) fn strip_groups(ty: &Type) -> &Type {
+    match ty {
+        Type::Group(group) => strip_groups(&group.elem),
+        Type::Paren(paren) => strip_groups(&paren.elem),
+        _ => ty,
+    }
+}
+
+fn contains_impl_trait(ty: &Type) -> bool {
+    ty.to_token_stream()
+        .into_iter()
+        .any(|token| matches!(&token, TokenTree::Ident(ident) if ident == "impl"))
+        || matches!(ty, Type::ImplTrait(_))
+}
+
+/// `impl Trait` cannot be written in a `let` type; `_` lets the body's value decide it.
+fn erase_impl_trait(ty: &Type) -> Type {
+    struct Eraser;
+    impl VisitMut for Eraser {
+        fn visit_type_mut(&mut self, ty: &mut Type) {
+            if let Type::ImplTrait(imp) = ty {
+                *ty = Type::Infer(syn::TypeInfer {
+                    underscore_token: syn::Token![_](imp.span()),
+                });
+            } else {
+                syn::visit_mut::visit_type_mut(self, ty);
+            }
+        }
+    }
+    let mut ty = ty.clone();
+    Eraser.visit_type_mut(&mut ty);
+    ty
+}
+
+/// Token text as a person would write it, for messages: `Option<u64>`, not `Option < u64 >`.
+pub(crate) fn pretty(tokens: TokenStream) -> String {
+    let text = tokens.to_string();
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut previous = ' ';
+    while let Some(c) = chars.next() {
+        if c == ' ' {
+            let next = chars.peek().copied().unwrap_or(' ');
+            let glue_after = matches!(previous, '<' | '&' | ':' | '(' | '[' | '\'');
+            let glue_before = matches!(next, '<' | '>' | ',' | ';' | ':' | ')' | ']' | ' ');
+            if glue_after || glue_before {
+                continue;
+            }
+        }
+        out.push(c);
+        previous = c;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::snake_case;
+    use quote::quote;
+
+    fn plan(args: TokenStream, item: TokenStream) -> Result<Plan, Vec<String>> {
+        let (args, errors) = Args::parse(args);
+        let item = crate::item::parse(item).map_err(|err| vec![err.to_string()])?;
+        validate(args, &item, errors)
+            .map_err(|errors| errors.iter().map(ToString::to_string).collect())
+    }
+
+    fn errors(args: TokenStream, item: TokenStream) -> Vec<String> {
+        match plan(args, item) {
+            Ok(_) => Vec::new(),
+            Err(errors) => errors,
+        }
+    }
+
+    fn item() -> TokenStream {
+        quote! { async fn place_order(user_id: u64, voucher_id: u64) -> Result<(), E> { Ok(()) } }
+    }
+
+    #[test]
+    fn a_valid_fn_gives_a_plan_with_one_part_per_placeholder() {
+        let plan = plan(quote!(key = "order:<user_id>:<voucher_id>"), item()).expect("valid");
+        assert_eq!(plan.key.parts.len(), 2);
+        assert_eq!(plan.key.format.value(), "order:{}:{}");
+        assert!(plan.key.literal.is_none());
+        assert_eq!(plan.key.capacity, "order::".len() + 40);
+    }
+
+    #[test]
+    fn unknown_placeholders_suggest_the_closest_parameter() {
+        let errs = errors(quote!(key = "order:<usr_id>"), item());
+        assert_eq!(
+            errs,
+            [
+                "unknown placeholder `<usr_id>` in `key`: `place_order` has no parameter named \
+              `usr_id`; did you mean `<user_id>`?"
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_placeholders_list_the_parameters_when_nothing_is_close() {
+        let errs = errors(quote!(key = "order:<tenant>"), item());
+        assert!(
+            errs[0].ends_with("its parameters are `user_id`, `voucher_id`"),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn pattern_bindings_cannot_be_placeholders() {
+        let errs = errors(
+            quote!(key = "<a>"),
+            quote! { async fn f((a, b): (u64, u64)) -> Result<(), E> { Ok(()) } },
+        );
+        assert!(
+            errs[0].ends_with("name the parameter, e.g. `pair: (u64, u64)`, and write `<pair.0>`"),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn struct_pattern_bindings_suggest_the_field_path() {
+        let errs = errors(
+            quote!(key = "<y>"),
+            quote! { async fn f(Point { x, y: (y, _) }: Point) -> Result<(), E> { Ok(()) } },
+        );
+        assert!(
+            errs[0].ends_with("name the parameter, e.g. `point: Point`, and write `<point.y.0>`"),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn type_names_become_snake_case_parameter_names() {
+        assert_eq!(snake_case("OrderLine"), "order_line");
+        assert_eq!(snake_case("Point"), "point");
+        assert_eq!(snake_case("u64"), "u64");
+    }
+
+    #[test]
+    fn self_needs_a_receiver() {
+        let errs = errors(quote!(key = "<self.id>"), item());
+        assert!(errs[0].contains("has no `self` parameter"), "{errs:?}");
+    }
+
+    #[test]
+    fn raw_identifiers_match_their_parameter() {
+        let result = plan(
+            quote!(key = "<r#type>:<type>"),
+            quote! { async fn f(r#type: u8) -> Result<(), E> { Ok(()) } },
+        );
+        assert!(result.is_ok(), "{:?}", result.err());
+    }
+
+    #[test]
+    fn keyword_fields_are_rejected_with_the_raw_spelling() {
+        let errs = errors(quote!(key = "<user_id.type>"), item());
+        assert!(
+            errs[0].ends_with("it is a keyword, write `r#type`"),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn the_manager_is_cloned_only_when_the_body_owns_what_it_reads() {
+        let clone = |receiver: TokenStream, manager: TokenStream| {
+            let item =
+                quote! { async fn f(#receiver, shared: &S, owned: S) -> Result<(), E> { Ok(()) } };
+            plan(quote!(key = "k", manager = #manager), item)
+                .expect("valid")
+                .manager
+                .expect("manager set")
+                .clone
+        };
+        assert!(!clone(quote!(&self), quote!(self.locks)));
+        assert!(!clone(quote!(self: &Self), quote!(self.locks)));
+        assert!(clone(quote!(&mut self), quote!(self.locks)));
+        assert!(clone(quote!(self), quote!(self.locks)));
+        assert!(clone(quote!(self: Arc<Self>), quote!(self.locks)));
+        assert!(!clone(quote!(&mut self), quote!(shared.locks)));
+        assert!(clone(quote!(&self), quote!(owned.locks)));
+        assert!(!clone(quote!(&mut self), quote!(LOCKS.clone())));
+        assert!(clone(quote!(&mut self), quote!(&*self.locks)));
+    }
+
+    #[test]
+    fn max_hold_is_compared_with_the_default_ttl() {
+        let errs = errors(quote!(key = "k", max_hold = "10s"), item());
+        assert!(
+            errs[0].starts_with("`max_hold` of 10s is shorter than the `ttl` of 30s (the default)"),
+            "{errs:?}"
+        );
+        assert!(errors(quote!(key = "k", ttl = "5s", max_hold = "10s"), item()).is_empty());
+    }
+
+    #[test]
+    fn long_ttls_need_the_explicit_option() {
+        assert_eq!(errors(quote!(key = "k", ttl = "25h"), item()).len(), 1);
+        assert!(errors(quote!(key = "k", ttl = "24h"), item()).is_empty());
+        assert!(
+            errors(
+                quote!(key = "k", ttl = "25h", allow_long_ttl = true),
+                item()
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_missing_key_is_suggested_from_the_signature() {
+        assert_eq!(
+            errors(quote!(ttl = "1s"), item()),
+            ["missing `key`: name the resource the lock protects, e.g. \
+              #[distributed_lock(key = \"place_order:<user_id>\")]"]
+        );
+    }
+
+    #[test]
+    fn a_rejected_option_does_not_trigger_rules_that_depend_on_it() {
+        // Only the bad `ttl` is reported, not `max_hold` against the default ttl.
+        assert_eq!(
+            errors(quote!(key = "k", ttl = "1x", max_hold = "10s"), item()).len(),
+            1
+        );
+        assert_eq!(
+            errors(quote!(key = "k", watchdog = "no", max_hold = "1m"), item()).len(),
+            1
+        );
+        assert_eq!(
+            errors(
+                quote!(key = "k", ttl = "48h", allow_long_ttl = "yes"),
+                item()
+            )
+            .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn wait_is_independent_of_max_hold() {
+        assert!(errors(quote!(key = "k", wait = "1h", max_hold = "1m"), item()).is_empty());
+    }
+
+    #[test]
+    fn error_type_is_taken_from_a_two_argument_result() {
+        let check = |output: TokenStream| {
+            let item = quote! { async fn f() -> #output { todo!() } };
+            match plan(quote!(key = "k"), item)
+                .expect("valid")
+                .output
+                .error_check
+            {
+                ErrorCheck::ErrorType(_) => "error type",
+                ErrorCheck::ThroughOutput => "through output",
+                ErrorCheck::None => "none",
+            }
+        };
+        assert_eq!(check(quote!(Result<u8, MyError>)), "error type");
+        assert_eq!(
+            check(quote!(std::result::Result<u8, MyError>)),
+            "error type"
+        );
+        assert_eq!(check(quote!(io::Result<u8>)), "through output");
+        assert_eq!(check(quote!(AppResult<u8>)), "through output");
+        assert_eq!(check(quote!(Result<u8, impl Error>)), "none");
+    }
+
+    #[test]
+    fn obvious_non_results_are_rejected_with_a_suggestion() {
+        let errs = errors(
+            quote!(key = "k"),
+            quote! { async fn f() -> Option<u64> { None } },
+        );
+        assert!(
+            errs[0].ends_with("write e.g. `-> Result<Option<u64>, lock_runtime::LockError>`"),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn pretty_printing_removes_token_spacing() {
+        assert_eq!(pretty(quote!(Option<Vec<&'a str>>)), "Option<Vec<&'a str>>");
+        assert_eq!(
+            pretty(quote!(std::io::Result<(u8, u16)>)),
+            "std::io::Result<(u8, u16)>"
+        );
+        assert_eq!(pretty(quote!([u8; 4])), "[u8; 4]");
+    }
+}

@@ -1,0 +1,6 @@
+use lock_runtime::distributed_lock;
+
+#[distributed_lock(key = "jobs:cleanup")]
+async fn cleanup() {}
+
+fn main() {}
