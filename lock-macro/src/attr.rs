@@ -278,8 +278,8 @@ fn key(value: Expr) -> syn::Result<KeyArg> {
 /// Longest lease accepted without `allow_long_ttl = true`: one day.
 pub(crate) const LONG_TTL_MILLIS: u64 = 24 * 60 * 60 * 1000;
 
-/// Shortest lease: the runtime renews every `ttl / 3` and rejects leases under 3 ms.
-const MIN_TTL_MILLIS: u64 = 3;
+/// Shortest lease: the runtime renews every `ttl / 3` and rejects leases under 10 ms (`lock_runtime::MIN_TTL`).
+const MIN_TTL_MILLIS: u64 = 10;
 
 fn ttl(value: Expr) -> syn::Result<DurationArg> {
     let ttl = duration("ttl", value)?;
@@ -293,7 +293,7 @@ fn ttl(value: Expr) -> syn::Result<DurationArg> {
     if ttl.millis < MIN_TTL_MILLIS {
         return Err(syn::Error::new(
             ttl.lit.span(),
-            "`ttl` must be at least 3ms, since the lease is renewed every ttl/3; \
+            "`ttl` must be at least 10ms, since the lease is renewed every ttl/3; \
              write e.g. `ttl = \"500ms\"`",
         ));
     }
@@ -543,7 +543,7 @@ mod tests {
         );
         assert!(errors(quote!(key = "a", wait = "0s")).is_empty());
         assert!(
-            errors(quote!(key = "a", ttl = "2ms"))[0].starts_with("`ttl` must be at least 3ms")
+            errors(quote!(key = "a", ttl = "2ms"))[0].starts_with("`ttl` must be at least 10ms")
         );
     }
 

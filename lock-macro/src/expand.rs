@@ -192,11 +192,11 @@ fn bind_manager(manager: &ManagerPlan, binding: &Ident) -> TokenStream {
         let owned = local_at("__lock_manager_owned", span);
         quote_spanned! {span=>
             let #owned = ::core::clone::Clone::clone(&(#expr));
-            let #binding: &#runtime::LockManager = &#owned;
+            let #binding: &#runtime::__private::LockManager = &#owned;
         }
     } else {
         quote_spanned! {span=>
-            let #binding: &#runtime::LockManager = &(#expr);
+            let #binding: &#runtime::__private::LockManager = &(#expr);
         }
     }
 }
@@ -298,7 +298,7 @@ fn options(options: &OptionsPlan) -> TokenStream {
     if let Some(max_hold) = options.max_hold {
         set("max_hold", duration(max_hold));
     }
-    quote! { const { #runtime::LockOptions::new() #setters } }
+    quote! { const { #runtime::__private::LockOptions::new() #setters } }
 }
 
 /// An unreachable `return` of the declared output type at the top of the body's async block

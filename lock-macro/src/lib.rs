@@ -79,7 +79,7 @@ use proc_macro::TokenStream;
 ///
 /// An integer and a unit, `ms`, `s`, `m` or `h`, or several from the largest unit to the smallest
 /// (`"1m30s"`, `"1h15m"`). No spaces, fractions or signs. They are parsed at compile time, so a
-/// duration must be a literal. Rejected: a missing or unknown unit, a zero or sub-3ms `ttl`, and a
+/// duration must be a literal. Rejected: a missing or unknown unit, a zero or sub-10ms `ttl`, and a
 /// `ttl` over one day unless `allow_long_ttl = true`; with the watchdog on, a short `ttl` is
 /// renewed for as long as the body runs, so a long `ttl` only makes a crashed holder block others
 /// for longer.

@@ -4,9 +4,10 @@
 use std::fmt::Display;
 use std::future::Future;
 
-use crate::{LockError, LockManager, LockOptions};
+use crate::LockError;
 
 pub use crate::options::OnLeaseLost;
+pub use crate::{LockManager, LockOptions};
 pub use core::time::Duration;
 pub use std::fmt::Write;
 pub use std::string::String;

@@ -39,6 +39,7 @@ fn assert_send<T: Send>(value: T) -> T {
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
+        .enable_all()
         .build()
         .expect("runtime");
     runtime.block_on(async {
