@@ -53,6 +53,9 @@ impl RedisBackend {
         waiters: Arc<Waiters>,
     ) -> Result<Self, LockError> {
         let server = url::server_of(settings.url);
+        if url::scheme(settings.url)? == "rediss" {
+            enable_tls(settings.url)?;
+        }
         let client = Client::open(settings.url).map_err(|err| {
             LockError::Config(format!(
                 "cannot use `{}`: {}",
@@ -80,6 +83,21 @@ impl RedisBackend {
             subscriptions,
         })
     }
+}
+
+#[cfg(feature = "tls")]
+fn enable_tls(_url: &str) -> Result<(), LockError> {
+    // The first provider installed in the process wins; one installed by the application stays.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Ok(())
+}
+
+#[cfg(not(feature = "tls"))]
+fn enable_tls(url: &str) -> Result<(), LockError> {
+    Err(LockError::Config(format!(
+        "`{}` needs TLS: enable the `tls` feature of lock-runtime",
+        url::redact(url)
+    )))
 }
 
 /// Milliseconds for Redis, rounded up so a sub-millisecond remainder never becomes "no expiry".
@@ -323,6 +341,15 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn rediss_without_the_tls_feature_says_which_feature_to_enable() {
+        let err = enable_tls("rediss://user:s3cret@host:6380").expect_err("no TLS built in");
+        let shown = err.to_string();
+        assert!(shown.contains("`tls` feature"), "{shown}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
 
     #[test]
     fn millis_round_up_and_never_reach_zero() {
