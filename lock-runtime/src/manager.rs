@@ -12,7 +12,7 @@ use tracing::Instrument;
 
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::{RedisBackend, RedisSettings};
-use crate::backend::{Acquire, Backend, Release};
+use crate::backend::{self, Acquire, Backend, Release};
 use crate::guard::LockGuard;
 use crate::key::StoredKey;
 use crate::lease::Lease;
@@ -26,6 +26,10 @@ pub const MIN_TTL: Duration = Duration::from_millis(10);
 /// Without an expiry on the busy key (set by something other than this crate) and without a
 /// notification, look again this often.
 const BLIND_WAIT: Duration = Duration::from_secs(1);
+
+/// Between acquire attempts that failed on a transient error (within the wait budget).
+const MIN_RETRY_BACKOFF: Duration = Duration::from_millis(20);
+const MAX_RETRY_BACKOFF: Duration = Duration::from_millis(500);
 
 /// A handle to one lock deployment: Redis, or memory for tests and demos.
 ///
@@ -242,6 +246,7 @@ impl Inner {
         let give_up = start + options.wait;
         let mut lease = Arc::new(Lease::new(key, stored, token, self.id, options, start));
         let mut waiting: Option<Waiting> = None;
+        let mut retry_backoff = MIN_RETRY_BACKOFF;
         loop {
             lease.restart(Instant::now());
             let watch_id = self.watchdog.register(&lease);
@@ -263,18 +268,27 @@ impl Inner {
                     return Ok(guard);
                 }
                 Ok(Ok(Acquire::Busy { remaining })) => remaining,
-                // Dropping the guard releases whatever the failed acquire may have taken.
-                Ok(Err(err)) => {
+                failed => {
+                    let (err, transient) = match failed {
+                        Ok(Err(err)) => {
+                            let transient = backend::is_transient(&err);
+                            (err, transient)
+                        }
+                        _ => (format!("no answer within {limit:?}").into(), true),
+                    };
+                    // Within the wait budget a dropped connection or a failover is waited out
+                    // like a busy lock. The retry reuses the owner token, so an attempt that
+                    // landed unseen is simply confirmed.
+                    if transient && Instant::now() + retry_backoff < give_up {
+                        tracing::debug!(key = %lease_ref.key, error = %err, "acquire failed; retrying");
+                        lease = guard.disarm();
+                        tokio::time::sleep(retry_backoff).await;
+                        retry_backoff = (retry_backoff * 2).min(MAX_RETRY_BACKOFF);
+                        continue;
+                    }
                     record(start, "error");
+                    // Dropping the guard releases whatever an attempt may have taken.
                     return Err(self.error("acquire", Some(&lease_ref.key), err));
-                }
-                Err(_) => {
-                    record(start, "error");
-                    return Err(self.error(
-                        "acquire",
-                        Some(&lease_ref.key),
-                        format!("no answer within {limit:?}"),
-                    ));
                 }
             };
             lease = guard.disarm();
@@ -392,6 +406,7 @@ pub struct LockManagerBuilder {
     app_name: Option<String>,
     request_timeout: Duration,
     fence_retention: Duration,
+    replica_acks: Option<(u32, Duration)>,
 }
 
 impl Default for LockManagerBuilder {
@@ -402,6 +417,7 @@ impl Default for LockManagerBuilder {
             app_name: None,
             request_timeout: Duration::from_secs(3),
             fence_retention: Duration::from_secs(24 * 3600),
+            replica_acks: None,
         }
     }
 }
@@ -443,6 +459,21 @@ impl LockManagerBuilder {
         self
     }
 
+    /// After each acquisition, wait until `replicas` replicas have acknowledged it (Redis `WAIT`,
+    /// sent in the same round trip as the acquire), for at most `timeout`. If fewer acknowledge,
+    /// the lock is released again and the acquire fails with [`LockError::Backend`].
+    ///
+    /// This narrows the window in which a failover loses a fresh lock: once acknowledged, the
+    /// lock is in the memory of that many replicas, and a replica promoted by Sentinel or Cluster
+    /// will normally be one of them. It does not make the lock durable or consistent: a replica
+    /// can still be behind when it is promoted if it acknowledged a different write, replicas
+    /// that restart without persistence forget it, renewals and releases are not waited for, and
+    /// the acquire takes longer by a replication round trip.
+    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
+        self.replica_acks = (replicas > 0).then_some((replicas, timeout));
+        self
+    }
+
     /// Connects and returns the manager.
     pub async fn build(self) -> Result<LockManager, LockError> {
         let url = self
@@ -458,6 +489,7 @@ impl LockManagerBuilder {
                     app_name: self.app_name.as_deref().unwrap_or(""),
                     request_timeout: self.request_timeout,
                     fence_retention: self.fence_retention,
+                    replica_acks: self.replica_acks,
                 };
                 let backend = RedisBackend::connect(settings, waiters.clone()).await?;
                 Ok(self.finish(Arc::new(backend), waiters))

@@ -454,3 +454,38 @@ async fn one_release_wakes_one_waiter_and_each_waiter_gets_its_turn() {
         started.elapsed()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_still_hears_the_release_after_its_connections_were_cut() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let holder_side = connect(&server).await;
+    let waiter_side = LockManager::connect(&proxy.url())
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    let guard = holder_side
+        .lock("cut", LockOptions::new())
+        .await
+        .expect("free");
+    let waiter = tokio::spawn(async move {
+        let options = LockOptions::new().wait(Duration::from_secs(20));
+        let guard = waiter_side.lock("cut", options).await?;
+        guard.release().await
+    });
+    // Let the waiter subscribe, then cut every connection through the proxy.
+    tokio::time::sleep(ms(300)).await;
+    proxy.cut();
+    tokio::time::sleep(ms(500)).await;
+    let released = Instant::now();
+    guard.release().await.expect("release");
+    waiter
+        .await
+        .expect("task")
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    // The lease had 30 s left: the waiter heard the release on its new subscription.
+    assert!(
+        released.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        released.elapsed()
+    );
+}

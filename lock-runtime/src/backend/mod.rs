@@ -13,6 +13,30 @@ pub(crate) mod redis;
 
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// Whether a backend error may go away if the request is sent again: a dropped or refused
+/// connection, a timeout, or a server busy loading or failing over. Requests are idempotent for
+/// the same owner token, so retrying them is safe.
+pub(crate) fn is_transient(err: &BoxError) -> bool {
+    use ::redis::{ErrorKind, ServerErrorKind};
+    let Some(err) = err.downcast_ref::<::redis::RedisError>() else {
+        return false;
+    };
+    err.is_io_error()
+        || err.is_timeout()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
+        || matches!(
+            err.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::BusyLoading
+                    | ServerErrorKind::ReadOnly
+            )
+        )
+}
+
 /// The answer to an acquire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Acquire {

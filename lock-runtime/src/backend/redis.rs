@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink, PubSubStream};
-use redis::{Client, ErrorKind, RedisError, Script, ServerErrorKind};
+use redis::{
+    Client, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisResult, Script, ServerErrorKind,
+};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{Acquire, Backend, BoxFuture, Release, Renewal};
@@ -29,6 +31,7 @@ pub(crate) struct RedisSettings<'a> {
     pub(crate) app_name: &'a str,
     pub(crate) request_timeout: Duration,
     pub(crate) fence_retention: Duration,
+    pub(crate) replica_acks: Option<(u32, Duration)>,
 }
 
 pub(crate) struct RedisBackend {
@@ -39,6 +42,7 @@ pub(crate) struct RedisBackend {
     pid: String,
     app: String,
     fence_retention_ms: u64,
+    replica_acks: Option<(u32, Duration)>,
     subscriptions: mpsc::UnboundedSender<Subscription>,
 }
 
@@ -80,6 +84,7 @@ impl RedisBackend {
             pid: std::process::id().to_string(),
             app: settings.app_name.to_owned(),
             fence_retention_ms: millis(settings.fence_retention),
+            replica_acks: settings.replica_acks,
             subscriptions,
         })
     }
@@ -120,6 +125,22 @@ fn is_noscript(err: &RedisError) -> bool {
     err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
 
+/// Sends a pipeline that calls `script`; if the server does not know the script (a restart, a
+/// failover, SCRIPT FLUSH), loads it and sends the pipeline once more.
+async fn query_loading<T: FromRedisValue>(
+    pipe: &Pipeline,
+    script: &Script,
+    conn: &mut ConnectionManager,
+) -> RedisResult<T> {
+    match pipe.query_async(conn).await {
+        Err(err) if is_noscript(&err) => {
+            script.load_async(conn).await?;
+            pipe.query_async(conn).await
+        }
+        answer => answer,
+    }
+}
+
 impl Backend for RedisBackend {
     fn describe(&self) -> &str {
         &self.describe
@@ -136,8 +157,8 @@ impl Backend for RedisBackend {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Acquire, BoxError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
-            let (status, value): (i64, i64) = ACQUIRE
+            let mut invocation = ACQUIRE.prepare_invoke();
+            invocation
                 .key(&key.lock)
                 .key(key.fence())
                 .arg(token)
@@ -145,9 +166,35 @@ impl Backend for RedisBackend {
                 .arg(&self.host)
                 .arg(&self.pid)
                 .arg(&self.app)
-                .arg(self.fence_retention_ms)
-                .invoke_async(&mut conn)
-                .await?;
+                .arg(self.fence_retention_ms);
+            let mut conn = self.conn.clone();
+            let (status, value) = match self.replica_acks {
+                None => invocation.invoke_async::<(i64, i64)>(&mut conn).await?,
+                Some((replicas, timeout)) => {
+                    // WAIT cannot run inside a script; pipelined after it, it costs no extra trip.
+                    let mut pipe = redis::pipe();
+                    pipe.invoke_script(&invocation)
+                        .cmd("WAIT")
+                        .arg(replicas)
+                        .arg(millis(timeout));
+                    let ((status, value), acked): ((i64, i64), u32) =
+                        query_loading(&pipe, &ACQUIRE, &mut conn).await?;
+                    if status == 1 && acked < replicas {
+                        let _: RedisResult<i64> = RELEASE
+                            .key(&key.lock)
+                            .arg(token)
+                            .arg(0)
+                            .invoke_async(&mut conn)
+                            .await;
+                        return Err(format!(
+                            "only {acked} of {replicas} replicas acknowledged the lock within \
+                             {timeout:?}; it was released again"
+                        )
+                        .into());
+                    }
+                    (status, value)
+                }
+            };
             match status {
                 1 => Ok(Acquire::Acquired {
                     fence: u64::try_from(value)?,
@@ -182,14 +229,7 @@ impl Backend for RedisBackend {
                 pipe.invoke_script(invocation);
             }
             let mut conn = self.conn.clone();
-            let answers: Vec<i64> = match pipe.query_async(&mut conn).await {
-                Err(err) if is_noscript(&err) => {
-                    // A restarted server or SCRIPT FLUSH: load once and send the batch again.
-                    RENEW.load_async(&mut conn).await?;
-                    pipe.query_async(&mut conn).await?
-                }
-                answers => answers?,
-            };
+            let answers: Vec<i64> = query_loading(&pipe, &RENEW, &mut conn).await?;
             Ok(answers.into_iter().map(|answer| answer == 1).collect())
         })
     }
