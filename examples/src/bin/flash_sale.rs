@@ -71,28 +71,14 @@ async fn take_one(shop: &Shop, sku: &str) -> Result<bool, LockError> {
     Ok(true)
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-        .init();
+async fn run() -> Result<ExitCode, LockError> {
     let locks = match std::env::var("REDIS_URL") {
-        Ok(url) => LockManager::connect(&url).await,
-        Err(_) => Ok(LockManager::memory()),
-    };
-    let locks = match locks {
-        Ok(locks) => locks,
-        Err(err) => {
-            eprintln!("cannot connect: {err}");
-            return ExitCode::FAILURE;
-        }
+        Ok(url) => LockManager::connect(&url).await?,
+        Err(_) => LockManager::memory(),
     };
     println!("flash sale on {}", locks.backend());
     // Every #[distributed_lock] without `manager = ...` in this process uses this one.
-    if let Err(err) = lock_runtime::set_global_default(locks) {
-        eprintln!("{err}");
-        return ExitCode::FAILURE;
-    }
+    lock_runtime::set_global_default(locks)?;
 
     let shop = Arc::new(Shop::default());
     shop.stock.store(STOCK, Ordering::SeqCst);
@@ -138,8 +124,19 @@ async fn main() -> ExitCode {
         eprintln!(
             "FAILED: sold {sold} (expected {expected}), {doubled} users with two orders, stock {left}"
         );
-        return ExitCode::FAILURE;
+        return Ok(ExitCode::FAILURE);
     }
     println!("ok: sold exactly {sold}, one order per user, stock never oversold");
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
+        .init();
+    run().await.unwrap_or_else(|err| {
+        eprintln!("FAILED: {err}");
+        ExitCode::FAILURE
+    })
 }
