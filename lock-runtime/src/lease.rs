@@ -154,6 +154,16 @@ impl Lease {
         });
     }
 
+    /// Why the lease is not held any more: the loss reason, or `Expired` once released or past
+    /// its local deadline; `None` while it is held.
+    pub(crate) fn not_held_reason(&self) -> Option<LostReason> {
+        match self.status() {
+            Status::Lost(reason) => Some(reason),
+            _ if self.is_held() => None,
+            _ => Some(LostReason::Expired),
+        }
+    }
+
     /// Resolves with the reason once the lease is lost; never resolves if it is released first.
     pub(crate) async fn lost(&self) -> LostReason {
         let mut rx = self.status.subscribe();

@@ -156,7 +156,7 @@ impl LockManager {
     ) -> Result<LockGuard, LockError> {
         let key = key.into();
         if let Some(lease) = current::held(self.inner.id, &key) {
-            return Ok(LockGuard::reentered(lease));
+            return reenter(lease).map(LockGuard::reentered);
         }
         let span = tracing::info_span!(
             "lock_acquire",
@@ -190,41 +190,58 @@ impl LockManager {
         F: Future<Output = Result<T, E>>,
         E: From<LockError>,
     {
-        {
-            if current::held(self.inner.id, &key).is_some() {
-                return body.await;
+        let (guard, lease) = match current::held(self.inner.id, &key) {
+            // The outer section holds the lock and will release it.
+            Some(lease) => (None, reenter(lease)?),
+            None => {
+                let guard = self.lock(key, options).await?;
+                let lease = guard.lease().clone();
+                (Some(guard), lease)
             }
-            let guard = self.lock(key, options).await?;
-            let lease = guard.lease().clone();
-            let body = AssertUnwindSafe(body).catch_unwind();
-            let outcome = current::scope(lease.clone(), async {
-                match options.on_lease_lost {
-                    OnLeaseLost::Continue => Ok(body.await),
-                    OnLeaseLost::Abort => {
-                        tokio::select! {
-                            biased;
-                            finished = body => Ok(finished),
-                            reason = lease.lost() => Err(reason),
-                        }
+        };
+        let body = AssertUnwindSafe(body).catch_unwind();
+        let outcome = current::scope(lease.clone(), async {
+            match options.on_lease_lost {
+                OnLeaseLost::Continue => Ok(body.await),
+                OnLeaseLost::Abort => {
+                    tokio::select! {
+                        biased;
+                        finished = body => Ok(finished),
+                        reason = lease.lost() => Err(reason),
                     }
                 }
-            })
-            .await;
-            let released = guard.release().await;
-            match outcome {
-                Ok(Ok(result)) => {
-                    if let Err(err) = released {
-                        tracing::warn!(key = %lease.key, error = %err, "locked section finished but its release failed");
-                    }
-                    result
-                }
-                Ok(Err(panic)) => std::panic::resume_unwind(panic),
-                Err(reason) => Err(E::from(LockError::LeaseLost {
-                    key: lease.key.clone(),
-                    reason,
-                })),
             }
+        })
+        .await;
+        let released = match guard {
+            Some(guard) => guard.release().await,
+            None => Ok(()),
+        };
+        match outcome {
+            Ok(Ok(result)) => {
+                if let Err(err) = released {
+                    tracing::warn!(key = %lease.key, error = %err, "locked section finished but its release failed");
+                }
+                result
+            }
+            Ok(Err(panic)) => std::panic::resume_unwind(panic),
+            Err(reason) => Err(E::from(LockError::LeaseLost {
+                key: lease.key.clone(),
+                reason,
+            })),
         }
+    }
+}
+
+/// Re-entering a lock the task holds is only allowed while its lease is: a nested section must
+/// not run on a lease that was already lost.
+fn reenter(lease: Arc<Lease>) -> Result<Arc<Lease>, LockError> {
+    match lease.not_held_reason() {
+        None => Ok(lease),
+        Some(reason) => Err(LockError::LeaseLost {
+            key: lease.key.clone(),
+            reason,
+        }),
     }
 }
 

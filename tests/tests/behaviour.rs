@@ -78,6 +78,7 @@ on_every_backend!(
     late_release_after_expiry_does_not_touch_the_next_owner,
     fencing_tokens_strictly_increase_across_expirations,
     nested_same_key_reenters_and_spawned_task_is_another_owner,
+    a_nested_section_does_not_run_on_a_lost_lease,
     current_reports_the_held_lock_inside_run_locked,
     hold_at_least_keeps_a_fast_job_locked,
     max_hold_stops_renewal_and_reports_the_loss,
@@ -468,4 +469,34 @@ async fn busy_error_names_key_and_wait(f: Fixture) {
     }
     assert!(err.to_string().contains("order:7"), "{err}");
     guard.release().await.expect("release");
+}
+
+async fn a_nested_section_does_not_run_on_a_lost_lease(f: Fixture) {
+    let locks = f.locks.clone();
+    let options = LockOptions::new()
+        .ttl(ms(200))
+        .watchdog(false)
+        .on_lease_lost(OnLeaseLost::Continue);
+    let ran = AtomicBool::new(false);
+    let nested = f
+        .locks
+        .run_locked("relost".into(), options, async {
+            tokio::time::sleep(ms(400)).await;
+            let nested = locks
+                .run_locked("relost".into(), LockOptions::new(), async {
+                    ran.store(true, Ordering::SeqCst);
+                    Ok::<_, LockError>(())
+                })
+                .await;
+            let guard = locks.lock("relost", LockOptions::new()).await;
+            assert!(guard.expect_err("lease lost").is_lease_lost());
+            Ok::<_, LockError>(nested)
+        })
+        .await
+        .expect("outer section continues");
+    assert!(nested.expect_err("no re-entry").is_lease_lost());
+    assert!(
+        !ran.load(Ordering::SeqCst),
+        "nested body ran without the lock"
+    );
 }
