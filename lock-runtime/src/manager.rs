@@ -12,6 +12,7 @@ use tracing::Instrument;
 
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::{RedisBackend, RedisSettings};
+use crate::backend::redlock::RedlockBackend;
 use crate::backend::{self, Acquire, Backend, Release};
 use crate::guard::LockGuard;
 use crate::key::StoredKey;
@@ -99,9 +100,23 @@ impl LockManager {
     /// | `redis://[user:password@]host[:port][/db]` | one Redis server |
     /// | `rediss://...` | one Redis server over TLS (feature `tls`) |
     /// | `redis+unix:///path/to/redis.sock` | one Redis server over a Unix socket |
+    /// | `redlock://[user:password@]h1:p1,h2:p2,h3:p3[/db]` | Redlock over independent masters |
+    /// | `redlocks://...` | the same over TLS (feature `tls`) |
     /// | `memory://` | in this process only: tests and demos |
     ///
-    /// Fails if the server cannot be reached or refuses the credentials. See
+    /// Redlock sends every request to all masters in parallel (each bounded by a tenth of the
+    /// ttl, at most 250 ms) and holds the lock when a majority granted it with time to spare
+    /// (`ttl - elapsed - (1 % of ttl + 2 ms)`); a lock granted by a minority is given back on all
+    /// masters. Renewal needs a majority too, with the same lost-lease signal. It survives a
+    /// minority of masters being down or paused. It is for availability, not for correctness:
+    /// its fencing token is the highest of the majority's per-master tokens, which rises between
+    /// acquisitions only as long as the masters' clocks agree better than the time between them
+    /// (a master whose counter survived keeps its own tokens strictly rising, but another
+    /// majority may not include it). Where correctness matters, fence with a single Redis (or a
+    /// consensus store) instead.
+    ///
+    /// Fails if the server (for Redlock: a majority) cannot be reached or refuses the
+    /// credentials. See
     /// [`LockManager::builder`] for the other settings.
     pub async fn connect(url: &str) -> Result<LockManager, LockError> {
         LockManager::builder().url(url).build().await
@@ -501,21 +516,31 @@ impl LockManagerBuilder {
             "memory" => Ok(self.build_memory()),
             "redis" | "rediss" | "redis+unix" | "unix" => {
                 let waiters = Arc::new(Waiters::default());
-                let settings = RedisSettings {
-                    url: &url,
-                    app_name: self.app_name.as_deref().unwrap_or(""),
-                    request_timeout: self.request_timeout,
-                    fence_retention: self.fence_retention,
-                    replica_acks: self.replica_acks,
-                };
+                let settings = self.redis_settings(&url);
                 let backend = RedisBackend::connect(settings, waiters.clone()).await?;
+                Ok(self.finish(Arc::new(backend), waiters))
+            }
+            "redlock" | "redlocks" => {
+                let waiters = Arc::new(Waiters::default());
+                let settings = self.redis_settings(&url);
+                let backend = RedlockBackend::connect(settings, waiters.clone()).await?;
                 Ok(self.finish(Arc::new(backend), waiters))
             }
             other => Err(LockError::Config(format!(
                 "unsupported lock URL scheme `{other}` in `{}`: use redis://, rediss://, \
-                 redis+unix:// or memory://",
+                 redis+unix://, redlock:// or memory://",
                 url::redact(&url)
             ))),
+        }
+    }
+
+    fn redis_settings<'a>(&'a self, url: &'a str) -> RedisSettings<'a> {
+        RedisSettings {
+            url,
+            app_name: self.app_name.as_deref().unwrap_or(""),
+            request_timeout: self.request_timeout,
+            fence_retention: self.fence_retention,
+            replica_acks: self.replica_acks,
         }
     }
 

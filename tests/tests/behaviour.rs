@@ -1,4 +1,5 @@
-//! The behaviour every backend must have, run on memory:// and on a real redis-server.
+//! The behaviour every backend must have, run on memory://, on a real redis-server, and on
+//! Redlock over three independent redis-servers.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -7,17 +8,17 @@ use std::time::{Duration, Instant};
 use lock_runtime::{LockError, LockManager, LockOptions, LostReason, OnLeaseLost};
 use lock_tests::RedisServer;
 
-/// A manager and, for Redis, the server behind it (kept alive for the test).
+/// A manager and, for Redis, the servers behind it (kept alive for the test).
 struct Fixture {
     locks: LockManager,
-    server: Option<RedisServer>,
+    servers: Vec<RedisServer>,
 }
 
 impl Fixture {
     async fn memory() -> Fixture {
         Fixture {
             locks: LockManager::memory(),
-            server: None,
+            servers: Vec::new(),
         }
     }
 
@@ -28,15 +29,23 @@ impl Fixture {
             .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()));
         Fixture {
             locks,
-            server: Some(server),
+            servers: vec![server],
         }
     }
 
+    /// Redlock over three independent masters.
+    async fn redlock() -> Fixture {
+        let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+        let hosts: Vec<String> = servers.iter().map(|s| s.addr().to_string()).collect();
+        let url = format!("redlock://{}", hosts.join(","));
+        let locks = LockManager::connect(&url)
+            .await
+            .unwrap_or_else(|err| panic!("connect {url}: {err}"));
+        Fixture { locks, servers }
+    }
+
     fn log(&self) -> String {
-        self.server
-            .as_ref()
-            .map(RedisServer::log)
-            .unwrap_or_default()
+        self.servers.iter().map(RedisServer::log).collect()
     }
 }
 
@@ -60,6 +69,14 @@ macro_rules! on_every_backend {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$name(super::Fixture::redis().await).await
+                }
+            )*
+        }
+        mod redlock {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Fixture::redlock().await).await
                 }
             )*
         }

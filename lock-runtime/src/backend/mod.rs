@@ -10,6 +10,7 @@ use crate::key::StoredKey;
 
 pub(crate) mod memory;
 pub(crate) mod redis;
+pub(crate) mod redlock;
 
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

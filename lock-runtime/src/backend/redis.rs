@@ -26,6 +26,7 @@ static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../scripts/release.lua")));
 
 /// What the Redis backend needs from the manager builder.
+#[derive(Clone, Copy)]
 pub(crate) struct RedisSettings<'a> {
     pub(crate) url: &'a str,
     pub(crate) app_name: &'a str,
@@ -52,9 +53,27 @@ enum Subscription {
 }
 
 impl RedisBackend {
+    /// Connects now: fails if the server cannot be reached or refuses the credentials.
     pub(crate) async fn connect(
         settings: RedisSettings<'_>,
         waiters: Arc<Waiters>,
+    ) -> Result<Self, LockError> {
+        Self::open(settings, waiters, true).await
+    }
+
+    /// Connects on first use (and again whenever needed): for one node of several, which may be
+    /// down when the manager starts.
+    pub(crate) async fn connect_lazily(
+        settings: RedisSettings<'_>,
+        waiters: Arc<Waiters>,
+    ) -> Result<Self, LockError> {
+        Self::open(settings, waiters, false).await
+    }
+
+    async fn open(
+        settings: RedisSettings<'_>,
+        waiters: Arc<Waiters>,
+        eager: bool,
     ) -> Result<Self, LockError> {
         let server = url::server_of(settings.url);
         if url::scheme(settings.url)? == "rediss" {
@@ -71,9 +90,12 @@ impl RedisBackend {
             .set_connection_timeout(Some(settings.request_timeout))
             .set_response_timeout(Some(settings.request_timeout))
             .set_number_of_retries(2);
-        let conn = ConnectionManager::new_with_config(client.clone(), config)
-            .await
-            .map_err(|err| LockError::backend("connect", None, &server, describe_error(&err)))?;
+        let conn = if eager {
+            ConnectionManager::new_with_config(client.clone(), config).await
+        } else {
+            ConnectionManager::new_lazy_with_config(client.clone(), config)
+        }
+        .map_err(|err| LockError::backend("connect", None, &server, describe_error(&err)))?;
         let (subscriptions, commands) = mpsc::unbounded_channel();
         tokio::spawn(subscriber(client, commands, waiters, server.clone()));
         Ok(RedisBackend {

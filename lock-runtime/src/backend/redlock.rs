@@ -1,0 +1,360 @@
+//! Redlock: one lock over N independent Redis masters. A lock is held when a majority
+//! (N/2 + 1) of the masters granted it within its validity time; every request goes to all
+//! masters in parallel, each bounded by a per-node timeout much smaller than the ttl.
+//!
+//! Redlock buys availability (a minority of masters may be down) and some efficiency. It does
+//! not make a lease lock correct under pauses and clock jumps; fencing tokens do (and under
+//! Redlock they are weaker too: see `LockManager::connect`).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::join_all;
+use tokio::time::Instant;
+
+use super::redis::{RedisBackend, RedisSettings};
+use super::{Acquire, Backend, BoxFuture, Release, Renewal};
+use crate::key::StoredKey;
+use crate::lease::drift_margin;
+use crate::waiters::Waiters;
+use crate::{BoxError, LockError, url};
+
+/// The per-node timeout is the smaller of this and a tenth of the ttl.
+const MAX_NODE_TIMEOUT: Duration = Duration::from_millis(250);
+const MIN_NODE_TIMEOUT: Duration = Duration::from_millis(5);
+
+pub(crate) struct RedlockBackend {
+    nodes: Vec<RedisBackend>,
+    quorum: usize,
+    describe: String,
+    server: String,
+}
+
+/// One node's answer, or why there is none.
+type NodeAnswer<T> = Result<T, BoxError>;
+
+impl RedlockBackend {
+    pub(crate) async fn connect(
+        settings: RedisSettings<'_>,
+        waiters: Arc<Waiters>,
+    ) -> Result<Self, LockError> {
+        let node_urls = node_urls(settings.url)?;
+        let servers: Vec<String> = node_urls.iter().map(|u| url::server_of(u)).collect();
+        let server = servers.join(",");
+        let quorum = node_urls.len() / 2 + 1;
+        let connected = join_all(node_urls.iter().map(|node_url| {
+            let settings = RedisSettings {
+                url: node_url,
+                ..settings
+            };
+            RedisBackend::connect(settings, waiters.clone())
+        }))
+        .await;
+        let reachable = connected.iter().filter(|node| node.is_ok()).count();
+        if reachable < quorum {
+            let first = connected
+                .into_iter()
+                .find_map(Result::err)
+                .map_or_else(String::new, |err| format!(": {err}"));
+            return Err(LockError::backend(
+                "connect",
+                None,
+                &server,
+                format!(
+                    "only {reachable} of {} masters reachable, {quorum} needed{first}",
+                    node_urls.len()
+                ),
+            ));
+        }
+        let mut nodes = Vec::with_capacity(node_urls.len());
+        for (node, node_url) in connected.into_iter().zip(&node_urls) {
+            let node = match node {
+                Ok(node) => node,
+                Err(err) => {
+                    tracing::warn!(error = %err, "redlock master unreachable at startup; will keep trying it");
+                    let settings = RedisSettings {
+                        url: node_url,
+                        ..settings
+                    };
+                    RedisBackend::connect_lazily(settings, waiters.clone()).await?
+                }
+            };
+            nodes.push(node);
+        }
+        if nodes.len() % 2 == 0 {
+            tracing::warn!(
+                masters = nodes.len(),
+                "redlock over an even number of masters tolerates no more failures than one fewer"
+            );
+        }
+        Ok(RedlockBackend {
+            describe: format!("redlock over {} masters {server}", nodes.len()),
+            nodes,
+            quorum,
+            server,
+        })
+    }
+
+    /// Sends `request` to every node at once, each bounded by `limit`.
+    async fn all<'a, T, F>(&'a self, limit: Duration, request: F) -> Vec<NodeAnswer<T>>
+    where
+        F: Fn(&'a RedisBackend) -> BoxFuture<'a, Result<T, BoxError>>,
+    {
+        join_all(self.nodes.iter().map(|node| {
+            let answer = request(node);
+            async move {
+                match tokio::time::timeout(limit, answer).await {
+                    Ok(answer) => answer,
+                    Err(_) => {
+                        Err(format!("{} gave no answer within {limit:?}", node.server()).into())
+                    }
+                }
+            }
+        }))
+        .await
+    }
+
+    fn too_few(&self, answered: usize, answers: Vec<NodeAnswer<impl Sized>>) -> BoxError {
+        let first = answers
+            .into_iter()
+            .find_map(Result::err)
+            .map_or_else(String::new, |err| format!("; first error: {err}"));
+        format!(
+            "only {answered} of {} masters answered, {} needed{first}",
+            self.nodes.len(),
+            self.quorum
+        )
+        .into()
+    }
+}
+
+fn node_timeout(ttl: Duration) -> Duration {
+    (ttl / 10).clamp(MIN_NODE_TIMEOUT, MAX_NODE_TIMEOUT)
+}
+
+/// A short random pause, so that clients that split the masters between them do not retry in
+/// lockstep.
+fn jitter(max: Duration) -> Duration {
+    let random = uuid::Uuid::new_v4().as_u128() as u64;
+    let max_micros = u64::try_from(max.as_micros()).unwrap_or(u64::MAX).max(1);
+    Duration::from_micros(random % max_micros)
+}
+
+/// `redlock://[user:pass@]h1:p1,h2:p2,...[/db][?query]` as one `redis://` URL per master
+/// (`redlocks://` gives `rediss://`).
+fn node_urls(url: &str) -> Result<Vec<String>, LockError> {
+    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
+    let node_scheme = match scheme {
+        "redlock" => "redis",
+        "redlocks" => "rediss",
+        _ => {
+            return Err(LockError::Config(format!(
+                "`{}` is not a redlock URL",
+                url::redact(url)
+            )));
+        }
+    };
+    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => (Some(userinfo), hosts),
+        None => (None, authority),
+    };
+    let nodes: Vec<String> = hosts
+        .split(',')
+        .filter(|host| !host.is_empty())
+        .map(|host| match userinfo {
+            Some(userinfo) => format!("{node_scheme}://{userinfo}@{host}{tail}"),
+            None => format!("{node_scheme}://{host}{tail}"),
+        })
+        .collect();
+    if nodes.is_empty() {
+        return Err(LockError::Config(format!(
+            "`{}` names no masters: write redlock://host1:port1,host2:port2,host3:port3",
+            url::redact(url)
+        )));
+    }
+    Ok(nodes)
+}
+
+impl Backend for RedlockBackend {
+    fn describe(&self) -> &str {
+        &self.describe
+    }
+
+    fn server(&self) -> &str {
+        &self.server
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        key: &'a StoredKey,
+        token: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Acquire, BoxError>> {
+        Box::pin(async move {
+            let start = Instant::now();
+            let answers = self
+                .all(node_timeout(ttl), |node| node.acquire(key, token, ttl))
+                .await;
+            let mut granted = 0;
+            let mut fence = 0;
+            let mut busy = 0;
+            let mut remaining: Option<Duration> = None;
+            for answer in &answers {
+                match answer {
+                    Ok(Acquire::Acquired { fence: node_fence }) => {
+                        granted += 1;
+                        fence = fence.max(*node_fence);
+                    }
+                    Ok(Acquire::Busy { remaining: left }) => {
+                        busy += 1;
+                        remaining = match (remaining, *left) {
+                            (Some(a), Some(b)) => Some(a.min(b)),
+                            (a, b) => a.or(b),
+                        };
+                    }
+                    Err(_) => {}
+                }
+            }
+            let elapsed = start.elapsed();
+            let valid = ttl > elapsed + drift_margin(ttl);
+            if granted >= self.quorum && valid {
+                return Ok(Acquire::Acquired { fence });
+            }
+            if granted > 0 {
+                // A minority, or too late: give back what we took before anyone waits on it.
+                self.all(node_timeout(ttl), |node| {
+                    node.release(key, token, Duration::ZERO)
+                })
+                .await;
+            }
+            if granted + busy < self.quorum {
+                return Err(self.too_few(granted + busy, answers));
+            }
+            if busy >= self.quorum {
+                return Ok(Acquire::Busy { remaining });
+            }
+            // The masters were split between contenders: retry soon, at a random moment.
+            Ok(Acquire::Busy {
+                remaining: Some(jitter(node_timeout(ttl) * 2)),
+            })
+        })
+    }
+
+    fn renew<'a>(&'a self, batch: &'a [Renewal]) -> BoxFuture<'a, Result<Vec<bool>, BoxError>> {
+        Box::pin(async move {
+            let shortest = batch.iter().map(|r| r.ttl).min().unwrap_or_default();
+            let answers = self
+                .all(node_timeout(shortest), |node| node.renew(batch))
+                .await;
+            let answered = answers.iter().filter(|answer| answer.is_ok()).count();
+            if answered < self.quorum {
+                return Err(self.too_few(answered, answers));
+            }
+            let renewed = (0..batch.len())
+                .map(|i| {
+                    let granted = answers
+                        .iter()
+                        .filter(
+                            |answer| matches!(answer, Ok(renewed) if renewed.get(i) == Some(&true)),
+                        )
+                        .count();
+                    granted >= self.quorum
+                })
+                .collect();
+            Ok(renewed)
+        })
+    }
+
+    fn release<'a>(
+        &'a self,
+        key: &'a StoredKey,
+        token: &'a str,
+        keep: Duration,
+    ) -> BoxFuture<'a, Result<Release, BoxError>> {
+        Box::pin(async move {
+            let answers = self
+                .all(MAX_NODE_TIMEOUT, |node| node.release(key, token, keep))
+                .await;
+            let count = |wanted: Release| {
+                answers
+                    .iter()
+                    .filter(|answer| matches!(answer, Ok(release) if *release == wanted))
+                    .count()
+            };
+            let answered = answers.iter().filter(|answer| answer.is_ok()).count();
+            if count(Release::Released) > 0 {
+                return Ok(Release::Released);
+            }
+            if answered < self.quorum {
+                // Maybe still ours on the masters that did not answer: the caller retries.
+                return Err(self.too_few(answered, answers));
+            }
+            if count(Release::NotOwner) > 0 {
+                return Ok(Release::NotOwner);
+            }
+            Ok(Release::Gone)
+        })
+    }
+
+    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            let answers = self.all(MAX_NODE_TIMEOUT, |node| node.watch(key)).await;
+            if answers.iter().any(Result::is_ok) {
+                return Ok(());
+            }
+            Err(self.too_few(0, answers))
+        })
+    }
+
+    fn unwatch(&self, key: &str) {
+        for node in &self.nodes {
+            node.unwatch(key);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redlock_urls_become_one_redis_url_per_master() {
+        assert_eq!(
+            node_urls("redlock://:pw@a:1,b:2,c:3/2?protocol=resp3").expect("valid"),
+            [
+                "redis://:pw@a:1/2?protocol=resp3",
+                "redis://:pw@b:2/2?protocol=resp3",
+                "redis://:pw@c:3/2?protocol=resp3"
+            ]
+        );
+        assert_eq!(
+            node_urls("redlocks://a:1,b:2").expect("valid"),
+            ["rediss://a:1", "rediss://b:2"]
+        );
+    }
+
+    #[test]
+    fn a_redlock_url_without_masters_is_a_config_error() {
+        let err = node_urls("redlock://user:s3cret@/0").expect_err("no masters");
+        assert!(!err.to_string().contains("s3cret"), "{err}");
+    }
+
+    #[test]
+    fn the_node_timeout_is_a_tenth_of_the_ttl_within_bounds() {
+        assert_eq!(node_timeout(Duration::from_secs(30)), MAX_NODE_TIMEOUT);
+        assert_eq!(
+            node_timeout(Duration::from_millis(500)),
+            Duration::from_millis(50)
+        );
+        assert_eq!(node_timeout(Duration::from_millis(10)), MIN_NODE_TIMEOUT);
+    }
+
+    #[test]
+    fn jitter_stays_below_its_bound() {
+        for _ in 0..100 {
+            assert!(jitter(Duration::from_millis(10)) < Duration::from_millis(10));
+        }
+    }
+}

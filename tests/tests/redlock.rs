@@ -1,0 +1,133 @@
+//! Redlock over five independent masters: what a minority of failed, paused or foreign-held
+//! masters does to acquisition and renewal.
+
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockManager, LockOptions, LostReason};
+use lock_tests::RedisServer;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+struct Masters {
+    servers: Vec<RedisServer>,
+}
+
+impl Masters {
+    fn start(n: usize) -> Masters {
+        Masters {
+            servers: (0..n).map(|_| RedisServer::start()).collect(),
+        }
+    }
+
+    fn url(&self) -> String {
+        let hosts: Vec<String> = self.servers.iter().map(|s| s.addr().to_string()).collect();
+        format!("redlock://{}", hosts.join(","))
+    }
+
+    async fn manager(&self) -> LockManager {
+        LockManager::builder()
+            .url(self.url())
+            .request_timeout(ms(500))
+            .build()
+            .await
+            .unwrap_or_else(|err| panic!("connect: {err}\n{}", self.log()))
+    }
+
+    fn log(&self) -> String {
+        self.servers.iter().map(RedisServer::log).collect()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_two_of_five_masters_killed_acquisitions_still_succeed() {
+    let masters = Masters::start(5);
+    let locks = masters.manager().await;
+    masters.servers[0].kill();
+    masters.servers[3].kill();
+    for i in 0..20 {
+        let guard = locks
+            .lock(format!("k{i}"), LockOptions::new())
+            .await
+            .unwrap_or_else(|err| panic!("{err}\n{}", masters.log()));
+        guard.release().await.expect("release");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_three_of_five_masters_killed_acquire_fails_within_its_wait_budget() {
+    let masters = Masters::start(5);
+    let locks = masters.manager().await;
+    for i in [0, 2, 4] {
+        masters.servers[i].kill();
+    }
+    let started = Instant::now();
+    let err = locks
+        .lock("k", LockOptions::new().wait(ms(800)))
+        .await
+        .expect_err("no quorum");
+    let took = started.elapsed();
+    let shown = err.to_string();
+    assert!(
+        shown.contains("2 of 5 masters answered, 3 needed"),
+        "{shown}"
+    );
+    assert!(took < ms(1500), "{took:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_master_does_not_stall_acquisition_past_the_node_timeout() {
+    let masters = Masters::start(5);
+    let locks = masters.manager().await;
+    masters.servers[1].pause();
+    // ttl 1 s: the node timeout is 100 ms.
+    let options = LockOptions::new().ttl(Duration::from_secs(1));
+    let started = Instant::now();
+    let guard = locks.lock("k", options).await.expect("quorum without it");
+    let took = started.elapsed();
+    masters.servers[1].resume();
+    assert!(took < ms(400), "{took:?}");
+    guard.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_minority_grant_is_given_back_on_every_master() {
+    let masters = Masters::start(5);
+    // Someone else holds the lock on three masters.
+    for server in &masters.servers[..3] {
+        server.cmd(&["HSET", "lock:{k}", "token", "theirs", "fence", "1"]);
+        server.cmd(&["PEXPIRE", "lock:{k}", "30000"]);
+    }
+    let locks = masters.manager().await;
+    let err = locks
+        .lock("k", LockOptions::new())
+        .await
+        .expect_err("held by a majority");
+    assert!(err.is_busy(), "{err}");
+    for server in &masters.servers[3..] {
+        assert_eq!(server.cmd(&["EXISTS", "lock:{k}"]), "0", "{}", server.log());
+    }
+    for server in &masters.servers[..3] {
+        assert_eq!(server.cmd(&["HGET", "lock:{k}", "token"]), "theirs");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewal_by_quorum_survives_a_minority_and_reports_the_loss_of_the_majority() {
+    let masters = Masters::start(5);
+    let locks = masters.manager().await;
+    let guard = locks
+        .lock("k", LockOptions::new().ttl(Duration::from_secs(1)))
+        .await
+        .expect("free");
+    masters.servers[0].kill();
+    masters.servers[1].kill();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(guard.is_held(), "three of five still renew it");
+    masters.servers[2].kill();
+    let reason = tokio::time::timeout(Duration::from_secs(3), guard.lost())
+        .await
+        .expect("told within the lease");
+    assert_eq!(reason, LostReason::Expired);
+}
