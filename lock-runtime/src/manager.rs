@@ -13,6 +13,7 @@ use tracing::Instrument;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::{RedisBackend, RedisSettings};
 use crate::backend::redlock::RedlockBackend;
+use crate::backend::sentinel::SentinelBackend;
 use crate::backend::{self, Acquire, Backend, Release};
 use crate::guard::LockGuard;
 use crate::key::StoredKey;
@@ -520,6 +521,12 @@ impl LockManagerBuilder {
                 let backend = RedisBackend::connect(settings, waiters.clone()).await?;
                 Ok(self.finish(Arc::new(backend), waiters))
             }
+            "redis+sentinel" | "rediss+sentinel" => {
+                let waiters = Arc::new(Waiters::default());
+                let settings = self.redis_settings(&url);
+                let backend = SentinelBackend::connect(settings, waiters.clone()).await?;
+                Ok(self.finish(Arc::new(backend), waiters))
+            }
             "redlock" | "redlocks" => {
                 let waiters = Arc::new(Waiters::default());
                 let settings = self.redis_settings(&url);
@@ -528,7 +535,7 @@ impl LockManagerBuilder {
             }
             other => Err(LockError::Config(format!(
                 "unsupported lock URL scheme `{other}` in `{}`: use redis://, rediss://, \
-                 redis+unix://, redlock:// or memory://",
+                 redis+unix://, redis+sentinel://, redlock:// or memory://",
                 url::redact(&url)
             ))),
         }

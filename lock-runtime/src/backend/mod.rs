@@ -11,6 +11,7 @@ use crate::key::StoredKey;
 pub(crate) mod memory;
 pub(crate) mod redis;
 pub(crate) mod redlock;
+pub(crate) mod sentinel;
 
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

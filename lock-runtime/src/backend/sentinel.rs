@@ -1,0 +1,333 @@
+//! A Redis master found through Sentinel, followed across failovers.
+//!
+//! Requests go to the current master through a [`RedisBackend`]. When one fails in a way a
+//! failover explains (connection refused or dropped, a timeout, `READONLY` from a demoted
+//! master), the sentinels are asked for the master again; if it moved, a backend for the new
+//! master replaces the old one, the keys being waited for are subscribed there, and every waiter
+//! is woken to look again (releases on the old master may have gone unheard). The failed request
+//! itself is reported as a transient error: an acquire retries it within its wait budget, the
+//! watchdog within the lease.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::Duration;
+
+use redis::IntoConnectionInfo;
+use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+use tokio::time::Instant;
+
+use super::redis::{RedisBackend, RedisSettings};
+use super::{Acquire, Backend, BoxFuture, Release, Renewal, is_transient};
+use crate::key::StoredKey;
+use crate::waiters::Waiters;
+use crate::{BoxError, LockError, url};
+
+/// Ask the sentinels at most this often.
+const REFRESH_INTERVAL: Duration = Duration::from_millis(100);
+
+pub(crate) struct SentinelBackend {
+    sentinels: tokio::sync::Mutex<SentinelClient>,
+    master: RwLock<Arc<RedisBackend>>,
+    last_refresh: Mutex<Instant>,
+    /// Keys with waiters, to subscribe again on a new master.
+    watched: Mutex<HashSet<String>>,
+    waiters: Arc<Waiters>,
+    nodes: NodeTemplate,
+    describe: String,
+    server: String,
+}
+
+/// How to connect to whichever node is the master.
+struct NodeTemplate {
+    /// `redis://[userinfo@]` before the master's address, `[/db][?query]` after it.
+    prefix: String,
+    suffix: String,
+    app_name: String,
+    request_timeout: Duration,
+    fence_retention: Duration,
+    replica_acks: Option<(u32, Duration)>,
+}
+
+/// The parts of `redis+sentinel://[userinfo@]s1:p1,s2:p2/<master>[/db][?query]`.
+#[derive(Debug, PartialEq, Eq)]
+struct SentinelUrl {
+    sentinels: Vec<String>,
+    master_name: String,
+    node_prefix: String,
+    node_suffix: String,
+}
+
+fn parse(url: &str) -> Result<SentinelUrl, LockError> {
+    let bad = |why: &str| {
+        LockError::Config(format!(
+            "`{}` {why}: write redis+sentinel://host1:port1,host2:port2/<master-name>",
+            url::redact(url)
+        ))
+    };
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("is not a URL"))?;
+    let node_scheme = match scheme {
+        "redis+sentinel" => "redis",
+        "rediss+sentinel" => "rediss",
+        _ => return Err(bad("is not a sentinel URL")),
+    };
+    let (authority, path) = rest.split_once('/').ok_or_else(|| bad("names no master"))?;
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => (Some(userinfo), hosts),
+        None => (None, authority),
+    };
+    let sentinels: Vec<String> = hosts
+        .split(',')
+        .filter(|host| !host.is_empty())
+        .map(|host| format!("{node_scheme}://{host}"))
+        .collect();
+    if sentinels.is_empty() {
+        return Err(bad("names no sentinels"));
+    }
+    let (path, query) = match path.split_once('?') {
+        Some((path, query)) => (path, format!("?{query}")),
+        None => (path, String::new()),
+    };
+    let (master_name, db) = match path.split_once('/') {
+        Some((name, db)) => (name, format!("/{db}")),
+        None => (path, String::new()),
+    };
+    if master_name.is_empty() {
+        return Err(bad("names no master"));
+    }
+    Ok(SentinelUrl {
+        sentinels,
+        master_name: master_name.to_owned(),
+        node_prefix: match userinfo {
+            Some(userinfo) => format!("{node_scheme}://{userinfo}@"),
+            None => format!("{node_scheme}://"),
+        },
+        node_suffix: format!("{db}{query}"),
+    })
+}
+
+impl SentinelBackend {
+    pub(crate) async fn connect(
+        settings: RedisSettings<'_>,
+        waiters: Arc<Waiters>,
+    ) -> Result<Self, LockError> {
+        let parts = parse(settings.url)?;
+        let server = format!(
+            "{} (sentinels {})",
+            parts.master_name,
+            parts
+                .sentinels
+                .iter()
+                .map(|s| url::server_of(s))
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        let config_error = |err: redis::RedisError| {
+            LockError::Config(format!("cannot use `{}`: {err}", url::redact(settings.url)))
+        };
+        // Credentials and database of the URL are for the master, whichever node that is.
+        let node_info = format!("{}127.0.0.1:6379{}", parts.node_prefix, parts.node_suffix)
+            .into_connection_info()
+            .map_err(config_error)?;
+        let node_info = SentinelNodeConnectionInfo::default()
+            .set_redis_connection_info(node_info.redis_settings().clone());
+        let sentinels = SentinelClient::build(
+            parts.sentinels.clone(),
+            parts.master_name.clone(),
+            Some(node_info),
+            SentinelServerType::Master,
+        )
+        .map_err(config_error)?;
+        let sentinels = tokio::sync::Mutex::new(sentinels);
+        let nodes = NodeTemplate {
+            prefix: parts.node_prefix,
+            suffix: parts.node_suffix,
+            app_name: settings.app_name.to_owned(),
+            request_timeout: settings.request_timeout,
+            fence_retention: settings.fence_retention,
+            replica_acks: settings.replica_acks,
+        };
+        let master = resolve(&sentinels, &nodes, &waiters)
+            .await
+            .map_err(|err| LockError::backend("connect", None, &server, err))?;
+        Ok(SentinelBackend {
+            sentinels,
+            master: RwLock::new(Arc::new(master)),
+            last_refresh: Mutex::new(Instant::now()),
+            watched: Mutex::new(HashSet::new()),
+            waiters,
+            nodes,
+            describe: format!("redis sentinel {server}"),
+            server,
+        })
+    }
+
+    fn current(&self) -> Arc<RedisBackend> {
+        self.master
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// `failed` gave an error a failover explains: if the sentinels name another master now,
+    /// switch to it.
+    async fn refresh(&self, failed: &Arc<RedisBackend>) {
+        {
+            let mut last = self
+                .last_refresh
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if last.elapsed() < REFRESH_INTERVAL || !Arc::ptr_eq(failed, &self.current()) {
+                return;
+            }
+            *last = Instant::now();
+        }
+        let master = match resolve(&self.sentinels, &self.nodes, &self.waiters).await {
+            Ok(master) => master,
+            Err(err) => {
+                tracing::warn!(server = %self.server, error = %err, "sentinels did not name a reachable master");
+                return;
+            }
+        };
+        if master.server() == failed.server() {
+            return;
+        }
+        tracing::warn!(
+            from = failed.server(),
+            to = master.server(),
+            "lock backend follows a failover"
+        );
+        let master = Arc::new(master);
+        *self.master.write().unwrap_or_else(PoisonError::into_inner) = master.clone();
+        let watched: Vec<String> = self
+            .watched
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .cloned()
+            .collect();
+        for key in watched {
+            if let Err(err) = master.watch(&key).await {
+                tracing::warn!(error = %err, "cannot subscribe on the new master; waiting on leases alone");
+            }
+        }
+        // Releases on the old master may have gone unheard.
+        self.waiters.wake_all();
+    }
+
+    /// Runs `request` on the current master; on an error a failover explains, looks for a new
+    /// master before returning the error.
+    async fn on_master<'a, T>(
+        &'a self,
+        request: impl FnOnce(Arc<RedisBackend>) -> BoxFuture<'a, Result<T, BoxError>>,
+    ) -> Result<T, BoxError> {
+        let master = self.current();
+        let answer = request(master.clone()).await;
+        if let Err(err) = &answer
+            && is_transient(err)
+        {
+            self.refresh(&master).await;
+        }
+        answer
+    }
+}
+
+/// Asks the sentinels for the master and connects to it.
+async fn resolve(
+    sentinels: &tokio::sync::Mutex<SentinelClient>,
+    nodes: &NodeTemplate,
+    waiters: &Arc<Waiters>,
+) -> Result<RedisBackend, BoxError> {
+    let client = sentinels.lock().await.async_get_client().await?;
+    let addr = client.get_connection_info().addr().to_string();
+    let node_url = format!("{}{addr}{}", nodes.prefix, nodes.suffix);
+    let settings = RedisSettings {
+        url: &node_url,
+        app_name: &nodes.app_name,
+        request_timeout: nodes.request_timeout,
+        fence_retention: nodes.fence_retention,
+        replica_acks: nodes.replica_acks,
+    };
+    Ok(RedisBackend::connect(settings, waiters.clone()).await?)
+}
+
+impl Backend for SentinelBackend {
+    fn describe(&self) -> &str {
+        &self.describe
+    }
+
+    fn server(&self) -> &str {
+        &self.server
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        key: &'a StoredKey,
+        token: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Acquire, BoxError>> {
+        Box::pin(self.on_master(move |master| {
+            Box::pin(async move { master.acquire(key, token, ttl).await })
+        }))
+    }
+
+    fn renew<'a>(&'a self, batch: &'a [Renewal]) -> BoxFuture<'a, Result<Vec<bool>, BoxError>> {
+        Box::pin(self.on_master(move |master| Box::pin(async move { master.renew(batch).await })))
+    }
+
+    fn release<'a>(
+        &'a self,
+        key: &'a StoredKey,
+        token: &'a str,
+        keep: Duration,
+    ) -> BoxFuture<'a, Result<Release, BoxError>> {
+        Box::pin(self.on_master(move |master| {
+            Box::pin(async move { master.release(key, token, keep).await })
+        }))
+    }
+
+    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            self.watched
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .insert(key.to_owned());
+            self.on_master(move |master| Box::pin(async move { master.watch(key).await }))
+                .await
+        })
+    }
+
+    fn unwatch(&self, key: &str) {
+        self.watched
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
+        self.current().unwatch(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sentinel_urls_name_sentinels_master_and_node_settings() {
+        let parts = parse("redis+sentinel://:pw@s1:26379,s2:26380/mymaster/2?protocol=resp3")
+            .expect("valid");
+        assert_eq!(parts.sentinels, ["redis://s1:26379", "redis://s2:26380"]);
+        assert_eq!(parts.master_name, "mymaster");
+        assert_eq!(parts.node_prefix, "redis://:pw@");
+        assert_eq!(parts.node_suffix, "/2?protocol=resp3");
+    }
+
+    #[test]
+    fn sentinel_urls_without_master_or_sentinels_are_config_errors() {
+        for bad in [
+            "redis+sentinel://s1:26379",
+            "redis+sentinel://s1:26379/",
+            "redis+sentinel://user:s3cret@/mymaster",
+        ] {
+            let err = parse(bad).expect_err(bad);
+            assert!(!err.to_string().contains("s3cret"), "{err}");
+        }
+    }
+}
