@@ -11,7 +11,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lock_runtime::{LockError, LockManager, distributed_lock};
-use tracing_subscriber::EnvFilter;
 
 const HOT_KEY: &str = "product:42";
 const READERS: usize = 100;
@@ -104,10 +103,7 @@ async fn stampede(app: &Arc<App>, key: &str, readers: usize) -> HashMap<Source, 
 }
 
 async fn run() -> Result<ExitCode, LockError> {
-    let locks = match std::env::var("REDIS_URL") {
-        Ok(url) => LockManager::connect(&url).await?,
-        Err(_) => LockManager::memory(),
-    };
+    let locks = lock_examples::locks_from_env().await?;
     println!("cache rebuild on {}", locks.backend());
     let (cache, db) = (Cache::default(), Database::default());
     let app = Arc::new(App { locks, cache, db });
@@ -143,11 +139,6 @@ async fn run() -> Result<ExitCode, LockError> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-        .init();
-    run().await.unwrap_or_else(|err| {
-        eprintln!("FAILED: {err}");
-        ExitCode::FAILURE
-    })
+    lock_examples::init_logging();
+    lock_examples::report(run().await)
 }

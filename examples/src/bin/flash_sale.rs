@@ -12,8 +12,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lock_runtime::{LockError, LockManager, distributed_lock};
-use tracing_subscriber::EnvFilter;
+use lock_runtime::{LockError, distributed_lock};
 
 const SKU: &str = "sku-phone";
 const STOCK: i64 = 50;
@@ -72,10 +71,7 @@ async fn take_one(shop: &Shop, sku: &str) -> Result<bool, LockError> {
 }
 
 async fn run() -> Result<ExitCode, LockError> {
-    let locks = match std::env::var("REDIS_URL") {
-        Ok(url) => LockManager::connect(&url).await?,
-        Err(_) => LockManager::memory(),
-    };
+    let locks = lock_examples::locks_from_env().await?;
     println!("flash sale on {}", locks.backend());
     // Every #[distributed_lock] without `manager = ...` in this process uses this one.
     lock_runtime::set_global_default(locks)?;
@@ -132,11 +128,6 @@ async fn run() -> Result<ExitCode, LockError> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-        .init();
-    run().await.unwrap_or_else(|err| {
-        eprintln!("FAILED: {err}");
-        ExitCode::FAILURE
-    })
+    lock_examples::init_logging();
+    lock_examples::report(run().await)
 }

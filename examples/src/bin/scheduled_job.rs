@@ -13,7 +13,6 @@ use std::time::{Duration, Instant};
 
 use lock_runtime::{LockError, LockManager, distributed_lock};
 use tokio::sync::Barrier;
-use tracing_subscriber::EnvFilter;
 
 const INSTANCES: usize = 4;
 const DRAW_DATE: &str = "2025-06-01";
@@ -124,11 +123,6 @@ async fn run() -> Result<ExitCode, LockError> {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()))
-        .init();
-    run().await.unwrap_or_else(|err| {
-        eprintln!("FAILED: {err}");
-        ExitCode::FAILURE
-    })
+    lock_examples::init_logging();
+    lock_examples::report(run().await)
 }
