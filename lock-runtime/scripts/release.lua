@@ -19,6 +19,8 @@ if keep > 0 then
   -- Nobody owns it any more (renewal and release stop matching), but it stays busy until it expires.
   redis.call('HSET', KEYS[1], 'token', '')
   redis.call('PEXPIRE', KEYS[1], keep)
+  -- Waiters look again and learn the shorter remaining lease.
+  redis.call('PUBLISH', KEYS[1], '')
   return 1
 end
 redis.call('DEL', KEYS[1])

@@ -135,7 +135,7 @@ impl LockGuard {
         };
         owner.manager.watchdog.unregister(owner.watch_id);
         let manager = owner.manager.clone();
-        let answer = manager.release(&self.lease).await?;
+        let answer = manager.release(&self.lease, true).await?;
         // Released or not ours: either way there is nothing left to retry.
         self.owner = None;
         match answer {
@@ -186,7 +186,7 @@ async fn release_in_background(manager: Arc<Inner>, lease: Arc<Lease>, acquiring
     let give_up = lease.deadline();
     let mut backoff = Duration::from_millis(25);
     loop {
-        match manager.release(&lease).await {
+        match manager.release(&lease, !acquiring).await {
             Ok(Release::Released) => return,
             Ok(Release::NotOwner | Release::Gone) => {
                 // After a cancelled acquire this is the normal answer: it never took the lock.

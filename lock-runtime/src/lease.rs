@@ -81,6 +81,8 @@ impl Lease {
     pub(crate) fn restart(&self, started: Instant) {
         *self.times.lock().unwrap_or_else(PoisonError::into_inner) =
             Times::starting(started, self.options.ttl);
+        // A deadline that passed during an earlier, busy attempt says nothing about this one.
+        self.status.send_replace(Status::Acquiring);
     }
 
     pub(crate) fn started(&self) -> Instant {
@@ -164,7 +166,26 @@ impl Lease {
         }
     }
 
+    /// Why a lease whose deadline passed ran out: `max_hold` if the deadline is where it capped
+    /// the lease, otherwise missing renewals.
+    fn expiry_reason(&self) -> LostReason {
+        let times = *self.times.lock().unwrap_or_else(PoisonError::into_inner);
+        let cap = self
+            .options
+            .max_hold
+            .and_then(|max| times.started.checked_add(max));
+        match cap {
+            Some(cap) if times.deadline + drift_margin(self.options.ttl) >= cap => {
+                LostReason::MaxHoldExceeded
+            }
+            _ => LostReason::Expired,
+        }
+    }
+
     /// Resolves with the reason once the lease is lost; never resolves if it is released first.
+    ///
+    /// Watches the local deadline itself as well, so the loss is reported on time even if the
+    /// watchdog could not run (its runtime shut down).
     pub(crate) async fn lost(&self) -> LostReason {
         let mut rx = self.status.subscribe();
         loop {
@@ -173,8 +194,19 @@ impl Lease {
                 Status::Released => break,
                 Status::Acquiring | Status::Held => {}
             }
-            if rx.changed().await.is_err() {
-                break;
+            let deadline = self.deadline();
+            tokio::select! {
+                changed = rx.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    // A renewal may have moved the deadline meanwhile.
+                    if Instant::now() >= self.deadline() && self.status() == Status::Held {
+                        self.mark_lost(self.expiry_reason());
+                    }
+                }
             }
         }
         std::future::pending().await

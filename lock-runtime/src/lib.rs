@@ -70,5 +70,7 @@ pub use current::{CurrentLock, current};
 pub use error::{BoxError, LockError, LostReason};
 pub use guard::LockGuard;
 pub use lock_macro::distributed_lock;
-pub use manager::{LockManager, LockManagerBuilder, MIN_TTL, global_default, set_global_default};
+pub use manager::{
+    LockManager, LockManagerBuilder, MAX_TTL, MIN_TTL, global_default, set_global_default,
+};
 pub use options::{LockOptions, OnLeaseLost};

@@ -25,6 +25,12 @@ use crate::{LockError, LockOptions, OnLeaseLost, current, url};
 /// The shortest lease accepted: renewal runs at a third of it and needs a few milliseconds.
 pub const MIN_TTL: Duration = Duration::from_millis(10);
 
+/// The longest lease, `hold_at_least` and fence retention accepted (one year).
+pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// A wait budget beyond any real wait.
+const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+
 /// Without an expiry on the busy key (set by something other than this crate) and without a
 /// notification, look again this often.
 const BLIND_WAIT: Duration = Duration::from_secs(1);
@@ -220,10 +226,11 @@ impl LockManager {
             match options.on_lease_lost {
                 OnLeaseLost::Continue => Ok(body.await),
                 OnLeaseLost::Abort => {
+                    // The loss is checked first: once it is known, the body takes no further step.
                     tokio::select! {
                         biased;
-                        finished = body => Ok(finished),
                         reason = lease.lost() => Err(reason),
+                        finished = body => Ok(finished),
                     }
                 }
             }
@@ -267,16 +274,14 @@ impl Inner {
         key: String,
         options: LockOptions,
     ) -> Result<LockGuard, LockError> {
-        if options.ttl < MIN_TTL {
-            return Err(LockError::Config(format!(
-                "ttl {:?} for lock `{key}` is shorter than the minimum {MIN_TTL:?}",
-                options.ttl
-            )));
-        }
+        options.validate()?;
         let stored = StoredKey::new(&self.prefix, &key)?;
         let token = uuid::Uuid::new_v4().to_string();
         let start = Instant::now();
-        let give_up = start + options.wait;
+        // `wait(Duration::MAX)` means "as long as it takes".
+        let give_up = start
+            .checked_add(options.wait)
+            .unwrap_or_else(|| start + FOREVER);
         let mut lease = Arc::new(Lease::new(key, stored, token, self.id, options, start));
         let mut waiting: Option<Waiting> = None;
         let mut retry_backoff = MIN_RETRY_BACKOFF;
@@ -293,22 +298,29 @@ impl Inner {
                     .acquire(&lease_ref.stored, &lease_ref.token, options.ttl),
             )
             .await;
+            let answer = match answer {
+                // Granted, but so late that the lease may be over already: retrying with the
+                // same token refreshes it and gives it a fresh deadline.
+                Ok(Ok(Acquire::Acquired { .. })) if Instant::now() >= lease_ref.deadline() => {
+                    let late = format!("granted only after its {:?} lease ran out", options.ttl);
+                    Err((crate::BoxError::from(late), true))
+                }
+                Ok(Ok(answer)) => Ok(answer),
+                Ok(Err(err)) => {
+                    let transient = backend::is_transient(&err);
+                    Err((err, transient))
+                }
+                Err(_) => Err((format!("no answer within {limit:?}").into(), true)),
+            };
             let remaining = match answer {
-                Ok(Ok(Acquire::Acquired { fence })) => {
+                Ok(Acquire::Acquired { fence }) => {
                     lease_ref.mark_held(fence);
                     self.watchdog.activate(watch_id);
                     record(start, "acquired");
                     return Ok(guard);
                 }
-                Ok(Ok(Acquire::Busy { remaining })) => remaining,
-                failed => {
-                    let (err, transient) = match failed {
-                        Ok(Err(err)) => {
-                            let transient = backend::is_transient(&err);
-                            (err, transient)
-                        }
-                        _ => (format!("no answer within {limit:?}").into(), true),
-                    };
+                Ok(Acquire::Busy { remaining }) => remaining,
+                Err((err, transient)) => {
                     // Within the wait budget a dropped connection or a failover is waited out
                     // like a busy lock. The retry reuses the owner token, so an attempt that
                     // landed unseen is simply confirmed.
@@ -351,12 +363,17 @@ impl Inner {
         }
     }
 
-    /// One release round trip, bounded by the request timeout.
-    pub(crate) async fn release(&self, lease: &Lease) -> Result<Release, LockError> {
-        let keep = lease
-            .options
-            .hold_at_least
-            .saturating_sub(lease.started().elapsed());
+    /// One release round trip, bounded by the request timeout. `hold` applies `hold_at_least`;
+    /// an acquire that never completed has nothing to hold.
+    pub(crate) async fn release(&self, lease: &Lease, hold: bool) -> Result<Release, LockError> {
+        let keep = if hold {
+            lease
+                .options
+                .hold_at_least
+                .saturating_sub(lease.started().elapsed())
+        } else {
+            Duration::ZERO
+        };
         let answer = tokio::time::timeout(
             self.request_timeout,
             self.backend.release(&lease.stored, &lease.token, keep),
@@ -406,14 +423,11 @@ impl Waiting {
             key: key.to_owned(),
             slot,
         };
-        let subscribe = watched.get_or_init(|| async {
-            match manager.backend.watch(key).await {
-                Ok(()) => true,
-                Err(err) => {
-                    tracing::warn!(key, error = %err, "cannot subscribe to lock releases; waiting on the lease alone");
-                    false
-                }
-            }
+        // A failure is not remembered: the next waiter of the key tries again.
+        let subscribe = watched.get_or_try_init(|| async {
+            manager.backend.watch(key).await.inspect_err(|err| {
+                tracing::warn!(key, error = %err, "cannot subscribe to lock releases; waiting on the lease alone");
+            })
         });
         // Waiting on the lease alone is still correct, only slower: never let a slow subscription
         // eat the caller's wait budget.
@@ -425,14 +439,15 @@ impl Waiting {
 
 impl Drop for Waiting {
     fn drop(&mut self) {
-        if self.manager.waiters.leave(&self.key, &self.slot) {
-            self.manager.backend.unwatch(&self.key);
-        }
+        let backend = &self.manager.backend;
+        self.manager
+            .waiters
+            .leave(&self.key, &self.slot, || backend.unwatch(&self.key));
     }
 }
 
 /// Settings for a [`LockManager`]. Start with [`LockManager::builder`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct LockManagerBuilder {
     url: Option<String>,
     prefix: String,
@@ -440,6 +455,19 @@ pub struct LockManagerBuilder {
     request_timeout: Duration,
     fence_retention: Duration,
     replica_acks: Option<(u32, Duration)>,
+}
+
+impl std::fmt::Debug for LockManagerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockManagerBuilder")
+            .field("url", &self.url.as_deref().map(url::redact))
+            .field("prefix", &self.prefix)
+            .field("app_name", &self.app_name)
+            .field("request_timeout", &self.request_timeout)
+            .field("fence_retention", &self.fence_retention)
+            .field("replica_acks", &self.replica_acks)
+            .finish()
+    }
 }
 
 impl Default for LockManagerBuilder {
@@ -509,6 +537,12 @@ impl LockManagerBuilder {
 
     /// Connects and returns the manager.
     pub async fn build(self) -> Result<LockManager, LockError> {
+        if self.fence_retention > MAX_TTL {
+            return Err(LockError::Config(format!(
+                "fence_retention {:?} is longer than the maximum {MAX_TTL:?}",
+                self.fence_retention
+            )));
+        }
         let url = self
             .url
             .clone()

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::{LockError, MAX_TTL, MIN_TTL};
+
 /// What a locked section does when its lease is lost while it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum OnLeaseLost {
@@ -99,6 +101,25 @@ impl LockOptions {
     pub const fn max_hold(mut self, max_hold: Duration) -> Self {
         self.max_hold = Some(max_hold);
         self
+    }
+
+    /// Checks the values against what a lease can be: ttl within
+    /// [`MIN_TTL`](crate::MIN_TTL)..=[`MAX_TTL`](crate::MAX_TTL), `hold_at_least` at most
+    /// `MAX_TTL`. `wait` and `max_hold` may be anything (`Duration::MAX`: no limit).
+    pub fn validate(&self) -> Result<(), LockError> {
+        if self.ttl < MIN_TTL || self.ttl > MAX_TTL {
+            return Err(LockError::Config(format!(
+                "ttl {:?} is outside {MIN_TTL:?}..={MAX_TTL:?}",
+                self.ttl
+            )));
+        }
+        if self.hold_at_least > MAX_TTL {
+            return Err(LockError::Config(format!(
+                "hold_at_least {:?} is longer than the maximum {MAX_TTL:?}",
+                self.hold_at_least
+            )));
+        }
+        Ok(())
     }
 
     /// The lease length.

@@ -14,6 +14,9 @@ pub(crate) fn scheme(url: &str) -> Result<&str, LockError> {
 }
 
 /// `url` with any password replaced by `***`, safe for messages and logs.
+///
+/// Everything up to the last `@` counts as credentials, whatever characters the password holds
+/// (`/`, `?`, `#` included): showing a little less of a URL beats showing a password.
 pub(crate) fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         // Not a URL; it may still be a secret pasted in the wrong place.
@@ -23,19 +26,17 @@ pub(crate) fn redact(url: &str) -> String {
             url.into()
         };
     };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
+    match rest.rsplit_once('@') {
+        Some((userinfo, after)) => {
             let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
-            let path = redact_query(path);
-            if user.is_empty() {
-                format!("{scheme}://***@{host}{path}")
+            let shown_user = if user.is_empty() || user.contains(['/', '?', '#']) {
+                String::new()
             } else {
-                format!("{scheme}://{user}:***@{host}{path}")
-            }
+                format!("{user}:")
+            };
+            format!("{scheme}://{shown_user}***@{}", redact_query(after))
         }
-        None => format!("{scheme}://{authority}{}", redact_query(path)),
+        None => format!("{scheme}://{}", redact_query(rest)),
     }
 }
 
@@ -59,11 +60,9 @@ fn redact_query(path: &str) -> String {
 /// `host:port` of a single-server URL, for naming the server in errors.
 pub(crate) fn server_of(url: &str) -> String {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let rest = rest.rsplit_once('@').map_or(rest, |(_, after)| after);
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..end];
-    let host = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
+    let host = &rest[..end];
     if host.is_empty() {
         // redis+unix:///path: the socket path is the server.
         return rest.split('?').next().unwrap_or_default().to_owned();
@@ -86,6 +85,15 @@ mod tests {
             "redis://user:***@host:6379/0"
         );
         assert_eq!(redact("redis://:s3cret@host"), "redis://***@host");
+        for tricky in [
+            "redis://u:pa#ss@h:1",
+            "redis://u:pa/ss@h:1/0",
+            "redis://u:p?w@h:1",
+        ] {
+            let shown = redact(tricky);
+            assert!(!shown.contains("pa") && !shown.contains("p?w"), "{shown}");
+            assert!(shown.contains("h:1"), "{shown}");
+        }
         assert_eq!(
             redact("rediss://host:1/?password=s3cret&db=2"),
             "rediss://host:1/?password=***&db=2"
@@ -105,6 +113,7 @@ mod tests {
         assert_eq!(server_of("redis://u:pw@10.0.0.1:7000/2"), "10.0.0.1:7000");
         assert_eq!(server_of("redis://example.org"), "example.org:6379");
         assert_eq!(server_of("redis+unix:///tmp/r.sock"), "/tmp/r.sock");
+        assert_eq!(server_of("redis://u:pa/ss@h:1/0"), "h:1");
     }
 
     #[test]

@@ -18,8 +18,8 @@ pub(crate) struct Waiters {
 
 struct KeyWaiters {
     line: VecDeque<Arc<Slot>>,
-    /// Set once the backend delivers notifications for the key (`true`) or failed to (`false`).
-    watched: Arc<OnceCell<bool>>,
+    /// Set once the backend delivers notifications for the key.
+    watched: Arc<OnceCell<()>>,
 }
 
 /// One waiting task's place in line.
@@ -41,7 +41,7 @@ impl Slot {
 impl Waiters {
     /// Puts a waiter at the end of the line for `key`. Returns its slot, and the cell that says
     /// whether notifications flow for the key (the first waiter of a key fills it).
-    pub(crate) fn join(&self, key: &str) -> (Arc<Slot>, Arc<OnceCell<bool>>) {
+    pub(crate) fn join(&self, key: &str) -> (Arc<Slot>, Arc<OnceCell<()>>) {
         let slot = Arc::new(Slot::default());
         let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
         let entry = keys.entry(key.to_owned()).or_insert_with(|| KeyWaiters {
@@ -52,31 +52,30 @@ impl Waiters {
         (slot, entry.watched.clone())
     }
 
-    /// Takes a waiter out of line. Returns true if it was the last one for `key`, in which case
-    /// the caller stops the notifications.
-    pub(crate) fn leave(&self, key: &str, slot: &Arc<Slot>) -> bool {
+    /// Takes a waiter out of line. If it was the last one for `key`, runs `last` (which stops
+    /// the notifications) before anyone can join again, so a stop can never overtake the next
+    /// start. A wake-up the waiter received but did not use goes to the next in line.
+    pub(crate) fn leave(&self, key: &str, slot: &Arc<Slot>, last: impl FnOnce()) {
         let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
         let Some(entry) = keys.get_mut(key) else {
-            return false;
+            return;
         };
         entry.line.retain(|s| !Arc::ptr_eq(s, slot));
         if entry.line.is_empty() {
             keys.remove(key);
-            return true;
+            last();
+            return;
         }
-        false
+        if slot.woken.load(Ordering::Acquire) {
+            wake_first(entry);
+        }
     }
 
     /// A release of `key` was announced: wake the first waiter that is not awake already.
     pub(crate) fn wake_one(&self, key: &str) {
         let keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
-        let Some(entry) = keys.get(key) else { return };
-        let next = entry
-            .line
-            .iter()
-            .find(|slot| !slot.woken.swap(true, Ordering::AcqRel));
-        if let Some(slot) = next {
-            slot.notify.notify_one();
+        if let Some(entry) = keys.get(key) {
+            wake_first(entry);
         }
     }
 
@@ -88,6 +87,17 @@ impl Waiters {
             slot.woken.store(true, Ordering::Release);
             slot.notify.notify_one();
         }
+    }
+}
+
+/// Wakes the first waiter of a line that is not awake already.
+fn wake_first(entry: &KeyWaiters) {
+    let next = entry
+        .line
+        .iter()
+        .find(|slot| !slot.woken.swap(true, Ordering::AcqRel));
+    if let Some(slot) = next {
+        slot.notify.notify_one();
     }
 }
 
@@ -132,9 +142,23 @@ mod tests {
         let waiters = Waiters::default();
         let (a, _) = waiters.join("k");
         let (b, _) = waiters.join("k");
-        assert!(!waiters.leave("k", &a));
-        assert!(waiters.leave("k", &b));
+        let mut stopped = false;
+        waiters.leave("k", &a, || stopped = true);
+        assert!(!stopped);
+        waiters.leave("k", &b, || stopped = true);
+        assert!(stopped);
         assert!(waiters.keys.lock().expect("not poisoned").is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_wake_up_left_unused_goes_to_the_next_waiter() {
+        let waiters = Waiters::default();
+        let (first, _) = waiters.join("k");
+        let (second, _) = waiters.join("k");
+        waiters.wake_one("k");
+        // `first` gives up (cancelled, or out of time) before it used the wake-up.
+        waiters.leave("k", &first, || {});
+        assert!(is_woken(&second).await);
     }
 
     #[tokio::test]

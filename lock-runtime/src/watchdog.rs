@@ -21,6 +21,9 @@ use crate::lease::{Lease, drift_margin};
 /// Retry a failed renewal this often (bounded by the lease's own deadline).
 const RETRY_FLOOR: Duration = Duration::from_millis(20);
 
+/// Renewals due within this long (and within a twelfth of their ttl) join the current batch.
+const MAX_COALESCE: Duration = Duration::from_secs(1);
+
 pub(crate) struct Watchdog {
     shared: Arc<Shared>,
 }
@@ -48,7 +51,9 @@ struct Entry {
     lost_at: Instant,
     ttl: Duration,
     renew: bool,
-    /// An acquire or a renewal is on the wire: wait for its answer (or the deadline).
+    /// The acquire is on the wire: only the deadline is watched until it is answered.
+    acquiring: bool,
+    /// A renewal is on the wire: wait for its answer (or the deadline).
     in_flight: bool,
     hold_until: Option<Instant>,
     /// max_hold has shortened or stopped the renewals: the coming loss is its doing.
@@ -89,9 +94,13 @@ impl Watchdog {
                 lost_at,
                 ttl,
                 renew: lease.options.watchdog,
-                in_flight: true,
+                acquiring: true,
+                in_flight: false,
                 capped: false,
-                hold_until: lease.options.max_hold.map(|max| lease.started() + max),
+                hold_until: lease
+                    .options
+                    .max_hold
+                    .and_then(|max| lease.started().checked_add(max)),
             },
         );
         state.queue.insert((lost_at, id));
@@ -105,7 +114,7 @@ impl Watchdog {
         let Some(entry) = state.entries.get_mut(&id) else {
             return;
         };
-        entry.in_flight = false;
+        entry.acquiring = false;
         if !entry.renew {
             return;
         }
@@ -163,11 +172,8 @@ impl Shared {
         let next = {
             let mut guard = self.lock();
             let State { entries, queue, .. } = &mut *guard;
-            while let Some(&(due, id)) = queue.first() {
-                if due > now {
-                    break;
-                }
-                queue.pop_first();
+            for (due, id) in due_now(queue, entries, now) {
+                queue.remove(&(due, id));
                 let Some(entry) = entries.get_mut(&id) else {
                     continue;
                 };
@@ -190,14 +196,24 @@ impl Shared {
                 // Whatever happens next, the deadline is watched.
                 entry.due = entry.lost_at;
                 queue.insert((entry.lost_at, id));
-                if entry.in_flight || !entry.renew || capped {
+                if entry.acquiring || entry.in_flight || !entry.renew || capped {
                     continue;
                 }
                 let ttl = match entry.hold_until {
                     Some(until) => entry.ttl.min(until - now),
                     None => entry.ttl,
                 };
-                entry.capped |= ttl < entry.ttl;
+                if ttl < entry.ttl {
+                    // This renewal shortens the server's lease. If its answer is lost, the
+                    // server may expire the lock at `now + ttl`: the holder must not believe
+                    // in more than that.
+                    entry.capped = true;
+                    entry.lost_at = entry.lost_at.min(now + ttl - drift_margin(ttl));
+                    lease.set_deadline(entry.lost_at);
+                    queue.remove(&(entry.due, id));
+                    entry.due = entry.lost_at;
+                    queue.insert((entry.due, id));
+                }
                 entry.in_flight = true;
                 batch.push(Renewal {
                     key: lease.stored.lock.clone(),
@@ -287,6 +303,36 @@ impl Shared {
         }
         self.wake.notify_one();
     }
+}
+
+/// The entries to handle at `now`: those due, and those whose renewal falls due soon (within a
+/// twelfth of their ttl), so that renewals taken at different moments still share round trips.
+fn due_now(
+    queue: &BTreeSet<(Instant, u64)>,
+    entries: &HashMap<u64, Entry>,
+    now: Instant,
+) -> Vec<(Instant, u64)> {
+    let mut due = Vec::new();
+    for &(when, id) in queue {
+        if when <= now {
+            due.push((when, id));
+            continue;
+        }
+        if when > now + MAX_COALESCE {
+            break;
+        }
+        let renewal_soon = entries.get(&id).is_some_and(|entry| {
+            entry.renew
+                && !entry.acquiring
+                && !entry.in_flight
+                && when < entry.lost_at
+                && when <= now + entry.ttl / 12
+        });
+        if renewal_soon {
+            due.push((when, id));
+        }
+    }
+    due
 }
 
 async fn drive(shared: Weak<Shared>, wake: Arc<Notify>) {

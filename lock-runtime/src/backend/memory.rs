@@ -144,7 +144,10 @@ impl Backend for MemoryBackend {
             Some(entry) if !keep.is_zero() => {
                 entry.token.clear();
                 entry.expires = now + keep;
-                Release::Released
+                drop(state);
+                // Waiters look again and learn the shorter remaining lease.
+                self.waiters.wake_one(&key.lock);
+                return ready(Ok(Release::Released));
             }
             Some(_) => {
                 state.locks.remove(&key.lock);

@@ -97,7 +97,13 @@ impl RedisBackend {
         }
         .map_err(|err| LockError::backend("connect", None, &server, describe_error(&err)))?;
         let (subscriptions, commands) = mpsc::unbounded_channel();
-        tokio::spawn(subscriber(client, commands, waiters, server.clone()));
+        tokio::spawn(subscriber(
+            client,
+            commands,
+            waiters,
+            server.clone(),
+            settings.request_timeout,
+        ));
         Ok(RedisBackend {
             conn,
             describe: format!("redis {server}"),
@@ -307,6 +313,7 @@ async fn subscriber(
     mut commands: mpsc::UnboundedReceiver<Subscription>,
     waiters: Arc<Waiters>,
     server: String,
+    timeout: Duration,
 ) {
     let mut channels: HashSet<String> = HashSet::new();
     let mut conn: Option<(PubSubSink, PubSubStream)> = None;
@@ -318,17 +325,35 @@ async fn subscriber(
                 let Some(command) = command else { return };
                 match command {
                     Subscription::Watch(channel, ack) => {
-                        let answer = subscribe(&client, &mut conn, &channel).await;
-                        if answer.is_ok() {
-                            channels.insert(channel);
+                        let answer = subscribe(&client, &mut conn, &channel, timeout).await;
+                        match &answer {
+                            Ok(()) => {
+                                channels.insert(channel);
+                            }
+                            Err(err) if conn.is_none() => {
+                                // The connection is gone: subscribe this key too when it is back.
+                                tracing::debug!(server, error = %err, "release subscription lost");
+                                channels.insert(channel);
+                                waiters.wake_all();
+                                retry_at.get_or_insert(tokio::time::Instant::now() + backoff);
+                            }
+                            // Refused for this key alone (an ACL, say): the others keep working.
+                            Err(_) => {}
                         }
                         let _ = ack.send(answer);
                     }
                     Subscription::Unwatch(channel) => {
                         if channels.remove(&channel)
                             && let Some((sink, _)) = conn.as_mut()
+                            && !matches!(
+                                tokio::time::timeout(timeout, sink.unsubscribe(&channel)).await,
+                                Ok(Ok(()))
+                            )
                         {
-                            let _ = sink.unsubscribe(&channel).await;
+                            // No answer: treat the connection as lost.
+                            conn = None;
+                            waiters.wake_all();
+                            retry_at.get_or_insert(tokio::time::Instant::now() + backoff);
                         }
                     }
                 }
@@ -346,7 +371,7 @@ async fn subscriber(
                 retry_at = None;
                 let mut restored = Ok(());
                 for channel in &channels {
-                    restored = subscribe(&client, &mut conn, channel).await;
+                    restored = subscribe(&client, &mut conn, channel, timeout).await;
                     if restored.is_err() {
                         break;
                     }
@@ -368,19 +393,31 @@ async fn subscriber(
     }
 }
 
+/// Subscribes to `channel`, connecting first if needed. Leaves `conn` as `None` when the
+/// connection failed or did not answer within `timeout` (a server's refusal keeps it).
 async fn subscribe(
     client: &Client,
     conn: &mut Option<(PubSubSink, PubSubStream)>,
     channel: &str,
+    timeout: Duration,
 ) -> Result<(), RedisError> {
+    let timed_out = || RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
     if conn.is_none() {
-        *conn = Some(client.get_async_pubsub().await?.split());
+        let connected = tokio::time::timeout(timeout, client.get_async_pubsub())
+            .await
+            .map_err(|_| timed_out())??;
+        *conn = Some(connected.split());
     }
     let Some((sink, _)) = conn.as_mut() else {
         unreachable!("connected just above")
     };
-    let answer = sink.subscribe(channel).await;
-    if answer.is_err() {
+    let answer = match tokio::time::timeout(timeout, sink.subscribe(channel)).await {
+        Ok(answer) => answer,
+        Err(_) => Err(timed_out()),
+    };
+    if let Err(err) = &answer
+        && (err.is_io_error() || err.is_timeout() || err.is_connection_dropped())
+    {
         *conn = None;
     }
     answer
