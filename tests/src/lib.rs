@@ -17,6 +17,7 @@
 //! The deployments:
 //!
 //! - [`RedisServer`]: one server.
+//! - [`Masters`]: independent servers, for Redlock.
 //! - [`RedisCluster`]: a Redis Cluster formed with `redis-cli --cluster create`, with failover on
 //!   demand.
 //!
@@ -28,6 +29,7 @@
 //! tests never pass silently without a server.
 
 mod cluster;
+mod masters;
 mod port;
 mod proxy;
 pub mod resp;
@@ -37,6 +39,7 @@ mod topology;
 mod wait;
 
 pub use cluster::{RedisCluster, SLOT_COUNT, key_slot};
+pub use masters::Masters;
 pub use port::free_port;
 pub use proxy::FaultProxy;
 pub use resp::Reply;

@@ -1,12 +1,13 @@
-//! The deployments the harness builds: a Redis Cluster comes up as promised and fails over when
-//! told to.
+//! The deployments the harness builds: independent masters and a Redis Cluster come up as
+//! promised, and the cluster fails over when told to.
 
 use std::collections::HashSet;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use lock_tests::{RedisCluster, RedisServer, SLOT_COUNT, key_slot};
+use lock_tests::resp;
+use lock_tests::{Masters, RedisCluster, RedisServer, SLOT_COUNT, key_slot};
 
 /// Ports of `nodes`, for comparing sets of nodes.
 fn ports<'a>(nodes: impl IntoIterator<Item = &'a RedisServer>) -> HashSet<u16> {
@@ -44,6 +45,80 @@ fn server_starts_from_a_writable_config_file() {
         "the config file survives a restart\n{}",
         server.log()
     );
+}
+
+#[test]
+fn masters_are_independent_servers_listed_in_the_url() {
+    let masters = Masters::start(3);
+    assert_eq!(masters.nodes().len(), 3);
+    assert_eq!(ports(masters.nodes()).len(), 3, "{}", masters.log());
+    let addrs: Vec<String> = masters
+        .nodes()
+        .iter()
+        .map(|node| node.addr().to_string())
+        .collect();
+    assert_eq!(masters.url(), format!("redlock://{}", addrs.join(",")));
+    let urls: Vec<String> = addrs.iter().map(|addr| format!("redis://{addr}")).collect();
+    assert_eq!(masters.urls(), urls);
+
+    assert_eq!(masters.node(0).cmd(&["SET", "k", "0"]), "OK");
+    for i in 0..3 {
+        let node = masters.node(i);
+        assert_eq!(
+            node.cmd(&["ROLE"]).lines().next(),
+            Some("master"),
+            "{}",
+            masters.log()
+        );
+        let expected = if i == 0 { "0" } else { "(nil)" };
+        assert_eq!(node.cmd(&["GET", "k"]), expected, "{}", masters.log());
+    }
+    assert!(
+        masters.log().contains(&masters.node(2).addr().to_string()),
+        "the log names every node"
+    );
+}
+
+#[test]
+fn masters_kill_and_pause_take_down_one_node_only() {
+    let masters = Masters::start(3);
+    masters.kill(0);
+    assert!(
+        masters.node(0).try_cmd(&["PING"]).is_err(),
+        "a killed master refuses"
+    );
+    masters.pause(1);
+    let stalled = resp::command(
+        masters.node(1).addr(),
+        None,
+        &["PING"],
+        Duration::from_millis(300),
+    );
+    assert!(stalled.is_err(), "a paused master does not answer");
+    assert_eq!(masters.node(2).cmd(&["PING"]), "PONG", "{}", masters.log());
+
+    masters.resume(1);
+    assert_eq!(masters.node(1).cmd(&["PING"]), "PONG", "{}", masters.log());
+    masters.restart(0);
+    assert_eq!(masters.node(0).cmd(&["PING"]), "PONG", "{}", masters.log());
+}
+
+#[test]
+fn dropping_masters_kills_them_all() {
+    let masters = Masters::start(2);
+    masters.pause(1);
+    let nodes: Vec<_> = masters.nodes().iter().map(RedisServer::addr).collect();
+    drop(masters);
+    for addr in nodes {
+        assert!(refuses(addr), "{addr} still accepts connections");
+    }
+}
+
+#[test]
+#[should_panic(expected = "there is no master 3")]
+fn masters_node_out_of_range_says_so() {
+    let masters = Masters::start(3);
+    masters.node(3);
 }
 
 #[test]
