@@ -20,6 +20,8 @@
 //! - [`Masters`]: independent servers, for Redlock.
 //! - [`RedisCluster`]: a Redis Cluster formed with `redis-cli --cluster create`, with failover on
 //!   demand.
+//! - [`SentinelSetup`]: a master with replicas, watched by Redis Sentinels, with failover on
+//!   demand.
 //!
 //! Every node of a deployment is a [`RedisServer`] of its own, so it can be killed, paused and
 //! resumed one at a time, and each deployment's `log()` gathers the logs of all its nodes.
@@ -33,6 +35,7 @@ mod masters;
 mod port;
 mod proxy;
 pub mod resp;
+mod sentinel;
 mod server;
 mod tempdir;
 mod topology;
@@ -43,5 +46,6 @@ pub use masters::Masters;
 pub use port::free_port;
 pub use proxy::FaultProxy;
 pub use resp::Reply;
+pub use sentinel::{MASTER_NAME, SentinelSetup};
 pub use server::RedisServer;
 pub use wait::{wait_until, wait_until_async};

@@ -1,13 +1,15 @@
-//! The deployments the harness builds: independent masters and a Redis Cluster come up as
-//! promised, and the cluster fails over when told to.
+//! The deployments the harness builds: independent masters, a Redis Cluster and a Sentinel setup
+//! come up as promised, and fail over when told to.
 
 use std::collections::HashSet;
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
-use lock_tests::resp;
-use lock_tests::{Masters, RedisCluster, RedisServer, SLOT_COUNT, key_slot};
+use lock_tests::resp::{self, Reply};
+use lock_tests::{
+    MASTER_NAME, Masters, RedisCluster, RedisServer, SLOT_COUNT, SentinelSetup, key_slot,
+};
 
 /// Ports of `nodes`, for comparing sets of nodes.
 fn ports<'a>(nodes: impl IntoIterator<Item = &'a RedisServer>) -> HashSet<u16> {
@@ -280,4 +282,94 @@ fn cluster_replica_takes_over_from_a_paused_master_which_then_steps_down() {
         "the resumed master did not follow its replica\n{}",
         log()
     );
+}
+
+#[test]
+fn sentinels_report_the_master_and_a_new_one_after_failover() {
+    let setup = SentinelSetup::start(2, 3);
+    let log = || setup.log();
+    let first = &setup.nodes()[0];
+    assert_eq!(setup.master().port(), first.port(), "{}", log());
+    assert_eq!(setup.current_master_addr(), first.addr());
+    assert_eq!(setup.replicas().len(), 2, "{}", log());
+    assert_eq!(setup.sentinels().len(), 3);
+    assert_eq!(setup.master_name(), MASTER_NAME);
+    let addrs: Vec<String> = setup
+        .sentinels()
+        .iter()
+        .map(|sentinel| sentinel.addr().to_string())
+        .collect();
+    assert_eq!(
+        setup.url(),
+        format!("redis+sentinel://{}/mymaster", addrs.join(","))
+    );
+    for sentinel in setup.sentinels() {
+        let replicas = sentinel.cmd(&["SENTINEL", "replicas", MASTER_NAME]);
+        for replica in setup.replicas() {
+            assert!(
+                replicas.contains(&replica.port().to_string()),
+                "{} does not list {}:\n{replicas}",
+                sentinel.addr(),
+                replica.addr()
+            );
+        }
+        let others = sentinel.cmd(&["SENTINEL", "sentinels", MASTER_NAME]);
+        let known = setup
+            .sentinels()
+            .iter()
+            .filter(|other| others.contains(&other.port().to_string()))
+            .count();
+        assert_eq!(known, 2, "{} knows:\n{others}", sentinel.addr());
+    }
+    assert_eq!(first.cmd(&["SET", "k", "before"]), "OK");
+    assert_eq!(first.cmd(&["WAIT", "2", "5000"]), "2", "{}", log());
+
+    let promoted = setup.kill_master_and_wait_failover();
+    assert_ne!(promoted.port(), first.port());
+    assert_eq!(setup.current_master_addr(), promoted.addr());
+    assert_eq!(setup.master().port(), promoted.port());
+    assert_eq!(promoted.cmd(&["GET", "k"]), "before", "{}", log());
+    assert_eq!(promoted.cmd(&["SET", "k", "after"]), "OK", "{}", log());
+    for sentinel in setup.sentinels() {
+        let named = sentinel.cmd(&["SENTINEL", "get-master-addr-by-name", MASTER_NAME]);
+        assert_eq!(
+            named,
+            format!("127.0.0.1\n{}", promoted.port()),
+            "{}",
+            log()
+        );
+    }
+}
+
+#[test]
+fn sentinel_setup_without_replicas_watches_its_master() {
+    let setup = SentinelSetup::start(0, 1);
+    assert!(setup.replicas().is_empty());
+    assert_eq!(setup.master().port(), setup.nodes()[0].port());
+    let master = setup.sentinels()[0].cmd(&["SENTINEL", "master", MASTER_NAME]);
+    assert!(
+        master.contains(&setup.nodes()[0].port().to_string()),
+        "{master}\n{}",
+        setup.log()
+    );
+    assert!(matches!(
+        resp::command(
+            setup.sentinels()[0].addr(),
+            None,
+            &["SENTINEL", "ckquorum", MASTER_NAME],
+            Duration::from_secs(5),
+        ),
+        Ok(Reply::Status(_))
+    ));
+
+    let nodes: Vec<_> = setup
+        .nodes()
+        .iter()
+        .chain(setup.sentinels())
+        .map(RedisServer::addr)
+        .collect();
+    drop(setup);
+    for addr in nodes {
+        assert!(refuses(addr), "dropping the setup leaves {addr} running");
+    }
 }
