@@ -4,48 +4,27 @@
 use std::time::{Duration, Instant};
 
 use lock_runtime::{LockManager, LockOptions, LostReason};
-use lock_tests::RedisServer;
+use lock_tests::Masters;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-struct Masters {
-    servers: Vec<RedisServer>,
-}
-
-impl Masters {
-    fn start(n: usize) -> Masters {
-        Masters {
-            servers: (0..n).map(|_| RedisServer::start()).collect(),
-        }
-    }
-
-    fn url(&self) -> String {
-        let hosts: Vec<String> = self.servers.iter().map(|s| s.addr().to_string()).collect();
-        format!("redlock://{}", hosts.join(","))
-    }
-
-    async fn manager(&self) -> LockManager {
-        LockManager::builder()
-            .url(self.url())
-            .request_timeout(ms(500))
-            .build()
-            .await
-            .unwrap_or_else(|err| panic!("connect: {err}\n{}", self.log()))
-    }
-
-    fn log(&self) -> String {
-        self.servers.iter().map(RedisServer::log).collect()
-    }
+async fn manager(masters: &Masters) -> LockManager {
+    LockManager::builder()
+        .url(masters.url())
+        .request_timeout(ms(500))
+        .build()
+        .await
+        .unwrap_or_else(|err| panic!("connect: {err}\n{}", masters.log()))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_two_of_five_masters_killed_acquisitions_still_succeed() {
     let masters = Masters::start(5);
-    let locks = masters.manager().await;
-    masters.servers[0].kill();
-    masters.servers[3].kill();
+    let locks = manager(&masters).await;
+    masters.kill(0);
+    masters.kill(3);
     for i in 0..20 {
         let guard = locks
             .lock(format!("k{i}"), LockOptions::new())
@@ -58,9 +37,9 @@ async fn with_two_of_five_masters_killed_acquisitions_still_succeed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_three_of_five_masters_killed_acquire_fails_within_its_wait_budget() {
     let masters = Masters::start(5);
-    let locks = masters.manager().await;
+    let locks = manager(&masters).await;
     for i in [0, 2, 4] {
-        masters.servers[i].kill();
+        masters.kill(i);
     }
     let started = Instant::now();
     let err = locks
@@ -79,14 +58,14 @@ async fn with_three_of_five_masters_killed_acquire_fails_within_its_wait_budget(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_master_does_not_stall_acquisition_past_the_node_timeout() {
     let masters = Masters::start(5);
-    let locks = masters.manager().await;
-    masters.servers[1].pause();
+    let locks = manager(&masters).await;
+    masters.pause(1);
     // ttl 1 s: the node timeout is 100 ms.
     let options = LockOptions::new().ttl(Duration::from_secs(1));
     let started = Instant::now();
     let guard = locks.lock("k", options).await.expect("quorum without it");
     let took = started.elapsed();
-    masters.servers[1].resume();
+    masters.resume(1);
     assert!(took < ms(400), "{took:?}");
     guard.release().await.expect("release");
 }
@@ -95,20 +74,20 @@ async fn a_paused_master_does_not_stall_acquisition_past_the_node_timeout() {
 async fn a_minority_grant_is_given_back_on_every_master() {
     let masters = Masters::start(5);
     // Someone else holds the lock on three masters.
-    for server in &masters.servers[..3] {
+    for server in &masters.nodes()[..3] {
         server.cmd(&["HSET", "lock:{k}", "token", "theirs", "fence", "1"]);
         server.cmd(&["PEXPIRE", "lock:{k}", "30000"]);
     }
-    let locks = masters.manager().await;
+    let locks = manager(&masters).await;
     let err = locks
         .lock("k", LockOptions::new())
         .await
         .expect_err("held by a majority");
     assert!(err.is_busy(), "{err}");
-    for server in &masters.servers[3..] {
+    for server in &masters.nodes()[3..] {
         assert_eq!(server.cmd(&["EXISTS", "lock:{k}"]), "0", "{}", server.log());
     }
-    for server in &masters.servers[..3] {
+    for server in &masters.nodes()[..3] {
         assert_eq!(server.cmd(&["HGET", "lock:{k}", "token"]), "theirs");
     }
 }
@@ -116,16 +95,16 @@ async fn a_minority_grant_is_given_back_on_every_master() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn renewal_by_quorum_survives_a_minority_and_reports_the_loss_of_the_majority() {
     let masters = Masters::start(5);
-    let locks = masters.manager().await;
+    let locks = manager(&masters).await;
     let guard = locks
         .lock("k", LockOptions::new().ttl(Duration::from_secs(1)))
         .await
         .expect("free");
-    masters.servers[0].kill();
-    masters.servers[1].kill();
+    masters.kill(0);
+    masters.kill(1);
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(guard.is_held(), "three of five still renew it");
-    masters.servers[2].kill();
+    masters.kill(2);
     let reason = tokio::time::timeout(Duration::from_secs(3), guard.lost())
         .await
         .expect("told within the lease");

@@ -1,4 +1,4 @@
-//! One Redis server (or a Sentinel-managed master): one auto-reconnecting multiplexed connection
+//! One Redis server: one auto-reconnecting multiplexed connection
 //! for acquire, renew and release, each a single script call, plus one subscription connection for
 //! release notifications, opened when the first waiter needs it.
 

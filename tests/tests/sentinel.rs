@@ -1,0 +1,120 @@
+//! A master behind Sentinel: locks work through it and keep working across a failover.
+
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockError, LockManager, LockOptions};
+use lock_tests::SentinelSetup;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+async fn manager(setup: &SentinelSetup) -> LockManager {
+    LockManager::builder()
+        .url(setup.url())
+        .request_timeout(ms(500))
+        .build()
+        .await
+        .unwrap_or_else(|err| panic!("connect: {err}\n{}", setup.log()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_work_through_sentinel_and_waiters_are_woken_by_release() {
+    let setup = SentinelSetup::start(1, 3);
+    let locks = manager(&setup).await;
+    assert!(
+        locks.backend().starts_with("redis sentinel"),
+        "{}",
+        locks.backend()
+    );
+    let guard = locks.lock("k", LockOptions::new()).await.expect("free");
+    assert!(
+        locks
+            .lock("k", LockOptions::new())
+            .await
+            .expect_err("held")
+            .is_busy()
+    );
+    let waiter_locks = locks.clone();
+    let waiter = tokio::spawn(async move {
+        let guard = waiter_locks
+            .lock("k", LockOptions::new().wait(Duration::from_secs(10)))
+            .await?;
+        let entered = Instant::now();
+        guard.release().await?;
+        Ok::<_, LockError>(entered)
+    });
+    tokio::time::sleep(ms(200)).await;
+    let released = Instant::now();
+    guard.release().await.expect("release");
+    let entered = waiter.await.expect("task").expect("waiter");
+    assert!(entered.duration_since(released) < Duration::from_secs(1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failover_during_a_hold_is_survived_or_reported_and_locking_works_after_it() {
+    let setup = SentinelSetup::start(1, 3);
+    let locks = manager(&setup).await;
+    let guard = locks
+        .lock("held", LockOptions::new().ttl(Duration::from_secs(2)))
+        .await
+        .expect("free");
+    let fence = guard.fencing_token();
+    let old_master = setup.master().addr();
+    setup.kill_master_and_wait_failover();
+    assert_ne!(setup.current_master_addr(), old_master);
+
+    // Within one lease the holder either renewed on the promoted replica or was told it lost.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let other = locks
+        .clone()
+        .lock("held", LockOptions::new().wait(Duration::from_secs(10)))
+        .await;
+    match other {
+        Ok(other) => {
+            // Someone else got it: the first holder must have been told first.
+            assert!(
+                !guard.is_held(),
+                "two holders after the failover\n{}",
+                setup.log()
+            );
+            assert!(other.fencing_token() > fence);
+            other.release().await.expect("release on the new master");
+        }
+        Err(err) => {
+            assert!(err.is_busy(), "{err}\n{}", setup.log());
+            assert!(guard.is_held(), "busy, so the first holder still has it");
+        }
+    }
+    drop(guard);
+    let again = locks
+        .lock("after", LockOptions::new().wait(Duration::from_secs(10)))
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", setup.log()));
+    again.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_waiting_through_a_failover_gets_the_lock() {
+    let setup = SentinelSetup::start(1, 3);
+    let locks = manager(&setup).await;
+    let holder = locks
+        .lock("queue", LockOptions::new().ttl(Duration::from_secs(2)))
+        .await
+        .expect("free");
+    let waiter_locks = locks.clone();
+    let waiter = tokio::spawn(async move {
+        let guard = waiter_locks
+            .lock("queue", LockOptions::new().wait(Duration::from_secs(20)))
+            .await?;
+        guard.release().await
+    });
+    tokio::time::sleep(ms(200)).await;
+    setup.kill_master_and_wait_failover();
+    // The holder finishes after the failover; its lease may or may not have survived it.
+    let _ = holder.release().await;
+    waiter
+        .await
+        .expect("task")
+        .unwrap_or_else(|err| panic!("{err}\n{}", setup.log()));
+}
