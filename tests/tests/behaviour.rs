@@ -103,6 +103,8 @@ on_every_backend!(
     continue_on_lease_lost_lets_the_body_finish,
     different_keys_do_not_block_each_other,
     busy_error_names_key_and_wait,
+    a_hold_at_least_release_wakes_waiters_when_the_hold_ends,
+    out_of_range_durations_are_config_errors_and_wait_max_means_forever,
 );
 
 async fn a_held_lock_is_busy_for_others_and_free_after_release(f: Fixture) {
@@ -516,4 +518,43 @@ async fn a_nested_section_does_not_run_on_a_lost_lease(f: Fixture) {
         !ran.load(Ordering::SeqCst),
         "nested body ran without the lock"
     );
+}
+
+async fn a_hold_at_least_release_wakes_waiters_when_the_hold_ends(f: Fixture) {
+    let options = LockOptions::new().hold_at_least(ms(500));
+    let guard = f.locks.lock("held-min", options).await.expect("free");
+    let locks = f.locks.clone();
+    let started = Instant::now();
+    let waiter = tokio::spawn(async move {
+        let options = LockOptions::new().wait(Duration::from_secs(10));
+        let guard = locks.lock("held-min", options).await?;
+        guard.release().await
+    });
+    tokio::time::sleep(ms(100)).await;
+    guard.release().await.expect("release");
+    waiter.await.expect("task").expect("waiter");
+    // The lease had 30 s left; the release told the waiter the hold ends at 500 ms.
+    let took = started.elapsed();
+    assert!(took >= ms(450), "entered during hold_at_least: {took:?}");
+    assert!(took < ms(2000), "{took:?}\n{}", f.log());
+}
+
+async fn out_of_range_durations_are_config_errors_and_wait_max_means_forever(f: Fixture) {
+    for options in [
+        LockOptions::new().ttl(Duration::MAX),
+        LockOptions::new().ttl(ms(1)),
+        LockOptions::new().hold_at_least(Duration::MAX),
+    ] {
+        let err = f
+            .locks
+            .lock("range", options)
+            .await
+            .expect_err("out of range");
+        assert!(matches!(err, LockError::Config(_)), "{err}");
+    }
+    let options = LockOptions::new()
+        .wait(Duration::MAX)
+        .max_hold(Duration::MAX);
+    let guard = f.locks.lock("range", options).await.expect("free");
+    guard.release().await.expect("release");
 }

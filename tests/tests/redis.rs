@@ -489,3 +489,14 @@ async fn a_waiter_still_hears_the_release_after_its_connections_were_cut() {
         released.elapsed()
     );
 }
+
+#[test]
+fn builder_debug_does_not_show_the_password() {
+    let builder = LockManager::builder().url("redis://user:pa/ss#word@127.0.0.1:1/0");
+    let shown = format!("{builder:?}");
+    assert!(
+        !shown.contains("pa/ss") && !shown.contains("word"),
+        "{shown}"
+    );
+    assert!(shown.contains("127.0.0.1:1"), "{shown}");
+}
