@@ -1,17 +1,18 @@
-//! The behaviour every backend must have, run on memory://, on a real redis-server, and on
-//! Redlock over three independent redis-servers.
+//! The behaviour every backend must have, run on memory://, on a real redis-server, on
+//! a master behind Sentinel, and on Redlock over three independent redis-servers.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use lock_runtime::{LockError, LockManager, LockOptions, LostReason, OnLeaseLost};
-use lock_tests::RedisServer;
+use lock_tests::{RedisServer, SentinelSetup};
 
 /// A manager and, for Redis, the servers behind it (kept alive for the test).
 struct Fixture {
     locks: LockManager,
     servers: Vec<RedisServer>,
+    sentinel: Option<SentinelSetup>,
 }
 
 impl Fixture {
@@ -19,6 +20,7 @@ impl Fixture {
         Fixture {
             locks: LockManager::memory(),
             servers: Vec::new(),
+            sentinel: None,
         }
     }
 
@@ -30,6 +32,20 @@ impl Fixture {
         Fixture {
             locks,
             servers: vec![server],
+            sentinel: None,
+        }
+    }
+
+    /// A master with one replica behind three sentinels.
+    async fn sentinel() -> Fixture {
+        let setup = SentinelSetup::start(1, 3);
+        let locks = LockManager::connect(&setup.url())
+            .await
+            .unwrap_or_else(|err| panic!("connect: {err}\n{}", setup.log()));
+        Fixture {
+            locks,
+            servers: Vec::new(),
+            sentinel: Some(setup),
         }
     }
 
@@ -41,11 +57,18 @@ impl Fixture {
         let locks = LockManager::connect(&url)
             .await
             .unwrap_or_else(|err| panic!("connect {url}: {err}"));
-        Fixture { locks, servers }
+        Fixture {
+            locks,
+            servers,
+            sentinel: None,
+        }
     }
 
     fn log(&self) -> String {
-        self.servers.iter().map(RedisServer::log).collect()
+        let servers = self.servers.iter().map(RedisServer::log);
+        servers
+            .chain(self.sentinel.as_ref().map(SentinelSetup::log))
+            .collect()
     }
 }
 
@@ -69,6 +92,14 @@ macro_rules! on_every_backend {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$name(super::Fixture::redis().await).await
+                }
+            )*
+        }
+        mod sentinel {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Fixture::sentinel().await).await
                 }
             )*
         }
