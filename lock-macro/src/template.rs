@@ -430,3 +430,6 @@ mod tests {
         assert!(err.to_string().ends_with("write `<user.id>`"), "{err}");
     }
 }
+
+#[cfg(test)]
+mod properties;
