@@ -273,3 +273,6 @@ mod tests {
         assert_eq!(format_millis(86_400_000), "24h");
     }
 }
+
+#[cfg(test)]
+mod properties;
