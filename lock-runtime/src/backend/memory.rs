@@ -166,3 +166,6 @@ impl Backend for MemoryBackend {
 
     fn unwatch(&self, _key: &str) {}
 }
+
+#[cfg(test)]
+mod properties;
