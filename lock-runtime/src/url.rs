@@ -4,13 +4,24 @@ use crate::LockError;
 
 /// The scheme of `url` (`redis`, `rediss`, `memory`, ...), lower-cased input required.
 pub(crate) fn scheme(url: &str) -> Result<&str, LockError> {
-    match url.split_once("://") {
-        Some((scheme, _)) if !scheme.is_empty() => Ok(scheme),
-        _ => Err(LockError::Config(format!(
+    match split_scheme(url) {
+        Some((scheme, _)) => Ok(scheme),
+        None => Err(LockError::Config(format!(
             "`{}` is not a lock URL: expected something like redis://127.0.0.1:6379 or memory://",
             redact(url)
         ))),
     }
+}
+
+/// `url` split at its first `://`, if what comes before is a scheme: a letter, then letters,
+/// digits, `+`, `-` or `.`. Anything else before a `://` may be part of a password
+/// (`redis:/user:pa://ss@host`), so it is never taken for a scheme that messages would show.
+fn split_scheme(url: &str) -> Option<(&str, &str)> {
+    let (scheme, rest) = url.split_once("://")?;
+    let mut chars = scheme.chars();
+    let valid = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
+    valid.then_some((scheme, rest))
 }
 
 /// `url` with any password replaced by `***`, safe for messages and logs.
@@ -18,7 +29,7 @@ pub(crate) fn scheme(url: &str) -> Result<&str, LockError> {
 /// Everything up to the last `@` counts as credentials, whatever characters the password holds
 /// (`/`, `?`, `#` included): showing a little less of a URL beats showing a password.
 pub(crate) fn redact(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else {
+    let Some((scheme, rest)) = split_scheme(url) else {
         // Not a URL; it may still be a secret pasted in the wrong place.
         return if url.contains('@') || url.contains(':') {
             "<unparsable URL>".into()
@@ -106,6 +117,37 @@ mod tests {
     fn password_with_at_sign_is_hidden() {
         let shown = redact("redis://u:p@ss@host:1");
         assert!(!shown.contains("p@ss"), "{shown}");
+    }
+
+    #[test]
+    fn a_password_after_a_broken_scheme_is_hidden() {
+        // `redis:/` lacks a slash: the first `://` is inside the password.
+        let url = "redis:/user:s3cret://x@host:1";
+        let shown = redact(url);
+        assert!(!shown.contains("s3cret"), "{shown}");
+        let err = scheme(url).expect_err("no scheme before the password");
+        let shown = format!("{err} {err:?}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+        assert!(matches!(err, LockError::Config(_)), "{shown}");
+    }
+
+    #[test]
+    fn schemes_are_letters_digits_plus_minus_and_dot() {
+        for url in [
+            "redis+sentinel://s:1/m",
+            "rediss://h",
+            "x-1.y://h",
+            "memory://",
+        ] {
+            assert_eq!(
+                scheme(url).ok(),
+                url.split_once("://").map(|(s, _)| s),
+                "{url}"
+            );
+        }
+        for url in ["://h", "1redis://h", "re dis://h", "redis:/://h", "@://h"] {
+            assert!(scheme(url).is_err(), "{url}");
+        }
     }
 
     #[test]
