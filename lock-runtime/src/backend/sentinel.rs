@@ -70,11 +70,13 @@ fn parse(url: &str) -> Result<SentinelUrl, LockError> {
         "rediss+sentinel" => "rediss",
         _ => return Err(bad("is not a sentinel URL")),
     };
-    let (authority, path) = rest.split_once('/').ok_or_else(|| bad("names no master"))?;
-    let (userinfo, hosts) = match authority.rsplit_once('@') {
-        Some((userinfo, hosts)) => (Some(userinfo), hosts),
-        None => (None, authority),
+    // Everything up to the last `@` is credentials, whatever it holds, as for `url::redact`: a
+    // `/` in a password must not start the master name, which names the backend in messages.
+    let (userinfo, rest) = match rest.rsplit_once('@') {
+        Some((userinfo, rest)) => (Some(userinfo), rest),
+        None => (None, rest),
     };
+    let (hosts, path) = rest.split_once('/').ok_or_else(|| bad("names no master"))?;
     let sentinels: Vec<String> = hosts
         .split(',')
         .filter(|host| !host.is_empty())
@@ -317,6 +319,14 @@ mod tests {
         assert_eq!(parts.master_name, "mymaster");
         assert_eq!(parts.node_prefix, "redis://:pw@");
         assert_eq!(parts.node_suffix, "/2?protocol=resp3");
+    }
+
+    #[test]
+    fn a_password_with_a_slash_is_not_read_as_the_master_name() {
+        let parts = parse("redis+sentinel://user:2024/s3cret@s1:26379/mymaster").expect("valid");
+        assert_eq!(parts.sentinels, ["redis://s1:26379"]);
+        assert_eq!(parts.master_name, "mymaster");
+        assert_eq!(parts.node_prefix, "redis://user:2024/s3cret@");
     }
 
     #[test]
