@@ -154,12 +154,14 @@ fn node_urls(url: &str) -> Result<Vec<String>, LockError> {
             )));
         }
     };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(authority_end);
-    let (userinfo, hosts) = match authority.rsplit_once('@') {
-        Some((userinfo, hosts)) => (Some(userinfo), hosts),
-        None => (None, authority),
+    // Everything up to the last `@` is credentials, whatever it holds, as for `url::redact`: a
+    // `/` or `?` in a password must not end the list of masters.
+    let (userinfo, rest) = match rest.rsplit_once('@') {
+        Some((userinfo, rest)) => (Some(userinfo), rest),
+        None => (None, rest),
     };
+    let hosts_end = rest.find(['/', '?']).unwrap_or(rest.len());
+    let (hosts, tail) = rest.split_at(hosts_end);
     let nodes: Vec<String> = hosts
         .split(',')
         .filter(|host| !host.is_empty())
@@ -332,6 +334,14 @@ mod tests {
         assert_eq!(
             node_urls("redlocks://a:1,b:2").expect("valid"),
             ["rediss://a:1", "rediss://b:2"]
+        );
+    }
+
+    #[test]
+    fn a_password_with_a_slash_or_question_mark_goes_to_every_master() {
+        assert_eq!(
+            node_urls("redlock://u:12/a?b@h1:1,h2:2/0").expect("valid"),
+            ["redis://u:12/a?b@h1:1/0", "redis://u:12/a?b@h2:2/0"]
         );
     }
 
