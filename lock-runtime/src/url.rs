@@ -167,3 +167,6 @@ mod tests {
         assert_eq!(scheme("memory://").ok(), Some("memory"));
     }
 }
+
+#[cfg(test)]
+pub(crate) mod fuzz;

@@ -367,4 +367,62 @@ mod tests {
             assert!(jitter(Duration::from_millis(10)) < Duration::from_millis(10));
         }
     }
+
+    /// A short fuzz run (see `url::fuzz`).
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::super::node_urls;
+        use crate::LockError;
+        use crate::url::fuzz::{FUZZ_CASES, url_like, url_with_password};
+        use crate::url::server_of;
+
+        const REDLOCK: &[&str] = &["redlock://", "redlocks://"];
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(FUZZ_CASES))]
+
+            #[test]
+            fn reading_any_string_never_panics(url in url_like()) {
+                match node_urls(&url) {
+                    Ok(nodes) => {
+                        prop_assert!(!nodes.is_empty());
+                        for node in &nodes {
+                            prop_assert!(
+                                node.starts_with("redis://") || node.starts_with("rediss://"),
+                                "{}", node
+                            );
+                        }
+                    }
+                    Err(LockError::Config(_)) => {}
+                    Err(other) => prop_assert!(false, "not a config error: {other:?}"),
+                }
+            }
+
+            /// The masters' addresses name the backend in every message.
+            #[test]
+            fn what_is_shown_never_contains_the_password(secret in url_with_password(REDLOCK)) {
+                let shown = match node_urls(&secret.url) {
+                    Ok(nodes) => nodes.iter().map(|n| server_of(n)).collect::<Vec<_>>().join(","),
+                    Err(err) => format!("{err} {err:?}"),
+                };
+                prop_assert!(!secret.leaked_in(&shown), "{:?} shown as {}", secret.url, shown);
+            }
+
+            #[test]
+            fn every_master_gets_the_credentials_and_the_tail(
+                user in "[a-z]{0,4}",
+                password in "[^*]{1,8}",
+                hosts in prop::collection::vec("[a-z][a-z0-9.-]{0,6}:[0-9]{1,5}", 1..5),
+                tail in "(/[0-9]{1,2})?(\\?[a-z]{1,6}=[a-z0-9]{0,4})?",
+            ) {
+                let url = format!("redlock://{user}:{password}@{}{tail}", hosts.join(","));
+                let expected: Vec<String> = hosts
+                    .iter()
+                    .map(|host| format!("redis://{user}:{password}@{host}{tail}"))
+                    .collect();
+                prop_assert_eq!(node_urls(&url).map_err(|err| err.to_string()), Ok(expected));
+            }
+        }
+    }
 }

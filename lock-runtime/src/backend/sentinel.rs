@@ -340,4 +340,53 @@ mod tests {
             assert!(!err.to_string().contains("s3cret"), "{err}");
         }
     }
+
+    /// A short fuzz run (see `url::fuzz`).
+    mod fuzz {
+        use proptest::prelude::*;
+
+        use super::super::parse;
+        use crate::LockError;
+        use crate::url::fuzz::{FUZZ_CASES, url_like, url_with_password};
+        use crate::url::server_of;
+
+        const SENTINEL: &[&str] = &["redis+sentinel://", "rediss+sentinel://"];
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(FUZZ_CASES))]
+
+            #[test]
+            fn reading_any_string_never_panics(url in url_like()) {
+                match parse(&url) {
+                    Ok(parts) => {
+                        prop_assert!(!parts.sentinels.is_empty());
+                        prop_assert!(!parts.master_name.is_empty());
+                        for sentinel in &parts.sentinels {
+                            prop_assert!(
+                                sentinel.starts_with("redis://") || sentinel.starts_with("rediss://"),
+                                "{}", sentinel
+                            );
+                        }
+                    }
+                    Err(LockError::Config(_)) => {}
+                    Err(other) => prop_assert!(false, "not a config error: {other:?}"),
+                }
+            }
+
+            /// The master name and the sentinels' addresses name the backend in every message, as
+            /// `SentinelBackend::connect` puts them together.
+            #[test]
+            fn what_is_shown_never_contains_the_password(secret in url_with_password(SENTINEL)) {
+                let shown = match parse(&secret.url) {
+                    Ok(parts) => format!(
+                        "{} (sentinels {})",
+                        parts.master_name,
+                        parts.sentinels.iter().map(|s| server_of(s)).collect::<Vec<_>>().join(",")
+                    ),
+                    Err(err) => format!("{err} {err:?}"),
+                };
+                prop_assert!(!secret.leaked_in(&shown), "{:?} shown as {}", secret.url, shown);
+            }
+        }
+    }
 }
