@@ -397,6 +397,15 @@ impl Inner {
         key: Option<&str>,
         source: impl Into<crate::BoxError>,
     ) -> LockError {
+        let mut source = source.into();
+        // The connection gives up after the request timeout too, racing the timeout around each
+        // request here: whichever fires first, the message is the same.
+        if source
+            .downcast_ref::<::redis::RedisError>()
+            .is_some_and(::redis::RedisError::is_timeout)
+        {
+            source = format!("no answer within {:?}", self.request_timeout).into();
+        }
         LockError::backend(operation, key, self.backend.server(), source)
     }
 }
@@ -604,5 +613,31 @@ impl LockManagerBuilder {
                 request_timeout: self.request_timeout,
             }),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_timeout_reads_the_same_whichever_side_gave_up_first() {
+        let locks = LockManager::builder()
+            .request_timeout(Duration::from_millis(200))
+            .build_memory();
+        let connection_gave_up =
+            ::redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        let err = locks
+            .inner
+            .error("acquire", Some("slow"), connection_gave_up)
+            .to_string();
+        assert!(err.ends_with("no answer within 200ms"), "{err}");
+        let other =
+            ::redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        let err = locks
+            .inner
+            .error("acquire", Some("slow"), other)
+            .to_string();
+        assert!(!err.contains("no answer"), "{err}");
     }
 }
