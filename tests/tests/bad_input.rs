@@ -1,0 +1,312 @@
+//! Bad input at runtime: URLs that name no usable deployment, keys at the edges of what a key
+//! can hold, and servers that answer too slowly or with errors. Each gives a clear `LockError`
+//! or the right behaviour: nothing is lost, nothing is left behind, nothing panics.
+//!
+//! Covered elsewhere: a key holding someone else's list or hash, and a wrong password
+//! (`redis.rs`).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockError, LockManager, LockOptions};
+use lock_tests::{FaultProxy, RedisServer, free_port, wait_until_async};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+async fn connect(server: &RedisServer) -> LockManager {
+    LockManager::connect(&server.url())
+        .await
+        .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()))
+}
+
+/// `lock:{<key>}`, the Redis key of the lock `key`.
+fn stored(key: &str) -> String {
+    format!("lock:{{{key}}}")
+}
+
+/// Runs `key`'s locked section on `locks` and says whether the body ran.
+async fn body_runs(locks: &LockManager, key: &str, options: LockOptions) -> (bool, LockError) {
+    let ran = AtomicBool::new(false);
+    let result = locks
+        .run_locked(key.into(), options, async {
+            ran.store(true, Ordering::SeqCst);
+            Ok::<_, LockError>(())
+        })
+        .await;
+    let err = result.expect_err("the acquire should fail");
+    (ran.load(Ordering::SeqCst), err)
+}
+
+#[tokio::test]
+async fn urls_that_name_no_usable_deployment_are_config_errors_without_the_password() {
+    let port = free_port();
+    let bad = [
+        String::new(),
+        "garbage".into(),
+        "not a url at all".into(),
+        "127.0.0.1:6380".into(),
+        "://127.0.0.1:6380".into(),
+        format!("http://127.0.0.1:{port}"),
+        format!("mysql://user:s3cret@127.0.0.1:{port}"),
+        "redis://".into(),
+        "redis://:s3cret@".into(),
+        format!("redis://:{port}"),
+        "redis://127.0.0.1:70000".into(),
+        "redis://127.0.0.1:-1".into(),
+        "redis://[::1".into(),
+        format!("redis://127.0.0.1:{port}/not-a-db"),
+        "redis+unix://".into(),
+        "redlock://".into(),
+        "redlock://user:s3cret@,,/0".into(),
+        "redis+sentinel://".into(),
+        format!("redis+sentinel://127.0.0.1:{port}"),
+        format!("redis+sentinel://user:s3cret@127.0.0.1:{port}/"),
+        // One slash short: the first `://` is inside the password.
+        format!("redis:/user:s3cret://x@127.0.0.1:{port}"),
+    ];
+    for url in bad {
+        let started = Instant::now();
+        let err = LockManager::connect(&url)
+            .await
+            .expect_err("not a usable URL");
+        let shown = format!("{err} {err:?}");
+        assert!(matches!(err, LockError::Config(_)), "{url:?}: {shown}");
+        assert!(!shown.contains("s3cret"), "{url:?} leaked: {shown}");
+        // Rejected as written, without trying to connect anywhere.
+        assert!(
+            started.elapsed() < ms(500),
+            "{url:?}: {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+/// Keys at the edges: braces (the hash tag's own syntax), colons, line breaks, NUL, non-ASCII,
+/// and one of a megabyte.
+fn odd_keys() -> Vec<String> {
+    vec![
+        "{".into(),
+        "}".into(),
+        "{{{}}}".repeat(5),
+        "}{".into(),
+        ":".into(),
+        "a:b::c:".into(),
+        "line\nbreak\r\n".into(),
+        "nul\0byte\0".into(),
+        "ключ-🔒-é\u{feff}".into(),
+        " ".into(),
+        "k".repeat(1 << 20),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn odd_keys_are_held_exclusively_under_exactly_their_own_name() {
+    let server = RedisServer::start();
+    let holder = connect(&server).await;
+    let other = connect(&server).await;
+    for (index, key) in odd_keys().into_iter().enumerate() {
+        let shown: String = key.escape_debug().take(40).collect();
+        let guard = holder
+            .lock(key.clone(), LockOptions::new())
+            .await
+            .unwrap_or_else(|err| panic!("{shown}: {err}\n{}", server.log()));
+        assert_eq!(
+            server.cmd(&["HGET", &stored(&key), "fence"]),
+            guard.fencing_token().to_string(),
+            "{shown}: stored under lock:{{<key>}}"
+        );
+        // The lock and its fence counter, next to the fence counters of the keys before.
+        assert_eq!(
+            server.cmd(&["DBSIZE"]),
+            (index + 2).to_string(),
+            "{shown}: nothing else written"
+        );
+        let busy = other
+            .lock(key.clone(), LockOptions::new())
+            .await
+            .expect_err("held by the other manager");
+        assert!(busy.is_busy(), "{shown}: {busy}");
+        assert_eq!(busy.key(), Some(key.as_str()), "{shown}");
+
+        // A waiter subscribes to the key's channel and is woken by the release: with a 30 s
+        // lease, nothing else could let it in within seconds.
+        let waiter = {
+            let other = other.clone();
+            let key = key.clone();
+            tokio::spawn(async move {
+                let options = LockOptions::new().wait(Duration::from_secs(10));
+                other.lock(key, options).await
+            })
+        };
+        let channel = stored(&key);
+        let subscribed = wait_until_async(Duration::from_secs(3), || {
+            server.cmd(&["PUBSUB", "NUMSUB", &channel]).ends_with("\n1")
+        })
+        .await;
+        assert!(subscribed, "{shown}: the waiter never subscribed");
+        let released = Instant::now();
+        guard.release().await.expect("release");
+        let again = waiter
+            .await
+            .expect("waiter task")
+            .unwrap_or_else(|err| panic!("{shown}: {err}\n{}", server.log()));
+        assert!(released.elapsed() < Duration::from_secs(3), "{shown}");
+        again.release().await.expect("release");
+        assert_eq!(server.cmd(&["EXISTS", &stored(&key)]), "0", "{shown}");
+    }
+}
+
+#[tokio::test]
+async fn odd_keys_are_held_exclusively_in_memory_too() {
+    let locks = LockManager::memory();
+    for key in odd_keys() {
+        let guard = locks
+            .lock(key.clone(), LockOptions::new())
+            .await
+            .expect("free");
+        let busy = locks
+            .lock(key.clone(), LockOptions::new())
+            .await
+            .expect_err("held");
+        assert!(busy.is_busy(), "{busy}");
+        assert_eq!(busy.key(), Some(key.as_str()));
+        guard.release().await.expect("release");
+        let again = locks.lock(key, LockOptions::new()).await.expect("free");
+        again.release().await.expect("release");
+    }
+}
+
+#[tokio::test]
+async fn an_empty_key_is_a_config_error_and_the_body_does_not_run() {
+    let server = RedisServer::start();
+    for locks in [LockManager::memory(), connect(&server).await] {
+        let (ran, err) = body_runs(&locks, "", LockOptions::new()).await;
+        assert!(matches!(err, LockError::Config(_)), "{err}");
+        assert!(!ran, "the body ran without a lock");
+    }
+    assert_eq!(server.cmd(&["DBSIZE"]), "0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_slower_than_the_request_timeout_fails_the_acquire_and_leaves_nothing() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let locks = LockManager::builder()
+        .url(proxy.url())
+        .request_timeout(ms(200))
+        .build()
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    // Each way takes 300 ms: an answer takes 600 ms, three times the request timeout.
+    proxy.set_delay(ms(300));
+    let (ran, err) = body_runs(&locks, "slow", LockOptions::new()).await;
+    let shown = err.to_string();
+    assert!(matches!(err, LockError::Backend { .. }), "{shown}");
+    assert!(shown.contains("`slow`"), "names the key: {shown}");
+    assert!(shown.contains("no answer"), "says why: {shown}");
+    assert!(!ran, "the body ran without a lock");
+
+    // The acquire reached the server after the client gave up on it; the lock it took is given
+    // back rather than left to block everyone for its 30 s lease.
+    proxy.set_delay(Duration::ZERO);
+    let gone = wait_until_async(Duration::from_secs(3), || {
+        server.cmd(&["EXISTS", &stored("slow")]) == "0"
+    })
+    .await;
+    assert!(gone, "the late lock was left behind\n{}", server.log());
+    let guard = locks
+        .lock("slow", LockOptions::new())
+        .await
+        .expect("free once the server is fast again");
+    guard.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transient_slowness_is_waited_out_within_the_wait_budget() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let locks = LockManager::builder()
+        .url(proxy.url())
+        .request_timeout(ms(200))
+        .build()
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    proxy.set_delay(ms(300));
+    let heal = async {
+        tokio::time::sleep(ms(700)).await;
+        proxy.set_delay(Duration::ZERO);
+    };
+    let options = LockOptions::new().wait(Duration::from_secs(5));
+    let (guard, ()) = tokio::join!(locks.lock("slowly", options), heal);
+    let guard = guard.unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    assert_eq!(
+        server.cmd(&["HGET", &stored("slowly"), "fence"]),
+        guard.fencing_token().to_string()
+    );
+    guard.release().await.expect("release");
+    assert_eq!(server.cmd(&["EXISTS", &stored("slowly")]), "0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_flushed_from_the_server_are_loaded_again() {
+    let server = RedisServer::start();
+    let locks = connect(&server).await;
+    let options = LockOptions::new().ttl(ms(300));
+    // Every script runs once, so the server knows all three before they are flushed.
+    let warm = locks.lock("warm", options).await.expect("free");
+    tokio::time::sleep(ms(150)).await;
+    assert!(warm.is_held(), "renewed");
+    warm.release().await.expect("release");
+
+    server.cmd(&["SCRIPT", "FLUSH"]);
+    let guard = locks
+        .lock("flushed", options)
+        .await
+        .unwrap_or_else(|err| panic!("acquire after a flush: {err}\n{}", server.log()));
+    server.cmd(&["SCRIPT", "FLUSH"]);
+    // Past the first lease: only renewals after the flush keep it.
+    tokio::time::sleep(ms(450)).await;
+    assert!(guard.is_held(), "renewal after a flush");
+    assert_eq!(server.cmd(&["EXISTS", &stored("flushed")]), "1");
+    server.cmd(&["SCRIPT", "FLUSH"]);
+    guard
+        .release()
+        .await
+        .unwrap_or_else(|err| panic!("release after a flush: {err}\n{}", server.log()));
+    assert_eq!(server.cmd(&["EXISTS", &stored("flushed")]), "0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_refused_for_lack_of_memory_fail_the_acquire_and_spare_held_locks() {
+    let server = RedisServer::start();
+    let locks = connect(&server).await;
+    let held = locks
+        .lock("held", LockOptions::new().ttl(ms(300)))
+        .await
+        .expect("free");
+    server.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    server.cmd(&["CONFIG", "SET", "maxmemory", "1"]);
+
+    let (ran, err) = body_runs(&locks, "oom", LockOptions::new()).await;
+    let shown = err.to_string();
+    assert!(matches!(err, LockError::Backend { .. }), "{shown}");
+    assert!(shown.contains("`oom`"), "names the key: {shown}");
+    assert!(shown.contains("OOM"), "says why: {shown}");
+    assert!(!ran, "the body ran without a lock");
+    assert_eq!(server.cmd(&["EXISTS", &stored("oom")]), "0");
+
+    // Renewing and releasing free memory or need none: a lock held before keeps working.
+    tokio::time::sleep(ms(450)).await;
+    assert!(held.is_held(), "renewed while memory is full");
+    held.release().await.expect("released while memory is full");
+    assert_eq!(server.cmd(&["EXISTS", &stored("held")]), "0");
+
+    server.cmd(&["CONFIG", "SET", "maxmemory", "0"]);
+    let guard = locks
+        .lock("oom", LockOptions::new())
+        .await
+        .expect("free once memory is back");
+    guard.release().await.expect("release");
+}
