@@ -183,6 +183,10 @@ proptest! {
 
     #[test]
     fn a_broken_scheme_never_shows_the_password(secret in url_with_password(BROKEN)) {
+        // `a:` + `//x` is `a://x`: a URL with a real scheme, whose password is not `//x`.
+        if secret.password.starts_with("//") {
+            return Ok(());
+        }
         let shown = redact(&secret.url);
         prop_assert!(!secret.leaked_in(&shown), "{:?} shown as {:?}", secret.url, shown);
         // The scheme itself is shown in "unsupported scheme" messages.
