@@ -206,7 +206,10 @@ proptest! {
     #[test]
     fn a_duration_must_start_with_a_number(unit in unit(), segments in segments()) {
         let text = format!("{unit}{}", concat(&segments));
-        prop_assume!(!text.starts_with('-'));
+        if text.starts_with('-') {
+            // A negative duration, reported as such.
+            return Ok(());
+        }
         prop_assert_eq!(parse_millis(&text), Err(DurationError::MissingNumber), "{:?}", text);
     }
 }
