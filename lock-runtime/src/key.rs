@@ -17,9 +17,16 @@ impl StoredKey {
                 "lock key is empty: name the resource the lock protects".into(),
             ));
         }
-        let mut lock = String::with_capacity(prefix.len() + key.len() + 2);
+        let mut lock = String::with_capacity(prefix.len() + key.len() + 3);
         lock.push_str(prefix);
         lock.push('{');
+        // A key starting with `}` would make the hash tag empty, and Redis Cluster would then
+        // hash the whole name: the lock and its fence counter could land in different slots.
+        // A leading `\` keeps the tag non-empty; keys starting with `\` get one too, so that no
+        // two keys share a name.
+        if key.starts_with(['}', '\\']) {
+            lock.push('\\');
+        }
         lock.push_str(key);
         lock.push('}');
         Ok(StoredKey { lock })
@@ -43,6 +50,15 @@ mod tests {
         let k = StoredKey::new("lock:", "order:42").expect("valid key");
         assert_eq!(k.lock, "lock:{order:42}");
         assert_eq!(k.fence(), "lock:{order:42}:fence");
+    }
+
+    #[test]
+    fn a_leading_brace_cannot_empty_the_hash_tag_and_names_stay_distinct() {
+        let brace = StoredKey::new("lock:", "}a").expect("valid key");
+        let slash = StoredKey::new("lock:", "\\}a").expect("valid key");
+        assert_eq!(brace.lock, "lock:{\\}a}");
+        assert_eq!(slash.lock, "lock:{\\\\}a}");
+        assert_ne!(brace.lock, slash.lock);
     }
 
     #[test]

@@ -22,8 +22,15 @@ async fn connect(server: &RedisServer) -> LockManager {
 }
 
 /// `lock:{<key>}`, the Redis key of the lock `key`.
+/// Where a lock lives: `lock:{<key>}`, with a `\\` before keys that start with `}` or `\\` (so
+/// that the hash tag is never empty).
 fn stored(key: &str) -> String {
-    format!("lock:{{{key}}}")
+    let escape = if key.starts_with(['}', '\\']) {
+        "\\"
+    } else {
+        ""
+    };
+    format!("lock:{{{escape}{key}}}")
 }
 
 /// Runs `key`'s locked section on `locks` and says whether the body ran.
@@ -91,6 +98,7 @@ fn odd_keys() -> Vec<String> {
         "}".into(),
         "{{{}}}".repeat(5),
         "}{".into(),
+        "\\}".into(),
         ":".into(),
         "a:b::c:".into(),
         "line\nbreak\r\n".into(),
