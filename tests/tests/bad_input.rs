@@ -21,9 +21,8 @@ async fn connect(server: &RedisServer) -> LockManager {
         .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()))
 }
 
-/// `lock:{<key>}`, the Redis key of the lock `key`.
-/// Where a lock lives: `lock:{<key>}`, with a `\\` before keys that start with `}` or `\\` (so
-/// that the hash tag is never empty).
+/// The Redis key of the lock `key`: `lock:{<key>}`, with a `\` before keys that start with `}`
+/// or `\` (so that the hash tag is never empty).
 fn stored(key: &str) -> String {
     let escape = if key.starts_with(['}', '\\']) {
         "\\"
