@@ -10,6 +10,7 @@ use futures_util::FutureExt;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::backend::cluster::ClusterBackend;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::{RedisBackend, RedisSettings};
 use crate::backend::{self, Acquire, Backend, Release};
@@ -492,6 +493,18 @@ impl LockManagerBuilder {
                     replica_acks: self.replica_acks,
                 };
                 let backend = RedisBackend::connect(settings, waiters.clone()).await?;
+                Ok(self.finish(Arc::new(backend), waiters))
+            }
+            "redis+cluster" | "rediss+cluster" => {
+                let waiters = Arc::new(Waiters::default());
+                let settings = RedisSettings {
+                    url: &url,
+                    app_name: self.app_name.as_deref().unwrap_or(""),
+                    request_timeout: self.request_timeout,
+                    fence_retention: self.fence_retention,
+                    replica_acks: self.replica_acks,
+                };
+                let backend = ClusterBackend::connect(settings, waiters.clone()).await?;
                 Ok(self.finish(Arc::new(backend), waiters))
             }
             other => Err(LockError::Config(format!(
