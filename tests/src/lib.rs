@@ -1,5 +1,6 @@
-//! Test harness for the integration suites: real `redis-server` processes on free loopback ports and
-//! a fault-injecting TCP proxy to put between a client and a server.
+//! Test harness for the integration suites: real `redis-server` processes on free loopback ports,
+//! the deployments a lock runs on built from them, and a fault-injecting TCP proxy to put between a
+//! client and a server.
 //!
 //! ```no_run
 //! use lock_tests::{FaultProxy, RedisServer};
@@ -13,17 +14,32 @@
 //! // connect the client under test to proxy.url() instead of server.url()
 //! ```
 //!
+//! The deployments:
+//!
+//! - [`RedisServer`]: one server.
+//! - [`Masters`]: independent servers, for Redlock.
+//! - [`RedisCluster`]: a Redis Cluster formed with `redis-cli --cluster create`, with failover on
+//!   demand.
+//!
+//! Every node of a deployment is a [`RedisServer`] of its own, so it can be killed, paused and
+//! resumed one at a time, and each deployment's `log()` gathers the logs of all its nodes.
+//!
 //! The servers never use port 6379, so a system Redis is neither needed nor touched. If
 //! `redis-server` is not installed, starting one panics with a line that says how to install it:
 //! tests never pass silently without a server.
 
+mod cluster;
+mod masters;
 mod port;
 mod proxy;
 pub mod resp;
 mod server;
 mod tempdir;
+mod topology;
 mod wait;
 
+pub use cluster::{RedisCluster, SLOT_COUNT, key_slot};
+pub use masters::Masters;
 pub use port::free_port;
 pub use proxy::FaultProxy;
 pub use resp::Reply;

@@ -3,7 +3,7 @@
 use std::fs::{self, OpenOptions};
 use std::io::{self, ErrorKind, Write};
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -34,6 +34,8 @@ const PROBE_TIMEOUT: Duration = Duration::from_millis(500);
 #[derive(Debug)]
 pub struct RedisServer {
     port: u16,
+    /// The config file given as the first argument, if any.
+    config: Option<PathBuf>,
     args: Vec<String>,
     password: Option<String>,
     dir: TempDir,
@@ -78,18 +80,46 @@ impl RedisServer {
     /// As [`start`](Self::start).
     pub fn start_with(args: &[&str]) -> Self {
         let args: Vec<String> = args.iter().map(|&arg| arg.to_owned()).collect();
-        let password = args
-            .windows(2)
-            .rev()
-            .find(|pair| pair[0] == "--requirepass")
-            .map(|pair| pair[1].clone());
+        Self::start_custom(None, |_| args.clone())
+    }
+
+    /// Starts a server whose first argument is a config file holding `config`, followed by the
+    /// harness's arguments and `args`, and waits until it answers. The file lives in the
+    /// server's own temp dir and stays writable: Sentinel (`args` = `&["--sentinel"]`) refuses
+    /// to run without a config file it can rewrite. Settings in `config` that the harness also
+    /// passes on the command line (port, bind, dir, save) are overridden.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start), or when the file cannot be written.
+    pub fn start_with_config(config: &str, args: &[&str]) -> Self {
+        let args: Vec<String> = args.iter().map(|&arg| arg.to_owned()).collect();
+        Self::start_custom(Some(config), |_| args.clone())
+    }
+
+    /// The general form of the constructors: `args_for_port` is called once per attempt with the
+    /// port about to be tried, for arguments that depend on it (a cluster node's config file
+    /// name, a second port of its own).
+    pub(crate) fn start_custom(
+        config: Option<&str>,
+        mut args_for_port: impl FnMut(u16) -> Vec<String>,
+    ) -> Self {
         let dir = TempDir::new("redis");
+        let config = config.map(|text| {
+            let path = dir.path().join("redis.conf");
+            fs::write(&path, text)
+                .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+            path
+        });
         for _ in 0..PORT_ATTEMPTS {
             let port = free_port();
-            match launch(&dir, port, &args, password.as_deref()) {
+            let args = args_for_port(port);
+            let password = password_in(&args);
+            match launch(&dir, port, config.as_deref(), &args, password.as_deref()) {
                 Ok(child) => {
                     return Self {
                         port,
+                        config,
                         args,
                         password,
                         dir,
@@ -214,7 +244,13 @@ impl RedisServer {
     pub fn restart(&self) {
         let mut process = self.process();
         stop(&mut process);
-        match launch(&self.dir, self.port, &self.args, self.password()) {
+        match launch(
+            &self.dir,
+            self.port,
+            self.config.as_deref(),
+            &self.args,
+            self.password(),
+        ) {
             Ok(child) => process.child = Some(child),
             Err(LaunchError::PortTaken) => panic!(
                 "cannot restart redis-server: port {} was taken while it was down\n{}",
@@ -258,10 +294,19 @@ impl Drop for RedisServer {
     }
 }
 
+/// The password of the last `--requirepass <password>` pair in `args`.
+fn password_in(args: &[String]) -> Option<String> {
+    args.windows(2)
+        .rev()
+        .find(|pair| pair[0] == "--requirepass")
+        .map(|pair| pair[1].clone())
+}
+
 /// Spawns a server on `port` and waits until it answers.
 fn launch(
     dir: &TempDir,
     port: u16,
+    config: Option<&Path>,
     args: &[String],
     password: Option<&str>,
 ) -> Result<Child, LaunchError> {
@@ -272,9 +317,10 @@ fn launch(
         .open(&log)
         .map_err(|e| LaunchError::Failed(format!("cannot open {}: {e}", log.display())))?;
     // Ignoring a failed marker write is fine: it only makes the log easier to read.
+    let config_arg = config.map_or(String::new(), |path| format!("{} ", path.display()));
     let _ = writeln!(
         log_file,
-        "=== lock-tests: redis-server --port {port} {args:?} ==="
+        "=== lock-tests: redis-server {config_arg}--port {port} {args:?} ==="
     );
     // Only this launch's part of the log tells whether the port was taken.
     let launch_start = log_file.metadata().map_or(0, |meta| meta.len());
@@ -282,7 +328,9 @@ fn launch(
         .try_clone()
         .map_err(|e| LaunchError::Failed(format!("cannot share {}: {e}", log.display())))?;
 
+    // redis-server takes a config file only as its first argument.
     let spawned = Command::new("redis-server")
+        .args(config)
         .args(["--port", &port.to_string()])
         .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
         .arg("--dir")
