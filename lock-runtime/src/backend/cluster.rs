@@ -437,8 +437,18 @@ async fn subscriber(
                 match command {
                     Subscription::Watch(channel, ack) => {
                         let answer = subscribe(&client, &mut conn, &channel).await;
-                        if answer.is_ok() {
-                            channels.insert(channel);
+                        match &answer {
+                            Ok(()) => {
+                                channels.insert(channel);
+                            }
+                            // The shard is unreachable or failing over: subscribe this key too
+                            // once it answers, and wake its waiters then.
+                            Err(err) if super::is_transient(&BoxError::from(err.clone())) => {
+                                channels.insert(channel);
+                                resubscribe_at.get_or_insert(tokio::time::Instant::now() + delay);
+                            }
+                            // Refused for this key alone (an ACL, say): it waits on its lease.
+                            Err(_) => {}
                         }
                         let _ = ack.send(answer);
                     }
