@@ -3,6 +3,8 @@
 -- KEYS[1]  the lock (see acquire.lua); its name is also the channel waiters subscribe to
 -- ARGV[1]  owner token
 -- ARGV[2]  milliseconds to keep the lock for hold_at_least (0: delete it now)
+-- ARGV[3]  optional: "sharded" announces the release with SPUBLISH (Redis Cluster 7+, where the
+--          channel lives in the lock's own slot); absent: PUBLISH
 --
 -- Returns  1   released (deleted and published, or handed to expiry for hold_at_least)
 --          0   not ours: held under another token or the key holds other data; left untouched
@@ -14,15 +16,26 @@ if owner ~= ARGV[1] then
   end
   return -1
 end
+-- Tells waiters to look again.
+local function announce()
+  if ARGV[3] == 'sharded' then
+    -- pcall: a cluster older than 7.0 has no SPUBLISH; its waiters fall back to lease expiry,
+    -- and the release itself must still succeed.
+    redis.pcall('SPUBLISH', KEYS[1], '')
+  else
+    redis.call('PUBLISH', KEYS[1], '')
+  end
+end
+
 local keep = tonumber(ARGV[2])
 if keep > 0 then
   -- Nobody owns it any more (renewal and release stop matching), but it stays busy until it expires.
   redis.call('HSET', KEYS[1], 'token', '')
   redis.call('PEXPIRE', KEYS[1], keep)
   -- Waiters look again and learn the shorter remaining lease.
-  redis.call('PUBLISH', KEYS[1], '')
+  announce()
   return 1
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', KEYS[1], '')
+announce()
 return 1

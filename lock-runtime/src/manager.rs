@@ -10,6 +10,7 @@ use futures_util::FutureExt;
 use tokio::time::Instant;
 use tracing::Instrument;
 
+use crate::backend::cluster::ClusterBackend;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::{RedisBackend, RedisSettings};
 use crate::backend::redlock::RedlockBackend;
@@ -577,9 +578,15 @@ impl LockManagerBuilder {
                 let backend = RedlockBackend::connect(settings, waiters.clone()).await?;
                 Ok(self.finish(Arc::new(backend), waiters))
             }
+            "redis+cluster" | "rediss+cluster" => {
+                let waiters = Arc::new(Waiters::default());
+                let settings = self.redis_settings(&url);
+                let backend = ClusterBackend::connect(settings, waiters.clone()).await?;
+                Ok(self.finish(Arc::new(backend), waiters))
+            }
             other => Err(LockError::Config(format!(
                 "unsupported lock URL scheme `{other}` in `{}`: use redis://, rediss://, \
-                 redis+unix://, redis+sentinel://, redlock:// or memory://",
+                 redis+unix://, redis+cluster://, redis+sentinel://, redlock:// or memory://",
                 url::redact(&url)
             ))),
         }

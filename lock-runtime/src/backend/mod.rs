@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::BoxError;
 use crate::key::StoredKey;
 
+pub(crate) mod cluster;
 pub(crate) mod memory;
 pub(crate) mod redis;
 pub(crate) mod redlock;

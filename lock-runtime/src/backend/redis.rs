@@ -18,11 +18,11 @@ use crate::key::StoredKey;
 use crate::waiters::Waiters;
 use crate::{BoxError, LockError, url};
 
-static ACQUIRE: LazyLock<Script> =
+pub(super) static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../scripts/acquire.lua")));
-static RENEW: LazyLock<Script> =
+pub(super) static RENEW: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../scripts/renew.lua")));
-static RELEASE: LazyLock<Script> =
+pub(super) static RELEASE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../scripts/release.lua")));
 
 /// What the Redis backend needs from the manager builder.
@@ -119,14 +119,14 @@ impl RedisBackend {
 }
 
 #[cfg(feature = "tls")]
-fn enable_tls(_url: &str) -> Result<(), LockError> {
+pub(super) fn enable_tls(_url: &str) -> Result<(), LockError> {
     // The first provider installed in the process wins; one installed by the application stays.
     let _ = rustls::crypto::ring::default_provider().install_default();
     Ok(())
 }
 
 #[cfg(not(feature = "tls"))]
-fn enable_tls(url: &str) -> Result<(), LockError> {
+pub(super) fn enable_tls(url: &str) -> Result<(), LockError> {
     Err(LockError::Config(format!(
         "`{}` needs TLS: enable the `tls` feature of lock-runtime",
         url::redact(url)
@@ -134,7 +134,7 @@ fn enable_tls(url: &str) -> Result<(), LockError> {
 }
 
 /// Milliseconds for Redis, rounded up so a sub-millisecond remainder never becomes "no expiry".
-fn millis(duration: Duration) -> u64 {
+pub(super) fn millis(duration: Duration) -> u64 {
     let ms = duration.as_millis();
     let rounded = if duration.subsec_nanos().is_multiple_of(1_000_000) {
         ms
@@ -145,20 +145,20 @@ fn millis(duration: Duration) -> u64 {
 }
 
 /// A Redis error as text, with the server's own message but never the URL or credentials.
-fn describe_error(err: &RedisError) -> String {
+pub(super) fn describe_error(err: &RedisError) -> String {
     err.to_string()
 }
 
-fn is_noscript(err: &RedisError) -> bool {
+pub(super) fn is_noscript(err: &RedisError) -> bool {
     err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
 
 /// Sends a pipeline that calls `script`; if the server does not know the script (a restart, a
 /// failover, SCRIPT FLUSH), loads it and sends the pipeline once more.
-async fn query_loading<T: FromRedisValue>(
+pub(super) async fn query_loading<T: FromRedisValue>(
     pipe: &Pipeline,
     script: &Script,
-    conn: &mut ConnectionManager,
+    conn: &mut impl redis::aio::ConnectionLike,
 ) -> RedisResult<T> {
     match pipe.query_async(conn).await {
         Err(err) if is_noscript(&err) => {

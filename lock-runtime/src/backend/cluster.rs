@@ -1,0 +1,641 @@
+//! Redis Cluster: the same scripts as on one server, each sent to the master serving the lock's
+//! slot, renewals grouped by slot, and release notifications over sharded pub/sub (SPUBLISH /
+//! SSUBSCRIBE, Redis 7+), whose channel is the lock key itself and so lives in the lock's slot.
+//!
+//! Two cluster connections: one for the scripts, and one RESP3 connection that carries only the
+//! subscriptions, opened when the first waiter needs it. Keeping them apart matters: a node that
+//! loses a slot tells its subscribers with an unrequested `sunsubscribe` push, and on a connection
+//! shared with commands that push could be taken for the answer to a command in flight.
+//!
+//! The cluster client follows MOVED and ASK, waits out TRYAGAIN, CLUSTERDOWN and MASTERDOWN within
+//! the request timeout, and resubscribes tracked channels itself when it reconnects a node or
+//! refreshes its slot map. It does not refresh the slot map of the subscription connection unless a
+//! request on it fails, and it forgets a channel the server unsubscribed it from, so the subscriber
+//! here resubscribes on its own after every disconnection and every unrequested `sunsubscribe`,
+//! and wakes all waiters then: releases in between went unheard. The lease's PTTL stays the
+//! safety net for anything missed.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future;
+use redis::aio::ConnectionLike;
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
+use redis::{
+    Cmd, ErrorKind, Pipeline, ProtocolVersion, PushInfo, PushKind, RedisError, RedisFuture,
+    RedisResult, ServerErrorKind, Value,
+};
+use tokio::sync::{mpsc, oneshot};
+
+use super::redis::{
+    ACQUIRE, RELEASE, RENEW, RedisSettings, describe_error, enable_tls, is_noscript, millis,
+    query_loading,
+};
+use super::{Acquire, Backend, BoxFuture, Release, Renewal};
+use crate::key::StoredKey;
+use crate::waiters::Waiters;
+use crate::{BoxError, LockError, url};
+
+/// Passed to the release script so that it announces with SPUBLISH.
+const SHARDED: &str = "sharded";
+
+/// First and longest pause before resubscribing after a lost node or a moved slot.
+const MIN_RESUBSCRIBE_DELAY: Duration = Duration::from_millis(50);
+const MAX_RESUBSCRIBE_DELAY: Duration = Duration::from_secs(2);
+
+pub(crate) struct ClusterBackend {
+    conn: ClusterConnection,
+    server: String,
+    describe: String,
+    host: String,
+    pid: String,
+    app: String,
+    fence_retention_ms: u64,
+    replica_acks: Option<(u32, Duration)>,
+    subscriptions: mpsc::UnboundedSender<Subscription>,
+}
+
+enum Subscription {
+    Watch(String, oneshot::Sender<Result<(), RedisError>>),
+    Unwatch(String),
+}
+
+/// The seed nodes of a `redis+cluster://` or `rediss+cluster://` URL.
+#[derive(Debug, PartialEq, Eq)]
+struct Seeds {
+    /// One `redis://` (or `rediss://`) URL per seed, with the credentials, path and query of the
+    /// cluster URL: what the cluster client connects with. Never shown.
+    urls: Vec<String>,
+    /// `h1:p1,h2:p2`: how the cluster is named in messages.
+    shown: String,
+    tls: bool,
+}
+
+/// Reads `redis+cluster://[user:password@]h1:p1,h2:p2,...[/db][?query]`. A seed without a port
+/// gets 6379. Errors show the URL with its password hidden.
+fn parse_seeds(cluster_url: &str) -> Result<Seeds, LockError> {
+    let invalid = |why: &str| {
+        LockError::Config(format!(
+            "`{}` is not a cluster URL: {why}",
+            url::redact(cluster_url)
+        ))
+    };
+    let (scheme, rest) = cluster_url
+        .split_once("://")
+        .ok_or_else(|| invalid("expected redis+cluster://host:port,host:port"))?;
+    let (node_scheme, tls) = match scheme {
+        "redis+cluster" => ("redis", false),
+        "rediss+cluster" => ("rediss", true),
+        _ => {
+            return Err(invalid(
+                "the scheme must be redis+cluster or rediss+cluster",
+            ));
+        }
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let (userinfo, hosts) = match authority.rsplit_once('@') {
+        Some((userinfo, hosts)) => (Some(userinfo), hosts),
+        None => (None, authority),
+    };
+    let mut urls = Vec::new();
+    let mut shown = Vec::new();
+    for host in hosts.split(',') {
+        let host = host.trim();
+        if host.is_empty() {
+            return Err(invalid(
+                "a seed node is empty; list them as host:port,host:port",
+            ));
+        }
+        let has_port = match host.rsplit_once(':') {
+            // `[::1]` is an address without a port, `[::1]:7000` one with.
+            Some((before, _)) => !host.starts_with('[') || before.ends_with(']'),
+            None => false,
+        };
+        let host = if has_port {
+            host.to_owned()
+        } else {
+            format!("{host}:6379")
+        };
+        let credentials = userinfo.map_or(String::new(), |userinfo| format!("{userinfo}@"));
+        urls.push(format!("{node_scheme}://{credentials}{host}{tail}"));
+        shown.push(host);
+    }
+    Ok(Seeds {
+        urls,
+        shown: shown.join(","),
+        tls,
+    })
+}
+
+impl ClusterBackend {
+    pub(crate) async fn connect(
+        settings: RedisSettings<'_>,
+        waiters: Arc<Waiters>,
+    ) -> Result<Self, LockError> {
+        let seeds = parse_seeds(settings.url)?;
+        if seeds.tls {
+            enable_tls(settings.url)?;
+        }
+        let timeout = settings.request_timeout;
+        let commands_client = build_client(&seeds, settings.url, timeout, |builder| builder)?;
+        let (pushes, pushed) = mpsc::unbounded_channel();
+        let subscriber_client = build_client(&seeds, settings.url, timeout, |builder| {
+            builder
+                .use_protocol(ProtocolVersion::RESP3)
+                .push_sender(pushes)
+        })?;
+        let conn = commands_client
+            .get_async_connection()
+            .await
+            .map_err(|err| {
+                LockError::backend("connect", None, &seeds.shown, describe_error(&err))
+            })?;
+        let (subscriptions, commands) = mpsc::unbounded_channel();
+        tokio::spawn(subscriber(
+            subscriber_client,
+            commands,
+            pushed,
+            waiters,
+            seeds.shown.clone(),
+        ));
+        Ok(ClusterBackend {
+            conn,
+            describe: format!("redis cluster {}", seeds.shown),
+            server: seeds.shown,
+            host: gethostname::gethostname().to_string_lossy().into_owned(),
+            pid: std::process::id().to_string(),
+            app: settings.app_name.to_owned(),
+            fence_retention_ms: millis(settings.fence_retention),
+            replica_acks: settings.replica_acks,
+            subscriptions,
+        })
+    }
+
+    /// The script connection, with every request sent to the master serving `key`'s slot.
+    fn routed(&self, key: &str) -> SlotConnection {
+        SlotConnection {
+            conn: self.conn.clone(),
+            route: Route::with_key(key, SlotAddr::Master),
+        }
+    }
+}
+
+fn build_client(
+    seeds: &Seeds,
+    cluster_url: &str,
+    timeout: Duration,
+    configure: impl FnOnce(ClusterClientBuilder) -> ClusterClientBuilder,
+) -> Result<ClusterClient, LockError> {
+    let builder = ClusterClient::builder(seeds.urls.iter().map(String::as_str))
+        .connection_timeout(timeout)
+        .response_timeout(timeout);
+    configure(builder).build().map_err(|err| {
+        LockError::Config(format!(
+            "cannot use `{}`: {}",
+            url::redact(cluster_url),
+            describe_error(&err)
+        ))
+    })
+}
+
+/// The cluster connection with every request sent to the master serving one slot (following MOVED
+/// and ASK from there). Scripts go there anyway; what this changes is `SCRIPT LOAD`, which the
+/// cluster client would send to every node, failing while any one of them is down (a failover),
+/// and not necessarily reaching the node that answered NOSCRIPT.
+struct SlotConnection {
+    conn: ClusterConnection,
+    route: Route,
+}
+
+impl ConnectionLike for SlotConnection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(self.route));
+        Box::pin(self.conn.route_command(cmd.clone(), routing))
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        let routing = SingleNodeRoutingInfo::SpecificNode(self.route);
+        Box::pin(
+            self.conn
+                .route_pipeline(pipeline.clone(), offset, count, routing),
+        )
+    }
+
+    fn get_db(&self) -> i64 {
+        0
+    }
+}
+
+/// A NOSCRIPT that survived loading the script means the slot moved between the load and the
+/// retry (a failover in progress): say so as TRYAGAIN, which callers retry like any other
+/// transient cluster error.
+fn settle_noscript<T>(answer: RedisResult<T>) -> RedisResult<T> {
+    answer.map_err(|err| {
+        if is_noscript(&err) {
+            RedisError::from((
+                ErrorKind::Server(ServerErrorKind::TryAgain),
+                "the script was loaded but the node serving the slot changed",
+                describe_error(&err),
+            ))
+        } else {
+            err
+        }
+    })
+}
+
+impl Backend for ClusterBackend {
+    fn describe(&self) -> &str {
+        &self.describe
+    }
+
+    fn server(&self) -> &str {
+        &self.server
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        key: &'a StoredKey,
+        token: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<Acquire, BoxError>> {
+        Box::pin(async move {
+            let mut invocation = ACQUIRE.prepare_invoke();
+            // Both keys carry the same hash tag, so they share the slot the call is routed by.
+            invocation
+                .key(&key.lock)
+                .key(key.fence())
+                .arg(token)
+                .arg(millis(ttl))
+                .arg(&self.host)
+                .arg(&self.pid)
+                .arg(&self.app)
+                .arg(self.fence_retention_ms);
+            let mut conn = self.routed(&key.lock);
+            let (status, value): (i64, i64) = match self.replica_acks {
+                None => settle_noscript(invocation.invoke_async(&mut conn).await)?,
+                Some((replicas, timeout)) => {
+                    // WAIT cannot run inside a script; pipelined after it, on the same master,
+                    // it costs no extra round trip.
+                    let mut pipe = redis::pipe();
+                    pipe.invoke_script(&invocation)
+                        .cmd("WAIT")
+                        .arg(replicas)
+                        .arg(millis(timeout));
+                    let ((status, value), acked): ((i64, i64), u32) =
+                        settle_noscript(query_loading(&pipe, &ACQUIRE, &mut conn).await)?;
+                    if status == 1 && acked < replicas {
+                        let _: RedisResult<i64> = RELEASE
+                            .key(&key.lock)
+                            .arg(token)
+                            .arg(0)
+                            .arg(SHARDED)
+                            .invoke_async(&mut conn)
+                            .await;
+                        return Err(format!(
+                            "only {acked} of {replicas} replicas acknowledged the lock within \
+                             {timeout:?}; it was released again"
+                        )
+                        .into());
+                    }
+                    (status, value)
+                }
+            };
+            match status {
+                1 => Ok(Acquire::Acquired {
+                    fence: u64::try_from(value)?,
+                }),
+                0 => Ok(Acquire::Busy {
+                    remaining: u64::try_from(value).ok().map(Duration::from_millis),
+                }),
+                _ => Err(format!(
+                    "key `{}` holds data that is not a lock; it was left untouched",
+                    key.lock.escape_debug()
+                )
+                .into()),
+            }
+        })
+    }
+
+    fn renew<'a>(&'a self, batch: &'a [Renewal]) -> BoxFuture<'a, Result<Vec<bool>, BoxError>> {
+        Box::pin(async move {
+            // One pipeline per slot, all in flight at once: a pipeline must not span slots (a
+            // redirect moves it whole), and requests to one node share its multiplexed
+            // connection, so the groups of a node still travel together.
+            let mut groups: HashMap<Slot, Vec<usize>> = HashMap::new();
+            for (i, renewal) in batch.iter().enumerate() {
+                groups
+                    .entry(Slot::for_key(&renewal.key))
+                    .or_default()
+                    .push(i);
+            }
+            let sent = groups.into_values().map(|indices| async move {
+                let mut pipe = redis::pipe();
+                for &i in &indices {
+                    let renewal = &batch[i];
+                    pipe.invoke_script(
+                        RENEW
+                            .key(&renewal.key)
+                            .arg(&renewal.token)
+                            .arg(millis(renewal.ttl)),
+                    );
+                }
+                let mut conn = self.routed(&batch[indices[0]].key);
+                let answers: Vec<i64> =
+                    settle_noscript(query_loading(&pipe, &RENEW, &mut conn).await)?;
+                if answers.len() != indices.len() {
+                    return Err(RedisError::from((
+                        ErrorKind::UnexpectedReturnType,
+                        "renewal pipeline answered with the wrong number of results",
+                    )));
+                }
+                Ok((indices, answers))
+            });
+            let mut renewed = vec![false; batch.len()];
+            for (indices, answers) in future::try_join_all(sent).await? {
+                for (i, answer) in indices.into_iter().zip(answers) {
+                    renewed[i] = answer == 1;
+                }
+            }
+            Ok(renewed)
+        })
+    }
+
+    fn release<'a>(
+        &'a self,
+        key: &'a StoredKey,
+        token: &'a str,
+        keep: Duration,
+    ) -> BoxFuture<'a, Result<Release, BoxError>> {
+        Box::pin(async move {
+            let keep_ms = if keep.is_zero() { 0 } else { millis(keep) };
+            let mut conn = self.routed(&key.lock);
+            let answer: i64 = settle_noscript(
+                RELEASE
+                    .key(&key.lock)
+                    .arg(token)
+                    .arg(keep_ms)
+                    .arg(SHARDED)
+                    .invoke_async(&mut conn)
+                    .await,
+            )?;
+            Ok(match answer {
+                1 => Release::Released,
+                0 => Release::NotOwner,
+                _ => Release::Gone,
+            })
+        })
+    }
+
+    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
+        Box::pin(async move {
+            let (ack, acked) = oneshot::channel();
+            self.subscriptions
+                .send(Subscription::Watch(key.to_owned(), ack))
+                .map_err(|_| "the subscription task has stopped")?;
+            acked
+                .await
+                .map_err(|_| "the subscription task has stopped")??;
+            Ok(())
+        })
+    }
+
+    fn unwatch(&self, key: &str) {
+        let _ = self
+            .subscriptions
+            .send(Subscription::Unwatch(key.to_owned()));
+    }
+}
+
+/// Owns the subscription connection: subscribes and unsubscribes in the order asked, hands each
+/// release message to one waiter, and when a node connection drops or the server drops a channel
+/// (its slot moved), wakes every waiter and subscribes again to every watched channel, routed by
+/// the current slot map, until that succeeds. Ends with the backend.
+async fn subscriber(
+    client: ClusterClient,
+    mut commands: mpsc::UnboundedReceiver<Subscription>,
+    mut pushes: mpsc::UnboundedReceiver<PushInfo>,
+    waiters: Arc<Waiters>,
+    server: String,
+) {
+    let mut channels: HashSet<String> = HashSet::new();
+    let mut conn: Option<ClusterConnection> = None;
+    let mut resubscribe_at: Option<tokio::time::Instant> = None;
+    let mut delay = MIN_RESUBSCRIBE_DELAY;
+    loop {
+        tokio::select! {
+            command = commands.recv() => {
+                let Some(command) = command else { return };
+                match command {
+                    Subscription::Watch(channel, ack) => {
+                        let answer = subscribe(&client, &mut conn, &channel).await;
+                        match &answer {
+                            Ok(()) => {
+                                channels.insert(channel);
+                            }
+                            // The shard is unreachable or failing over: subscribe this key too
+                            // once it answers, and wake its waiters then.
+                            Err(err) if super::is_transient(&BoxError::from(err.clone())) => {
+                                channels.insert(channel);
+                                resubscribe_at.get_or_insert(tokio::time::Instant::now() + delay);
+                            }
+                            // Refused for this key alone (an ACL, say): it waits on its lease.
+                            Err(_) => {}
+                        }
+                        let _ = ack.send(answer);
+                    }
+                    Subscription::Unwatch(channel) => {
+                        if channels.remove(&channel)
+                            && let Some(conn) = conn.as_mut()
+                        {
+                            let _ = conn.sunsubscribe(&channel).await;
+                        }
+                    }
+                }
+            }
+            Some(push) = pushes.recv() => match push.kind {
+                PushKind::SMessage => {
+                    if let Some(channel) = channel_of(&push) {
+                        waiters.wake_one(&channel);
+                    }
+                }
+                PushKind::Disconnection => {
+                    tracing::debug!(server, "a subscription connection dropped; resubscribing");
+                    waiters.wake_all();
+                    if !channels.is_empty() && resubscribe_at.is_none() {
+                        resubscribe_at = Some(tokio::time::Instant::now() + delay);
+                    }
+                }
+                // Unrequested: the node no longer serves the channel's slot.
+                PushKind::SUnsubscribe
+                    if channel_of(&push).is_some_and(|channel| channels.contains(&channel)) =>
+                {
+                    tracing::debug!(server, "a subscribed slot moved; resubscribing");
+                    waiters.wake_all();
+                    if resubscribe_at.is_none() {
+                        resubscribe_at = Some(tokio::time::Instant::now() + delay);
+                    }
+                }
+                _ => {}
+            },
+            () = sleep_until(resubscribe_at), if resubscribe_at.is_some() => {
+                resubscribe_at = None;
+                if channels.is_empty() {
+                    continue;
+                }
+                match resubscribe(&client, &mut conn, &channels).await {
+                    Ok(()) => {
+                        delay = MIN_RESUBSCRIBE_DELAY;
+                        // Releases before the subscriptions were back went unheard.
+                        waiters.wake_all();
+                    }
+                    Err(err) => {
+                        tracing::warn!(server, error = %err, "cannot resubscribe to lock releases yet; waiters fall back to lease expiry meanwhile");
+                        delay = (delay * 2).min(MAX_RESUBSCRIBE_DELAY);
+                        resubscribe_at = Some(tokio::time::Instant::now() + delay);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The channel a pub/sub push is about: its first element.
+fn channel_of(push: &PushInfo) -> Option<String> {
+    match push.data.first() {
+        Some(Value::BulkString(bytes)) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        _ => None,
+    }
+}
+
+async fn connection<'a>(
+    client: &ClusterClient,
+    conn: &'a mut Option<ClusterConnection>,
+) -> RedisResult<&'a mut ClusterConnection> {
+    if conn.is_none() {
+        *conn = Some(client.get_async_connection().await?);
+    }
+    match conn.as_mut() {
+        Some(conn) => Ok(conn),
+        None => unreachable!("connected just above"),
+    }
+}
+
+/// Resolves once the node serving the channel's slot confirmed the subscription.
+async fn subscribe(
+    client: &ClusterClient,
+    conn: &mut Option<ClusterConnection>,
+    channel: &str,
+) -> RedisResult<()> {
+    connection(client, conn).await?.ssubscribe(channel).await
+}
+
+/// Subscribes again to every channel, all at once (SSUBSCRIBE is idempotent, and one command
+/// cannot span slots).
+async fn resubscribe(
+    client: &ClusterClient,
+    conn: &mut Option<ClusterConnection>,
+    channels: &HashSet<String>,
+) -> RedisResult<()> {
+    let conn = connection(client, conn).await?;
+    future::try_join_all(channels.iter().map(|channel| {
+        let mut conn = conn.clone();
+        async move { conn.ssubscribe(channel).await }
+    }))
+    .await?;
+    Ok(())
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seeds(url: &str) -> Seeds {
+        parse_seeds(url).unwrap_or_else(|err| panic!("{url}: {err}"))
+    }
+
+    #[test]
+    fn seeds_become_one_node_url_each_with_credentials_path_and_query() {
+        let parsed = seeds("redis+cluster://app:s3cret@10.0.0.1:7000,10.0.0.2:7001/?protocol=2");
+        assert_eq!(
+            parsed.urls,
+            [
+                "redis://app:s3cret@10.0.0.1:7000/?protocol=2",
+                "redis://app:s3cret@10.0.0.2:7001/?protocol=2",
+            ]
+        );
+        assert_eq!(parsed.shown, "10.0.0.1:7000,10.0.0.2:7001");
+        assert!(!parsed.tls);
+    }
+
+    #[test]
+    fn the_shown_seeds_never_carry_credentials() {
+        let parsed = seeds("redis+cluster://:s3cret@a:1,b:2");
+        assert!(!parsed.shown.contains("s3cret"), "{}", parsed.shown);
+        assert_eq!(parsed.shown, "a:1,b:2");
+    }
+
+    #[test]
+    fn a_seed_without_port_gets_the_default_one() {
+        let parsed = seeds("redis+cluster://a,b:7000,[::1],[::1]:7001");
+        assert_eq!(parsed.shown, "a:6379,b:7000,[::1]:6379,[::1]:7001");
+        assert_eq!(parsed.urls[0], "redis://a:6379");
+    }
+
+    #[test]
+    fn rediss_cluster_means_tls_on_every_node() {
+        let parsed = seeds("rediss+cluster://a:1,b:2");
+        assert!(parsed.tls);
+        assert_eq!(parsed.urls, ["rediss://a:1", "rediss://b:2"]);
+    }
+
+    #[test]
+    fn empty_seeds_are_config_errors_that_hide_the_password() {
+        for url in [
+            "redis+cluster://u:s3cret@",
+            "redis+cluster://u:s3cret@a:1,,b:2",
+            "redis+cluster://u:s3cret@a:1, /0",
+        ] {
+            match parse_seeds(url) {
+                Err(LockError::Config(message)) => {
+                    assert!(message.contains("seed node is empty"), "{message}");
+                    assert!(!message.contains("s3cret"), "{message}");
+                }
+                other => panic!("{url}: expected a config error, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn other_schemes_are_not_cluster_urls() {
+        assert!(matches!(
+            parse_seeds("redis://a:1"),
+            Err(LockError::Config(_))
+        ));
+    }
+
+    #[test]
+    fn a_noscript_that_survived_loading_is_reported_as_transient() {
+        let noscript = RedisError::from((
+            ErrorKind::Server(ServerErrorKind::NoScript),
+            "NOSCRIPT No matching script",
+        ));
+        let settled = settle_noscript::<()>(Err(noscript)).expect_err("still an error");
+        assert!(super::super::is_transient(&(Box::new(settled) as BoxError)));
+    }
+}

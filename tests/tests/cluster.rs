@@ -1,0 +1,678 @@
+//! Locks on a real Redis Cluster (`redis+cluster://`): the basic behaviour on slots spread over
+//! three masters, sharded release notifications, renewal batches that span every master, script
+//! reloads, and failover of the master that serves a held lock.
+//!
+//! The tests that leave the topology alone share one 3-master cluster (each with its own key
+//! prefix); a failover test forms its own cluster with one replica per master.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockError, LockGuard, LockManager, LockOptions, LostReason};
+use lock_tests::{RedisCluster, RedisServer, free_port, key_slot};
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// The 3-master cluster of the tests that do not change the topology: started by the first test
+/// that needs it, stopped when the last test using it is done.
+fn shared_cluster() -> Arc<RedisCluster> {
+    static SHARED: Mutex<Weak<RedisCluster>> = Mutex::new(Weak::new());
+    let mut shared = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(cluster) = shared.upgrade() {
+        return cluster;
+    }
+    let cluster = Arc::new(RedisCluster::start(3, 0));
+    *shared = Arc::downgrade(&cluster);
+    cluster
+}
+
+/// A manager on `cluster` whose keys start with `prefix`, so tests sharing a cluster never meet.
+async fn manager(cluster: &RedisCluster, prefix: &str) -> LockManager {
+    LockManager::builder()
+        .url(cluster.url())
+        .key_prefix(prefix)
+        .build()
+        .await
+        .unwrap_or_else(|err| panic!("connect: {err}\n{}", cluster.log()))
+}
+
+/// The shared cluster and a manager on it.
+async fn fixture(prefix: &str) -> (Arc<RedisCluster>, LockManager) {
+    let cluster = tokio::task::spawn_blocking(shared_cluster)
+        .await
+        .expect("cluster start");
+    let locks = manager(&cluster, prefix).await;
+    (cluster, locks)
+}
+
+/// The stored keys on `node` that start with `prefix` and are locks (not fence counters).
+fn lock_keys(node: &RedisServer, prefix: &str) -> Vec<String> {
+    let listed = node.cmd(&["KEYS", &format!("{prefix}*")]);
+    listed
+        .lines()
+        .filter(|key| !key.is_empty() && !key.ends_with(":fence") && *key != "(empty array)")
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_manager_names_its_backend_by_the_seed_nodes() {
+    let (cluster, locks) = fixture("describe:").await;
+    let seeds: Vec<String> = cluster
+        .nodes()
+        .iter()
+        .map(|node| node.addr().to_string())
+        .collect();
+    assert_eq!(
+        locks.backend(),
+        format!("redis cluster {}", seeds.join(","))
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreachable_seeds_fail_connect_naming_them_without_the_password() {
+    let (a, b) = (free_port(), free_port());
+    let url = format!("redis+cluster://app:s3cret@127.0.0.1:{a},127.0.0.1:{b}");
+    let err = LockManager::builder()
+        .url(url)
+        .request_timeout(ms(500))
+        .build()
+        .await
+        .expect_err("nothing listens there");
+    let shown = format!("{err} {err:?}");
+    assert!(matches!(err, LockError::Backend { .. }), "{shown}");
+    assert!(
+        shown.contains(&format!("127.0.0.1:{a},127.0.0.1:{b}")),
+        "{shown}"
+    );
+    assert!(!shown.contains("s3cret"), "{shown}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_cluster_urls_need_the_tls_feature_and_hide_the_password() {
+    let (a, b) = (free_port(), free_port());
+    let url = format!("rediss+cluster://app:s3cret@127.0.0.1:{a},127.0.0.1:{b}");
+    let err = LockManager::builder()
+        .url(url)
+        .request_timeout(ms(500))
+        .build()
+        .await
+        .expect_err("no TLS built in, or nothing listens there");
+    let shown = format!("{err} {err:?}");
+    match err {
+        // The workspace builds lock-runtime without its `tls` feature.
+        LockError::Config(_) => assert!(shown.contains("`tls` feature"), "{shown}"),
+        // With `--all-features`: TLS is there, the seeds are not.
+        LockError::Backend { .. } => assert!(shown.contains(&format!("{a}")), "{shown}"),
+        other => panic!("unexpected {other}"),
+    }
+    assert!(!shown.contains("s3cret"), "{shown}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_lock_is_busy_for_others_and_free_after_release() {
+    let (cluster, locks) = fixture("busy:").await;
+    let guard = locks.lock("k", LockOptions::new()).await.expect("free");
+    let err = locks
+        .lock("k", LockOptions::new())
+        .await
+        .expect_err("held by the guard");
+    assert!(err.is_busy(), "{err}\n{}", cluster.log());
+    guard.release().await.expect("release");
+    let again = locks
+        .lock("k", LockOptions::new())
+        .await
+        .expect("free again");
+    again.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_holds_between_tasks_with_strictly_rising_tokens() {
+    let (cluster, locks) = fixture("exclusion:").await;
+    let inside = Arc::new(AtomicU32::new(0));
+    let overlaps = Arc::new(AtomicU32::new(0));
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for _ in 0..6 {
+        let locks = locks.clone();
+        let inside = inside.clone();
+        let overlaps = overlaps.clone();
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            for _ in 0..15 {
+                let options = LockOptions::new().wait(Duration::from_secs(20));
+                let guard = locks.lock("shared", options).await?;
+                if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                    overlaps.fetch_add(1, Ordering::SeqCst);
+                }
+                // Recorded inside the section: the order of entries.
+                order
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .push(guard.fencing_token());
+                tokio::task::yield_now().await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                guard.release().await?;
+            }
+            Ok::<_, LockError>(())
+        }));
+    }
+    for task in tasks {
+        task.await
+            .expect("task")
+            .unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
+    }
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0, "{}", cluster.log());
+    let tokens = order.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    assert_eq!(tokens.len(), 90);
+    assert!(
+        tokens.windows(2).all(|pair| pair[0] < pair[1]),
+        "tokens do not rise in entry order: {tokens:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_is_woken_by_release_not_by_ttl() {
+    let (cluster, locks) = fixture("wake:").await;
+    let guard = locks.lock("wake", LockOptions::new()).await.expect("free");
+    let waiter_locks = locks.clone();
+    let waiter = tokio::spawn(async move {
+        let options = LockOptions::new().wait(Duration::from_secs(20));
+        let guard = waiter_locks.lock("wake", options).await?;
+        let entered = Instant::now();
+        guard.release().await?;
+        Ok::<_, LockError>(entered)
+    });
+    tokio::time::sleep(ms(300)).await;
+    let released = Instant::now();
+    guard.release().await.expect("release");
+    let entered = waiter
+        .await
+        .expect("task")
+        .unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
+    // The lease had 30 s left: entering within a second means the release woke the waiter.
+    let handover = entered.duration_since(released);
+    assert!(handover < Duration::from_secs(1), "{handover:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_keeps_a_one_second_lease_across_a_four_second_body() {
+    let (cluster, locks) = fixture("watchdog:").await;
+    let options = LockOptions::new().ttl(Duration::from_secs(1));
+    let guard = locks.lock("long-body", options).await.expect("free");
+    for _ in 0..8 {
+        tokio::time::sleep(ms(500)).await;
+        assert!(guard.is_held(), "{}", cluster.log());
+        let other = locks.lock("long-body", LockOptions::new()).await;
+        assert!(other.expect_err("still held").is_busy());
+    }
+    guard.release().await.expect("still ours after 4 s");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_deleted_from_outside_is_reported_as_lease_lost() {
+    let (cluster, locks) = fixture("deleted:").await;
+    let guard = locks
+        .lock("gone", LockOptions::new().ttl(ms(600)))
+        .await
+        .expect("free");
+    let stored = "deleted:{gone}";
+    let master = cluster.master_for_key(stored);
+    assert_eq!(master.cmd(&["DEL", stored]), "1", "{}", cluster.log());
+    let reason = tokio::time::timeout(Duration::from_secs(2), guard.lost())
+        .await
+        .expect("told at the next renewal");
+    assert_eq!(reason, LostReason::NotOwner);
+    let err = guard.release().await.expect_err("not ours any more");
+    assert!(err.is_lease_lost(), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_on_cancel_frees_the_lock_immediately() {
+    let (cluster, locks) = fixture("cancel:").await;
+    let holder_locks = locks.clone();
+    let holder = async move {
+        holder_locks
+            .run_locked("cancel".into(), LockOptions::new(), async {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                Ok::<_, LockError>(())
+            })
+            .await
+    };
+    assert!(tokio::time::timeout(ms(200), holder).await.is_err());
+    let started = Instant::now();
+    let guard = locks
+        .lock("cancel", LockOptions::new().wait(Duration::from_secs(5)))
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
+    // ttl is 30 s: only the release spawned by the cancellation frees it this fast.
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    guard.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_spread_over_every_master_are_held_renewed_and_released_together() {
+    let prefix = "spread:";
+    let (cluster, locks) = fixture(prefix).await;
+    let mut acquiring = Vec::new();
+    for i in 0..300 {
+        let locks = locks.clone();
+        acquiring.push(tokio::spawn(async move {
+            let options = LockOptions::new().ttl(Duration::from_secs(1));
+            locks.lock(format!("order:{i}"), options).await
+        }));
+    }
+    let mut guards = Vec::new();
+    for task in acquiring {
+        let guard = task
+            .await
+            .expect("task")
+            .unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
+        guards.push(guard);
+    }
+    let masters = cluster.masters();
+    let held: Vec<usize> = masters
+        .iter()
+        .map(|master| lock_keys(master, prefix).len())
+        .collect();
+    assert_eq!(held.iter().sum::<usize>(), 300, "{held:?}");
+    assert!(held.iter().all(|&n| n > 0), "not on every master: {held:?}");
+    let slots: HashSet<u16> = (0..300)
+        .map(|i| key_slot(format!("{prefix}{{order:{i}}}")))
+        .collect();
+    assert!(
+        slots.len() > 200,
+        "keys share too few slots: {}",
+        slots.len()
+    );
+
+    // A few locks vanish from outside: the renewal answers must reach exactly their holders,
+    // whatever slot group and position in it each renewal had.
+    let deleted: HashSet<String> = [13, 101, 202, 299]
+        .iter()
+        .map(|i| format!("order:{i}"))
+        .collect();
+    for key in &deleted {
+        let stored = format!("{prefix}{{{key}}}");
+        let master = cluster.master_for_key(&stored);
+        assert_eq!(master.cmd(&["DEL", &stored]), "1", "{}", cluster.log());
+    }
+
+    // Several renewal rounds at ttl / 3, each spanning every master.
+    tokio::time::sleep(ms(2500)).await;
+    let lost: HashSet<String> = guards
+        .iter()
+        .filter(|guard| !guard.is_held())
+        .map(|guard| guard.key().to_owned())
+        .collect();
+    assert_eq!(lost, deleted, "{}", cluster.log());
+    let busy = locks.lock("order:7", LockOptions::new()).await;
+    assert!(busy.expect_err("still held").is_busy());
+
+    let mut releasing = Vec::new();
+    for guard in guards {
+        let was_deleted = deleted.contains(guard.key());
+        releasing.push((was_deleted, tokio::spawn(guard.release())));
+    }
+    for (was_deleted, task) in releasing {
+        match task.await.expect("task") {
+            Ok(()) => assert!(!was_deleted, "released a lock that was deleted"),
+            Err(err) => assert!(was_deleted && err.is_lease_lost(), "{err}"),
+        }
+    }
+    for master in &masters {
+        let left = lock_keys(master, prefix);
+        assert!(
+            left.is_empty(),
+            "left behind on {}: {left:?}",
+            master.addr()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_flushed_from_a_master_are_loaded_again_on_it() {
+    let prefix = "flushed:";
+    let (cluster, locks) = fixture(prefix).await;
+    let stored = format!("{prefix}{{job}}");
+    let master = cluster.master_for_key(&stored);
+    let first = locks.lock("job", LockOptions::new()).await.expect("free");
+    first.release().await.expect("release");
+    assert_eq!(master.cmd(&["SCRIPT", "FLUSH"]), "OK", "{}", cluster.log());
+    let guard = locks
+        .lock("job", LockOptions::new().ttl(ms(300)))
+        .await
+        .unwrap_or_else(|err| panic!("acquire after SCRIPT FLUSH: {err}\n{}", cluster.log()));
+    assert_eq!(master.cmd(&["SCRIPT", "FLUSH"]), "OK", "{}", cluster.log());
+    // The renewal at ttl / 3 meets NOSCRIPT too.
+    tokio::time::sleep(ms(400)).await;
+    assert!(guard.is_held(), "{}", cluster.log());
+    assert_eq!(master.cmd(&["SCRIPT", "FLUSH"]), "OK", "{}", cluster.log());
+    guard
+        .release()
+        .await
+        .unwrap_or_else(|err| panic!("release after SCRIPT FLUSH: {err}\n{}", cluster.log()));
+    assert!(lock_keys(master, prefix).is_empty());
+}
+
+/// A cluster of 3 masters with one replica each, for a test of its own to fail over.
+async fn cluster_with_replicas() -> Arc<RedisCluster> {
+    let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 1))
+        .await
+        .expect("cluster start");
+    Arc::new(cluster)
+}
+
+/// A manager for a failover test. With `replica_acks`, each acquisition waits until one replica
+/// has it, so that the lock survives the failover of its master; only the first holder asks for
+/// that: once its master is gone the promoted replica has no replica of its own, and every
+/// acquisition that waits for one would fail.
+async fn failover_manager(cluster: &RedisCluster, replica_acks: bool) -> LockManager {
+    let builder = LockManager::builder()
+        .url(cluster.url())
+        .request_timeout(Duration::from_secs(1));
+    let builder = if replica_acks {
+        builder.wait_for_replicas(1, ms(500))
+    } else {
+        builder
+    };
+    builder
+        .build()
+        .await
+        .unwrap_or_else(|err| panic!("connect: {err}\n{}", cluster.log()))
+}
+
+/// Kills the master serving `stored` and returns once a replica has taken its slots.
+async fn kill_master_of(cluster: &Arc<RedisCluster>, stored: &str) {
+    let cluster = cluster.clone();
+    let stored = stored.to_owned();
+    tokio::task::spawn_blocking(move || {
+        let master = cluster.master_for_key(&stored);
+        cluster.kill_master_and_wait_failover(master);
+    })
+    .await
+    .expect("failover");
+}
+
+/// A lock held through a failover, and a second manager trying to take it meanwhile.
+struct Contested {
+    key: String,
+    first_token: u64,
+    guard: Arc<LockGuard>,
+    /// When and why the first holder was told its lease was lost.
+    told_lost: tokio::task::JoinHandle<(Instant, LostReason)>,
+    /// When the second acquirer's `lock` returned, and what it returned.
+    second: tokio::task::JoinHandle<(Instant, Result<LockGuard, LockError>)>,
+}
+
+impl Contested {
+    async fn start(first: &LockManager, second: &LockManager, key: &str, ttl: Duration) -> Self {
+        let guard = first
+            .lock(key, LockOptions::new().ttl(ttl))
+            .await
+            .unwrap_or_else(|err| panic!("{key}: {err}"));
+        let first_token = guard.fencing_token();
+        let guard = Arc::new(guard);
+        let watched = guard.clone();
+        let told_lost = tokio::spawn(async move {
+            let reason = watched.lost().await;
+            (Instant::now(), reason)
+        });
+        let (second, owned_key) = (second.clone(), key.to_owned());
+        let second = tokio::spawn(async move {
+            let options = LockOptions::new().wait(Duration::from_secs(25));
+            let guard = second.lock(owned_key, options).await;
+            (Instant::now(), guard)
+        });
+        Contested {
+            key: key.to_owned(),
+            first_token,
+            guard,
+            told_lost,
+            second,
+        }
+    }
+
+    /// After the failover: the first holder either still holds the lock (then the second has
+    /// not got it, and gets it once the first releases) or was told it lost it before the second
+    /// got it. Returns whether the first still held it.
+    async fn check_no_overlap(self, cluster: &RedisCluster) -> bool {
+        let key = &self.key;
+        let still_held = self.guard.is_held();
+        let first_done = if still_held {
+            assert!(
+                !self.second.is_finished(),
+                "{key}: the second acquirer finished while the first still held the lock\n{}",
+                cluster.log()
+            );
+            self.told_lost.abort();
+            let _ = self.told_lost.await;
+            let guard = Arc::try_unwrap(self.guard)
+                .unwrap_or_else(|_| unreachable!("the watcher has ended"));
+            let releasing = Instant::now();
+            guard.release().await.unwrap_or_else(|err| {
+                panic!(
+                    "{key}: held after failover, release: {err}\n{}",
+                    cluster.log()
+                )
+            });
+            releasing
+        } else {
+            let (told, reason) = self.told_lost.await.expect("watcher");
+            assert!(
+                matches!(reason, LostReason::Expired | LostReason::NotOwner),
+                "{key}: {reason}"
+            );
+            told
+        };
+        let (acquired, second) = self.second.await.expect("second acquirer");
+        let second = second.unwrap_or_else(|err| panic!("{key}: {err}\n{}", cluster.log()));
+        assert!(
+            first_done < acquired,
+            "{key}: the second holder got the lock before the first (held after failover: \
+             {still_held}) had released it or been told it lost it\n{}",
+            cluster.log()
+        );
+        assert!(second.fencing_token() > self.first_token, "{key}");
+        second.release().await.expect("release");
+        still_held
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failover_of_a_held_locks_master_never_lets_two_holders_overlap() {
+    let cluster = cluster_with_replicas().await;
+    let first = failover_manager(&cluster, true).await;
+    let second = failover_manager(&cluster, false).await;
+    // Two locks on one master: a lease that runs out during the failover, and one that outlives
+    // it and is renewed on the promoted replica.
+    let master_port = cluster.master_for_key("lock:{short-lease}").port();
+    let long_key = (0..)
+        .map(|i| format!("long-lease-{i}"))
+        .find(|key| cluster.master_for_key(format!("lock:{{{key}}}")).port() == master_port)
+        .expect("some key lands on every master");
+    let short = Contested::start(&first, &second, "short-lease", Duration::from_secs(2)).await;
+    let long = Contested::start(&first, &second, &long_key, Duration::from_secs(8)).await;
+
+    kill_master_of(&cluster, "lock:{short-lease}").await;
+    // Long enough for a renewal to reach the promoted replica, or for a lease to run out.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // Either outcome is correct for either lease (failover takes ~1.5 to 3 s); usually the short
+    // one runs out and the long one is kept.
+    let short_held = short.check_no_overlap(&cluster).await;
+    let long_held = long.check_no_overlap(&cluster).await;
+    eprintln!("held after failover: short lease {short_held}, long lease {long_held}");
+
+    // The promoted replica takes new locks, on its own slots and everywhere else.
+    let locks = failover_manager(&cluster, false).await;
+    for key in ["short-lease", "after-failover-1", "after-failover-2"] {
+        let guard = locks
+            .lock(key, LockOptions::new().wait(Duration::from_secs(5)))
+            .await
+            .unwrap_or_else(|err| panic!("{key}: {err}\n{}", cluster.log()));
+        guard.release().await.expect("release");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_is_woken_by_a_release_after_its_master_failed_over() {
+    let cluster = cluster_with_replicas().await;
+    let holder_locks = failover_manager(&cluster, true).await;
+    let waiter_locks = failover_manager(&cluster, false).await;
+    let guard = holder_locks
+        .lock("handover", LockOptions::new())
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
+    let waiter = tokio::spawn(async move {
+        let options = LockOptions::new().wait(Duration::from_secs(40));
+        let guard = waiter_locks.lock("handover", options).await?;
+        let entered = Instant::now();
+        guard.release().await?;
+        Ok::<_, LockError>(entered)
+    });
+    tokio::time::sleep(ms(300)).await;
+
+    kill_master_of(&cluster, "lock:{handover}").await;
+    // Long enough for the waiter to stop retrying the failed-over slot (each try is bounded by
+    // the 1 s request timeout) and sleep on its lease of about 30 s: from here only a release
+    // notification, reaching it through a subscription that followed the slot to the promoted
+    // replica, wakes it early.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let released = Instant::now();
+    guard
+        .release()
+        .await
+        .unwrap_or_else(|err| panic!("release after failover: {err}\n{}", cluster.log()));
+    let entered = waiter
+        .await
+        .expect("task")
+        .unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
+    // The lease had about 30 s left: only the release's notification wakes the waiter this fast.
+    let handover = entered.duration_since(released);
+    assert!(
+        handover < Duration::from_secs(2),
+        "{handover:?}\n{}",
+        cluster.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiter_is_woken_by_a_release_after_a_coordinated_failover_moved_its_slot() {
+    let cluster = cluster_with_replicas().await;
+    let holder_locks = failover_manager(&cluster, false).await;
+    let waiter_locks = failover_manager(&cluster, false).await;
+    let guard = holder_locks
+        .lock("moved", LockOptions::new())
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
+    let waiter = tokio::spawn(async move {
+        let options = LockOptions::new().wait(Duration::from_secs(40));
+        let guard = waiter_locks.lock("moved", options).await?;
+        let entered = Instant::now();
+        guard.release().await?;
+        Ok::<_, LockError>(entered)
+    });
+    tokio::time::sleep(ms(300)).await;
+
+    // The old master stays up as a replica: its subscribers are told the slot left it.
+    let failed_over = cluster.clone();
+    tokio::task::spawn_blocking(move || {
+        let master = failed_over.master_for_key("lock:{moved}");
+        failed_over.manual_failover(master);
+    })
+    .await
+    .expect("failover");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let released = Instant::now();
+    guard
+        .release()
+        .await
+        .unwrap_or_else(|err| panic!("release after failover: {err}\n{}", cluster.log()));
+    let entered = waiter
+        .await
+        .expect("task")
+        .unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
+    let handover = entered.duration_since(released);
+    assert!(
+        handover < Duration::from_secs(2),
+        "{handover:?}\n{}",
+        cluster.log()
+    );
+}
+
+/// The master `replica` replicates, by its own `ROLE` answer.
+fn master_of<'a>(cluster: &'a RedisCluster, replica: &RedisServer) -> &'a RedisServer {
+    let role = replica.cmd(&["ROLE"]);
+    let port: u16 = role
+        .lines()
+        .nth(2)
+        .and_then(|port| port.parse().ok())
+        .unwrap_or_else(|| panic!("not a replica: {role}"));
+    cluster
+        .nodes()
+        .iter()
+        .find(|node| node.port() == port)
+        .expect("a node of the cluster")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scripts_are_reloaded_on_the_slots_master_while_another_node_hangs() {
+    let cluster = cluster_with_replicas().await;
+    let stored = "lock:{reload}";
+    let master = cluster.master_for_key(stored);
+    let own_replicas: HashSet<u16> = cluster
+        .replicas_of(master)
+        .iter()
+        .map(|replica| replica.port())
+        .collect();
+    let elsewhere = cluster
+        .replicas()
+        .into_iter()
+        .find(|replica| !own_replicas.contains(&replica.port()))
+        .expect("a replica of another master");
+    // CLUSTER SLOTS lists a replica only once it has replicated something; the client must know
+    // the replica, or a command sent to every node would not wait for it.
+    let other_master = master_of(&cluster, elsewhere);
+    let written = (0..)
+        .map(|i| format!("warm-{i}"))
+        .find(|key| other_master.cmd(&["SET", key, "x"]) == "OK")
+        .is_some();
+    assert!(written);
+    let listed = lock_tests::wait_until(Duration::from_secs(10), || {
+        other_master
+            .cmd(&["CLUSTER", "SLOTS"])
+            .lines()
+            .any(|line| line == elsewhere.port().to_string())
+    });
+    assert!(
+        listed,
+        "{} never listed\n{}",
+        elsewhere.addr(),
+        cluster.log()
+    );
+
+    let locks = failover_manager(&cluster, false).await;
+    let warm = locks
+        .lock("reload", LockOptions::new())
+        .await
+        .expect("free");
+    warm.release().await.expect("release");
+
+    // A node that hangs stays in the client's slot map: loading the script on every node would
+    // wait for it and fail. Only the master serving the slot needs the script.
+    elsewhere.pause();
+    assert_eq!(master.cmd(&["SCRIPT", "FLUSH"]), "OK", "{}", cluster.log());
+    let acquired = locks.lock("reload", LockOptions::new()).await;
+    elsewhere.resume();
+    let guard = acquired.unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
+    guard.release().await.expect("release");
+}
