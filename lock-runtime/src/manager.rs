@@ -108,6 +108,7 @@ impl LockManager {
     /// | `redis://[user:password@]host[:port][/db]` | one Redis server |
     /// | `rediss://...` | one Redis server over TLS (feature `tls`) |
     /// | `redis+unix:///path/to/redis.sock` | one Redis server over a Unix socket |
+    /// | `redis+cluster://[user:password@]h1:p1,h2:p2,...` | Redis Cluster, from seed nodes |
     /// | `redis+sentinel://[user:password@]s1:p1,s2:p2/<master-name>[/db]` | the master that Sentinel names, followed across failovers |
     /// | `redlock://[user:password@]h1:p1,h2:p2,h3:p3[/db]` | Redlock over independent masters |
     /// | `redlocks://...` | the same over TLS (feature `tls`) |
