@@ -264,15 +264,16 @@ impl Shared {
                 };
                 entry.in_flight = false;
                 let next = match &answer {
-                    Ok(renewed) if renewed[i] => {
+                    Ok(renewed) if renewed[i] == Some(true) => {
                         entry.lost_at = sent + ttl - drift_margin(ttl);
                         if let Some(lease) = entry.lease.upgrade() {
                             lease.set_deadline(entry.lost_at);
                         }
                         Some(sent + entry.ttl / 3)
                     }
-                    Ok(_) => None,
-                    Err(_) => Some(now + (entry.ttl / 10).max(RETRY_FLOOR)),
+                    Ok(renewed) if renewed[i] == Some(false) => None,
+                    // No answer for this lease (its node or shard failed): try again soon.
+                    _ => Some(now + (entry.ttl / 10).max(RETRY_FLOOR)),
                 };
                 match next {
                     Some(next) => {

@@ -325,7 +325,10 @@ impl Backend for ClusterBackend {
         })
     }
 
-    fn renew<'a>(&'a self, batch: &'a [Renewal]) -> BoxFuture<'a, Result<Vec<bool>, BoxError>> {
+    fn renew<'a>(
+        &'a self,
+        batch: &'a [Renewal],
+    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, BoxError>> {
         Box::pin(async move {
             // One pipeline per slot, all in flight at once: a pipeline must not span slots (a
             // redirect moves it whole), and requests to one node share its multiplexed
@@ -359,13 +362,23 @@ impl Backend for ClusterBackend {
                 }
                 Ok((indices, answers))
             });
-            let mut renewed = vec![false; batch.len()];
-            for (indices, answers) in future::try_join_all(sent).await? {
-                for (i, answer) in indices.into_iter().zip(answers) {
-                    renewed[i] = answer == 1;
+            // A shard in failover leaves its leases unanswered; the others are booked.
+            let mut renewed = vec![None; batch.len()];
+            let mut failure = None;
+            for group in future::join_all(sent).await {
+                match group {
+                    Ok((indices, answers)) => {
+                        for (i, answer) in indices.into_iter().zip(answers) {
+                            renewed[i] = Some(answer == 1);
+                        }
+                    }
+                    Err(err) => failure = Some(err),
                 }
             }
-            Ok(renewed)
+            match failure {
+                Some(err) if renewed.iter().all(Option::is_none) => Err(err.into()),
+                _ => Ok(renewed),
+            }
         })
     }
 

@@ -114,7 +114,10 @@ impl Backend for MemoryBackend {
         ready(Ok(Acquire::Acquired { fence }))
     }
 
-    fn renew<'a>(&'a self, batch: &'a [Renewal]) -> BoxFuture<'a, Result<Vec<bool>, BoxError>> {
+    fn renew<'a>(
+        &'a self,
+        batch: &'a [Renewal],
+    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, BoxError>> {
         let now = Instant::now();
         let mut state = self.state();
         let renewed = batch
@@ -122,9 +125,9 @@ impl Backend for MemoryBackend {
             .map(|renewal| match state.live(&renewal.key, now) {
                 Some(entry) if entry.token == renewal.token => {
                     entry.expires = now + renewal.ttl;
-                    true
+                    Some(true)
                 }
-                _ => false,
+                _ => Some(false),
             })
             .collect();
         ready(Ok(renewed))

@@ -83,8 +83,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Acquire, BoxError>>;
 
-    /// One round trip for the whole batch: per lease, `true` if renewed, `false` if not ours.
-    fn renew<'a>(&'a self, batch: &'a [Renewal]) -> BoxFuture<'a, Result<Vec<bool>, BoxError>>;
+    /// One round trip for the whole batch (per node or slot where the deployment has several):
+    /// per lease, `Some(true)` if renewed, `Some(false)` if not ours, `None` if its part of the
+    /// batch got no answer (the lease is tried again; the others are not held back by it).
+    fn renew<'a>(
+        &'a self,
+        batch: &'a [Renewal],
+    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, BoxError>>;
 
     /// One round trip: release the lock if `token` owns it; with `keep > 0` leave it to expire then.
     fn release<'a>(

@@ -239,7 +239,10 @@ impl Backend for RedisBackend {
         })
     }
 
-    fn renew<'a>(&'a self, batch: &'a [Renewal]) -> BoxFuture<'a, Result<Vec<bool>, BoxError>> {
+    fn renew<'a>(
+        &'a self,
+        batch: &'a [Renewal],
+    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, BoxError>> {
         Box::pin(async move {
             let invocations: Vec<_> = batch
                 .iter()
@@ -258,7 +261,10 @@ impl Backend for RedisBackend {
             }
             let mut conn = self.conn.clone();
             let answers: Vec<i64> = query_loading(&pipe, &RENEW, &mut conn).await?;
-            Ok(answers.into_iter().map(|answer| answer == 1).collect())
+            Ok(answers
+                .into_iter()
+                .map(|answer| Some(answer == 1))
+                .collect())
         })
     }
 

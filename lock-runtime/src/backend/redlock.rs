@@ -244,7 +244,10 @@ impl Backend for RedlockBackend {
         })
     }
 
-    fn renew<'a>(&'a self, batch: &'a [Renewal]) -> BoxFuture<'a, Result<Vec<bool>, BoxError>> {
+    fn renew<'a>(
+        &'a self,
+        batch: &'a [Renewal],
+    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, BoxError>> {
         Box::pin(async move {
             let shortest = batch.iter().map(|r| r.ttl).min().unwrap_or_default();
             let answers = self
@@ -254,15 +257,23 @@ impl Backend for RedlockBackend {
             if answered < self.quorum {
                 return Err(self.too_few(answered, answers));
             }
+            let unanswered = self.nodes.len() - answered;
             let renewed = (0..batch.len())
                 .map(|i| {
                     let granted = answers
                         .iter()
-                        .filter(
-                            |answer| matches!(answer, Ok(renewed) if renewed.get(i) == Some(&true)),
-                        )
+                        .filter(|answer| {
+                            matches!(answer, Ok(renewed) if renewed.get(i) == Some(&Some(true)))
+                        })
                         .count();
-                    granted >= self.quorum
+                    if granted >= self.quorum {
+                        Some(true)
+                    } else if granted + unanswered < self.quorum {
+                        // Even the masters that did not answer could not make a majority.
+                        Some(false)
+                    } else {
+                        None
+                    }
                 })
                 .collect();
             Ok(renewed)

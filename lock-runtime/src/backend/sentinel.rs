@@ -272,7 +272,10 @@ impl Backend for SentinelBackend {
         }))
     }
 
-    fn renew<'a>(&'a self, batch: &'a [Renewal]) -> BoxFuture<'a, Result<Vec<bool>, BoxError>> {
+    fn renew<'a>(
+        &'a self,
+        batch: &'a [Renewal],
+    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, BoxError>> {
         Box::pin(self.on_master(move |master| Box::pin(async move { master.renew(batch).await })))
     }
 
