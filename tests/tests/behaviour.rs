@@ -1,18 +1,20 @@
 //! The behaviour every backend must have, run on memory://, on a real redis-server, on
-//! a master behind Sentinel, and on Redlock over three independent redis-servers.
+//! a master behind Sentinel, on a three-master Redis Cluster, and on Redlock over three
+//! independent redis-servers.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use lock_runtime::{LockError, LockManager, LockOptions, LostReason, OnLeaseLost};
-use lock_tests::{RedisServer, SentinelSetup};
+use lock_tests::{RedisCluster, RedisServer, SentinelSetup};
 
 /// A manager and, for Redis, the servers behind it (kept alive for the test).
 struct Fixture {
     locks: LockManager,
     servers: Vec<RedisServer>,
     sentinel: Option<SentinelSetup>,
+    cluster: Option<RedisCluster>,
 }
 
 impl Fixture {
@@ -21,6 +23,7 @@ impl Fixture {
             locks: LockManager::memory(),
             servers: Vec::new(),
             sentinel: None,
+            cluster: None,
         }
     }
 
@@ -33,6 +36,7 @@ impl Fixture {
             locks,
             servers: vec![server],
             sentinel: None,
+            cluster: None,
         }
     }
 
@@ -46,6 +50,21 @@ impl Fixture {
             locks,
             servers: Vec::new(),
             sentinel: Some(setup),
+            cluster: None,
+        }
+    }
+
+    /// A Redis Cluster of three masters.
+    async fn cluster() -> Fixture {
+        let cluster = RedisCluster::start(3, 0);
+        let locks = LockManager::connect(&cluster.url())
+            .await
+            .unwrap_or_else(|err| panic!("connect: {err}\n{}", cluster.log()));
+        Fixture {
+            locks,
+            servers: Vec::new(),
+            sentinel: None,
+            cluster: Some(cluster),
         }
     }
 
@@ -61,6 +80,7 @@ impl Fixture {
             locks,
             servers,
             sentinel: None,
+            cluster: None,
         }
     }
 
@@ -100,6 +120,14 @@ macro_rules! on_every_backend {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
                     super::$name(super::Fixture::sentinel().await).await
+                }
+            )*
+        }
+        mod cluster {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Fixture::cluster().await).await
                 }
             )*
         }
