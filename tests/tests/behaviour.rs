@@ -88,6 +88,7 @@ impl Fixture {
         let servers = self.servers.iter().map(RedisServer::log);
         servers
             .chain(self.sentinel.as_ref().map(SentinelSetup::log))
+            .chain(self.cluster.as_ref().map(RedisCluster::log))
             .collect()
     }
 }
