@@ -458,6 +458,11 @@ impl Drop for Waiting {
     }
 }
 
+fn host_list<I: IntoIterator<Item = S>, S: AsRef<str>>(hosts: I) -> String {
+    let hosts: Vec<String> = hosts.into_iter().map(|h| h.as_ref().to_owned()).collect();
+    hosts.join(",")
+}
+
 /// Settings for a [`LockManager`]. Start with [`LockManager::builder`].
 #[derive(Clone)]
 pub struct LockManagerBuilder {
@@ -500,6 +505,32 @@ impl LockManagerBuilder {
     pub fn url(mut self, url: impl Into<String>) -> Self {
         self.url = Some(url.into());
         self
+    }
+
+    /// Redis Cluster from seed nodes given as `host:port`; the same as the URL
+    /// `redis+cluster://h1:p1,h2:p2,...`. For credentials or TLS, use [`url`](Self::url).
+    pub fn cluster<I: IntoIterator<Item = S>, S: AsRef<str>>(self, seeds: I) -> Self {
+        self.url(format!("redis+cluster://{}", host_list(seeds)))
+    }
+
+    /// The master named `master_name` by the sentinels at `host:port`; the same as
+    /// `redis+sentinel://s1:p1,s2:p2/<master_name>`. For credentials or TLS, use
+    /// [`url`](Self::url).
+    pub fn sentinel<I: IntoIterator<Item = S>, S: AsRef<str>>(
+        self,
+        sentinels: I,
+        master_name: &str,
+    ) -> Self {
+        self.url(format!(
+            "redis+sentinel://{}/{master_name}",
+            host_list(sentinels)
+        ))
+    }
+
+    /// Redlock over independent masters given as `host:port`; the same as
+    /// `redlock://h1:p1,h2:p2,h3:p3`. For credentials or TLS, use [`url`](Self::url).
+    pub fn redlock<I: IntoIterator<Item = S>, S: AsRef<str>>(self, masters: I) -> Self {
+        self.url(format!("redlock://{}", host_list(masters)))
     }
 
     /// Prepended to every lock key in Redis (default `lock:`): the lock `order:42` is stored at

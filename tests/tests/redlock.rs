@@ -110,3 +110,28 @@ async fn renewal_by_quorum_survives_a_minority_and_reports_the_loss_of_the_major
         .expect("told within the lease");
     assert_eq!(reason, LostReason::Expired);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_builder_names_the_masters_without_a_url() {
+    let masters = Masters::start(3);
+    let addrs: Vec<String> = masters
+        .nodes()
+        .iter()
+        .map(|n| n.addr().to_string())
+        .collect();
+    let locks = LockManager::builder()
+        .redlock(&addrs)
+        .build()
+        .await
+        .unwrap_or_else(|err| panic!("connect: {err}\n{}", masters.log()));
+    assert!(
+        locks.backend().starts_with("redlock over 3 masters"),
+        "{}",
+        locks.backend()
+    );
+    let guard = locks.lock("k", LockOptions::new()).await.expect("free");
+    for node in masters.nodes() {
+        assert_eq!(node.cmd(&["EXISTS", "lock:{k}"]), "1", "{}", node.log());
+    }
+    guard.release().await.expect("release");
+}

@@ -118,3 +118,21 @@ async fn a_waiter_waiting_through_a_failover_gets_the_lock() {
         .expect("task")
         .unwrap_or_else(|err| panic!("{err}\n{}", setup.log()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_builder_names_sentinels_and_master_without_a_url() {
+    let setup = SentinelSetup::start(0, 1);
+    let sentinels: Vec<String> = setup
+        .sentinels()
+        .iter()
+        .map(|s| s.addr().to_string())
+        .collect();
+    let locks = LockManager::builder()
+        .sentinel(&sentinels, setup.master_name())
+        .build()
+        .await
+        .unwrap_or_else(|err| panic!("connect: {err}\n{}", setup.log()));
+    let guard = locks.lock("k", LockOptions::new()).await.expect("free");
+    assert_eq!(setup.master().cmd(&["EXISTS", "lock:{k}"]), "1");
+    guard.release().await.expect("release");
+}
