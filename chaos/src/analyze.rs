@@ -259,7 +259,11 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
                     .unwrap_or("")
             ));
         }
+        // A worker that lived a while must have had its turn (a respawn just before the end
+        // may not have).
+        let lived = inc.ended.saturating_sub(inc.started) >= 10_000_000_000;
         if !inc.killed
+            && lived
             && !holds
                 .iter()
                 .any(|h| h.slot == inc.slot && h.incarnation == inc.incarnation)
@@ -595,5 +599,169 @@ impl Report {
                 "exit": i.exit,
             })).collect::<Vec<_>>(),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+    const MS: u64 = 1_000_000;
+
+    fn config() -> Config {
+        Config {
+            quick: true,
+            duration: Duration::from_secs(20),
+            workers: 2,
+            tasks: 1,
+            seed: 1,
+            json: None,
+            svg: None,
+            dir: None,
+            margin: Duration::from_millis(500),
+        }
+    }
+
+    fn worker(dir: &Path, slot: usize, lines: &[String]) -> Incarnation {
+        let log = dir.join(format!("w{slot}.log"));
+        fs::write(&log, lines.join("\n")).expect("write the log");
+        Incarnation {
+            slot,
+            incarnation: 0,
+            pid: 100 + slot as u32,
+            log,
+            stderr: dir.join("none"),
+            started: 0,
+            ended: 20 * S,
+            killed: false,
+            exit: "exit status: 0".into(),
+            clean_exit: true,
+        }
+    }
+
+    /// Worker 0 enters at 1 s with token 10 and leaves at `stale_exit`, writing at `stale_seq`
+    /// with `stale_accepted`; worker 1 enters at 2 s with token 20, writes at seq 1, leaves at
+    /// 2.1 s.
+    fn two_holders(
+        name: &str,
+        stale_exit: u64,
+        stale_seq: u64,
+        stale_accepted: u8,
+        faults: &[Fault],
+    ) -> Report {
+        let dir =
+            std::env::temp_dir().join(format!("lock-chaos-unit-{name}-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("temp dir");
+        let a = worker(
+            &dir,
+            0,
+            &[
+                format!("enter 0 1 {} 10 continue", S),
+                format!(
+                    "write 0 1 {} 10 {stale_accepted} {stale_seq} 0",
+                    stale_exit - MS
+                ),
+                format!("exit 0 1 {stale_exit}"),
+            ],
+        );
+        let b = worker(
+            &dir,
+            1,
+            &[
+                format!("enter 0 1 {} 20 abort", 2 * S),
+                format!("write 0 1 {} 20 1 1 1", 2 * S + MS),
+                format!("exit 0 1 {}", 2 * S + 100 * MS),
+                format!("enter 0 2 {} 30 abort", 5 * S),
+                format!("exit 0 2 {}", 5 * S + 10 * MS),
+            ],
+        );
+        let config = config();
+        let report = analyze(&Input {
+            config: &config,
+            incarnations: &[a, b],
+            faults,
+            problems: Vec::new(),
+            t0: 0,
+            t1: 20 * S,
+            final_token: None,
+        })
+        .expect("the logs parse");
+        let _ = fs::remove_dir_all(&dir);
+        report
+    }
+
+    fn pause_of_worker_0() -> Fault {
+        Fault {
+            kind: FaultKind::Pause,
+            slot: Some(0),
+            pid: Some(100),
+            start: S + MS,
+            end: 2 * S + 500 * MS,
+            detail: String::new(),
+        }
+    }
+
+    #[test]
+    fn an_overlap_without_a_fault_fails_the_run() {
+        let report = two_holders("unexplained", 2 * S + 600 * MS, 2, 0, &[]);
+        assert_eq!(report.overlaps.len(), 1);
+        assert!(!report.ok());
+        assert!(
+            report
+                .failures
+                .iter()
+                .any(|f| f.contains("no fault to explain")),
+            "{:?}",
+            report.failures
+        );
+    }
+
+    #[test]
+    fn an_overlap_during_a_pause_caught_by_fencing_passes() {
+        let report = two_holders("caught", 2 * S + 600 * MS, 2, 0, &[pause_of_worker_0()]);
+        assert_eq!(report.overlaps.len(), 1);
+        assert_eq!(report.overlaps[0].outcome, Outcome::Caught);
+        assert_eq!(report.overlaps[0].explained_by, Some(0));
+        assert!(report.ok(), "{:?}", report.failures);
+    }
+
+    #[test]
+    fn a_stale_write_that_was_accepted_fails_the_run() {
+        let report = two_holders("stale", 2 * S + 600 * MS, 2, 1, &[pause_of_worker_0()]);
+        assert_eq!(report.overlaps[0].outcome, Outcome::StaleAccepted);
+        assert_eq!(report.stale_accepted, 1);
+        assert!(!report.ok());
+    }
+
+    #[test]
+    fn a_fault_on_another_worker_does_not_explain_an_overlap() {
+        let mut fault = pause_of_worker_0();
+        fault.slot = Some(1);
+        let report = two_holders("other", 2 * S + 600 * MS, 2, 0, &[fault]);
+        assert_eq!(report.overlaps[0].explained_by, None);
+        assert!(!report.ok());
+    }
+
+    #[test]
+    fn a_lock_not_taken_again_within_ttl_and_margin_fails_the_run() {
+        let mut fault = pause_of_worker_0();
+        // The next section after 2.2 s starts at 5 s: 2.8 s later, over 1 s + 500 ms.
+        fault.start = 2 * S + 200 * MS;
+        fault.end = 2 * S + 300 * MS;
+        fault.slot = Some(1);
+        let report = two_holders("takeover", 1_500 * MS, 0, 1, &[fault]);
+        assert!(report.overlaps.is_empty());
+        assert!(
+            report
+                .failures
+                .iter()
+                .any(|f| f.contains("taken again only after")),
+            "{:?}",
+            report.failures
+        );
     }
 }

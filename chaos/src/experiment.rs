@@ -262,6 +262,16 @@ impl Run<'_> {
     }
 }
 
+impl Drop for Run<'_> {
+    /// On an early return (a setup step failed) no worker is left behind, stopped or running.
+    fn drop(&mut self) {
+        for worker in &mut self.workers {
+            let _ = worker.child.kill();
+            let _ = worker.child.wait();
+        }
+    }
+}
+
 fn all_kinds() -> Vec<FaultKind> {
     vec![
         FaultKind::Kill,
