@@ -576,6 +576,8 @@ impl Report {
                 "pid": f.pid,
                 "start_s": rel(f.start),
                 "end_s": rel(f.end),
+                "start_unix_ns": f.start,
+                "end_unix_ns": f.end,
                 "detail": f.detail,
                 "takeover_ms": t.after.map(|a| a as f64 / 1e6),
             })).collect::<Vec<_>>(),

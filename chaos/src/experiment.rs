@@ -212,6 +212,21 @@ impl Run<'_> {
                 fault.detail = "every connection closed".into();
             }
         }
+        // The fault log, as it happens: wall-clock ns, comparable with the workers' logs.
+        let line = format!(
+            "{} {} {} {} {}\n",
+            fault.start,
+            fault.end,
+            kind.name(),
+            fault.slot.map_or("-".into(), |s| s.to_string()),
+            fault.detail
+        );
+        fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("faults.log"))
+            .and_then(|mut file| std::io::Write::write_all(&mut file, line.as_bytes()))
+            .map_err(|e| format!("fault log: {e}"))?;
         println!(
             "  {:>7.2}s {:<18} {}{}",
             (fault.start.saturating_sub(self.t0)) as f64 / 1e9,
