@@ -1,0 +1,769 @@
+//! Reads the workers' logs and the fault log back and checks the invariants.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+
+use crate::{Config, TTL};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum FaultKind {
+    Kill,
+    Pause,
+    RestartPersist,
+    RestartNoPersist,
+    Stall,
+    Delay,
+    Cut,
+}
+
+impl FaultKind {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            FaultKind::Kill => "kill",
+            FaultKind::Pause => "pause",
+            FaultKind::RestartPersist => "restart-persist",
+            FaultKind::RestartNoPersist => "restart-nopersist",
+            FaultKind::Stall => "stall",
+            FaultKind::Delay => "delay",
+            FaultKind::Cut => "cut",
+        }
+    }
+
+    pub(crate) const ALL: [FaultKind; 7] = [
+        FaultKind::Kill,
+        FaultKind::Pause,
+        FaultKind::RestartPersist,
+        FaultKind::RestartNoPersist,
+        FaultKind::Stall,
+        FaultKind::Delay,
+        FaultKind::Cut,
+    ];
+
+    /// A restart hits every worker; the other faults hit one.
+    pub(crate) fn server_wide(self) -> bool {
+        matches!(
+            self,
+            FaultKind::RestartPersist | FaultKind::RestartNoPersist
+        )
+    }
+}
+
+/// One injected fault, with wall-clock start and end (ns).
+#[derive(Clone, Debug)]
+pub(crate) struct Fault {
+    pub(crate) kind: FaultKind,
+    pub(crate) slot: Option<usize>,
+    pub(crate) pid: Option<u32>,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) detail: String,
+}
+
+impl Fault {
+    /// From when on the lock must be free to take: a killed, paused or cut-off holder leaves its
+    /// lease behind at the start; a restarted server can grant again only once it is back.
+    fn takeover_from(&self) -> u64 {
+        if self.kind.server_wide() {
+            self.end
+        } else {
+            self.start
+        }
+    }
+}
+
+/// One worker process, from spawn to exit.
+#[derive(Clone, Debug)]
+pub(crate) struct Incarnation {
+    pub(crate) slot: usize,
+    pub(crate) incarnation: usize,
+    pub(crate) pid: u32,
+    pub(crate) log: PathBuf,
+    pub(crate) stderr: PathBuf,
+    pub(crate) started: u64,
+    pub(crate) ended: u64,
+    pub(crate) killed: bool,
+    pub(crate) exit: String,
+    pub(crate) clean_exit: bool,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Write {
+    pub(crate) at: u64,
+    pub(crate) accepted: bool,
+    pub(crate) seq: u64,
+    pub(crate) held: bool,
+}
+
+/// One locked section: [enter, exit] by one task of one worker process.
+#[derive(Clone, Debug)]
+pub(crate) struct Hold {
+    pub(crate) slot: usize,
+    pub(crate) incarnation: usize,
+    pub(crate) task: usize,
+    pub(crate) enter: u64,
+    pub(crate) exit: u64,
+    /// False when the process died inside the section (exit = its death).
+    pub(crate) exit_logged: bool,
+    pub(crate) token: u64,
+    pub(crate) continues: bool,
+    pub(crate) write: Option<Write>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// The stale holder wrote after the newer one and the resource refused it.
+    Caught,
+    /// The stale holder's write reached the resource before the newer holder's.
+    InOrder,
+    /// One of the two never wrote: nothing to order.
+    NoConflict,
+    /// The stale holder wrote after the newer one and was accepted: fencing failed.
+    StaleAccepted,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Overlap {
+    /// Indices into `holds`: the one that entered first, and the one that entered while it held.
+    pub(crate) stale: usize,
+    pub(crate) newer: usize,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    pub(crate) outcome: Outcome,
+    /// The fault that explains it (index into `faults`).
+    pub(crate) explained_by: Option<usize>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct Takeover {
+    pub(crate) fault: usize,
+    /// ns from the fault's reference point to the next section entered; `None`: never.
+    pub(crate) after: Option<u64>,
+}
+
+pub(crate) struct Input<'a> {
+    pub(crate) config: &'a Config,
+    pub(crate) incarnations: &'a [Incarnation],
+    pub(crate) faults: &'a [Fault],
+    pub(crate) problems: Vec<String>,
+    pub(crate) t0: u64,
+    pub(crate) t1: u64,
+    pub(crate) final_token: Option<u64>,
+}
+
+pub(crate) struct Report {
+    pub(crate) config: Config,
+    pub(crate) t0: u64,
+    pub(crate) t1: u64,
+    pub(crate) incarnations: Vec<Incarnation>,
+    pub(crate) faults: Vec<Fault>,
+    pub(crate) holds: Vec<Hold>,
+    pub(crate) overlaps: Vec<Overlap>,
+    pub(crate) takeovers: Vec<Takeover>,
+    pub(crate) errors: BTreeMap<String, u64>,
+    pub(crate) violations: u64,
+    pub(crate) stale_accepted: u64,
+    pub(crate) failures: Vec<String>,
+}
+
+fn field<T: std::str::FromStr>(parts: &[&str], i: usize, line: &str) -> Result<T, String> {
+    parts
+        .get(i)
+        .and_then(|p| p.parse().ok())
+        .ok_or_else(|| format!("bad worker log line: {line}"))
+}
+
+/// Reads one worker log into sections; returns (holds, errors by kind, violations).
+fn read_log(
+    inc: &Incarnation,
+    holds: &mut Vec<Hold>,
+    errors: &mut BTreeMap<String, u64>,
+) -> Result<u64, String> {
+    let text = fs::read_to_string(&inc.log).unwrap_or_default();
+    let mut open: HashMap<(usize, u64), usize> = HashMap::new();
+    let mut violations = 0;
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        match parts.first().copied() {
+            Some("enter") => {
+                let key = (field(&parts, 1, line)?, field(&parts, 2, line)?);
+                open.insert(key, holds.len());
+                holds.push(Hold {
+                    slot: inc.slot,
+                    incarnation: inc.incarnation,
+                    task: key.0,
+                    enter: field(&parts, 3, line)?,
+                    exit: inc.ended,
+                    exit_logged: false,
+                    token: field(&parts, 4, line)?,
+                    continues: parts.get(5) == Some(&"continue"),
+                    write: None,
+                });
+            }
+            Some("write") => {
+                let key = (field(&parts, 1, line)?, field(&parts, 2, line)?);
+                if let Some(&i) = open.get(&key) {
+                    holds[i].write = Some(Write {
+                        at: field(&parts, 3, line)?,
+                        accepted: field::<u8>(&parts, 5, line)? == 1,
+                        seq: field(&parts, 6, line)?,
+                        held: field::<u8>(&parts, 7, line)? == 1,
+                    });
+                }
+            }
+            Some("exit") => {
+                let key = (field(&parts, 1, line)?, field(&parts, 2, line)?);
+                if let Some(i) = open.remove(&key) {
+                    holds[i].exit = field(&parts, 3, line)?;
+                    holds[i].exit_logged = true;
+                }
+            }
+            Some("violation") => violations += 1,
+            Some("error") => {
+                let kind = parts.get(3).copied().unwrap_or("?").to_owned();
+                *errors.entry(kind).or_default() += 1;
+            }
+            // A line cut short by SIGKILL, `start`, `stop`.
+            _ => {}
+        }
+    }
+    Ok(violations)
+}
+
+pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
+    let ttl = TTL.as_nanos() as u64;
+    let margin = input.config.margin.as_nanos() as u64;
+    let mut failures = input.problems.clone();
+    let mut holds = Vec::new();
+    let mut errors = BTreeMap::new();
+    let mut violations = 0;
+    for inc in input.incarnations {
+        violations += read_log(inc, &mut holds, &mut errors)?;
+        if !inc.killed && !inc.clean_exit {
+            failures.push(format!(
+                "worker {} (pid {}) exited badly: {}",
+                inc.slot, inc.pid, inc.exit
+            ));
+        }
+        let stderr = fs::read_to_string(&inc.stderr).unwrap_or_default();
+        if stderr.contains("panicked") {
+            failures.push(format!(
+                "worker {} (pid {}) panicked: {}",
+                inc.slot,
+                inc.pid,
+                stderr
+                    .lines()
+                    .find(|l| l.contains("panicked"))
+                    .unwrap_or("")
+            ));
+        }
+        // A worker that lived a while must have had its turn (a respawn just before the end
+        // may not have).
+        let lived = inc.ended.saturating_sub(inc.started) >= 10_000_000_000;
+        if !inc.killed
+            && lived
+            && !holds
+                .iter()
+                .any(|h| h.slot == inc.slot && h.incarnation == inc.incarnation)
+        {
+            failures.push(format!(
+                "worker {} (pid {}) never held the lock",
+                inc.slot, inc.pid
+            ));
+        }
+    }
+    if violations > 0 {
+        failures.push(format!(
+            "{violations} sections ran without current() reporting a lock"
+        ));
+    }
+    if holds.is_empty() {
+        failures.push("no section ran at all".into());
+    }
+    holds.sort_by_key(|h| (h.enter, h.slot, h.task));
+
+    // The resource, in the order it saw the writes: accepted tokens must rise strictly.
+    let mut writes: Vec<(Write, u64)> = holds
+        .iter()
+        .filter_map(|h| h.write.map(|w| (w, h.token)))
+        .collect();
+    writes.sort_by_key(|(w, _)| w.seq);
+    let mut highest = 0;
+    let mut stale_accepted = 0;
+    for (w, token) in &writes {
+        if w.accepted {
+            if *token <= highest {
+                stale_accepted += 1;
+            }
+            highest = highest.max(*token);
+        }
+    }
+    if stale_accepted > 0 {
+        failures.push(format!(
+            "the resource accepted {stale_accepted} stale tokens"
+        ));
+    }
+    if let Some(last) = input.final_token
+        && last < highest
+    {
+        failures.push(format!(
+            "the resource ends at token {last}, below the accepted {highest}"
+        ));
+    }
+
+    // Every pair of sections of different tasks that intersect.
+    let mut overlaps = Vec::new();
+    for i in 0..holds.len() {
+        for j in i + 1..holds.len() {
+            if holds[j].enter >= holds[i].exit {
+                // Sorted by enter: every later section starts after this one ended.
+                break;
+            }
+            let (a, b) = (&holds[i], &holds[j]);
+            if (a.slot, a.incarnation, a.task) == (b.slot, b.incarnation, b.task) {
+                continue;
+            }
+            let (start, end) = (b.enter, a.exit.min(b.exit));
+            if b.token <= a.token {
+                failures.push(format!(
+                    "fencing order: worker {} task {} entered at {} with token {} while worker {} task {} held token {}",
+                    b.slot, b.task, b.enter, b.token, a.slot, a.task, a.token
+                ));
+            }
+            let outcome = match (a.write, b.write) {
+                (Some(aw), Some(bw)) if aw.seq > bw.seq => {
+                    if aw.accepted {
+                        Outcome::StaleAccepted
+                    } else {
+                        Outcome::Caught
+                    }
+                }
+                (Some(_), Some(_)) => Outcome::InOrder,
+                _ => Outcome::NoConflict,
+            };
+            // A fault explains an overlap when it hit the stale holder (or the whole server) and
+            // was active around it: from its start until a lease and the margin after its end.
+            // Of several, the latest that started before the overlap is named.
+            let explains = |f: &Fault| {
+                let relevant =
+                    f.kind.server_wide() || (f.kind != FaultKind::Kill && f.slot == Some(a.slot));
+                relevant && f.start <= end && start <= f.end + ttl + margin
+            };
+            let explained_by = (0..input.faults.len())
+                .filter(|&k| explains(&input.faults[k]))
+                .max_by_key(|&k| (input.faults[k].start <= start, input.faults[k].start));
+            overlaps.push(Overlap {
+                stale: i,
+                newer: j,
+                start,
+                end,
+                outcome,
+                explained_by,
+            });
+        }
+    }
+    let unexplained = overlaps.iter().filter(|o| o.explained_by.is_none()).count();
+    if unexplained > 0 {
+        failures.push(format!(
+            "{unexplained} overlaps with no fault to explain them"
+        ));
+    }
+    let uncaught = overlaps
+        .iter()
+        .filter(|o| o.outcome == Outcome::StaleAccepted)
+        .count();
+    if uncaught > 0 {
+        failures.push(format!(
+            "{uncaught} overlaps where the stale holder's later write was accepted"
+        ));
+    }
+
+    // After each fault someone holds the lock again within ttl + margin.
+    let enters: Vec<u64> = holds.iter().map(|h| h.enter).collect();
+    let mut takeovers = Vec::new();
+    for (k, f) in input.faults.iter().enumerate() {
+        let from = f.takeover_from();
+        let next = enters.partition_point(|&e| e <= from);
+        let after = enters.get(next).map(|e| e - from);
+        match after {
+            Some(after) if after <= ttl + margin => {}
+            Some(after) => failures.push(format!(
+                "after {} at {:.2}s the lock was taken again only after {} ms (limit {} ms)",
+                f.kind.name(),
+                (f.start.saturating_sub(input.t0)) as f64 / 1e9,
+                after / 1_000_000,
+                (ttl + margin) / 1_000_000
+            )),
+            None => failures.push(format!(
+                "after {} at {:.2}s the lock was never taken again",
+                f.kind.name(),
+                (f.start.saturating_sub(input.t0)) as f64 / 1e9
+            )),
+        }
+        takeovers.push(Takeover { fault: k, after });
+    }
+
+    Ok(Report {
+        config: input.config.clone(),
+        t0: input.t0,
+        t1: input.t1,
+        incarnations: input.incarnations.to_vec(),
+        faults: input.faults.to_vec(),
+        holds,
+        overlaps,
+        takeovers,
+        errors,
+        violations,
+        stale_accepted,
+        failures,
+    })
+}
+
+impl Report {
+    pub(crate) fn ok(&self) -> bool {
+        self.failures.is_empty()
+    }
+
+    fn count(&self, outcome: Outcome) -> usize {
+        self.overlaps
+            .iter()
+            .filter(|o| o.outcome == outcome)
+            .count()
+    }
+
+    fn worst_takeover(&self) -> Option<&Takeover> {
+        self.takeovers
+            .iter()
+            .filter(|t| t.after.is_some())
+            .max_by_key(|t| t.after)
+    }
+
+    fn faults_by_kind(&self) -> Vec<(FaultKind, usize)> {
+        FaultKind::ALL
+            .iter()
+            .map(|&k| (k, self.faults.iter().filter(|f| f.kind == k).count()))
+            .collect()
+    }
+
+    pub(crate) fn print(&self) {
+        let writes = self.holds.iter().filter(|h| h.write.is_some()).count();
+        let refused = self
+            .holds
+            .iter()
+            .filter(|h| h.write.is_some_and(|w| !w.accepted))
+            .count();
+        let lost_writes = self
+            .holds
+            .iter()
+            .filter(|h| h.write.is_some_and(|w| !w.held))
+            .count();
+        println!("summary");
+        println!(
+            "  runs: {} worker processes ({} killed and respawned)",
+            self.incarnations.len(),
+            self.incarnations.iter().filter(|i| i.killed).count()
+        );
+        println!(
+            "  holds: {} sections, {} writes ({} refused by fencing, {} written after the lease was lost)",
+            self.holds.len(),
+            writes,
+            refused,
+            lost_writes
+        );
+        let faults: Vec<String> = self
+            .faults_by_kind()
+            .iter()
+            .map(|(k, n)| format!("{} {n}", k.name()))
+            .collect();
+        println!("  faults: {} ({})", self.faults.len(), faults.join(", "));
+        let errors: Vec<String> = self
+            .errors
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        println!(
+            "  errors seen by workers: {}",
+            if errors.is_empty() {
+                "none".into()
+            } else {
+                errors.join(", ")
+            }
+        );
+        println!(
+            "  overlaps: {} (caught by fencing {}, writes in order {}, no conflicting write {}, stale accepted {})",
+            self.overlaps.len(),
+            self.count(Outcome::Caught),
+            self.count(Outcome::InOrder),
+            self.count(Outcome::NoConflict),
+            self.count(Outcome::StaleAccepted)
+        );
+        let mut by_fault: BTreeMap<&str, usize> = BTreeMap::new();
+        for o in &self.overlaps {
+            let name = o
+                .explained_by
+                .map_or("unexplained", |f| self.faults[f].kind.name());
+            *by_fault.entry(name).or_default() += 1;
+        }
+        let by_fault: Vec<String> = by_fault.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        if !by_fault.is_empty() {
+            println!("  overlaps explained by: {}", by_fault.join(", "));
+        }
+        println!(
+            "  unexplained overlaps: {}",
+            self.overlaps
+                .iter()
+                .filter(|o| o.explained_by.is_none())
+                .count()
+        );
+        println!("  stale tokens accepted: {}", self.stale_accepted);
+        println!("  sections without the lock: {}", self.violations);
+        match self.worst_takeover() {
+            Some(t) => println!(
+                "  worst takeover: {} ms after {} (limit {} ms = ttl + margin)",
+                t.after.unwrap_or(0) / 1_000_000,
+                self.faults[t.fault].kind.name(),
+                (TTL + self.config.margin).as_millis()
+            ),
+            None => println!("  worst takeover: no faults"),
+        }
+        if self.ok() {
+            println!("invariants: all held");
+        } else {
+            println!("invariants: FAILED");
+            for failure in &self.failures {
+                println!("  - {failure}");
+            }
+        }
+    }
+
+    pub(crate) fn json(&self) -> Value {
+        let rel = |t: u64| t.saturating_sub(self.t0) as f64 / 1e9;
+        json!({
+            "ok": self.ok(),
+            "seed": self.config.seed,
+            "topology": "single redis",
+            "quick": self.config.quick,
+            "duration_s": self.config.duration.as_secs_f64(),
+            "workers": self.config.workers,
+            "tasks_per_worker": self.config.tasks,
+            "ttl_ms": TTL.as_millis() as u64,
+            "takeover_margin_ms": self.config.margin.as_millis() as u64,
+            "start_unix_ns": self.t0,
+            "end_unix_ns": self.t1,
+            "summary": {
+                "worker_processes": self.incarnations.len(),
+                "holds": self.holds.len(),
+                "writes": self.holds.iter().filter(|h| h.write.is_some()).count(),
+                "writes_refused": self.holds.iter().filter(|h| h.write.is_some_and(|w| !w.accepted)).count(),
+                "faults": self.faults_by_kind().iter().map(|(k, n)| (k.name().to_owned(), json!(n))).collect::<serde_json::Map<_, _>>(),
+                "worker_errors": self.errors,
+                "overlaps": self.overlaps.len(),
+                "overlaps_caught_by_fencing": self.count(Outcome::Caught),
+                "overlaps_in_order": self.count(Outcome::InOrder),
+                "overlaps_no_conflicting_write": self.count(Outcome::NoConflict),
+                "overlaps_stale_accepted": self.count(Outcome::StaleAccepted),
+                "unexplained_overlaps": self.overlaps.iter().filter(|o| o.explained_by.is_none()).count(),
+                "stale_tokens_accepted": self.stale_accepted,
+                "sections_without_lock": self.violations,
+                "worst_takeover_ms": self.worst_takeover().and_then(|t| t.after).map(|a| a as f64 / 1e6),
+            },
+            "failures": self.failures,
+            "faults": self.faults.iter().zip(&self.takeovers).map(|(f, t)| json!({
+                "kind": f.kind.name(),
+                "worker": f.slot,
+                "pid": f.pid,
+                "start_s": rel(f.start),
+                "end_s": rel(f.end),
+                "start_unix_ns": f.start,
+                "end_unix_ns": f.end,
+                "detail": f.detail,
+                "takeover_ms": t.after.map(|a| a as f64 / 1e6),
+            })).collect::<Vec<_>>(),
+            "overlaps": self.overlaps.iter().map(|o| {
+                let (a, b) = (&self.holds[o.stale], &self.holds[o.newer]);
+                json!({
+                    "start_s": rel(o.start),
+                    "end_s": rel(o.end),
+                    "stale": {"worker": a.slot, "task": a.task, "token": a.token, "on_lease_lost": if a.continues { "continue" } else { "abort" }, "write_s": a.write.map(|w| rel(w.at)), "write_accepted": a.write.map(|w| w.accepted)},
+                    "newer": {"worker": b.slot, "task": b.task, "token": b.token, "on_lease_lost": if b.continues { "continue" } else { "abort" }, "write_s": b.write.map(|w| rel(w.at)), "write_accepted": b.write.map(|w| w.accepted)},
+                    "outcome": format!("{:?}", o.outcome),
+                    "explained_by": o.explained_by.map(|f| self.faults[f].kind.name()),
+                })
+            }).collect::<Vec<_>>(),
+            "workers": self.incarnations.iter().map(|i| json!({
+                "worker": i.slot,
+                "incarnation": i.incarnation,
+                "pid": i.pid,
+                "killed": i.killed,
+                "started_s": rel(i.started),
+                "exit": i.exit,
+            })).collect::<Vec<_>>(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::time::Duration;
+
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+    const MS: u64 = 1_000_000;
+
+    fn config() -> Config {
+        Config {
+            quick: true,
+            duration: Duration::from_secs(20),
+            workers: 2,
+            tasks: 1,
+            seed: 1,
+            json: None,
+            svg: None,
+            dir: None,
+            margin: Duration::from_millis(500),
+        }
+    }
+
+    fn worker(dir: &Path, slot: usize, lines: &[String]) -> Incarnation {
+        let log = dir.join(format!("w{slot}.log"));
+        fs::write(&log, lines.join("\n")).expect("write the log");
+        Incarnation {
+            slot,
+            incarnation: 0,
+            pid: 100 + slot as u32,
+            log,
+            stderr: dir.join("none"),
+            started: 0,
+            ended: 20 * S,
+            killed: false,
+            exit: "exit status: 0".into(),
+            clean_exit: true,
+        }
+    }
+
+    /// Worker 0 enters at 1 s with token 10 and leaves at `stale_exit`, writing at `stale_seq`
+    /// with `stale_accepted`; worker 1 enters at 2 s with token 20, writes at seq 1, leaves at
+    /// 2.1 s.
+    fn two_holders(
+        name: &str,
+        stale_exit: u64,
+        stale_seq: u64,
+        stale_accepted: u8,
+        faults: &[Fault],
+    ) -> Report {
+        let dir =
+            std::env::temp_dir().join(format!("lock-chaos-unit-{name}-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("temp dir");
+        let a = worker(
+            &dir,
+            0,
+            &[
+                format!("enter 0 1 {} 10 continue", S),
+                format!(
+                    "write 0 1 {} 10 {stale_accepted} {stale_seq} 0",
+                    stale_exit - MS
+                ),
+                format!("exit 0 1 {stale_exit}"),
+            ],
+        );
+        let b = worker(
+            &dir,
+            1,
+            &[
+                format!("enter 0 1 {} 20 abort", 2 * S),
+                format!("write 0 1 {} 20 1 1 1", 2 * S + MS),
+                format!("exit 0 1 {}", 2 * S + 100 * MS),
+                format!("enter 0 2 {} 30 abort", 5 * S),
+                format!("exit 0 2 {}", 5 * S + 10 * MS),
+            ],
+        );
+        let config = config();
+        let report = analyze(&Input {
+            config: &config,
+            incarnations: &[a, b],
+            faults,
+            problems: Vec::new(),
+            t0: 0,
+            t1: 20 * S,
+            final_token: None,
+        })
+        .expect("the logs parse");
+        let _ = fs::remove_dir_all(&dir);
+        report
+    }
+
+    fn pause_of_worker_0() -> Fault {
+        Fault {
+            kind: FaultKind::Pause,
+            slot: Some(0),
+            pid: Some(100),
+            start: S + MS,
+            end: 2 * S + 500 * MS,
+            detail: String::new(),
+        }
+    }
+
+    #[test]
+    fn an_overlap_without_a_fault_fails_the_run() {
+        let report = two_holders("unexplained", 2 * S + 600 * MS, 2, 0, &[]);
+        assert_eq!(report.overlaps.len(), 1);
+        assert!(!report.ok());
+        assert!(
+            report
+                .failures
+                .iter()
+                .any(|f| f.contains("no fault to explain")),
+            "{:?}",
+            report.failures
+        );
+    }
+
+    #[test]
+    fn an_overlap_during_a_pause_caught_by_fencing_passes() {
+        let report = two_holders("caught", 2 * S + 600 * MS, 2, 0, &[pause_of_worker_0()]);
+        assert_eq!(report.overlaps.len(), 1);
+        assert_eq!(report.overlaps[0].outcome, Outcome::Caught);
+        assert_eq!(report.overlaps[0].explained_by, Some(0));
+        assert!(report.ok(), "{:?}", report.failures);
+    }
+
+    #[test]
+    fn a_stale_write_that_was_accepted_fails_the_run() {
+        let report = two_holders("stale", 2 * S + 600 * MS, 2, 1, &[pause_of_worker_0()]);
+        assert_eq!(report.overlaps[0].outcome, Outcome::StaleAccepted);
+        assert_eq!(report.stale_accepted, 1);
+        assert!(!report.ok());
+    }
+
+    #[test]
+    fn a_fault_on_another_worker_does_not_explain_an_overlap() {
+        let mut fault = pause_of_worker_0();
+        fault.slot = Some(1);
+        let report = two_holders("other", 2 * S + 600 * MS, 2, 0, &[fault]);
+        assert_eq!(report.overlaps[0].explained_by, None);
+        assert!(!report.ok());
+    }
+
+    #[test]
+    fn a_lock_not_taken_again_within_ttl_and_margin_fails_the_run() {
+        let mut fault = pause_of_worker_0();
+        // The next section after 2.2 s starts at 5 s: 2.8 s later, over 1 s + 500 ms.
+        fault.start = 2 * S + 200 * MS;
+        fault.end = 2 * S + 300 * MS;
+        fault.slot = Some(1);
+        let report = two_holders("takeover", 1_500 * MS, 0, 1, &[fault]);
+        assert!(report.overlaps.is_empty());
+        assert!(
+            report
+                .failures
+                .iter()
+                .any(|f| f.contains("taken again only after")),
+            "{:?}",
+            report.failures
+        );
+    }
+}

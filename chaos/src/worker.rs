@@ -1,0 +1,308 @@
+//! `chaos worker ...`: one worker process. Its tasks take the lock through `#[distributed_lock]`
+//! again and again and, inside, write their fencing token to the fenced resource.
+//!
+//! Every event is one line, written with a single `write` call as it happens, so a SIGKILL loses
+//! at most the event in progress:
+//!
+//! ```text
+//! start <ns> <pid>
+//! enter <task> <n> <ns> <token> <abort|continue>
+//! write <task> <n> <ns> <token> <accepted 0|1> <seq> <held 0|1>
+//! exit <task> <n> <ns>
+//! violation <task> <n> <ns>
+//! error <task> <ns> <busy|lease_lost|backend|config|resource>
+//! stop <ns>
+//! ```
+//!
+//! Times are wall-clock nanoseconds (`SystemTime`), shared by every process on the machine.
+//! The worker stops when its stdin closes: each task finishes the section it is in, then exits.
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use lock_runtime::{LockError, LockManager, distributed_lock};
+
+use crate::now_ns;
+use crate::rng::Rng;
+
+/// The fenced resource: accepts a token only if it is higher than every token it accepted before.
+/// `KEYS[1]` holds the highest accepted token, `KEYS[2]` numbers every write, so the analysis
+/// knows the order in which the resource saw them.
+const CHECK_AND_SET: &str = r"
+local seq = redis.call('INCR', KEYS[2])
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+local token = tonumber(ARGV[1])
+if token > current then
+  redis.call('SET', KEYS[1], ARGV[1])
+  return {1, seq}
+end
+return {0, seq}
+";
+
+pub(crate) const RESOURCE_KEY: &str = "resource:last_token";
+pub(crate) const RESOURCE_SEQ: &str = "resource:seq";
+
+/// What a worker is told on its command line.
+pub(crate) struct WorkerArgs {
+    pub(crate) lock_url: String,
+    pub(crate) resource_url: String,
+    pub(crate) tasks: usize,
+    pub(crate) log: String,
+    pub(crate) seed: u64,
+}
+
+impl WorkerArgs {
+    pub(crate) fn parse(args: &[String]) -> Result<Self, String> {
+        let mut parsed = WorkerArgs {
+            lock_url: String::new(),
+            resource_url: String::new(),
+            tasks: 3,
+            log: String::new(),
+            seed: 0,
+        };
+        let mut it = args.iter();
+        while let Some(flag) = it.next() {
+            let value = it
+                .next()
+                .ok_or_else(|| format!("{flag} needs a value"))?
+                .clone();
+            match flag.as_str() {
+                "--lock-url" => parsed.lock_url = value,
+                "--resource-url" => parsed.resource_url = value,
+                "--tasks" => parsed.tasks = value.parse().map_err(|e| format!("--tasks: {e}"))?,
+                "--log" => parsed.log = value,
+                "--seed" => parsed.seed = value.parse().map_err(|e| format!("--seed: {e}"))?,
+                other => return Err(format!("unknown worker option {other}")),
+            }
+        }
+        if parsed.lock_url.is_empty() || parsed.resource_url.is_empty() || parsed.log.is_empty() {
+            return Err("worker needs --lock-url, --resource-url and --log".into());
+        }
+        Ok(parsed)
+    }
+}
+
+#[derive(Debug)]
+enum WorkerError {
+    Lock(LockError),
+    Resource(redis::RedisError),
+}
+
+impl From<LockError> for WorkerError {
+    fn from(err: LockError) -> Self {
+        WorkerError::Lock(err)
+    }
+}
+
+struct Ctx {
+    log: Mutex<File>,
+    resource: redis::aio::MultiplexedConnection,
+    script: redis::Script,
+}
+
+impl Ctx {
+    fn log(&self, line: String) {
+        let mut file = self.log.lock().unwrap_or_else(PoisonError::into_inner);
+        // One write per event: a killed worker leaves whole lines behind.
+        file.write_all(format!("{line}\n").as_bytes())
+            .expect("the worker log must be writable");
+    }
+
+    async fn write(&self, token: u64) -> Result<(bool, u64), redis::RedisError> {
+        let mut conn = self.resource.clone();
+        let (accepted, seq): (u64, u64) = self
+            .script
+            .key(RESOURCE_KEY)
+            .key(RESOURCE_SEQ)
+            .arg(token.to_string())
+            .invoke_async(&mut conn)
+            .await?;
+        Ok((accepted == 1, seq))
+    }
+}
+
+/// Logs the end of a section when dropped: at the end of the body, and also when the body is
+/// dropped at an `.await` because its lease was lost.
+struct ExitLog<'a> {
+    ctx: &'a Ctx,
+    task: usize,
+    n: u64,
+}
+
+impl Drop for ExitLog<'_> {
+    fn drop(&mut self) {
+        self.ctx
+            .log(format!("exit {} {} {}", self.task, self.n, now_ns()));
+    }
+}
+
+/// The section: tokens come from `current()`, the write goes to the fenced resource.
+async fn section(
+    ctx: &Ctx,
+    task: usize,
+    n: u64,
+    mode: &str,
+    pauses: (u64, u64),
+) -> Result<(), WorkerError> {
+    let enter = now_ns();
+    let Some(lock) = lock_runtime::current() else {
+        ctx.log(format!("violation {task} {n} {enter}"));
+        return Ok(());
+    };
+    let token = lock.fencing_token();
+    ctx.log(format!("enter {task} {n} {enter} {token} {mode}"));
+    let _exit = ExitLog { ctx, task, n };
+    tokio::time::sleep(Duration::from_millis(pauses.0)).await;
+    let (accepted, seq) = ctx.write(token).await.map_err(WorkerError::Resource)?;
+    let held = lock.is_held();
+    ctx.log(format!(
+        "write {task} {n} {} {token} {} {seq} {}",
+        now_ns(),
+        u8::from(accepted),
+        u8::from(held)
+    ));
+    tokio::time::sleep(Duration::from_millis(pauses.1)).await;
+    Ok(())
+}
+
+/// Gives up the body when the lease is lost (the default).
+#[distributed_lock(key = "chaos:resource", ttl = "1s", wait = "5s")]
+async fn locked_abort(
+    ctx: &Ctx,
+    task: usize,
+    n: u64,
+    pauses: (u64, u64),
+) -> Result<(), WorkerError> {
+    section(ctx, task, n, "abort", pauses).await
+}
+
+/// Runs on after the lease is lost, as a holder that does not look would: only fencing stops
+/// its late write.
+#[distributed_lock(
+    key = "chaos:resource",
+    ttl = "1s",
+    wait = "5s",
+    on_lease_lost = "continue"
+)]
+async fn locked_continue(
+    ctx: &Ctx,
+    task: usize,
+    n: u64,
+    pauses: (u64, u64),
+) -> Result<(), WorkerError> {
+    section(ctx, task, n, "continue", pauses).await
+}
+
+fn error_kind(err: &WorkerError) -> &'static str {
+    match err {
+        WorkerError::Lock(LockError::Busy { .. }) => "busy",
+        WorkerError::Lock(LockError::LeaseLost { .. }) => "lease_lost",
+        WorkerError::Lock(LockError::Config(_)) => "config",
+        WorkerError::Lock(_) => "backend",
+        WorkerError::Resource(_) => "resource",
+    }
+}
+
+async fn task_loop(ctx: Arc<Ctx>, stop: Arc<AtomicBool>, task: usize, seed: u64) {
+    let mut rng = Rng::new(seed ^ (task as u64).wrapping_mul(0x9E37_79B9));
+    let mut n = 0;
+    while !stop.load(Ordering::Relaxed) {
+        n += 1;
+        // Mostly short sections; one in eight outlives the ttl, so that the watchdog renews it
+        // and a fault can take its lease away while it runs.
+        let pauses = if rng.below(8) == 0 {
+            (rng.range(1100, 1400), rng.range(0, 10))
+        } else {
+            (rng.range(5, 40), rng.range(0, 10))
+        };
+        // Every other section runs on after a lost lease; the others abort.
+        let outcome = if (task as u64 + n) % 2 == 1 {
+            locked_continue(&ctx, task, n, pauses).await
+        } else {
+            locked_abort(&ctx, task, n, pauses).await
+        };
+        if let Err(err) = outcome {
+            if let WorkerError::Resource(e) = &err {
+                // The resource is never faulted: this is worth a line for the person reading.
+                eprintln!("task {task}: resource write failed: {e}");
+            }
+            ctx.log(format!("error {task} {} {}", now_ns(), error_kind(&err)));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // A short breath between sections lets the other tasks in.
+        tokio::time::sleep(Duration::from_millis(rng.range(0, 5))).await;
+    }
+}
+
+async fn connect_locks(url: &str) -> Result<LockManager, LockError> {
+    // A worker respawned while the lock server restarts keeps trying for a while.
+    let mut tries = 0;
+    loop {
+        match LockManager::builder()
+            .url(url)
+            .app_name("chaos-worker")
+            .build()
+            .await
+        {
+            Ok(locks) => return Ok(locks),
+            Err(err) if tries < 100 => {
+                tries += 1;
+                let _ = err;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+pub(crate) fn run(args: WorkerArgs) -> Result<(), String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| format!("tokio runtime: {e}"))?;
+    runtime.block_on(async move {
+        let log = File::options()
+            .create(true)
+            .append(true)
+            .open(&args.log)
+            .map_err(|e| format!("cannot open {}: {e}", args.log))?;
+        let locks = connect_locks(&args.lock_url)
+            .await
+            .map_err(|e| format!("lock server: {e}"))?;
+        lock_runtime::set_global_default(locks).map_err(|e| e.to_string())?;
+        let client = redis::Client::open(args.resource_url.as_str())
+            .map_err(|e| format!("resource server: {e}"))?;
+        let resource = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(|e| format!("resource server: {e}"))?;
+        let ctx = Arc::new(Ctx {
+            log: Mutex::new(log),
+            resource,
+            script: redis::Script::new(CHECK_AND_SET),
+        });
+        ctx.log(format!("start {} {}", now_ns(), std::process::id()));
+        let stop = Arc::new(AtomicBool::new(false));
+        {
+            let stop = stop.clone();
+            // The parent closes our stdin to stop us.
+            std::thread::spawn(move || {
+                let mut sink = Vec::new();
+                let _ = std::io::stdin().read_to_end(&mut sink);
+                stop.store(true, Ordering::Relaxed);
+            });
+        }
+        let handles: Vec<_> = (0..args.tasks)
+            .map(|task| tokio::spawn(task_loop(ctx.clone(), stop.clone(), task, args.seed)))
+            .collect();
+        for handle in handles {
+            handle.await.map_err(|e| format!("task failed: {e}"))?;
+        }
+        ctx.log(format!("stop {}", now_ns()));
+        Ok(())
+    })
+}
