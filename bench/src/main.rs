@@ -1,0 +1,3 @@
+//! `lock-bench`: the scenarios come next.
+
+fn main() {}
