@@ -28,8 +28,8 @@ pub fn handover_svg(title: &str, bars: &[Bars]) -> String {
         .filter(|v| *v > 0.0);
     let (low, high) = values.fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(v), hi.max(v)));
     let (low, high) = if low > high { (1.0, 10.0) } else { (low, high) };
-    // Whole decades around the data.
-    let first = low.log10().floor() as i32;
+    // Whole decades around the data, one more below so the shortest bar still shows.
+    let first = low.log10().floor() as i32 - 1;
     let last = (high.log10().ceil() as i32).max(first + 1);
     let plot_height = HEIGHT - TOP - BOTTOM;
     let plot_width = WIDTH - LEFT - RIGHT;
@@ -71,7 +71,7 @@ pub fn handover_svg(title: &str, bars: &[Bars]) -> String {
     }
     let _ = writeln!(
         svg,
-        r#"<text x="16" y="{:.1}" transform="rotate(-90 16 {:.1})" text-anchor="middle">handover latency (log scale)</text>"#,
+        r#"<text x="16" y="{:.1}" transform="rotate(-90 16 {:.1})" text-anchor="middle">handover latency, log scale (lower is better)</text>"#,
         TOP + plot_height / 2.0,
         TOP + plot_height / 2.0
     );

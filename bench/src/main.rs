@@ -5,6 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use lock_bench::chart::{Bars, handover_svg};
+use lock_bench::report::Row;
 use lock_bench::server::Target;
 use lock_bench::{
     BenchError, CHILD_FLAG, HoldManyIn, Options, Plan, Scenario, contender, machine, targets,
@@ -18,6 +19,7 @@ usage: lock-bench [--quick] [--json PATH] [--svg PATH] [--markdown PATH] [--only
   --json PATH        results as JSON (default target/lock-bench/results.json)
   --svg PATH         chart of handover latency (default target/lock-bench/handover.svg)
   --markdown PATH    machine, tables and targets as markdown (default: not written)
+  --replot JSON      run nothing: draw the chart (--svg) from the results of an earlier run
   --only SCENARIOS   comma-separated: uncontended, parallel, contended, expiry_takeover,
                      hold_many, redis_benchmark
   --repetitions N    repetitions of every scenario (default 5, hold_many 2; quick 1)
@@ -34,6 +36,7 @@ struct Args {
     only: Option<Vec<Scenario>>,
     repetitions: Option<usize>,
     contenders: Option<Vec<String>>,
+    replot: Option<PathBuf>,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
@@ -45,6 +48,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         only: None,
         repetitions: None,
         contenders: None,
+        replot: None,
     };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
@@ -58,6 +62,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "--json" => parsed.json = value()?.into(),
             "--svg" => parsed.svg = value()?.into(),
             "--markdown" => parsed.markdown = Some(value()?.into()),
+            "--replot" => parsed.replot = Some(value()?.into()),
             "--only" => {
                 let names = value()?;
                 let scenarios = names
@@ -134,6 +139,21 @@ async fn main() -> ExitCode {
 }
 
 async fn run(args: Args) -> Result<ExitCode, BenchError> {
+    if let Some(json) = &args.replot {
+        let text = std::fs::read_to_string(json)
+            .map_err(|err| BenchError::new(format!("cannot read {}: {err}", json.display())))?;
+        let rows: Vec<Row> = serde_json::from_str(&text)
+            .map_err(|err| BenchError::new(format!("{}: {err}", json.display())))?;
+        let median = |contender: &str, metric: &str| {
+            rows.iter()
+                .find(|r| {
+                    r.scenario == "contended" && r.contender == contender && r.metric == metric
+                })
+                .map(|r| r.median)
+        };
+        plot(&args.svg, median)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut plan = if args.quick {
         Plan::quick()
     } else {
@@ -210,24 +230,9 @@ async fn run(args: Args) -> Result<ExitCode, BenchError> {
     write(&args.json, &json)?;
     println!("JSON: {}", args.json.display());
 
-    let bars: Vec<Bars> = contender::NAMES
-        .iter()
-        .filter_map(|&name| {
-            let p50 = report.results.median("contended", name, "handover_p50")?;
-            let p99 = report.results.median("contended", name, "handover_p99")?;
-            Some(Bars {
-                contender: name.to_owned(),
-                p50,
-                p99,
-            })
-        })
-        .collect();
-    if !bars.is_empty() {
-        let title =
-            "Contended handover: release to the next holder's entry (median of repetitions)";
-        write(&args.svg, &handover_svg(title, &bars))?;
-        println!("chart: {}", args.svg.display());
-    }
+    plot(&args.svg, |contender, metric| {
+        report.results.median("contended", contender, metric)
+    })?;
     if let Some(path) = &args.markdown {
         write(path, &markdown)?;
         println!("markdown: {}", path.display());
@@ -241,6 +246,27 @@ async fn run(args: Args) -> Result<ExitCode, BenchError> {
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The handover chart from the medians of the contended scenario, if it was measured.
+fn plot(svg: &Path, median: impl Fn(&str, &str) -> Option<f64>) -> Result<(), BenchError> {
+    let bars: Vec<Bars> = contender::NAMES
+        .iter()
+        .filter_map(|&name| {
+            Some(Bars {
+                contender: name.to_owned(),
+                p50: median(name, "handover_p50")?,
+                p99: median(name, "handover_p99")?,
+            })
+        })
+        .collect();
+    if bars.is_empty() {
+        return Ok(());
+    }
+    let title = "Contended handover: release to the next holder's entry (median of repetitions)";
+    write(svg, &handover_svg(title, &bars))?;
+    println!("chart: {}", svg.display());
+    Ok(())
 }
 
 fn write(path: &Path, text: &str) -> Result<(), BenchError> {
