@@ -1,0 +1,229 @@
+//! Results: every repetition's value per (scenario, contender, metric), summarised as the rows
+//! of the JSON output and as one markdown table per scenario.
+
+use std::fmt::Write as _;
+
+use serde::{Deserialize, Serialize};
+
+use crate::scenario::Metric;
+use crate::stats::Summary;
+
+/// One line of the JSON output: a metric of one contender in one scenario, over repetitions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub scenario: String,
+    pub contender: String,
+    pub metric: String,
+    pub unit: String,
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+struct Series {
+    scenario: String,
+    contender: String,
+    metric: String,
+    unit: String,
+    /// One value per repetition, in repetition order.
+    values: Vec<f64>,
+}
+
+/// Everything measured in one run, in the order it was first recorded.
+#[derive(Default)]
+pub struct Results {
+    series: Vec<Series>,
+}
+
+impl Results {
+    /// Adds one repetition's value. Values that could not be measured (no samples) are left out.
+    pub fn record(&mut self, scenario: &str, contender: &str, metric: &Metric) {
+        if !metric.value.is_finite() {
+            return;
+        }
+        self.push(scenario, contender, metric.name, metric.unit, metric.value);
+    }
+
+    fn push(&mut self, scenario: &str, contender: &str, metric: &str, unit: &str, value: f64) {
+        match self.series.iter_mut().find(|series| {
+            series.scenario == scenario && series.contender == contender && series.metric == metric
+        }) {
+            Some(series) => series.values.push(value),
+            None => self.series.push(Series {
+                scenario: scenario.to_owned(),
+                contender: contender.to_owned(),
+                metric: metric.to_owned(),
+                unit: unit.to_owned(),
+                values: vec![value],
+            }),
+        }
+    }
+
+    /// Every repetition's value of one metric.
+    pub fn values(&self, scenario: &str, contender: &str, metric: &str) -> Option<&[f64]> {
+        self.series
+            .iter()
+            .find(|series| {
+                series.scenario == scenario
+                    && series.contender == contender
+                    && series.metric == metric
+            })
+            .map(|series| series.values.as_slice())
+    }
+
+    /// The median over repetitions of one metric.
+    pub fn median(&self, scenario: &str, contender: &str, metric: &str) -> Option<f64> {
+        Summary::of(self.values(scenario, contender, metric)?).map(|summary| summary.median)
+    }
+
+    /// Adds `derived` = f(this contender's value, `reference`'s value) per repetition, for every
+    /// contender other than `reference` that has `metric`: ratios of figures taken side by side.
+    pub fn add_ratio(
+        &mut self,
+        scenario: &str,
+        metric: &str,
+        reference: &str,
+        derived: &str,
+        ratio: impl Fn(f64, f64) -> f64,
+    ) {
+        let Some(base) = self
+            .values(scenario, reference, metric)
+            .map(<[f64]>::to_vec)
+        else {
+            return;
+        };
+        let others: Vec<(String, Vec<f64>)> = self
+            .series
+            .iter()
+            .filter(|s| s.scenario == scenario && s.metric == metric && s.contender != reference)
+            .map(|s| (s.contender.clone(), s.values.clone()))
+            .collect();
+        for (contender, values) in others {
+            for (&value, &base) in values.iter().zip(&base) {
+                let value = ratio(value, base);
+                if value.is_finite() {
+                    self.push(scenario, &contender, derived, "x", value);
+                }
+            }
+        }
+    }
+
+    pub fn rows(&self) -> Vec<Row> {
+        self.series
+            .iter()
+            .filter_map(|series| {
+                let summary = Summary::of(&series.values)?;
+                Some(Row {
+                    scenario: series.scenario.clone(),
+                    contender: series.contender.clone(),
+                    metric: series.metric.clone(),
+                    unit: series.unit.clone(),
+                    median: summary.median,
+                    min: summary.min,
+                    max: summary.max,
+                })
+            })
+            .collect()
+    }
+
+    /// The scenarios measured, in order.
+    pub fn scenarios(&self) -> Vec<String> {
+        let mut scenarios: Vec<String> = Vec::new();
+        for series in &self.series {
+            if !scenarios.contains(&series.scenario) {
+                scenarios.push(series.scenario.clone());
+            }
+        }
+        scenarios
+    }
+
+    /// One markdown table: a line per contender and metric, grouped by contender.
+    pub fn table(&self, scenario: &str) -> String {
+        let mut rows: Vec<Row> = self
+            .rows()
+            .into_iter()
+            .filter(|row| row.scenario == scenario)
+            .collect();
+        // Stable: keeps the recording order of metrics within each contender.
+        let contenders: Vec<String> = rows.iter().fold(Vec::new(), |mut seen, row| {
+            if !seen.contains(&row.contender) {
+                seen.push(row.contender.clone());
+            }
+            seen
+        });
+        rows.sort_by_key(|row| contenders.iter().position(|c| *c == row.contender));
+        let repetitions = self
+            .series
+            .iter()
+            .filter(|s| s.scenario == scenario)
+            .map(|s| s.values.len())
+            .max()
+            .unwrap_or(0);
+        let mut out = format!("{scenario} ({repetitions} repetitions)\n\n");
+        out.push_str("| contender | metric | median | min | max | unit |\n");
+        out.push_str("|---|---|---:|---:|---:|---|\n");
+        for row in rows {
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} |",
+                row.contender,
+                row.metric,
+                number(row.median),
+                number(row.min),
+                number(row.max),
+                row.unit
+            );
+        }
+        out
+    }
+}
+
+/// Three significant digits or so, without exponent notation.
+pub fn number(value: f64) -> String {
+    let magnitude = value.abs();
+    if magnitude >= 100.0 || value == value.trunc() {
+        format!("{value:.0}")
+    } else if magnitude >= 10.0 {
+        format!("{value:.1}")
+    } else if magnitude >= 1.0 {
+        format!("{value:.2}")
+    } else {
+        format!("{value:.3}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ratios_pair_repetitions_side_by_side() {
+        let mut results = Results::default();
+        for (floor, this) in [(100.0, 95.0), (200.0, 150.0)] {
+            results.record("s", "floor", &Metric::new("rate", "1/s", floor));
+            results.record("s", "this", &Metric::new("rate", "1/s", this));
+        }
+        results.add_ratio("s", "rate", "floor", "rate_vs_floor", |v, b| v / b);
+        assert_eq!(
+            results.values("s", "this", "rate_vs_floor"),
+            Some(&[0.95, 0.75][..])
+        );
+        assert_eq!(results.values("s", "floor", "rate_vs_floor"), None);
+    }
+
+    #[test]
+    fn values_that_were_not_measured_are_left_out() {
+        let mut results = Results::default();
+        results.record("s", "c", &Metric::new("p99", "µs", f64::NAN));
+        assert!(results.rows().is_empty());
+    }
+
+    #[test]
+    fn numbers_keep_about_three_digits() {
+        assert_eq!(number(12345.678), "12346");
+        assert_eq!(number(12.345), "12.3");
+        assert_eq!(number(1.2345), "1.23");
+        assert_eq!(number(0.012345), "0.012");
+        assert_eq!(number(3.0), "3");
+    }
+}

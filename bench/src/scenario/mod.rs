@@ -1,0 +1,32 @@
+//! The scenarios. Each measures one contender once (one repetition) and returns its metrics;
+//! [`crate::run`] repeats them and rotates the contenders' order between repetitions.
+
+pub mod ceiling;
+pub mod contended;
+pub mod expiry;
+pub mod hold_many;
+pub mod parallel;
+pub mod uncontended;
+
+/// One measured value of one repetition.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Metric {
+    pub name: &'static str,
+    pub unit: &'static str,
+    pub value: f64,
+}
+
+impl Metric {
+    pub fn new(name: &'static str, unit: &'static str, value: f64) -> Self {
+        Metric { name, unit, value }
+    }
+}
+
+/// A key no other run, scenario, contender or repetition uses.
+pub fn key(run: &str, scenario: &str, contender: &str, rep: usize, index: usize) -> String {
+    let contender: String = contender
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    format!("bench:{run}:{scenario}:{contender}:{rep}:{index}")
+}

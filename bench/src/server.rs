@@ -1,0 +1,230 @@
+//! The Redis under test: a `redis-server` of our own on a free loopback port (never 6379), or
+//! the one `REDIS_URL` names. Also reads its `INFO` from a connection of its own.
+
+use std::collections::HashMap;
+use std::process::Command;
+
+use lock_tests::RedisServer;
+use redis::aio::MultiplexedConnection;
+use redis::{Client, ConnectionAddr};
+
+use crate::BenchError;
+
+/// The server every contender of a run talks to.
+pub struct Target {
+    url: String,
+    host: String,
+    port: u16,
+    password: Option<String>,
+    /// Our own server, killed on drop; `None` for `REDIS_URL`.
+    own: Option<RedisServer>,
+}
+
+impl Target {
+    /// `REDIS_URL` if set, else a server of our own.
+    pub fn from_env() -> Result<Target, BenchError> {
+        match std::env::var("REDIS_URL") {
+            Ok(url) => Target::at(&url),
+            Err(_) => Target::start(),
+        }
+    }
+
+    /// Starts `redis-server` on a free loopback port, without persistence.
+    pub fn start() -> Result<Target, BenchError> {
+        let installed = Command::new("redis-server").arg("--version").output();
+        if !installed.is_ok_and(|out| out.status.success()) {
+            return Err(BenchError::new(
+                "redis-server not found: install it (apt-get install redis-server redis-tools) \
+                 or point REDIS_URL at a server",
+            ));
+        }
+        let server = RedisServer::start();
+        let mut target = Target::at(&server.url())?;
+        target.own = Some(server);
+        Ok(target)
+    }
+
+    /// A server that is already running, e.g. `redis://127.0.0.1:7000`.
+    pub fn at(url: &str) -> Result<Target, BenchError> {
+        let client = Client::open(url).map_err(|err| BenchError::from_redis("REDIS_URL", err))?;
+        let info = client.get_connection_info();
+        let ConnectionAddr::Tcp(host, port) = info.addr().clone() else {
+            return Err(BenchError::new(
+                "only plain TCP servers (redis://host:port) can be benchmarked: redis-benchmark \
+                 needs a host and a port",
+            ));
+        };
+        Ok(Target {
+            url: url.to_owned(),
+            host,
+            port,
+            password: info.redis_settings().password().map(str::to_owned),
+            own: None,
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub fn password(&self) -> Option<&str> {
+        self.password.as_deref()
+    }
+
+    /// True when the server was started by this run, so its data may be flushed.
+    pub fn is_own(&self) -> bool {
+        self.own.is_some()
+    }
+
+    /// A connection of its own for INFO and other side requests.
+    pub async fn probe(&self) -> Result<Probe, BenchError> {
+        let client =
+            Client::open(self.url.as_str()).map_err(|err| BenchError::from_redis("probe", err))?;
+        let conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .map_err(|err| BenchError::from_redis("probe connect", err))?;
+        Ok(Probe { conn })
+    }
+}
+
+/// A side connection to the server, separate from every contender's. Clones share it.
+#[derive(Clone)]
+pub struct Probe {
+    conn: MultiplexedConnection,
+}
+
+impl Probe {
+    /// `INFO <section>` as `field -> value`.
+    pub async fn info(&mut self, section: &str) -> Result<Info, BenchError> {
+        let text: String = redis::cmd("INFO")
+            .arg(section)
+            .query_async(&mut self.conn)
+            .await
+            .map_err(|err| BenchError::from_redis("INFO", err))?;
+        Ok(Info::parse(&text))
+    }
+
+    /// Counters for the cost of renewals: every command sent by anyone is in them, so callers
+    /// subtract what they sent themselves (two commands and two reads per snapshot).
+    pub async fn counters(&mut self) -> Result<Counters, BenchError> {
+        let stats = self.info("stats").await?;
+        let commands = self.info("commandstats").await?;
+        let memory = self.info("memory").await?;
+        Ok(Counters {
+            script_calls: commands.calls("evalsha") + commands.calls("eval"),
+            commands: stats.number("total_commands_processed"),
+            reads: stats.number("total_reads_processed"),
+            used_memory: memory.number("used_memory"),
+        })
+    }
+
+    /// The server's version, e.g. `7.0.15`.
+    pub async fn version(&mut self) -> Result<String, BenchError> {
+        let info = self.info("server").await?;
+        Ok(info.get("redis_version").unwrap_or("unknown").to_owned())
+    }
+
+    /// One round trip.
+    pub async fn ping(&mut self) -> Result<(), BenchError> {
+        self.run(&["PING"]).await
+    }
+
+    /// Any command whose reply is not needed.
+    pub async fn run(&mut self, args: &[&str]) -> Result<(), BenchError> {
+        let mut cmd = redis::cmd(args[0]);
+        for arg in &args[1..] {
+            cmd.arg(*arg);
+        }
+        cmd.query_async::<redis::Value>(&mut self.conn)
+            .await
+            .map_err(|err| BenchError::from_redis(args[0], err))?;
+        Ok(())
+    }
+}
+
+/// Server-side counters at one moment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Counters {
+    /// EVALSHA and EVAL calls: every renewal is one.
+    pub script_calls: u64,
+    pub commands: u64,
+    /// Socket reads served: each round trip needs at least one.
+    pub reads: u64,
+    pub used_memory: u64,
+}
+
+impl Counters {
+    /// Commands and reads a snapshot itself costs: three INFO commands, each one read.
+    pub const OWN_COST: u64 = 3;
+}
+
+/// One INFO section.
+#[derive(Debug, Default)]
+pub struct Info {
+    fields: HashMap<String, String>,
+}
+
+impl Info {
+    fn parse(text: &str) -> Info {
+        let fields = text
+            .lines()
+            .filter(|line| !line.starts_with('#'))
+            .filter_map(|line| line.trim_end().split_once(':'))
+            .map(|(key, value)| (key.to_owned(), value.to_owned()))
+            .collect();
+        Info { fields }
+    }
+
+    pub fn get(&self, field: &str) -> Option<&str> {
+        self.fields.get(field).map(String::as_str)
+    }
+
+    /// A numeric field; 0 when absent.
+    pub fn number(&self, field: &str) -> u64 {
+        self.get(field).and_then(|v| v.parse().ok()).unwrap_or(0)
+    }
+
+    /// `calls=` of `cmdstat_<command>` in `INFO commandstats`; 0 when never called.
+    pub fn calls(&self, command: &str) -> u64 {
+        self.get(&format!("cmdstat_{command}"))
+            .and_then(|stat| {
+                stat.split(',')
+                    .find_map(|pair| pair.strip_prefix("calls="))
+                    .and_then(|calls| calls.parse().ok())
+            })
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commandstats_calls_are_read() {
+        let info = Info::parse(
+            "# Commandstats\r\ncmdstat_evalsha:calls=1200,usec=3456,usec_per_call=2.88,\
+             rejected_calls=0,failed_calls=0\r\ncmdstat_ping:calls=3,usec=1\r\n",
+        );
+        assert_eq!(info.calls("evalsha"), 1200);
+        assert_eq!(info.calls("ping"), 3);
+        assert_eq!(info.calls("eval"), 0);
+    }
+
+    #[test]
+    fn numeric_fields_are_read() {
+        let info = Info::parse("# Stats\r\ntotal_reads_processed:77\r\nredis_version:7.0.15\r\n");
+        assert_eq!(info.number("total_reads_processed"), 77);
+        assert_eq!(info.get("redis_version"), Some("7.0.15"));
+        assert_eq!(info.number("missing"), 0);
+    }
+}
