@@ -6,7 +6,8 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1 \
+    || ! command -v redis-benchmark >/dev/null 2>&1; then
     if [ "$(id -u)" -eq 0 ]; then
         sudo=""
     elif command -v sudo >/dev/null 2>&1; then
@@ -16,7 +17,7 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
         echo "  apt-get install -y redis-server redis-tools" >&2
         exit 1
     fi
-    echo "test.sh: redis-server or redis-cli missing; installing redis-server and redis-tools"
+    echo "test.sh: redis-server, redis-cli or redis-benchmark missing; installing redis-server and redis-tools"
     echo "+ ${sudo:+$sudo }apt-get update"
     $sudo apt-get update
     echo "+ ${sudo:+$sudo }apt-get install -y redis-server redis-tools"

@@ -338,7 +338,8 @@ fn dropping_proxy_closes_its_connections() {
     let stream = connected(addr);
     drop(proxy);
     assert!(is_closed(&stream));
-    assert!(refuses(addr));
+    // Whether the port now refuses is not asserted: a test running alongside may already have
+    // been given the freed port.
 }
 
 #[tokio::test(flavor = "current_thread")]
