@@ -28,11 +28,11 @@ use redis::{
     Cmd, ErrorKind, Pipeline, ProtocolVersion, PushInfo, PushKind, RedisError, RedisFuture,
     RedisResult, ServerErrorKind, Value,
 };
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use super::redis::{
-    ACQUIRE, RELEASE, RENEW, RedisSettings, describe_error, enable_tls, is_noscript, millis,
-    query_loading,
+    ACQUIRE, RELEASE, RENEW, RedisSettings, Subscription, describe_error, enable_tls, is_noscript,
+    millis, query_loading, release_answer, unwatch_through, watch_through,
 };
 use super::{Acquire, Backend, BoxFuture, Release, Renewal};
 use crate::key::StoredKey;
@@ -56,11 +56,6 @@ pub(crate) struct ClusterBackend {
     fence_retention_ms: u64,
     replica_acks: Option<(u32, Duration)>,
     subscriptions: mpsc::UnboundedSender<Subscription>,
-}
-
-enum Subscription {
-    Watch(String, oneshot::Sender<Result<(), RedisError>>),
-    Unwatch(String),
 }
 
 /// The seed nodes of a `redis+cluster://` or `rediss+cluster://` URL.
@@ -400,31 +395,16 @@ impl Backend for ClusterBackend {
                     .invoke_async(&mut conn)
                     .await,
             )?;
-            Ok(match answer {
-                1 => Release::Released,
-                0 => Release::NotOwner,
-                _ => Release::Gone,
-            })
+            Ok(release_answer(answer))
         })
     }
 
     fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
-        Box::pin(async move {
-            let (ack, acked) = oneshot::channel();
-            self.subscriptions
-                .send(Subscription::Watch(key.to_owned(), ack))
-                .map_err(|_| "the subscription task has stopped")?;
-            acked
-                .await
-                .map_err(|_| "the subscription task has stopped")??;
-            Ok(())
-        })
+        Box::pin(watch_through(&self.subscriptions, key))
     }
 
     fn unwatch(&self, key: &str) {
-        let _ = self
-            .subscriptions
-            .send(Subscription::Unwatch(key.to_owned()));
+        unwatch_through(&self.subscriptions, key);
     }
 }
 

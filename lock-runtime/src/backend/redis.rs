@@ -47,9 +47,38 @@ pub(crate) struct RedisBackend {
     subscriptions: mpsc::UnboundedSender<Subscription>,
 }
 
-enum Subscription {
+/// A request to a backend's subscription task, handled in the order sent.
+pub(super) enum Subscription {
     Watch(String, oneshot::Sender<Result<(), RedisError>>),
     Unwatch(String),
+}
+
+/// Asks the subscription task to deliver releases of `key`; resolves once it is subscribed.
+pub(super) async fn watch_through(
+    subscriptions: &mpsc::UnboundedSender<Subscription>,
+    key: &str,
+) -> Result<(), BoxError> {
+    let stopped = || "the subscription task has stopped";
+    let (ack, acked) = oneshot::channel();
+    subscriptions
+        .send(Subscription::Watch(key.to_owned(), ack))
+        .map_err(|_| stopped())?;
+    acked.await.map_err(|_| stopped())??;
+    Ok(())
+}
+
+/// Asks the subscription task to stop delivering releases of `key`. Never blocks.
+pub(super) fn unwatch_through(subscriptions: &mpsc::UnboundedSender<Subscription>, key: &str) {
+    let _ = subscriptions.send(Subscription::Unwatch(key.to_owned()));
+}
+
+/// The release script's answer (see release.lua).
+pub(super) fn release_answer(answer: i64) -> Release {
+    match answer {
+        1 => Release::Released,
+        0 => Release::NotOwner,
+        _ => Release::Gone,
+    }
 }
 
 impl RedisBackend {
@@ -283,31 +312,16 @@ impl Backend for RedisBackend {
                 .arg(keep_ms)
                 .invoke_async(&mut conn)
                 .await?;
-            Ok(match answer {
-                1 => Release::Released,
-                0 => Release::NotOwner,
-                _ => Release::Gone,
-            })
+            Ok(release_answer(answer))
         })
     }
 
     fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
-        Box::pin(async move {
-            let (ack, acked) = oneshot::channel();
-            self.subscriptions
-                .send(Subscription::Watch(key.to_owned(), ack))
-                .map_err(|_| "the subscription task has stopped")?;
-            acked
-                .await
-                .map_err(|_| "the subscription task has stopped")??;
-            Ok(())
-        })
+        Box::pin(watch_through(&self.subscriptions, key))
     }
 
     fn unwatch(&self, key: &str) {
-        let _ = self
-            .subscriptions
-            .send(Subscription::Unwatch(key.to_owned()));
+        unwatch_through(&self.subscriptions, key);
     }
 }
 
