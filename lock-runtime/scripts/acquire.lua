@@ -30,10 +30,7 @@ elseif kind ~= 'none' then
   return {-1, 0}
 end
 
-if redis.replicate_commands then
-  -- Redis < 5 replicates scripts verbatim; TIME needs effects replication there.
-  pcall(redis.replicate_commands)
-end
+-- Redis 5+ replicates a script by its effects, so reading TIME before writing is allowed.
 local time = redis.call('TIME')
 local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
 local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0

@@ -219,7 +219,9 @@ impl LockManager {
             // The outer section holds the lock and will release it.
             Some(lease) => (None, reenter(lease)?),
             None => {
-                let guard = self.lock(key, options).await?;
+                // Boxed: the finished acquire's state (about 1 KB) would otherwise stay part of
+                // this future for as long as the body runs.
+                let guard = Box::pin(self.lock(key, options)).await?;
                 let lease = guard.lease().clone();
                 (Some(guard), lease)
             }

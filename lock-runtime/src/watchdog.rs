@@ -24,6 +24,14 @@ const RETRY_FLOOR: Duration = Duration::from_millis(20);
 /// Renewals due within this long (and within a twelfth of their ttl) join the current batch.
 const MAX_COALESCE: Duration = Duration::from_secs(1);
 
+/// An idle driver (no lease tracked) still looks this often, so that registering a lease whose
+/// first deadline is further away than this does not have to wake it.
+const IDLE_LOOK: Duration = Duration::from_secs(1);
+
+/// Renewals go out in pipelines of at most this many, one after the other: still one round trip
+/// per thousand leases, without building one huge request (and its answer) for ten thousand.
+const PIPELINE: usize = 1000;
+
 pub(crate) struct Watchdog {
     shared: Arc<Shared>,
 }
@@ -42,6 +50,9 @@ struct State {
     queue: BTreeSet<(Instant, u64)>,
     /// The driver task, started on first use and again if the runtime it ran on has shut down.
     driver: Option<tokio::task::JoinHandle<()>>,
+    /// When the driver will look again by itself (None: not known, so wake it). Work due later
+    /// than this needs no wake-up: most locks are released long before their first renewal.
+    next_look: Option<Instant>,
 }
 
 struct Entry {
@@ -104,7 +115,7 @@ impl Watchdog {
             },
         );
         state.queue.insert((lost_at, id));
-        self.shared.start_driver(&mut state);
+        self.shared.start_driver(&mut state, lost_at);
         id
     }
 
@@ -123,8 +134,10 @@ impl Watchdog {
         };
         let first = (lease.started() + entry.ttl / 3).min(entry.lost_at);
         state.reschedule(id, first);
-        drop(state);
-        self.shared.wake.notify_one();
+        if state.next_look.is_none_or(|look| first < look) {
+            drop(state);
+            self.shared.wake.notify_one();
+        }
     }
 
     /// Stops all work for a lease. Synchronous: once it returns, no renewal of it will be sent.
@@ -152,20 +165,24 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn start_driver(self: &Arc<Self>, state: &mut State) {
+    /// Makes sure a driver runs, and wakes it if it would otherwise look later than `due`.
+    fn start_driver(self: &Arc<Self>, state: &mut State, due: Instant) {
         if state
             .driver
             .as_ref()
             .is_some_and(|driver| !driver.is_finished())
         {
-            self.wake.notify_one();
+            if state.next_look.is_none_or(|look| due < look) {
+                self.wake.notify_one();
+            }
             return;
         }
+        state.next_look = None;
         state.driver = Some(tokio::spawn(drive(Arc::downgrade(self), self.wake.clone())));
     }
 
     /// Does what is due at `now`; returns when to look again.
-    fn step(self: &Arc<Self>, now: Instant) -> Option<Instant> {
+    fn step(self: &Arc<Self>, now: Instant) -> Instant {
         let mut lost = Vec::new();
         let mut batch = Vec::new();
         let mut ids = Vec::new();
@@ -222,7 +239,11 @@ impl Shared {
                 });
                 ids.push((id, ttl));
             }
-            queue.first().map(|&(due, _)| due)
+            let next = queue
+                .first()
+                .map_or(now + IDLE_LOOK, |&(due, _)| due);
+            guard.next_look = Some(next);
+            next
         };
         for (lease, reason) in lost {
             if lease.mark_lost(reason) {
@@ -230,16 +251,24 @@ impl Shared {
             }
         }
         if !batch.is_empty() {
-            tokio::spawn(self.clone().send(batch, ids, now));
+            let shared = self.clone();
+            tokio::spawn(async move {
+                let mut ids = ids.as_slice();
+                for batch in batch.chunks(PIPELINE) {
+                    let (these, rest) = ids.split_at(batch.len());
+                    ids = rest;
+                    shared.clone().send(batch, these, Instant::now()).await;
+                }
+            });
         }
         next
     }
 
     /// Sends one batch of renewals and books the answers.
-    async fn send(self: Arc<Self>, batch: Vec<Renewal>, ids: Vec<(u64, Duration)>, sent: Instant) {
+    async fn send(self: Arc<Self>, batch: &[Renewal], ids: &[(u64, Duration)], sent: Instant) {
         let shortest = ids.iter().map(|&(_, ttl)| ttl).min().unwrap_or_default();
         let answer =
-            match tokio::time::timeout((shortest / 3).max(RETRY_FLOOR), self.backend.renew(&batch))
+            match tokio::time::timeout((shortest / 3).max(RETRY_FLOOR), self.backend.renew(batch))
                 .await
             {
                 Ok(Ok(renewed)) if renewed.len() == ids.len() => Ok(renewed),
@@ -345,14 +374,9 @@ async fn drive(shared: Weak<Shared>, wake: Arc<Notify>) {
             Some(shared) => shared.step(Instant::now()),
             None => return,
         };
-        match next {
-            Some(due) => {
-                tokio::select! {
-                    () = tokio::time::sleep_until(due) => {}
-                    () = &mut notified => {}
-                }
-            }
-            None => notified.await,
+        tokio::select! {
+            () = tokio::time::sleep_until(next) => {}
+            () = &mut notified => {}
         }
     }
 }
