@@ -1,11 +1,11 @@
 //! The state of one held lock, shared by its guard, `current()`, the watchdog and the macro's
-//! abort: one `watch` channel, so every reader sees the same signal.
+//! abort: one status behind one mutex, and one `Notify` that wakes whoever waits for a loss.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::key::StoredKey;
@@ -29,11 +29,13 @@ pub(crate) struct Lease {
     pub(crate) options: LockOptions,
     fence: AtomicU64,
     times: Mutex<Times>,
-    status: watch::Sender<Status>,
+    /// Woken on every change of `times.status`.
+    changed: Notify,
 }
 
 #[derive(Clone, Copy)]
 struct Times {
+    status: Status,
     /// Taken before the acquire was sent: every local deadline counts from here, so the local
     /// view of the lease always ends before the server's.
     started: Instant,
@@ -52,6 +54,7 @@ impl Times {
         Times {
             started,
             deadline: started + ttl - drift_margin(ttl),
+            status: Status::Acquiring,
         }
     }
 }
@@ -73,23 +76,32 @@ impl Lease {
             options,
             fence: AtomicU64::new(0),
             times: Mutex::new(Times::starting(started, options.ttl)),
-            status: watch::Sender::new(Status::Acquiring),
+            changed: Notify::new(),
         }
+    }
+
+    fn times(&self) -> std::sync::MutexGuard<'_, Times> {
+        self.times.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Applies `change` to the status; wakes the waiters of [`Lease::lost`] if it returns true.
+    fn update(&self, change: impl FnOnce(&mut Status) -> bool) -> bool {
+        let changed = change(&mut self.times().status);
+        if changed {
+            self.changed.notify_waiters();
+        }
+        changed
     }
 
     /// A new attempt to acquire is about to be sent: the lease would count from now.
     pub(crate) fn restart(&self, started: Instant) {
-        *self.times.lock().unwrap_or_else(PoisonError::into_inner) =
-            Times::starting(started, self.options.ttl);
         // A deadline that passed during an earlier, busy attempt says nothing about this one.
-        self.status.send_replace(Status::Acquiring);
+        *self.times() = Times::starting(started, self.options.ttl);
+        self.changed.notify_waiters();
     }
 
     pub(crate) fn started(&self) -> Instant {
-        self.times
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .started
+        self.times().started
     }
 
     pub(crate) fn fencing_token(&self) -> u64 {
@@ -97,38 +109,34 @@ impl Lease {
     }
 
     pub(crate) fn deadline(&self) -> Instant {
-        self.times
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .deadline
+        self.times().deadline
     }
 
     pub(crate) fn set_deadline(&self, deadline: Instant) {
-        self.times
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .deadline = deadline;
+        self.times().deadline = deadline;
     }
 
     pub(crate) fn status(&self) -> Status {
-        *self.status.borrow()
+        self.times().status
     }
 
     pub(crate) fn is_held(&self) -> bool {
-        self.status() == Status::Held && Instant::now() < self.deadline()
+        let times = *self.times();
+        times.status == Status::Held && Instant::now() < times.deadline
     }
 
     /// What is left of the lease by the local clock (zero once lost or released).
     pub(crate) fn remaining(&self) -> Duration {
-        if self.status() != Status::Held {
+        let times = *self.times();
+        if times.status != Status::Held {
             return Duration::ZERO;
         }
-        self.deadline().saturating_duration_since(Instant::now())
+        times.deadline.saturating_duration_since(Instant::now())
     }
 
     pub(crate) fn mark_held(&self, fence: u64) {
         self.fence.store(fence, Ordering::Release);
-        self.status.send_if_modified(|status| {
+        self.update(|status| {
             let acquiring = *status == Status::Acquiring;
             if acquiring {
                 *status = Status::Held;
@@ -139,7 +147,7 @@ impl Lease {
 
     /// Marks the lease lost; returns false if it was already lost or released.
     pub(crate) fn mark_lost(&self, reason: LostReason) -> bool {
-        self.status.send_if_modified(|status| {
+        self.update(|status| {
             let live = matches!(status, Status::Held | Status::Acquiring);
             if live {
                 *status = Status::Lost(reason);
@@ -149,7 +157,7 @@ impl Lease {
     }
 
     pub(crate) fn mark_released(&self) {
-        self.status.send_if_modified(|status| {
+        self.update(|status| {
             let changed = !matches!(status, Status::Released);
             *status = Status::Released;
             changed
@@ -169,7 +177,7 @@ impl Lease {
     /// Why a lease whose deadline passed ran out: `max_hold` if the deadline is where it capped
     /// the lease, otherwise missing renewals.
     fn expiry_reason(&self) -> LostReason {
-        let times = *self.times.lock().unwrap_or_else(PoisonError::into_inner);
+        let times = *self.times();
         let cap = self
             .options
             .max_hold
@@ -187,20 +195,21 @@ impl Lease {
     /// Watches the local deadline itself as well, so the loss is reported on time even if the
     /// watchdog could not run (its runtime shut down).
     pub(crate) async fn lost(&self) -> LostReason {
-        let mut rx = self.status.subscribe();
         loop {
-            match *rx.borrow_and_update() {
+            // Registered before the status is read, so no change in between goes unnoticed.
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let Times {
+                status, deadline, ..
+            } = *self.times();
+            match status {
                 Status::Lost(reason) => return reason,
                 Status::Released => break,
                 Status::Acquiring | Status::Held => {}
             }
-            let deadline = self.deadline();
             tokio::select! {
-                changed = rx.changed() => {
-                    if changed.is_err() {
-                        break;
-                    }
-                }
+                () = &mut changed => {}
                 () = tokio::time::sleep_until(deadline) => {
                     // A renewal may have moved the deadline meanwhile.
                     if Instant::now() >= self.deadline() && self.status() == Status::Held {

@@ -5,6 +5,7 @@ use std::fmt::Display;
 use std::future::Future;
 
 use crate::LockError;
+use crate::manager::box_body;
 
 pub use crate::options::OnLeaseLost;
 pub use crate::{LockManager, LockOptions};
@@ -13,35 +14,43 @@ pub use std::fmt::Write;
 pub use std::string::String;
 
 /// Runs `body` while holding the lock `key` of `manager`; see [`LockManager::run_locked`].
-pub async fn run_locked<F, T, E>(
+pub fn run_locked<F, T, E>(
     manager: &LockManager,
     key: String,
     options: LockOptions,
     body: F,
-) -> Result<T, E>
+) -> impl Future<Output = Result<T, E>>
 where
     F: Future<Output = Result<T, E>>,
     E: From<LockError>,
 {
-    manager.run_locked(key, options, body).await
+    manager.run_locked(key, options, body)
 }
 
 /// Runs `body` while holding the lock `key` of the process-wide default manager
 /// ([`set_global_default`](crate::set_global_default)). Without one, the body does not run and
 /// the caller gets [`LockError::Config`].
-pub async fn run_locked_global<F, T, E>(key: String, options: LockOptions, body: F) -> Result<T, E>
+pub fn run_locked_global<F, T, E>(
+    key: String,
+    options: LockOptions,
+    body: F,
+) -> impl Future<Output = Result<T, E>>
 where
     F: Future<Output = Result<T, E>>,
     E: From<LockError>,
 {
-    let manager = crate::global_default().ok_or_else(|| {
-        LockError::Config(
-            "#[distributed_lock] found no default LockManager: call \
-             lock_runtime::set_global_default(manager) at startup, or pass `manager = ...`"
-                .into(),
-        )
-    })?;
-    manager.run_locked(key, options, body).await
+    // Boxed here, not inside the async block, so the body is kept once (see `box_body`).
+    let body = box_body(body);
+    async move {
+        let manager = crate::global_default().ok_or_else(|| {
+            LockError::Config(
+                "#[distributed_lock] found no default LockManager: call \
+                 lock_runtime::set_global_default(manager) at startup, or pass `manager = ...`"
+                    .into(),
+            )
+        })?;
+        manager.run_locked_boxed(key, options, body).await
+    }
 }
 
 /// Implemented by every type that can stand in a key template placeholder.

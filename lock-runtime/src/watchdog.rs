@@ -239,9 +239,7 @@ impl Shared {
                 });
                 ids.push((id, ttl));
             }
-            let next = queue
-                .first()
-                .map_or(now + IDLE_LOOK, |&(due, _)| due);
+            let next = queue.first().map_or(now + IDLE_LOOK, |&(due, _)| due);
             guard.next_look = Some(next);
             next
         };
