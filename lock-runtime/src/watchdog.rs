@@ -232,11 +232,7 @@ impl Shared {
                     queue.insert((entry.due, id));
                 }
                 entry.in_flight = true;
-                batch.push(Renewal {
-                    key: lease.stored.lock.clone(),
-                    token: lease.token.clone(),
-                    ttl,
-                });
+                batch.push(Renewal { lease, ttl });
                 ids.push((id, ttl));
             }
             let next = queue.first().map_or(now + IDLE_LOOK, |&(due, _)| due);

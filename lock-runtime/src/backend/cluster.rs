@@ -331,7 +331,7 @@ impl Backend for ClusterBackend {
             let mut groups: HashMap<Slot, Vec<usize>> = HashMap::new();
             for (i, renewal) in batch.iter().enumerate() {
                 groups
-                    .entry(Slot::for_key(&renewal.key))
+                    .entry(Slot::for_key(renewal.key()))
                     .or_default()
                     .push(i);
             }
@@ -341,12 +341,12 @@ impl Backend for ClusterBackend {
                     let renewal = &batch[i];
                     pipe.invoke_script(
                         RENEW
-                            .key(&renewal.key)
-                            .arg(&renewal.token)
+                            .key(renewal.key())
+                            .arg(renewal.token())
                             .arg(millis(renewal.ttl)),
                     );
                 }
-                let mut conn = self.routed(&batch[indices[0]].key);
+                let mut conn = self.routed(batch[indices[0]].key());
                 let answers: Vec<i64> =
                     settle_noscript(query_loading(&pipe, &RENEW, &mut conn).await)?;
                 if answers.len() != indices.len() {

@@ -122,8 +122,8 @@ impl Backend for MemoryBackend {
         let mut state = self.state();
         let renewed = batch
             .iter()
-            .map(|renewal| match state.live(&renewal.key, now) {
-                Some(entry) if entry.token == renewal.token => {
+            .map(|renewal| match state.live(renewal.key(), now) {
+                Some(entry) if entry.token == renewal.token() => {
                     entry.expires = now + renewal.ttl;
                     Some(true)
                 }

@@ -59,12 +59,23 @@ pub(crate) enum Release {
     Gone,
 }
 
-/// One lease to renew.
-#[derive(Debug, Clone)]
+/// One lease to renew. It shares the lease rather than copying its key and token: a batch may
+/// hold ten thousand of these at once.
+#[derive(Clone)]
 pub(crate) struct Renewal {
-    pub(crate) key: String,
-    pub(crate) token: String,
+    pub(crate) lease: std::sync::Arc<crate::lease::Lease>,
     pub(crate) ttl: Duration,
+}
+
+impl Renewal {
+    /// The stored lock key.
+    pub(crate) fn key(&self) -> &str {
+        &self.lease.stored.lock
+    }
+
+    pub(crate) fn token(&self) -> &str {
+        &self.lease.token
+    }
 }
 
 /// A deployment that can hold locks. Implementations never block and never panic on I/O.

@@ -278,8 +278,8 @@ impl Backend for RedisBackend {
                 .map(|renewal| {
                     let mut invocation = RENEW.prepare_invoke();
                     invocation
-                        .key(&renewal.key)
-                        .arg(&renewal.token)
+                        .key(renewal.key())
+                        .arg(renewal.token())
                         .arg(millis(renewal.ttl));
                     invocation
                 })

@@ -322,8 +322,14 @@ impl Run {
         let renewals: Vec<Renewal> = batch
             .iter()
             .map(|&(key, token, ttl)| Renewal {
-                key: self.keys[key].lock.clone(),
-                token: TOKENS[token].to_owned(),
+                lease: std::sync::Arc::new(crate::lease::Lease::new(
+                    KEYS[key].to_owned(),
+                    self.keys[key].clone(),
+                    TOKENS[token].to_owned(),
+                    0,
+                    crate::LockOptions::new(),
+                    tokio::time::Instant::now(),
+                )),
                 ttl,
             })
             .collect();
