@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::port::free_port;
-use crate::server::RedisServer;
+use crate::server::{ProcessState, RedisServer};
 use crate::tempdir::TempDir;
 use crate::topology::{self, Role};
 
@@ -170,6 +170,43 @@ impl RedisCluster {
         let candidates = self.failover_candidates(master);
         master.pause();
         self.wait_promoted(master, &candidates, "after it was paused")
+    }
+
+    /// Brings back a node that a failover replaced: resumes it if it was paused, restarts it if
+    /// it was killed (empty, but with its `nodes.conf`, so it is the same cluster node), and
+    /// returns once it has turned into a replica (the cluster tells a returning master that its
+    /// slots moved) and the whole cluster has settled with every node up. Later failovers then
+    /// have a replica to promote again.
+    ///
+    /// # Panics
+    ///
+    /// If `node` is not a node of this cluster, or the cluster does not settle within 30 s.
+    pub fn rejoin(&self, node: &RedisServer) {
+        assert!(
+            self.nodes.iter().any(|ours| ours.port() == node.port()),
+            "{} is not a node of this cluster\n{}",
+            node.addr(),
+            self.log()
+        );
+        match node.state() {
+            ProcessState::Paused => node.resume(),
+            ProcessState::Killed => node.restart(),
+            ProcessState::Running => {}
+        }
+        let settled = topology::settle(SETTLE_TIMEOUT, || {
+            match topology::role(node) {
+                Some(Role::Replica { .. }) => {}
+                role => return Err(format!("{} has role {role:?}", node.addr())),
+            }
+            self.check(true)
+        });
+        if let Err(why) = settled {
+            panic!(
+                "{} did not rejoin as a replica {why}\n{}",
+                node.addr(),
+                self.log()
+            );
+        }
     }
 
     /// Promotes a replica of `master` with `CLUSTER FAILOVER` (the coordinated kind: the master

@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use crate::resp::Reply;
-use crate::server::RedisServer;
+use crate::server::{ProcessState, RedisServer};
 use crate::topology::{self, Role};
 
 /// The name the sentinels monitor the master under.
@@ -67,7 +67,7 @@ impl SentinelSetup {
         };
         // A sentinel learns of the replicas from the master's INFO, which it asks for at once
         // and then only every 10 s: the replicas must be attached before it starts.
-        let synced = topology::settle(SETTLE_TIMEOUT, || setup.check_replication());
+        let synced = topology::settle(SETTLE_TIMEOUT, || setup.check_replication(&setup.data[0]));
         if let Err(why) = synced {
             panic!("replicas did not sync {why}\n{}", setup.log());
         }
@@ -164,13 +164,99 @@ impl SentinelSetup {
     ///
     /// If there is no replica to promote, or the failover does not complete within 40 s.
     pub fn kill_master_and_wait_failover(&self) -> &RedisServer {
-        let old = self.master();
+        let old = self.master_with_replica();
+        old.kill();
+        self.wait_promoted(old, "after it was killed")
+    }
+
+    /// Stops the current master with SIGSTOP and returns the replica that took its place, as
+    /// [`kill_master_and_wait_failover`](Self::kill_master_and_wait_failover) does. The old
+    /// master is still paused: resumed, it is a master with its old data until a sentinel
+    /// turns it into a replica (Sentinel waits 8 s before it does), and a client still
+    /// connected to it meanwhile talks to a stale master. [`rejoin`](Self::rejoin) brings it
+    /// back as a replica at once.
+    ///
+    /// # Panics
+    ///
+    /// As [`kill_master_and_wait_failover`](Self::kill_master_and_wait_failover).
+    pub fn pause_master_and_wait_failover(&self) -> &RedisServer {
+        let old = self.master_with_replica();
+        old.pause();
+        self.wait_promoted(old, "after it was paused")
+    }
+
+    /// Brings back a data node that a failover replaced, as a replica of the current master:
+    /// resumes it if it was paused, restarts it (empty) if it was killed, points it at the
+    /// master with `REPLICAOF`, and returns once it is in sync and every sentinel lists every
+    /// replica with its link up. Later failovers then have a replica to promote again.
+    ///
+    /// # Panics
+    ///
+    /// If `node` is not a data node of this setup, or it does not settle within 30 s.
+    pub fn rejoin(&self, node: &RedisServer) {
+        assert!(
+            self.data_node_at(node.addr()).is_some(),
+            "{} is not a data node of this setup\n{}",
+            node.addr(),
+            self.log()
+        );
+        match node.state() {
+            ProcessState::Paused => node.resume(),
+            ProcessState::Killed => node.restart(),
+            ProcessState::Running => {}
+        }
+        let master = self.master();
+        if master.port() != node.port() {
+            let port = master.port().to_string();
+            let reply = node.cmd(&["REPLICAOF", "127.0.0.1", &port]);
+            assert_eq!(
+                reply,
+                "OK",
+                "REPLICAOF on {} refused\n{}",
+                node.addr(),
+                self.log()
+            );
+        }
+        let settled = topology::settle(SETTLE_TIMEOUT, || {
+            self.check_replication(master)?;
+            self.check_sentinels()
+        });
+        if let Err(why) = settled {
+            panic!(
+                "{} did not rejoin as a replica of {} {why}\n{}",
+                node.addr(),
+                master.addr(),
+                self.log()
+            );
+        }
+    }
+
+    /// The logs of all nodes and sentinels, each under a header naming it. Meant for assertion
+    /// messages.
+    pub fn log(&self) -> String {
+        let data = self.data.iter().map(|node| ("data node", node));
+        let sentinels = self.sentinels.iter().map(|node| ("sentinel", node));
+        topology::logs(data.chain(sentinels))
+    }
+
+    fn data_node_at(&self, addr: SocketAddr) -> Option<&RedisServer> {
+        self.data.iter().find(|node| node.addr() == addr)
+    }
+
+    /// The current master, after checking that it has a replica to fail over to.
+    fn master_with_replica(&self) -> &RedisServer {
+        let master = self.master();
         assert!(
             !self.replicas().is_empty(),
             "no replica to fail over to\n{}",
             self.log()
         );
-        old.kill();
+        master
+    }
+
+    /// Waits until every live sentinel names one node other than `old` master and that node
+    /// answers `ROLE` as master.
+    fn wait_promoted(&self, old: &RedisServer, context: &str) -> &RedisServer {
         let promoted = topology::settle(FAILOVER_TIMEOUT, || {
             let named: Vec<SocketAddr> = self
                 .sentinels
@@ -193,28 +279,21 @@ impl SentinelSetup {
         });
         promoted.unwrap_or_else(|why| {
             panic!(
-                "no replica took over from {} {why}\n{}",
+                "no replica took over from {} {context} {why}\n{}",
                 old.addr(),
                 self.log()
             )
         })
     }
 
-    /// The logs of all nodes and sentinels, each under a header naming it. Meant for assertion
-    /// messages.
-    pub fn log(&self) -> String {
-        let data = self.data.iter().map(|node| ("data node", node));
-        let sentinels = self.sentinels.iter().map(|node| ("sentinel", node));
-        topology::logs(data.chain(sentinels))
-    }
-
-    fn data_node_at(&self, addr: SocketAddr) -> Option<&RedisServer> {
-        self.data.iter().find(|node| node.addr() == addr)
-    }
-
-    /// `Ok` when the master counts every replica online and each replica has its link up.
-    fn check_replication(&self) -> Result<(), String> {
-        let (master, replicas) = self.data.split_first().ok_or("no master")?;
+    /// `Ok` when `master` counts every other data node as a replica online and each of them has
+    /// its link up.
+    fn check_replication(&self, master: &RedisServer) -> Result<(), String> {
+        let replicas: Vec<&RedisServer> = self
+            .data
+            .iter()
+            .filter(|node| node.port() != master.port())
+            .collect();
         let info = topology::ask_text(master, &["INFO", "replication"])?;
         let online = (0..replicas.len())
             .filter(|i| {
