@@ -314,6 +314,17 @@ fn work_dir(config: &Config) -> Result<(PathBuf, bool), String> {
     if let Some(dir) = &config.dir {
         let dir = PathBuf::from(dir);
         fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        // The logs are appended to: an earlier run's would be read back as this one's.
+        let used = fs::read_dir(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .next()
+            .is_some();
+        if used {
+            return Err(format!(
+                "--dir {} is not empty: give each run a directory of its own",
+                dir.display()
+            ));
+        }
         return Ok((dir, true));
     }
     let dir = std::env::temp_dir().join(format!("lock-chaos-{}-{}", std::process::id(), now_ns()));
