@@ -146,15 +146,18 @@ impl SentinelSetup {
     ///
     /// If no sentinel answers.
     pub fn current_master_addr(&self) -> SocketAddr {
-        self.sentinels
-            .iter()
-            .find_map(master_addr_by_name)
-            .unwrap_or_else(|| {
-                panic!(
-                    "no sentinel answers get-master-addr-by-name\n{}",
-                    self.log()
-                )
-            })
+        self.try_master_addr().unwrap_or_else(|| {
+            panic!(
+                "no sentinel answers get-master-addr-by-name\n{}",
+                self.log()
+            )
+        })
+    }
+
+    /// As [`current_master_addr`](Self::current_master_addr), `None` when no sentinel answers:
+    /// for watching the setup without a panic in the way.
+    pub fn try_master_addr(&self) -> Option<SocketAddr> {
+        self.sentinels.iter().find_map(master_addr_by_name)
     }
 
     /// Kills the current master (SIGKILL) and returns the replica that took its place, once
@@ -187,12 +190,13 @@ impl SentinelSetup {
 
     /// Brings back a data node that a failover replaced, as a replica of the current master:
     /// resumes it if it was paused, restarts it (empty) if it was killed, points it at the
-    /// master with `REPLICAOF`, and returns once it is in sync and every sentinel lists every
-    /// replica with its link up. Later failovers then have a replica to promote again.
+    /// master with `REPLICAOF`, and returns once the setup has settled (see
+    /// [`wait_settled`](Self::wait_settled)). Later failovers then have a replica to promote
+    /// again.
     ///
     /// # Panics
     ///
-    /// If `node` is not a data node of this setup, or it does not settle within 30 s.
+    /// If `node` is not a data node of this setup, or the setup does not settle within 30 s.
     pub fn rejoin(&self, node: &RedisServer) {
         assert!(
             self.data_node_at(node.addr()).is_some(),
@@ -218,17 +222,26 @@ impl SentinelSetup {
                 self.log()
             );
         }
+        self.wait_settled();
+    }
+
+    /// Waits until every live sentinel names the same master, it answers `ROLE` as master and
+    /// counts every other data node as a replica online, each replica has its link up, and
+    /// every sentinel sees each replica up. The master is looked up again on every check:
+    /// Sentinel may fail over on its own meanwhile (two failovers in quick succession can make
+    /// a sentinel call the fresh master down), and then the setup settles around the new one.
+    ///
+    /// # Panics
+    ///
+    /// If the setup does not settle within 30 s.
+    pub fn wait_settled(&self) {
         let settled = topology::settle(SETTLE_TIMEOUT, || {
+            let master = self.named_master()?;
             self.check_replication(master)?;
             self.check_sentinels(Link::Any)
         });
         if let Err(why) = settled {
-            panic!(
-                "{} did not rejoin as a replica of {} {why}\n{}",
-                node.addr(),
-                master.addr(),
-                self.log()
-            );
+            panic!("the setup did not settle {why}\n{}", self.log());
         }
     }
 
@@ -259,24 +272,11 @@ impl SentinelSetup {
     /// answers `ROLE` as master.
     fn wait_promoted(&self, old: &RedisServer, context: &str) -> &RedisServer {
         let promoted = topology::settle(FAILOVER_TIMEOUT, || {
-            let named: Vec<SocketAddr> = self
-                .sentinels
-                .iter()
-                .filter_map(master_addr_by_name)
-                .collect();
-            let Some(&addr) = named.first() else {
-                return Err("no sentinel answers".to_owned());
-            };
-            if addr == old.addr() || named.iter().any(|&other| other != addr) {
-                return Err(format!("the sentinels name {named:?} master"));
+            let master = self.named_master()?;
+            if master.addr() == old.addr() {
+                return Err(format!("the sentinels still name {} master", old.addr()));
             }
-            let node = self
-                .data_node_at(addr)
-                .ok_or_else(|| format!("{addr} is not a node of this setup"))?;
-            match topology::role(node) {
-                Some(Role::Master) => Ok(node),
-                role => Err(format!("{addr} is named master but has role {role:?}")),
-            }
+            Ok(master)
         });
         promoted.unwrap_or_else(|why| {
             panic!(
@@ -285,6 +285,29 @@ impl SentinelSetup {
                 self.log()
             )
         })
+    }
+
+    /// The node every live sentinel names master, if they agree and it answers `ROLE` as
+    /// master.
+    fn named_master(&self) -> Result<&RedisServer, String> {
+        let named: Vec<SocketAddr> = self
+            .sentinels
+            .iter()
+            .filter_map(master_addr_by_name)
+            .collect();
+        let Some(&addr) = named.first() else {
+            return Err("no sentinel answers".to_owned());
+        };
+        if named.iter().any(|&other| other != addr) {
+            return Err(format!("the sentinels name {named:?} master"));
+        }
+        let node = self
+            .data_node_at(addr)
+            .ok_or_else(|| format!("{addr} is not a node of this setup"))?;
+        match topology::role(node) {
+            Some(Role::Master) => Ok(node),
+            role => Err(format!("{addr} is named master but has role {role:?}")),
+        }
     }
 
     /// `Ok` when `master` counts every other data node as a replica online and each of them has
