@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
+use crate::deployment::Topology;
 use crate::{Config, TTL};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -17,6 +18,11 @@ pub(crate) enum FaultKind {
     Stall,
     Delay,
     Cut,
+    NodePause,
+    FailoverKill,
+    FailoverPause,
+    /// A failover the deployment did on its own, seen by the failover watch.
+    FailoverObserved,
 }
 
 impl FaultKind {
@@ -29,49 +35,62 @@ impl FaultKind {
             FaultKind::Stall => "stall",
             FaultKind::Delay => "delay",
             FaultKind::Cut => "cut",
+            FaultKind::NodePause => "node-pause",
+            FaultKind::FailoverKill => "failover-kill",
+            FaultKind::FailoverPause => "failover-pause",
+            FaultKind::FailoverObserved => "failover-observed",
         }
-    }
-
-    pub(crate) const ALL: [FaultKind; 7] = [
-        FaultKind::Kill,
-        FaultKind::Pause,
-        FaultKind::RestartPersist,
-        FaultKind::RestartNoPersist,
-        FaultKind::Stall,
-        FaultKind::Delay,
-        FaultKind::Cut,
-    ];
-
-    /// A restart hits every worker; the other faults hit one.
-    pub(crate) fn server_wide(self) -> bool {
-        matches!(
-            self,
-            FaultKind::RestartPersist | FaultKind::RestartNoPersist
-        )
     }
 }
 
-/// One injected fault, with wall-clock start and end (ns).
+/// What a fault hit, which decides which overlaps it can explain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Hit {
+    /// One worker process or its connection: only that worker's holds can go stale.
+    Worker(usize),
+    /// The whole lock store: the single server restarted, or the master that Sentinel or Cluster
+    /// failed over. Any holder may lose its lock.
+    Store,
+    /// One of Redlock's masters. Alone it takes no lock away (the others are a majority); only
+    /// faults on a majority of the masters at once explain an overlap.
+    Master(usize),
+}
+
+impl Hit {
+    pub(crate) fn worker(self) -> Option<usize> {
+        match self {
+            Hit::Worker(slot) => Some(slot),
+            Hit::Store | Hit::Master(_) => None,
+        }
+    }
+
+    /// `worker 1: `, `master 2: ` or nothing, to put before a fault's description.
+    pub(crate) fn label(self) -> String {
+        match self {
+            Hit::Worker(slot) => format!("worker {slot}: "),
+            Hit::Master(node) => format!("master {node}: "),
+            Hit::Store => String::new(),
+        }
+    }
+}
+
+/// One injected fault, with wall-clock times (ns).
 #[derive(Clone, Debug)]
 pub(crate) struct Fault {
     pub(crate) kind: FaultKind,
-    pub(crate) slot: Option<usize>,
+    pub(crate) hit: Hit,
+    /// The worker process it hit, if it hit one.
     pub(crate) pid: Option<u32>,
     pub(crate) start: u64,
+    /// When the injector was done with it: the process resumed, the server back, the replaced
+    /// master back as a replica.
     pub(crate) end: u64,
+    /// From when on the lock must be free to take again, the reference of the takeover check: a
+    /// killed, paused or cut-off holder leaves its lease behind at the start; a restarted
+    /// server serves again once it is back; a failed-over store once the replica is promoted;
+    /// Redlock's other masters serve all along.
+    pub(crate) serving: u64,
     pub(crate) detail: String,
-}
-
-impl Fault {
-    /// From when on the lock must be free to take: a killed, paused or cut-off holder leaves its
-    /// lease behind at the start; a restarted server can grant again only once it is back.
-    fn takeover_from(&self) -> u64 {
-        if self.kind.server_wide() {
-            self.end
-        } else {
-            self.start
-        }
-    }
 }
 
 /// One worker process, from spawn to exit.
@@ -232,6 +251,48 @@ fn read_log(
     Ok(violations)
 }
 
+/// The fault that explains an overlap of `[start, end]` in which a hold of worker `stale_slot`
+/// went stale, if any: one that was active around it (from its start until `grace` — a lease and
+/// the margin — after its end) and could have taken that hold's lock away:
+///
+/// - a fault on the stale holder's own worker, but not a kill (a killed holder's section ends
+///   when it dies, so it overlaps nothing);
+/// - a fault on the whole lock store (a restart, a failover);
+/// - faults on at least `quorum` distinct Redlock masters, active together: a holder keeps its
+///   lock on a majority through any minority of faulty masters.
+///
+/// Of several, the latest that started before the overlap is named.
+fn explanation(
+    faults: &[Fault],
+    stale_slot: usize,
+    (start, end): (u64, u64),
+    grace: u64,
+    quorum: usize,
+) -> Option<usize> {
+    let active = |f: &Fault| f.start <= end && start <= f.end + grace;
+    let mut masters: Vec<usize> = faults
+        .iter()
+        .filter(|f| active(f))
+        .filter_map(|f| match f.hit {
+            Hit::Master(node) => Some(node),
+            Hit::Worker(_) | Hit::Store => None,
+        })
+        .collect();
+    masters.sort_unstable();
+    masters.dedup();
+    let explains = |f: &Fault| {
+        active(f)
+            && match f.hit {
+                Hit::Worker(slot) => f.kind != FaultKind::Kill && slot == stale_slot,
+                Hit::Store => true,
+                Hit::Master(_) => masters.len() >= quorum,
+            }
+    };
+    (0..faults.len())
+        .filter(|&k| explains(&faults[k]))
+        .max_by_key(|&k| (faults[k].start <= start, faults[k].start))
+}
+
 pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
     let ttl = TTL.as_nanos() as u64;
     let margin = input.config.margin.as_nanos() as u64;
@@ -343,17 +404,13 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
                 (Some(_), Some(_)) => Outcome::InOrder,
                 _ => Outcome::NoConflict,
             };
-            // A fault explains an overlap when it hit the stale holder (or the whole server) and
-            // was active around it: from its start until a lease and the margin after its end.
-            // Of several, the latest that started before the overlap is named.
-            let explains = |f: &Fault| {
-                let relevant =
-                    f.kind.server_wide() || (f.kind != FaultKind::Kill && f.slot == Some(a.slot));
-                relevant && f.start <= end && start <= f.end + ttl + margin
-            };
-            let explained_by = (0..input.faults.len())
-                .filter(|&k| explains(&input.faults[k]))
-                .max_by_key(|&k| (input.faults[k].start <= start, input.faults[k].start));
+            let explained_by = explanation(
+                input.faults,
+                a.slot,
+                (start, end),
+                ttl + margin,
+                input.config.quorum(),
+            );
             overlaps.push(Overlap {
                 stale: i,
                 newer: j,
@@ -384,16 +441,17 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
     let enters: Vec<u64> = holds.iter().map(|h| h.enter).collect();
     let mut takeovers = Vec::new();
     for (k, f) in input.faults.iter().enumerate() {
-        let from = f.takeover_from();
+        let from = f.serving;
         let next = enters.partition_point(|&e| e <= from);
         let after = enters.get(next).map(|e| e - from);
         match after {
             Some(after) if after <= ttl + margin => {}
             Some(after) => failures.push(format!(
-                "after {} at {:.2}s the lock was taken again only after {} ms (limit {} ms)",
+                "after {} at {:.2}s the lock was taken again only after {} ms, counted from {:.2}s (limit {} ms)",
                 f.kind.name(),
                 (f.start.saturating_sub(input.t0)) as f64 / 1e9,
                 after / 1_000_000,
+                (from.saturating_sub(input.t0)) as f64 / 1e9,
                 (ttl + margin) / 1_000_000
             )),
             None => failures.push(format!(
@@ -441,7 +499,9 @@ impl Report {
     }
 
     fn faults_by_kind(&self) -> Vec<(FaultKind, usize)> {
-        FaultKind::ALL
+        self.config
+            .topology
+            .reported_kinds()
             .iter()
             .map(|&k| (k, self.faults.iter().filter(|f| f.kind == k).count()))
             .collect()
@@ -543,7 +603,8 @@ impl Report {
         json!({
             "ok": self.ok(),
             "seed": self.config.seed,
-            "topology": "single redis",
+            "topology": self.config.topology.name(),
+            "redlock_masters": (self.config.topology == Topology::Redlock).then_some(self.config.masters),
             "quick": self.config.quick,
             "duration_s": self.config.duration.as_secs_f64(),
             "workers": self.config.workers,
@@ -572,10 +633,13 @@ impl Report {
             "failures": self.failures,
             "faults": self.faults.iter().zip(&self.takeovers).map(|(f, t)| json!({
                 "kind": f.kind.name(),
-                "worker": f.slot,
+                "worker": f.hit.worker(),
+                "master": match f.hit { Hit::Master(node) => Some(node), _ => None },
+                "whole_store": f.hit == Hit::Store,
                 "pid": f.pid,
                 "start_s": rel(f.start),
                 "end_s": rel(f.end),
+                "serving_s": rel(f.serving),
                 "start_unix_ns": f.start,
                 "end_unix_ns": f.end,
                 "detail": f.detail,
@@ -625,6 +689,15 @@ mod tests {
             svg: None,
             dir: None,
             margin: Duration::from_millis(500),
+            topology: Topology::Single,
+            masters: 3,
+        }
+    }
+
+    fn redlock_config() -> Config {
+        Config {
+            topology: Topology::Redlock,
+            ..config()
         }
     }
 
@@ -649,6 +722,24 @@ mod tests {
     /// with `stale_accepted`; worker 1 enters at 2 s with token 20, writes at seq 1, leaves at
     /// 2.1 s.
     fn two_holders(
+        name: &str,
+        stale_exit: u64,
+        stale_seq: u64,
+        stale_accepted: u8,
+        faults: &[Fault],
+    ) -> Report {
+        two_holders_on(
+            &config(),
+            name,
+            stale_exit,
+            stale_seq,
+            stale_accepted,
+            faults,
+        )
+    }
+
+    fn two_holders_on(
+        config: &Config,
         name: &str,
         stale_exit: u64,
         stale_seq: u64,
@@ -681,9 +772,8 @@ mod tests {
                 format!("exit 0 2 {}", 5 * S + 10 * MS),
             ],
         );
-        let config = config();
         let report = analyze(&Input {
-            config: &config,
+            config,
             incarnations: &[a, b],
             faults,
             problems: Vec::new(),
@@ -699,12 +789,39 @@ mod tests {
     fn pause_of_worker_0() -> Fault {
         Fault {
             kind: FaultKind::Pause,
-            slot: Some(0),
+            hit: Hit::Worker(0),
             pid: Some(100),
             start: S + MS,
             end: 2 * S + 500 * MS,
+            serving: S + MS,
             detail: String::new(),
         }
+    }
+
+    /// A fault on the lock store or one of its masters from `start` to `end`, serving again at
+    /// `serving`.
+    fn store_fault(kind: FaultKind, hit: Hit, start: u64, end: u64, serving: u64) -> Fault {
+        Fault {
+            kind,
+            hit,
+            pid: None,
+            start,
+            end,
+            serving,
+            detail: String::new(),
+        }
+    }
+
+    /// The overlap of `two_holders` runs from 2 s to 2.6 s: a fault from 1.5 s to 1.8 s is
+    /// active around it.
+    fn master_fault(node: usize) -> Fault {
+        store_fault(
+            FaultKind::RestartNoPersist,
+            Hit::Master(node),
+            1_500 * MS,
+            1_800 * MS,
+            1_500 * MS,
+        )
     }
 
     #[test]
@@ -742,7 +859,7 @@ mod tests {
     #[test]
     fn a_fault_on_another_worker_does_not_explain_an_overlap() {
         let mut fault = pause_of_worker_0();
-        fault.slot = Some(1);
+        fault.hit = Hit::Worker(1);
         let report = two_holders("other", 2 * S + 600 * MS, 2, 0, &[fault]);
         assert_eq!(report.overlaps[0].explained_by, None);
         assert!(!report.ok());
@@ -754,7 +871,8 @@ mod tests {
         // The next section after 2.2 s starts at 5 s: 2.8 s later, over 1 s + 500 ms.
         fault.start = 2 * S + 200 * MS;
         fault.end = 2 * S + 300 * MS;
-        fault.slot = Some(1);
+        fault.serving = fault.start;
+        fault.hit = Hit::Worker(1);
         let report = two_holders("takeover", 1_500 * MS, 0, 1, &[fault]);
         assert!(report.overlaps.is_empty());
         assert!(
@@ -765,5 +883,109 @@ mod tests {
             "{:?}",
             report.failures
         );
+    }
+
+    #[test]
+    fn a_fault_on_one_redlock_master_does_not_explain_an_overlap() {
+        let report = two_holders_on(
+            &redlock_config(),
+            "one-master",
+            2 * S + 600 * MS,
+            2,
+            0,
+            &[master_fault(1)],
+        );
+        assert_eq!(report.overlaps.len(), 1);
+        assert_eq!(report.overlaps[0].explained_by, None);
+        assert!(!report.ok());
+    }
+
+    #[test]
+    fn two_faults_on_the_same_redlock_master_are_still_a_minority() {
+        let mut again = master_fault(1);
+        again.kind = FaultKind::NodePause;
+        again.start += 100 * MS;
+        let report = two_holders_on(
+            &redlock_config(),
+            "same-master",
+            2 * S + 600 * MS,
+            2,
+            0,
+            &[master_fault(1), again],
+        );
+        assert_eq!(report.overlaps[0].explained_by, None);
+        assert!(!report.ok());
+    }
+
+    #[test]
+    fn faults_on_a_majority_of_redlock_masters_together_explain_an_overlap() {
+        let mut second = master_fault(2);
+        second.start += 100 * MS;
+        let report = two_holders_on(
+            &redlock_config(),
+            "majority",
+            2 * S + 600 * MS,
+            2,
+            0,
+            &[master_fault(0), second],
+        );
+        // The later of the two is named.
+        assert_eq!(report.overlaps[0].explained_by, Some(1));
+        assert!(report.ok(), "{:?}", report.failures);
+    }
+
+    #[test]
+    fn faults_on_a_majority_of_masters_explain_nothing_once_over() {
+        // Both ended at 0.49 s: their windows closed at 1.99 s, before the overlap at 2 s.
+        let old = |node| {
+            store_fault(
+                FaultKind::NodePause,
+                Hit::Master(node),
+                100 * MS,
+                490 * MS,
+                100 * MS,
+            )
+        };
+        let report = two_holders_on(
+            &redlock_config(),
+            "majority-over",
+            2 * S + 600 * MS,
+            2,
+            0,
+            &[old(0), old(1)],
+        );
+        assert_eq!(report.overlaps[0].explained_by, None);
+        assert!(!report.ok());
+    }
+
+    #[test]
+    fn a_failover_explains_an_overlap_until_a_lease_and_the_margin_after_its_end() {
+        let failover = |end| store_fault(FaultKind::FailoverKill, Hit::Store, S + MS, end, end);
+        // Ended at 1.2 s: its window reaches 1.2 + 1 + 0.5 = 2.7 s, past the overlap's start.
+        let report = two_holders("failover", 2 * S + 600 * MS, 2, 0, &[failover(1_200 * MS)]);
+        assert_eq!(report.overlaps[0].explained_by, Some(0));
+        assert!(report.ok(), "{:?}", report.failures);
+        // Ended at 0.4 s: the window closed at 1.9 s, before the overlap.
+        let mut early = failover(400 * MS);
+        early.start = 100 * MS;
+        let report = two_holders("failover-early", 2 * S + 600 * MS, 2, 0, &[early]);
+        assert_eq!(report.overlaps[0].explained_by, None);
+    }
+
+    #[test]
+    fn the_takeover_after_a_failover_counts_from_when_the_store_served_again() {
+        // The lock is free from 2.1 s; the next section starts at 5 s. The replica was promoted
+        // at 4.8 s: 200 ms later is in time, though the failover started 2.8 s before.
+        let failover = store_fault(
+            FaultKind::FailoverPause,
+            Hit::Store,
+            2 * S + 200 * MS,
+            5 * S + 500 * MS,
+            4 * S + 800 * MS,
+        );
+        let report = two_holders("failover-takeover", 1_500 * MS, 0, 1, &[failover]);
+        assert!(report.overlaps.is_empty());
+        assert_eq!(report.takeovers[0].after, Some(200 * MS));
+        assert!(report.ok(), "{:?}", report.failures);
     }
 }
