@@ -153,6 +153,9 @@ pub(crate) struct Overlap {
     pub(crate) outcome: Outcome,
     /// The fault that explains it (index into `faults`).
     pub(crate) explained_by: Option<usize>,
+    /// Explained by a fault on a minority of Redlock masters, which takes the lock only from a
+    /// holder that had it on a bare majority (see `explanation`).
+    pub(crate) bare_majority: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -251,24 +254,32 @@ fn read_log(
     Ok(violations)
 }
 
-/// The fault that explains an overlap of `[start, end]` in which a hold of worker `stale_slot`
-/// went stale, if any: one that was active around it (from its start until `grace` — a lease and
-/// the margin — after its end) and could have taken that hold's lock away:
+/// The fault that explains an overlap of `[start, end]` in which `stale`'s hold went stale, if
+/// any, and whether the explanation needs the stale holder to have held a bare majority of the
+/// Redlock masters. A fault explains it when it was active around it (from its start until
+/// `grace` — a lease and the margin — after its end) and could have taken that hold's lock away:
 ///
 /// - a fault on the stale holder's own worker, but not a kill (a killed holder's section ends
 ///   when it dies, so it overlaps nothing);
 /// - a fault on the whole lock store (a restart, a failover);
-/// - faults on at least `quorum` distinct Redlock masters, active together: a holder keeps its
-///   lock on a majority through any minority of faulty masters.
+/// - faults on at least `quorum` distinct Redlock masters, active together: those can take the
+///   lock from a holder that has it on every master.
+///
+/// Failing that, one fault on a Redlock master explains it if it struck while the stale holder
+/// held the lock and before the newer holder came in (`bare_majority`): a master that restarts
+/// empty, or that was paused past the lease, forgets the holder's lock, and a holder that had
+/// it on a bare majority is then left with a minority. Under contention that is common: the
+/// winner of a race took a majority while a loser briefly held the remaining master. (Redlock
+/// asks a crashed master to stay down for a ttl before it rejoins; these faults do not wait.)
 ///
 /// Of several, the latest that started before the overlap is named.
 fn explanation(
     faults: &[Fault],
-    stale_slot: usize,
+    stale: &Hold,
     (start, end): (u64, u64),
     grace: u64,
     quorum: usize,
-) -> Option<usize> {
+) -> Option<(usize, bool)> {
     let active = |f: &Fault| f.start <= end && start <= f.end + grace;
     let mut masters: Vec<usize> = faults
         .iter()
@@ -280,17 +291,24 @@ fn explanation(
         .collect();
     masters.sort_unstable();
     masters.dedup();
-    let explains = |f: &Fault| {
+    let latest = |explains: &dyn Fn(&Fault) -> bool| {
+        (0..faults.len())
+            .filter(|&k| explains(&faults[k]))
+            .max_by_key(|&k| (faults[k].start <= start, faults[k].start))
+    };
+    let certain = latest(&|f| {
         active(f)
             && match f.hit {
-                Hit::Worker(slot) => f.kind != FaultKind::Kill && slot == stale_slot,
+                Hit::Worker(slot) => f.kind != FaultKind::Kill && slot == stale.slot,
                 Hit::Store => true,
                 Hit::Master(_) => masters.len() >= quorum,
             }
-    };
-    (0..faults.len())
-        .filter(|&k| explains(&faults[k]))
-        .max_by_key(|&k| (faults[k].start <= start, faults[k].start))
+    });
+    if let Some(k) = certain {
+        return Some((k, false));
+    }
+    latest(&|f| matches!(f.hit, Hit::Master(_)) && (stale.enter..=start).contains(&f.start))
+        .map(|k| (k, true))
 }
 
 pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
@@ -404,9 +422,9 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
                 (Some(_), Some(_)) => Outcome::InOrder,
                 _ => Outcome::NoConflict,
             };
-            let explained_by = explanation(
+            let explained = explanation(
                 input.faults,
-                a.slot,
+                a,
                 (start, end),
                 ttl + margin,
                 input.config.quorum(),
@@ -417,7 +435,8 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
                 start,
                 end,
                 outcome,
-                explained_by,
+                explained_by: explained.map(|(fault, _)| fault),
+                bare_majority: explained.is_some_and(|(_, bare)| bare),
             });
         }
     }
@@ -489,6 +508,10 @@ impl Report {
             .iter()
             .filter(|o| o.outcome == outcome)
             .count()
+    }
+
+    fn bare_majority_overlaps(&self) -> usize {
+        self.overlaps.iter().filter(|o| o.bare_majority).count()
     }
 
     fn worst_takeover(&self) -> Option<&Takeover> {
@@ -570,6 +593,12 @@ impl Report {
         if !by_fault.is_empty() {
             println!("  overlaps explained by: {}", by_fault.join(", "));
         }
+        let bare = self.bare_majority_overlaps();
+        if bare > 0 {
+            println!(
+                "  of them by a fault on one Redlock master, the holder having a bare majority: {bare}"
+            );
+        }
         println!(
             "  unexplained overlaps: {}",
             self.overlaps
@@ -626,6 +655,7 @@ impl Report {
                 "overlaps_no_conflicting_write": self.count(Outcome::NoConflict),
                 "overlaps_stale_accepted": self.count(Outcome::StaleAccepted),
                 "unexplained_overlaps": self.overlaps.iter().filter(|o| o.explained_by.is_none()).count(),
+                "overlaps_on_a_bare_redlock_majority": self.bare_majority_overlaps(),
                 "stale_tokens_accepted": self.stale_accepted,
                 "sections_without_lock": self.violations,
                 "worst_takeover_ms": self.worst_takeover().and_then(|t| t.after).map(|a| a as f64 / 1e6),
@@ -654,6 +684,7 @@ impl Report {
                     "newer": {"worker": b.slot, "task": b.task, "token": b.token, "on_lease_lost": if b.continues { "continue" } else { "abort" }, "write_s": b.write.map(|w| rel(w.at)), "write_accepted": b.write.map(|w| w.accepted)},
                     "outcome": format!("{:?}", o.outcome),
                     "explained_by": o.explained_by.map(|f| self.faults[f].kind.name()),
+                    "bare_redlock_majority": o.bare_majority,
                 })
             }).collect::<Vec<_>>(),
             "workers": self.incarnations.iter().map(|i| json!({
@@ -885,15 +916,27 @@ mod tests {
         );
     }
 
+    /// A fault on master `node` from 0.5 s to 0.8 s: before worker 0 took the lock at 1 s, and
+    /// active around the overlap (0.8 s + 1.5 s reaches past 2 s).
+    fn master_fault_before_the_hold(node: usize) -> Fault {
+        store_fault(
+            FaultKind::RestartNoPersist,
+            Hit::Master(node),
+            500 * MS,
+            800 * MS,
+            500 * MS,
+        )
+    }
+
     #[test]
-    fn a_fault_on_one_redlock_master_does_not_explain_an_overlap() {
+    fn a_fault_on_one_redlock_master_before_the_lock_was_taken_explains_nothing() {
         let report = two_holders_on(
             &redlock_config(),
             "one-master",
             2 * S + 600 * MS,
             2,
             0,
-            &[master_fault(1)],
+            &[master_fault_before_the_hold(1)],
         );
         assert_eq!(report.overlaps.len(), 1);
         assert_eq!(report.overlaps[0].explained_by, None);
@@ -902,7 +945,7 @@ mod tests {
 
     #[test]
     fn two_faults_on_the_same_redlock_master_are_still_a_minority() {
-        let mut again = master_fault(1);
+        let mut again = master_fault_before_the_hold(1);
         again.kind = FaultKind::NodePause;
         again.start += 100 * MS;
         let report = two_holders_on(
@@ -911,10 +954,40 @@ mod tests {
             2 * S + 600 * MS,
             2,
             0,
-            &[master_fault(1), again],
+            &[master_fault_before_the_hold(1), again],
         );
         assert_eq!(report.overlaps[0].explained_by, None);
         assert!(!report.ok());
+    }
+
+    #[test]
+    fn a_fault_on_one_redlock_master_while_the_lock_was_held_explains_a_bare_majority() {
+        // 1.5 s: after worker 0 took the lock (1 s), before worker 1 came in (2 s).
+        let report = two_holders_on(
+            &redlock_config(),
+            "bare-majority",
+            2 * S + 600 * MS,
+            2,
+            0,
+            &[master_fault(1)],
+        );
+        assert_eq!(report.overlaps[0].explained_by, Some(0));
+        assert!(report.overlaps[0].bare_majority);
+        assert!(report.ok(), "{:?}", report.failures);
+        // After the newer holder came in, it explains nothing.
+        let mut late = master_fault(1);
+        late.start = 2 * S + 100 * MS;
+        late.end = 2 * S + 200 * MS;
+        late.serving = late.start;
+        let report = two_holders_on(
+            &redlock_config(),
+            "bare-majority-late",
+            2 * S + 600 * MS,
+            2,
+            0,
+            &[late],
+        );
+        assert_eq!(report.overlaps[0].explained_by, None);
     }
 
     #[test]
@@ -929,8 +1002,9 @@ mod tests {
             0,
             &[master_fault(0), second],
         );
-        // The later of the two is named.
+        // The later of the two is named, and no bare majority is needed.
         assert_eq!(report.overlaps[0].explained_by, Some(1));
+        assert!(!report.overlaps[0].bare_majority);
         assert!(report.ok(), "{:?}", report.failures);
     }
 
