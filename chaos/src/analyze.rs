@@ -26,6 +26,27 @@ pub(crate) enum FaultKind {
 }
 
 impl FaultKind {
+    pub(crate) const ALL: [FaultKind; 11] = [
+        FaultKind::Kill,
+        FaultKind::Pause,
+        FaultKind::RestartPersist,
+        FaultKind::RestartNoPersist,
+        FaultKind::Stall,
+        FaultKind::Delay,
+        FaultKind::Cut,
+        FaultKind::NodePause,
+        FaultKind::FailoverKill,
+        FaultKind::FailoverPause,
+        FaultKind::FailoverObserved,
+    ];
+
+    pub(crate) fn parse(name: &str) -> Result<Self, String> {
+        FaultKind::ALL
+            .into_iter()
+            .find(|kind| kind.name() == name)
+            .ok_or_else(|| format!("unknown fault kind {name}"))
+    }
+
     pub(crate) fn name(self) -> &'static str {
         match self {
             FaultKind::Kill => "kill",
@@ -722,6 +743,7 @@ mod tests {
             margin: Duration::from_millis(500),
             topology: Topology::Single,
             masters: 3,
+            faults: Vec::new(),
         }
     }
 

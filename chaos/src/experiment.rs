@@ -463,7 +463,7 @@ impl Run<'_> {
         let mut round: Vec<FaultKind> = Vec::new();
         loop {
             if round.is_empty() {
-                round = config.topology.fault_kinds().to_vec();
+                round = config.fault_kinds();
                 self.rng.shuffle(&mut round);
             }
             let now = Instant::now();

@@ -37,6 +37,7 @@ mod worker;
 use std::process::{Command, ExitCode};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use analyze::FaultKind;
 use deployment::Topology;
 
 /// The lock every worker takes (the stored key is `lock:{chaos:resource}`).
@@ -85,11 +86,25 @@ pub(crate) struct Config {
     pub(crate) topology: Topology,
     /// Redlock's masters (used by `--topology redlock` only).
     pub(crate) masters: usize,
+    /// The kinds the injector may pick (`--faults`); empty: every kind of the topology.
+    pub(crate) faults: Vec<FaultKind>,
 }
 
 impl Config {
     /// How many of the lock store's nodes must lose a lock for it to be lost: a majority of
     /// Redlock's masters, otherwise the one store.
+    /// The kinds the injector picks from, in the order a round starts from before the shuffle.
+    pub(crate) fn fault_kinds(&self) -> Vec<FaultKind> {
+        let all = self.topology.fault_kinds();
+        if self.faults.is_empty() {
+            return all.to_vec();
+        }
+        all.iter()
+            .copied()
+            .filter(|kind| self.faults.contains(kind))
+            .collect()
+    }
+
     pub(crate) fn quorum(&self) -> usize {
         match self.topology {
             Topology::Redlock => self.masters / 2 + 1,
@@ -99,8 +114,8 @@ impl Config {
 }
 
 const USAGE: &str = "usage: chaos [--topology single|sentinel|cluster|redlock] [--masters N] \
-[--quick] [--seconds N | --minutes N] [--workers N] [--tasks N] [--seed N] [--json PATH] \
-[--svg PATH] [--dir PATH] [--margin-ms N]";
+[--faults KIND,KIND,...] [--quick] [--seconds N | --minutes N] [--workers N] [--tasks N] \
+[--seed N] [--json PATH] [--svg PATH] [--dir PATH] [--margin-ms N]";
 
 fn parse(args: &[String]) -> Result<Config, String> {
     let mut config = Config {
@@ -115,6 +130,7 @@ fn parse(args: &[String]) -> Result<Config, String> {
         margin: Duration::from_millis(1000),
         topology: Topology::Single,
         masters: 3,
+        faults: Vec::new(),
     };
     let mut duration = None;
     let mut it = args.iter();
@@ -143,6 +159,12 @@ fn parse(args: &[String]) -> Result<Config, String> {
             "--margin-ms" => config.margin = Duration::from_millis(number()?),
             "--topology" => config.topology = Topology::parse(value)?,
             "--masters" => config.masters = number()? as usize,
+            "--faults" => {
+                config.faults = value
+                    .split(',')
+                    .map(FaultKind::parse)
+                    .collect::<Result<_, _>>()?;
+            }
             "--json" => config.json = Some(value.clone()),
             "--svg" => config.svg = Some(value.clone()),
             "--dir" => config.dir = Some(value.clone()),
@@ -157,6 +179,16 @@ fn parse(args: &[String]) -> Result<Config, String> {
     };
     if config.workers < 2 || config.tasks == 0 {
         return Err(format!("at least 2 workers and 1 task each\n{USAGE}"));
+    }
+    let kinds = config.topology.fault_kinds();
+    if let Some(kind) = config.faults.iter().find(|kind| !kinds.contains(kind)) {
+        let names: Vec<&str> = kinds.iter().map(|kind| kind.name()).collect();
+        return Err(format!(
+            "--faults: {} is not a fault of the {} topology, which has {}",
+            kind.name(),
+            config.topology.name(),
+            names.join(", ")
+        ));
     }
     if config.masters < 3 || config.masters.is_multiple_of(2) {
         return Err(format!(
