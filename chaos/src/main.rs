@@ -12,14 +12,16 @@
 //!   all of one worker's proxies (one per master);
 //! - `sentinel`, `cluster`: kills or pauses the master that serves the lock, waits for a replica
 //!   to take over, and brings the old master back as a replica (clients follow the addresses
-//!   the servers announce, so no proxy sits in their path and there are no connection faults).
+//!   the servers announce, so no proxy sits in their path and there are no connection faults);
+//!   a watch thread also records failovers the deployment does on its own.
 //!
 //! At the end the logs are checked: no stale token accepted, every overlap of two holders
 //! explained by a fault and caught by fencing, the lock taken again promptly after each fault, no
 //! panics, no section without the lock, no lock left behind. See `chaos/README.md`.
 //!
 //! ```text
-//! chaos [--topology single|sentinel|cluster|redlock] [--masters N] --quick [--seconds N] ...
+//! chaos [--topology single|sentinel|cluster|redlock] [--masters N] [--faults KIND,...]
+//!       --quick [--seconds N] ...                      (at most a minute)
 //! chaos [--topology ...] [--minutes N] [--workers N] [--tasks N] [--seed N] [--json PATH]
 //!       [--svg PATH] [--dir PATH] [--margin-ms N]      (the full run, 30 minutes by default)
 //! ```
@@ -91,8 +93,6 @@ pub(crate) struct Config {
 }
 
 impl Config {
-    /// How many of the lock store's nodes must lose a lock for it to be lost: a majority of
-    /// Redlock's masters, otherwise the one store.
     /// The kinds the injector picks from, in the order a round starts from before the shuffle.
     pub(crate) fn fault_kinds(&self) -> Vec<FaultKind> {
         let all = self.topology.fault_kinds();
@@ -105,6 +105,8 @@ impl Config {
             .collect()
     }
 
+    /// How many of the lock store's nodes a lock is granted on: a majority of Redlock's
+    /// masters, otherwise the one store.
     pub(crate) fn quorum(&self) -> usize {
         match self.topology {
             Topology::Redlock => self.masters / 2 + 1,
