@@ -360,9 +360,10 @@ impl Deployment {
     fn lock_nodes(&self) -> Result<Vec<SocketAddr>, String> {
         match &self.store {
             Store::Servers { servers, .. } => Ok(servers.iter().map(LockServer::addr).collect()),
-            Store::Replicated(store) => harness("find the lock's master", || {
-                vec![store.lock_master().addr()]
-            }),
+            Store::Replicated(store) => store
+                .serving_master()
+                .map(|master| vec![master])
+                .ok_or_else(|| "no node says it masters the lock now".to_owned()),
         }
     }
 
