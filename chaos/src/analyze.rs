@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
+use crate::deployment::Topology;
 use crate::{Config, TTL};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -17,9 +18,35 @@ pub(crate) enum FaultKind {
     Stall,
     Delay,
     Cut,
+    NodePause,
+    FailoverKill,
+    FailoverPause,
+    /// A failover the deployment did on its own, seen by the failover watch.
+    FailoverObserved,
 }
 
 impl FaultKind {
+    pub(crate) const ALL: [FaultKind; 11] = [
+        FaultKind::Kill,
+        FaultKind::Pause,
+        FaultKind::RestartPersist,
+        FaultKind::RestartNoPersist,
+        FaultKind::Stall,
+        FaultKind::Delay,
+        FaultKind::Cut,
+        FaultKind::NodePause,
+        FaultKind::FailoverKill,
+        FaultKind::FailoverPause,
+        FaultKind::FailoverObserved,
+    ];
+
+    pub(crate) fn parse(name: &str) -> Result<Self, String> {
+        FaultKind::ALL
+            .into_iter()
+            .find(|kind| kind.name() == name)
+            .ok_or_else(|| format!("unknown fault kind {name}"))
+    }
+
     pub(crate) fn name(self) -> &'static str {
         match self {
             FaultKind::Kill => "kill",
@@ -29,49 +56,62 @@ impl FaultKind {
             FaultKind::Stall => "stall",
             FaultKind::Delay => "delay",
             FaultKind::Cut => "cut",
+            FaultKind::NodePause => "node-pause",
+            FaultKind::FailoverKill => "failover-kill",
+            FaultKind::FailoverPause => "failover-pause",
+            FaultKind::FailoverObserved => "failover-observed",
         }
-    }
-
-    pub(crate) const ALL: [FaultKind; 7] = [
-        FaultKind::Kill,
-        FaultKind::Pause,
-        FaultKind::RestartPersist,
-        FaultKind::RestartNoPersist,
-        FaultKind::Stall,
-        FaultKind::Delay,
-        FaultKind::Cut,
-    ];
-
-    /// A restart hits every worker; the other faults hit one.
-    pub(crate) fn server_wide(self) -> bool {
-        matches!(
-            self,
-            FaultKind::RestartPersist | FaultKind::RestartNoPersist
-        )
     }
 }
 
-/// One injected fault, with wall-clock start and end (ns).
+/// What a fault hit, which decides which overlaps it can explain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Hit {
+    /// One worker process or its connection: only that worker's holds can go stale.
+    Worker(usize),
+    /// The whole lock store: the single server restarted, or the master that Sentinel or Cluster
+    /// failed over. Any holder may lose its lock.
+    Store,
+    /// One of Redlock's masters. Alone it takes no lock away (the others are a majority); only
+    /// faults on a majority of the masters at once explain an overlap.
+    Master(usize),
+}
+
+impl Hit {
+    pub(crate) fn worker(self) -> Option<usize> {
+        match self {
+            Hit::Worker(slot) => Some(slot),
+            Hit::Store | Hit::Master(_) => None,
+        }
+    }
+
+    /// `worker 1: `, `master 2: ` or nothing, to put before a fault's description.
+    pub(crate) fn label(self) -> String {
+        match self {
+            Hit::Worker(slot) => format!("worker {slot}: "),
+            Hit::Master(node) => format!("master {node}: "),
+            Hit::Store => String::new(),
+        }
+    }
+}
+
+/// One injected fault, with wall-clock times (ns).
 #[derive(Clone, Debug)]
 pub(crate) struct Fault {
     pub(crate) kind: FaultKind,
-    pub(crate) slot: Option<usize>,
+    pub(crate) hit: Hit,
+    /// The worker process it hit, if it hit one.
     pub(crate) pid: Option<u32>,
     pub(crate) start: u64,
+    /// When the injector was done with it: the process resumed, the server back, the replaced
+    /// master back as a replica.
     pub(crate) end: u64,
+    /// From when on the lock must be free to take again, the reference of the takeover check: a
+    /// killed, paused or cut-off holder leaves its lease behind at the start; a restarted
+    /// server serves again once it is back; a failed-over store once the replica is promoted;
+    /// Redlock's other masters serve all along.
+    pub(crate) serving: u64,
     pub(crate) detail: String,
-}
-
-impl Fault {
-    /// From when on the lock must be free to take: a killed, paused or cut-off holder leaves its
-    /// lease behind at the start; a restarted server can grant again only once it is back.
-    fn takeover_from(&self) -> u64 {
-        if self.kind.server_wide() {
-            self.end
-        } else {
-            self.start
-        }
-    }
 }
 
 /// One worker process, from spawn to exit.
@@ -134,6 +174,9 @@ pub(crate) struct Overlap {
     pub(crate) outcome: Outcome,
     /// The fault that explains it (index into `faults`).
     pub(crate) explained_by: Option<usize>,
+    /// Explained by a fault on a minority of Redlock masters, which takes the lock only from a
+    /// holder that had it on a bare majority (see `explanation`).
+    pub(crate) bare_majority: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -230,6 +273,63 @@ fn read_log(
         }
     }
     Ok(violations)
+}
+
+/// The fault that explains an overlap of `[start, end]` in which `stale`'s hold went stale, if
+/// any, and whether the explanation needs the stale holder to have held a bare majority of the
+/// Redlock masters. A fault explains it when it was active around it (from its start until
+/// `grace` — a lease and the margin — after its end) and could have taken that hold's lock away:
+///
+/// - a fault on the stale holder's own worker, but not a kill (a killed holder's section ends
+///   when it dies, so it overlaps nothing);
+/// - a fault on the whole lock store (a restart, a failover);
+/// - faults on at least `quorum` distinct Redlock masters, active together: those can take the
+///   lock from a holder that has it on every master.
+///
+/// Failing that, one fault on a Redlock master explains it if it struck while the stale holder
+/// held the lock and before the newer holder came in (`bare_majority`): a master that restarts
+/// empty, or that was paused past the lease, forgets the holder's lock, and a holder that had
+/// it on a bare majority is then left with a minority. Under contention that is common: the
+/// winner of a race took a majority while a loser briefly held the remaining master. (Redlock
+/// asks a crashed master to stay down for a ttl before it rejoins; these faults do not wait.)
+///
+/// Of several, the latest that started before the overlap is named.
+fn explanation(
+    faults: &[Fault],
+    stale: &Hold,
+    (start, end): (u64, u64),
+    grace: u64,
+    quorum: usize,
+) -> Option<(usize, bool)> {
+    let active = |f: &Fault| f.start <= end && start <= f.end + grace;
+    let mut masters: Vec<usize> = faults
+        .iter()
+        .filter(|f| active(f))
+        .filter_map(|f| match f.hit {
+            Hit::Master(node) => Some(node),
+            Hit::Worker(_) | Hit::Store => None,
+        })
+        .collect();
+    masters.sort_unstable();
+    masters.dedup();
+    let latest = |explains: &dyn Fn(&Fault) -> bool| {
+        (0..faults.len())
+            .filter(|&k| explains(&faults[k]))
+            .max_by_key(|&k| (faults[k].start <= start, faults[k].start))
+    };
+    let certain = latest(&|f| {
+        active(f)
+            && match f.hit {
+                Hit::Worker(slot) => f.kind != FaultKind::Kill && slot == stale.slot,
+                Hit::Store => true,
+                Hit::Master(_) => masters.len() >= quorum,
+            }
+    });
+    if let Some(k) = certain {
+        return Some((k, false));
+    }
+    latest(&|f| matches!(f.hit, Hit::Master(_)) && (stale.enter..=start).contains(&f.start))
+        .map(|k| (k, true))
 }
 
 pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
@@ -343,24 +443,21 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
                 (Some(_), Some(_)) => Outcome::InOrder,
                 _ => Outcome::NoConflict,
             };
-            // A fault explains an overlap when it hit the stale holder (or the whole server) and
-            // was active around it: from its start until a lease and the margin after its end.
-            // Of several, the latest that started before the overlap is named.
-            let explains = |f: &Fault| {
-                let relevant =
-                    f.kind.server_wide() || (f.kind != FaultKind::Kill && f.slot == Some(a.slot));
-                relevant && f.start <= end && start <= f.end + ttl + margin
-            };
-            let explained_by = (0..input.faults.len())
-                .filter(|&k| explains(&input.faults[k]))
-                .max_by_key(|&k| (input.faults[k].start <= start, input.faults[k].start));
+            let explained = explanation(
+                input.faults,
+                a,
+                (start, end),
+                ttl + margin,
+                input.config.quorum(),
+            );
             overlaps.push(Overlap {
                 stale: i,
                 newer: j,
                 start,
                 end,
                 outcome,
-                explained_by,
+                explained_by: explained.map(|(fault, _)| fault),
+                bare_majority: explained.is_some_and(|(_, bare)| bare),
             });
         }
     }
@@ -384,16 +481,17 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
     let enters: Vec<u64> = holds.iter().map(|h| h.enter).collect();
     let mut takeovers = Vec::new();
     for (k, f) in input.faults.iter().enumerate() {
-        let from = f.takeover_from();
+        let from = f.serving;
         let next = enters.partition_point(|&e| e <= from);
         let after = enters.get(next).map(|e| e - from);
         match after {
             Some(after) if after <= ttl + margin => {}
             Some(after) => failures.push(format!(
-                "after {} at {:.2}s the lock was taken again only after {} ms (limit {} ms)",
+                "after {} at {:.2}s the lock was taken again only after {} ms, counted from {:.2}s (limit {} ms)",
                 f.kind.name(),
                 (f.start.saturating_sub(input.t0)) as f64 / 1e9,
                 after / 1_000_000,
+                (from.saturating_sub(input.t0)) as f64 / 1e9,
                 (ttl + margin) / 1_000_000
             )),
             None => failures.push(format!(
@@ -433,6 +531,10 @@ impl Report {
             .count()
     }
 
+    fn bare_majority_overlaps(&self) -> usize {
+        self.overlaps.iter().filter(|o| o.bare_majority).count()
+    }
+
     fn worst_takeover(&self) -> Option<&Takeover> {
         self.takeovers
             .iter()
@@ -441,7 +543,9 @@ impl Report {
     }
 
     fn faults_by_kind(&self) -> Vec<(FaultKind, usize)> {
-        FaultKind::ALL
+        self.config
+            .topology
+            .reported_kinds()
             .iter()
             .map(|&k| (k, self.faults.iter().filter(|f| f.kind == k).count()))
             .collect()
@@ -510,6 +614,12 @@ impl Report {
         if !by_fault.is_empty() {
             println!("  overlaps explained by: {}", by_fault.join(", "));
         }
+        let bare = self.bare_majority_overlaps();
+        if bare > 0 {
+            println!(
+                "  of them by a fault on one Redlock master, the holder having a bare majority: {bare}"
+            );
+        }
         println!(
             "  unexplained overlaps: {}",
             self.overlaps
@@ -543,7 +653,8 @@ impl Report {
         json!({
             "ok": self.ok(),
             "seed": self.config.seed,
-            "topology": "single redis",
+            "topology": self.config.topology.name(),
+            "redlock_masters": (self.config.topology == Topology::Redlock).then_some(self.config.masters),
             "quick": self.config.quick,
             "duration_s": self.config.duration.as_secs_f64(),
             "workers": self.config.workers,
@@ -565,6 +676,7 @@ impl Report {
                 "overlaps_no_conflicting_write": self.count(Outcome::NoConflict),
                 "overlaps_stale_accepted": self.count(Outcome::StaleAccepted),
                 "unexplained_overlaps": self.overlaps.iter().filter(|o| o.explained_by.is_none()).count(),
+                "overlaps_on_a_bare_redlock_majority": self.bare_majority_overlaps(),
                 "stale_tokens_accepted": self.stale_accepted,
                 "sections_without_lock": self.violations,
                 "worst_takeover_ms": self.worst_takeover().and_then(|t| t.after).map(|a| a as f64 / 1e6),
@@ -572,10 +684,13 @@ impl Report {
             "failures": self.failures,
             "faults": self.faults.iter().zip(&self.takeovers).map(|(f, t)| json!({
                 "kind": f.kind.name(),
-                "worker": f.slot,
+                "worker": f.hit.worker(),
+                "master": match f.hit { Hit::Master(node) => Some(node), _ => None },
+                "whole_store": f.hit == Hit::Store,
                 "pid": f.pid,
                 "start_s": rel(f.start),
                 "end_s": rel(f.end),
+                "serving_s": rel(f.serving),
                 "start_unix_ns": f.start,
                 "end_unix_ns": f.end,
                 "detail": f.detail,
@@ -590,6 +705,7 @@ impl Report {
                     "newer": {"worker": b.slot, "task": b.task, "token": b.token, "on_lease_lost": if b.continues { "continue" } else { "abort" }, "write_s": b.write.map(|w| rel(w.at)), "write_accepted": b.write.map(|w| w.accepted)},
                     "outcome": format!("{:?}", o.outcome),
                     "explained_by": o.explained_by.map(|f| self.faults[f].kind.name()),
+                    "bare_redlock_majority": o.bare_majority,
                 })
             }).collect::<Vec<_>>(),
             "workers": self.incarnations.iter().map(|i| json!({
@@ -625,6 +741,16 @@ mod tests {
             svg: None,
             dir: None,
             margin: Duration::from_millis(500),
+            topology: Topology::Single,
+            masters: 3,
+            faults: Vec::new(),
+        }
+    }
+
+    fn redlock_config() -> Config {
+        Config {
+            topology: Topology::Redlock,
+            ..config()
         }
     }
 
@@ -649,6 +775,24 @@ mod tests {
     /// with `stale_accepted`; worker 1 enters at 2 s with token 20, writes at seq 1, leaves at
     /// 2.1 s.
     fn two_holders(
+        name: &str,
+        stale_exit: u64,
+        stale_seq: u64,
+        stale_accepted: u8,
+        faults: &[Fault],
+    ) -> Report {
+        two_holders_on(
+            &config(),
+            name,
+            stale_exit,
+            stale_seq,
+            stale_accepted,
+            faults,
+        )
+    }
+
+    fn two_holders_on(
+        config: &Config,
         name: &str,
         stale_exit: u64,
         stale_seq: u64,
@@ -681,9 +825,8 @@ mod tests {
                 format!("exit 0 2 {}", 5 * S + 10 * MS),
             ],
         );
-        let config = config();
         let report = analyze(&Input {
-            config: &config,
+            config,
             incarnations: &[a, b],
             faults,
             problems: Vec::new(),
@@ -699,12 +842,39 @@ mod tests {
     fn pause_of_worker_0() -> Fault {
         Fault {
             kind: FaultKind::Pause,
-            slot: Some(0),
+            hit: Hit::Worker(0),
             pid: Some(100),
             start: S + MS,
             end: 2 * S + 500 * MS,
+            serving: S + MS,
             detail: String::new(),
         }
+    }
+
+    /// A fault on the lock store or one of its masters from `start` to `end`, serving again at
+    /// `serving`.
+    fn store_fault(kind: FaultKind, hit: Hit, start: u64, end: u64, serving: u64) -> Fault {
+        Fault {
+            kind,
+            hit,
+            pid: None,
+            start,
+            end,
+            serving,
+            detail: String::new(),
+        }
+    }
+
+    /// The overlap of `two_holders` runs from 2 s to 2.6 s: a fault from 1.5 s to 1.8 s is
+    /// active around it.
+    fn master_fault(node: usize) -> Fault {
+        store_fault(
+            FaultKind::RestartNoPersist,
+            Hit::Master(node),
+            1_500 * MS,
+            1_800 * MS,
+            1_500 * MS,
+        )
     }
 
     #[test]
@@ -742,7 +912,7 @@ mod tests {
     #[test]
     fn a_fault_on_another_worker_does_not_explain_an_overlap() {
         let mut fault = pause_of_worker_0();
-        fault.slot = Some(1);
+        fault.hit = Hit::Worker(1);
         let report = two_holders("other", 2 * S + 600 * MS, 2, 0, &[fault]);
         assert_eq!(report.overlaps[0].explained_by, None);
         assert!(!report.ok());
@@ -754,7 +924,8 @@ mod tests {
         // The next section after 2.2 s starts at 5 s: 2.8 s later, over 1 s + 500 ms.
         fault.start = 2 * S + 200 * MS;
         fault.end = 2 * S + 300 * MS;
-        fault.slot = Some(1);
+        fault.serving = fault.start;
+        fault.hit = Hit::Worker(1);
         let report = two_holders("takeover", 1_500 * MS, 0, 1, &[fault]);
         assert!(report.overlaps.is_empty());
         assert!(
@@ -765,5 +936,152 @@ mod tests {
             "{:?}",
             report.failures
         );
+    }
+
+    /// A fault on master `node` from 0.5 s to 0.8 s: before worker 0 took the lock at 1 s, and
+    /// active around the overlap (0.8 s + 1.5 s reaches past 2 s).
+    fn master_fault_before_the_hold(node: usize) -> Fault {
+        store_fault(
+            FaultKind::RestartNoPersist,
+            Hit::Master(node),
+            500 * MS,
+            800 * MS,
+            500 * MS,
+        )
+    }
+
+    #[test]
+    fn a_fault_on_one_redlock_master_before_the_lock_was_taken_explains_nothing() {
+        let report = two_holders_on(
+            &redlock_config(),
+            "one-master",
+            2 * S + 600 * MS,
+            2,
+            0,
+            &[master_fault_before_the_hold(1)],
+        );
+        assert_eq!(report.overlaps.len(), 1);
+        assert_eq!(report.overlaps[0].explained_by, None);
+        assert!(!report.ok());
+    }
+
+    #[test]
+    fn two_faults_on_the_same_redlock_master_are_still_a_minority() {
+        let mut again = master_fault_before_the_hold(1);
+        again.kind = FaultKind::NodePause;
+        again.start += 100 * MS;
+        let report = two_holders_on(
+            &redlock_config(),
+            "same-master",
+            2 * S + 600 * MS,
+            2,
+            0,
+            &[master_fault_before_the_hold(1), again],
+        );
+        assert_eq!(report.overlaps[0].explained_by, None);
+        assert!(!report.ok());
+    }
+
+    #[test]
+    fn a_fault_on_one_redlock_master_while_the_lock_was_held_explains_a_bare_majority() {
+        // 1.5 s: after worker 0 took the lock (1 s), before worker 1 came in (2 s).
+        let report = two_holders_on(
+            &redlock_config(),
+            "bare-majority",
+            2 * S + 600 * MS,
+            2,
+            0,
+            &[master_fault(1)],
+        );
+        assert_eq!(report.overlaps[0].explained_by, Some(0));
+        assert!(report.overlaps[0].bare_majority);
+        assert!(report.ok(), "{:?}", report.failures);
+        // After the newer holder came in, it explains nothing.
+        let mut late = master_fault(1);
+        late.start = 2 * S + 100 * MS;
+        late.end = 2 * S + 200 * MS;
+        late.serving = late.start;
+        let report = two_holders_on(
+            &redlock_config(),
+            "bare-majority-late",
+            2 * S + 600 * MS,
+            2,
+            0,
+            &[late],
+        );
+        assert_eq!(report.overlaps[0].explained_by, None);
+    }
+
+    #[test]
+    fn faults_on_a_majority_of_redlock_masters_together_explain_an_overlap() {
+        let mut second = master_fault(2);
+        second.start += 100 * MS;
+        let report = two_holders_on(
+            &redlock_config(),
+            "majority",
+            2 * S + 600 * MS,
+            2,
+            0,
+            &[master_fault(0), second],
+        );
+        // The later of the two is named, and no bare majority is needed.
+        assert_eq!(report.overlaps[0].explained_by, Some(1));
+        assert!(!report.overlaps[0].bare_majority);
+        assert!(report.ok(), "{:?}", report.failures);
+    }
+
+    #[test]
+    fn faults_on_a_majority_of_masters_explain_nothing_once_over() {
+        // Both ended at 0.49 s: their windows closed at 1.99 s, before the overlap at 2 s.
+        let old = |node| {
+            store_fault(
+                FaultKind::NodePause,
+                Hit::Master(node),
+                100 * MS,
+                490 * MS,
+                100 * MS,
+            )
+        };
+        let report = two_holders_on(
+            &redlock_config(),
+            "majority-over",
+            2 * S + 600 * MS,
+            2,
+            0,
+            &[old(0), old(1)],
+        );
+        assert_eq!(report.overlaps[0].explained_by, None);
+        assert!(!report.ok());
+    }
+
+    #[test]
+    fn a_failover_explains_an_overlap_until_a_lease_and_the_margin_after_its_end() {
+        let failover = |end| store_fault(FaultKind::FailoverKill, Hit::Store, S + MS, end, end);
+        // Ended at 1.2 s: its window reaches 1.2 + 1 + 0.5 = 2.7 s, past the overlap's start.
+        let report = two_holders("failover", 2 * S + 600 * MS, 2, 0, &[failover(1_200 * MS)]);
+        assert_eq!(report.overlaps[0].explained_by, Some(0));
+        assert!(report.ok(), "{:?}", report.failures);
+        // Ended at 0.4 s: the window closed at 1.9 s, before the overlap.
+        let mut early = failover(400 * MS);
+        early.start = 100 * MS;
+        let report = two_holders("failover-early", 2 * S + 600 * MS, 2, 0, &[early]);
+        assert_eq!(report.overlaps[0].explained_by, None);
+    }
+
+    #[test]
+    fn the_takeover_after_a_failover_counts_from_when_the_store_served_again() {
+        // The lock is free from 2.1 s; the next section starts at 5 s. The replica was promoted
+        // at 4.8 s: 200 ms later is in time, though the failover started 2.8 s before.
+        let failover = store_fault(
+            FaultKind::FailoverPause,
+            Hit::Store,
+            2 * S + 200 * MS,
+            5 * S + 500 * MS,
+            4 * S + 800 * MS,
+        );
+        let report = two_holders("failover-takeover", 1_500 * MS, 0, 1, &[failover]);
+        assert!(report.overlaps.is_empty());
+        assert_eq!(report.takeovers[0].after, Some(200 * MS));
+        assert!(report.ok(), "{:?}", report.failures);
     }
 }

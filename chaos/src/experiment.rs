@@ -1,4 +1,5 @@
-//! The run: servers, proxies, worker processes, the seeded fault injector, then the analysis.
+//! The run: the lock deployment, the fenced resource, worker processes, the seeded fault
+//! injector, then the analysis.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -7,10 +8,10 @@ use std::time::{Duration, Instant};
 
 use lock_tests::{FaultProxy, RedisServer, Reply};
 
-use crate::analyze::{self, Fault, FaultKind, Incarnation};
-use crate::lockserver::LockServer;
+use crate::analyze::{self, Fault, FaultKind, Hit, Incarnation, Report};
+use crate::deployment::{Deployment, Stop, StoreFault};
 use crate::rng::Rng;
-use crate::{Config, LOCK_KEY, TTL, now_ns};
+use crate::{Config, TTL, now_ns, signal};
 
 /// Quiet time before the first fault and after the last one: every orphaned lease has run out
 /// and the lock has been passed around normally again before the workers are stopped.
@@ -20,6 +21,13 @@ fn cooldown() -> Duration {
 }
 /// How long a worker may take to finish its section once told to stop.
 const STOP_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// What a connection fault does to a worker's proxies.
+enum Connection {
+    Stall(Duration),
+    Delay { delay: Duration, length: Duration },
+    Cut,
+}
 
 struct Worker {
     slot: usize,
@@ -31,28 +39,14 @@ struct Run<'a> {
     config: &'a Config,
     dir: PathBuf,
     exe: PathBuf,
-    lock: LockServer,
+    deployment: Deployment,
     resource: RedisServer,
-    proxies: Vec<FaultProxy>,
     workers: Vec<Worker>,
     finished: Vec<Incarnation>,
     faults: Vec<Fault>,
     rng: Rng,
     /// When the run started (wall clock, ns): times in the output count from here.
     t0: u64,
-}
-
-fn signal(pid: u32, name: &str) -> Result<(), String> {
-    // `unsafe` is forbidden in the workspace, so no kill(2): the shell's builtin sends it.
-    let status = Command::new("sh")
-        .args(["-c", r#"kill -s "$0" "$1""#, name, &pid.to_string()])
-        .status()
-        .map_err(|e| format!("kill -{name} {pid}: {e}"))?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(format!("kill -{name} {pid}: {status}"))
-    }
 }
 
 impl Run<'_> {
@@ -63,7 +57,7 @@ impl Run<'_> {
         let seed = self.config.seed ^ ((slot as u64) << 32) ^ (incarnation as u64) << 48;
         let child = Command::new(&self.exe)
             .arg("worker")
-            .args(["--lock-url", &self.proxies[slot].url()])
+            .args(["--lock-url", &self.deployment.worker_url(slot)])
             .args(["--resource-url", &self.resource.url()])
             .args(["--tasks", &self.config.tasks.to_string()])
             .arg("--log")
@@ -93,13 +87,9 @@ impl Run<'_> {
         })
     }
 
-    /// The slot of the worker that holds the lock now, if the lock server says.
+    /// The slot of the worker that holds the lock now, if the lock store says.
     fn holder(&self) -> Option<usize> {
-        let stored = format!("lock:{{{LOCK_KEY}}}");
-        let Ok(Reply::Bulk(pid)) = self.lock.cmd(&["HGET", &stored, "pid"]) else {
-            return None;
-        };
-        let pid: u32 = String::from_utf8_lossy(&pid).trim().parse().ok()?;
+        let pid = self.deployment.holder_pid()?;
         self.workers
             .iter()
             .find(|w| w.record.pid == pid)
@@ -120,105 +110,151 @@ impl Run<'_> {
         TTL * self.rng.range(lo_pct, hi_pct) as u32 / 100
     }
 
-    fn inject(&mut self, kind: FaultKind) -> Result<(), String> {
-        let mut fault = Fault {
+    /// A fault on worker `slot` that lasted from `start` until now. The lock is free to take
+    /// from its start: the worker's lease is all it can leave behind.
+    fn worker_fault(
+        &self,
+        kind: FaultKind,
+        slot: usize,
+        pid: u32,
+        start: u64,
+        detail: String,
+    ) -> Fault {
+        Fault {
             kind,
-            slot: None,
-            pid: None,
-            start: 0,
-            end: 0,
-            detail: String::new(),
-        };
-        match kind {
-            FaultKind::Kill => {
-                let slot = self.target();
-                let incarnation = self.workers[slot].record.incarnation + 1;
-                let worker = &mut self.workers[slot];
-                fault.slot = Some(slot);
-                fault.pid = Some(worker.record.pid);
-                fault.start = now_ns();
-                let _ = worker.child.kill();
-                let status = worker.child.wait().map_err(|e| e.to_string())?;
-                fault.end = now_ns();
-                worker.record.killed = true;
-                worker.record.ended = fault.start;
-                worker.record.exit = status.to_string();
-                // Respawned at once, as a supervisor would.
-                let fresh = self.spawn(slot, incarnation)?;
-                let old = std::mem::replace(&mut self.workers[slot], fresh);
-                self.finished.push(old.record);
-                fault.detail = "SIGKILL, respawned".into();
-            }
-            FaultKind::Pause => {
-                let slot = self.target();
-                let pause = self.ttl_times(130, 220);
-                let pid = self.workers[slot].record.pid;
-                fault.slot = Some(slot);
-                fault.pid = Some(pid);
-                fault.start = now_ns();
-                signal(pid, "STOP")?;
-                std::thread::sleep(pause);
-                signal(pid, "CONT")?;
-                fault.end = now_ns();
-                fault.detail = format!("SIGSTOP for {} ms", pause.as_millis());
-            }
-            FaultKind::RestartPersist | FaultKind::RestartNoPersist => {
-                let persist = kind == FaultKind::RestartPersist;
-                fault.start = now_ns();
-                self.lock.restart(persist)?;
-                fault.end = now_ns();
-                fault.detail = if persist {
-                    "SIGKILL, restarted with appendonly yes (appendfsync always)".into()
-                } else {
-                    "SIGKILL, data wiped, restarted with appendonly no".into()
-                };
-            }
-            FaultKind::Stall => {
-                let slot = self.target();
-                let stall = self.ttl_times(130, 220);
-                fault.slot = Some(slot);
-                fault.pid = Some(self.workers[slot].record.pid);
-                fault.start = now_ns();
-                self.proxies[slot].blackhole(true);
-                std::thread::sleep(stall);
-                self.proxies[slot].blackhole(false);
-                fault.end = now_ns();
-                fault.detail = format!("connection blackholed for {} ms", stall.as_millis());
-            }
+            hit: Hit::Worker(slot),
+            pid: Some(pid),
+            start,
+            end: now_ns(),
+            serving: start,
+            detail,
+        }
+    }
+
+    fn kill(&mut self) -> Result<Fault, String> {
+        let slot = self.target();
+        let incarnation = self.workers[slot].record.incarnation + 1;
+        let worker = &mut self.workers[slot];
+        let pid = worker.record.pid;
+        let start = now_ns();
+        let _ = worker.child.kill();
+        let status = worker.child.wait().map_err(|e| e.to_string())?;
+        worker.record.killed = true;
+        worker.record.ended = start;
+        worker.record.exit = status.to_string();
+        let fault = self.worker_fault(
+            FaultKind::Kill,
+            slot,
+            pid,
+            start,
+            "SIGKILL, respawned".into(),
+        );
+        // Respawned at once, as a supervisor would.
+        let fresh = self.spawn(slot, incarnation)?;
+        let old = std::mem::replace(&mut self.workers[slot], fresh);
+        self.finished.push(old.record);
+        Ok(fault)
+    }
+
+    fn pause(&mut self) -> Result<Fault, String> {
+        let slot = self.target();
+        let pause = self.ttl_times(130, 220);
+        let pid = self.workers[slot].record.pid;
+        let start = now_ns();
+        signal(pid, "STOP")?;
+        std::thread::sleep(pause);
+        signal(pid, "CONT")?;
+        let detail = format!("SIGSTOP for {} ms", pause.as_millis());
+        Ok(self.worker_fault(FaultKind::Pause, slot, pid, start, detail))
+    }
+
+    /// Stall, delay or cut a worker's connections: every proxy between it and the lock store at
+    /// once (for Redlock, its link to each master).
+    fn connection(&mut self, kind: FaultKind) -> Result<Fault, String> {
+        let slot = self.target();
+        // Drawn before anything happens, in the order the schedule has always drawn them.
+        let fault = match kind {
+            FaultKind::Stall => Connection::Stall(self.ttl_times(130, 220)),
             FaultKind::Delay => {
-                let slot = self.target();
                 let delay = Duration::from_millis(self.rng.range(20, 100));
                 let length = self.ttl_times(80, 150);
-                fault.slot = Some(slot);
-                fault.pid = Some(self.workers[slot].record.pid);
-                fault.start = now_ns();
-                self.proxies[slot].set_delay(delay);
+                Connection::Delay { delay, length }
+            }
+            _ => Connection::Cut,
+        };
+        let pid = self.workers[slot].record.pid;
+        let proxies = self.deployment.proxies(slot);
+        if proxies.is_empty() {
+            return Err(format!(
+                "{} needs a proxy, and the {} topology has none",
+                kind.name(),
+                self.config.topology.name()
+            ));
+        }
+        let start = now_ns();
+        let detail = match fault {
+            Connection::Stall(length) => {
+                proxies.iter().for_each(|p| p.blackhole(true));
                 std::thread::sleep(length);
-                self.proxies[slot].set_delay(Duration::ZERO);
-                fault.end = now_ns();
-                fault.detail = format!(
+                proxies.iter().for_each(|p| p.blackhole(false));
+                format!("connection blackholed for {} ms", length.as_millis())
+            }
+            Connection::Delay { delay, length } => {
+                proxies.iter().for_each(|p| p.set_delay(delay));
+                std::thread::sleep(length);
+                proxies.iter().for_each(|p| p.set_delay(Duration::ZERO));
+                format!(
                     "{} ms each way for {} ms",
                     delay.as_millis(),
                     length.as_millis()
-                );
+                )
             }
-            FaultKind::Cut => {
-                let slot = self.target();
-                fault.slot = Some(slot);
-                fault.pid = Some(self.workers[slot].record.pid);
-                fault.start = now_ns();
-                self.proxies[slot].cut();
-                fault.end = now_ns();
-                fault.detail = "every connection closed".into();
+            Connection::Cut => {
+                proxies.iter().for_each(FaultProxy::cut);
+                "every connection closed".to_owned()
             }
-        }
-        // The fault log, as it happens: wall-clock ns, comparable with the workers' logs.
+        };
+        Ok(self.worker_fault(kind, slot, pid, start, detail))
+    }
+
+    fn inject(&mut self, kind: FaultKind) -> Result<(), String> {
+        let store = |fault| on_store(kind, fault);
+        let fault = match kind {
+            FaultKind::Kill => self.kill()?,
+            FaultKind::Pause => self.pause()?,
+            FaultKind::Stall | FaultKind::Delay | FaultKind::Cut => self.connection(kind)?,
+            FaultKind::RestartPersist | FaultKind::RestartNoPersist => {
+                let persist = kind == FaultKind::RestartPersist;
+                store(self.deployment.restart(persist, &mut self.rng)?)
+            }
+            FaultKind::NodePause => {
+                let pause = self.ttl_times(130, 220);
+                store(self.deployment.pause_node(pause, &mut self.rng)?)
+            }
+            FaultKind::FailoverKill => store(self.deployment.fail_over(Stop::Kill)?),
+            FaultKind::FailoverPause => store(self.deployment.fail_over(Stop::Pause)?),
+            FaultKind::FailoverObserved => {
+                return Err("a failover the deployment does on its own cannot be injected".into());
+            }
+        };
+        self.record(fault)
+    }
+
+    /// Logs a fault to `faults.log` as it happens (wall-clock ns, comparable with the workers'
+    /// logs) and to stdout, and keeps it for the analysis.
+    fn record(&mut self, fault: Fault) -> Result<(), String> {
+        let target = match fault.hit {
+            Hit::Worker(slot) => format!("worker-{slot}"),
+            Hit::Master(node) => format!("master-{node}"),
+            Hit::Store => "store".into(),
+        };
         let line = format!(
-            "{} {} {} {} {}\n",
+            "{} {} {} {} {} {}\n",
             fault.start,
             fault.end,
-            kind.name(),
-            fault.slot.map_or("-".into(), |s| s.to_string()),
+            fault.serving,
+            fault.kind.name(),
+            target,
             fault.detail
         );
         fs::OpenOptions::new()
@@ -230,10 +266,8 @@ impl Run<'_> {
         println!(
             "  {:>7.2}s {:<18} {}{}",
             (fault.start.saturating_sub(self.t0)) as f64 / 1e9,
-            kind.name(),
-            fault
-                .slot
-                .map_or(String::new(), |s| format!("worker {s}: ")),
+            fault.kind.name(),
+            fault.hit.label(),
             fault.detail
         );
         self.faults.push(fault);
@@ -287,26 +321,34 @@ impl Drop for Run<'_> {
     }
 }
 
-fn all_kinds() -> Vec<FaultKind> {
-    vec![
-        FaultKind::Kill,
-        FaultKind::Pause,
-        FaultKind::RestartPersist,
-        FaultKind::RestartNoPersist,
-        FaultKind::Stall,
-        FaultKind::Delay,
-        FaultKind::Cut,
-    ]
+/// A fault on the lock store as the analysis sees it.
+fn on_store(kind: FaultKind, fault: StoreFault) -> Fault {
+    Fault {
+        kind,
+        hit: fault.hit,
+        pid: None,
+        start: fault.start,
+        end: fault.end,
+        serving: fault.serving,
+        detail: fault.detail,
+    }
 }
 
-/// The longest a fault of this kind can take, plus the quiet gap after it.
+/// The longest a fault of this kind is expected to take, plus the quiet gap after it. A
+/// failover's length is Redis's business: the run waits for the last fault to end, then for the
+/// cooldown, however long it took.
 fn budget(kind: FaultKind) -> Duration {
     let gap = TTL + Duration::from_millis(800);
     gap + match kind {
-        FaultKind::Pause | FaultKind::Stall => TTL * 22 / 10,
+        FaultKind::Pause | FaultKind::Stall | FaultKind::NodePause => TTL * 22 / 10,
         FaultKind::Delay => TTL * 15 / 10,
         FaultKind::RestartPersist | FaultKind::RestartNoPersist => Duration::from_millis(500),
         FaultKind::Kill | FaultKind::Cut => Duration::from_millis(100),
+        // Typically 2 to 3.5 s (promotion after the 1 s down-after / node timeout, then the old
+        // master back as a replica).
+        FaultKind::FailoverKill | FaultKind::FailoverPause => Duration::from_secs(5),
+        // Never scheduled: only seen.
+        FaultKind::FailoverObserved => Duration::ZERO,
     }
 }
 
@@ -314,6 +356,17 @@ fn work_dir(config: &Config) -> Result<(PathBuf, bool), String> {
     if let Some(dir) = &config.dir {
         let dir = PathBuf::from(dir);
         fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        // The logs are appended to: an earlier run's would be read back as this one's.
+        let used = fs::read_dir(&dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .next()
+            .is_some();
+        if used {
+            return Err(format!(
+                "--dir {} is not empty: give each run a directory of its own",
+                dir.display()
+            ));
+        }
         return Ok((dir, true));
     }
     let dir = std::env::temp_dir().join(format!("lock-chaos-{}-{}", std::process::id(), now_ns()));
@@ -326,8 +379,9 @@ pub(crate) fn run(config: &Config) -> Result<bool, String> {
     let (dir, keep) = work_dir(config)?;
     let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
     println!(
-        "chaos: seed {}, {} workers x {} tasks, ttl {:?}, {} s{}, single Redis topology",
+        "chaos: seed {}, topology {}, {} workers x {} tasks, ttl {:?}, {} s{}",
         config.seed,
+        config.topology.name(),
         config.workers,
         config.tasks,
         TTL,
@@ -335,79 +389,32 @@ pub(crate) fn run(config: &Config) -> Result<bool, String> {
         if config.quick { " (quick)" } else { "" }
     );
     println!(
-        "  replay with --seed {}; logs in {}",
+        "  replay with --topology {} --seed {}; logs in {}",
+        config.topology.name(),
         config.seed,
         dir.display()
     );
     let resource = RedisServer::start();
-    let lock = LockServer::start(&dir.join("lock-redis"))?;
-    let proxies = (0..config.workers)
-        .map(|_| FaultProxy::start(lock.addr()))
-        .collect();
+    let deployment = Deployment::start(config, &dir)?;
+    println!("  lock store: {}", deployment.describe());
     let mut run = Run {
         config,
         dir: dir.clone(),
         exe,
-        lock,
+        deployment,
         resource,
-        proxies,
         workers: Vec::new(),
         finished: Vec::new(),
         faults: Vec::new(),
         rng: Rng::new(config.seed),
         t0: now_ns(),
     };
-    for slot in 0..config.workers {
-        let worker = run.spawn(slot, 0)?;
-        run.workers.push(worker);
+    let outcome = run.drive();
+    // The harness's servers keep their logs in temp dirs that go with them: keep a copy.
+    if let Some(log) = run.deployment.log() {
+        let _ = fs::write(dir.join("topology.log"), log);
     }
-    let t0 = run.t0;
-    let started = Instant::now();
-    let faults_until = started + config.duration - cooldown();
-    std::thread::sleep(WARMUP);
-    // Every kind once per round, in a seeded order.
-    let mut round: Vec<FaultKind> = Vec::new();
-    loop {
-        if round.is_empty() {
-            round = all_kinds();
-            run.rng.shuffle(&mut round);
-        }
-        let kind = round[round.len() - 1];
-        if Instant::now() + budget(kind) > faults_until {
-            break;
-        }
-        round.pop();
-        run.inject(kind)?;
-        let gap = TTL + Duration::from_millis(300 + run.rng.range(0, 500));
-        std::thread::sleep(gap);
-    }
-    let end = started + config.duration;
-    if let Some(left) = end.checked_duration_since(Instant::now()) {
-        std::thread::sleep(left);
-    }
-    let mut problems = run.stop_workers();
-    let t1 = now_ns();
-    let stored = format!("lock:{{{LOCK_KEY}}}");
-    match run.lock.cmd(&["EXISTS", &stored]) {
-        Ok(Reply::Integer(0)) => {}
-        Ok(Reply::Integer(_)) => problems.push(format!(
-            "lock left behind: {stored} still exists after every worker stopped"
-        )),
-        other => problems.push(format!("cannot check for a lock left behind: {other:?}")),
-    }
-    let final_token = match run.resource.try_cmd(&["GET", crate::worker::RESOURCE_KEY]) {
-        Ok(Reply::Bulk(b)) => String::from_utf8_lossy(&b).parse::<u64>().ok(),
-        _ => None,
-    };
-    let report = analyze::analyze(&analyze::Input {
-        config,
-        incarnations: &run.finished,
-        faults: &run.faults,
-        problems,
-        t0,
-        t1,
-        final_token,
-    })?;
+    let report = outcome?;
     report.print();
     if let Some(path) = &config.json {
         write(path, &report.json().to_string())?;
@@ -421,6 +428,94 @@ pub(crate) fn run(config: &Config) -> Result<bool, String> {
         let _ = fs::remove_dir_all(&dir);
     }
     Ok(ok)
+}
+
+impl Run<'_> {
+    /// Adds the failovers the watch saw that no injected failover explains (the deployment
+    /// failed over on its own): from the analysis's point of view they are faults too.
+    fn record_failovers_not_injected(&mut self, seen: Vec<StoreFault>) -> Result<(), String> {
+        for change in seen {
+            // The watch sees an injected failover up to a poll late, possibly after the fault
+            // ended: any overlap with one means it is that one (or happened inside it).
+            let injected = self.faults.iter().any(|f| {
+                matches!(f.kind, FaultKind::FailoverKill | FaultKind::FailoverPause)
+                    && f.start <= change.serving
+                    && change.start <= f.end
+            });
+            if !injected {
+                self.record(on_store(FaultKind::FailoverObserved, change))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Workers, faults, stop, checks: everything once the servers are up.
+    fn drive(&mut self) -> Result<Report, String> {
+        let config = self.config;
+        for slot in 0..config.workers {
+            let worker = self.spawn(slot, 0)?;
+            self.workers.push(worker);
+        }
+        let watch = self.deployment.watch_failovers();
+        let started = Instant::now();
+        let faults_until = started + config.duration - cooldown();
+        std::thread::sleep(WARMUP);
+        let mut quiet_from = Instant::now();
+        // Every kind of the topology once per round, in a seeded order; near the end, the kinds
+        // that no longer fit are skipped for those that do.
+        let mut round: Vec<FaultKind> = Vec::new();
+        loop {
+            if round.is_empty() {
+                round = config.fault_kinds();
+                self.rng.shuffle(&mut round);
+            }
+            let now = Instant::now();
+            let Some(next) = round
+                .iter()
+                .rposition(|&kind| now + budget(kind) <= faults_until)
+            else {
+                break;
+            };
+            let kind = round.remove(next);
+            self.inject(kind)?;
+            quiet_from = Instant::now();
+            let gap = TTL + Duration::from_millis(300 + self.rng.range(0, 500));
+            std::thread::sleep(gap);
+        }
+        // A fault that ran long still gets its cooldown.
+        let end = (started + config.duration).max(quiet_from + cooldown());
+        if let Some(left) = end.checked_duration_since(Instant::now()) {
+            std::thread::sleep(left);
+        }
+        let mut problems = self.stop_workers();
+        let t1 = now_ns();
+        if let Some(watch) = watch {
+            self.record_failovers_not_injected(watch.stop()?)?;
+        }
+        self.faults.sort_by_key(|f| f.start);
+        match self.deployment.locks_left() {
+            Ok(left) if left.is_empty() => {}
+            Ok(left) => problems.push(format!(
+                "lock left behind: {} still exists on {} after every worker stopped",
+                crate::stored_key(),
+                left.join(", ")
+            )),
+            Err(e) => problems.push(format!("cannot check for a lock left behind: {e}")),
+        }
+        let final_token = match self.resource.try_cmd(&["GET", crate::worker::RESOURCE_KEY]) {
+            Ok(Reply::Bulk(b)) => String::from_utf8_lossy(&b).parse::<u64>().ok(),
+            _ => None,
+        };
+        analyze::analyze(&analyze::Input {
+            config,
+            incarnations: &self.finished,
+            faults: &self.faults,
+            problems,
+            t0: self.t0,
+            t1,
+            final_token,
+        })
+    }
 }
 
 fn write(path: &str, text: &str) -> Result<(), String> {

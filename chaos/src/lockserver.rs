@@ -64,6 +64,23 @@ impl LockServer {
         Ok(())
     }
 
+    /// Stops the server with SIGSTOP: connections stay open and nothing is answered until
+    /// [`resume`](Self::resume).
+    pub(crate) fn pause(&self) -> Result<(), String> {
+        crate::signal(self.pid()?, "STOP")
+    }
+
+    pub(crate) fn resume(&self) -> Result<(), String> {
+        crate::signal(self.pid()?, "CONT")
+    }
+
+    fn pid(&self) -> Result<u32, String> {
+        self.child
+            .as_ref()
+            .map(Child::id)
+            .ok_or_else(|| format!("the lock server on port {} is not running", self.port))
+    }
+
     pub(crate) fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();

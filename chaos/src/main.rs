@@ -1,33 +1,53 @@
-//! `chaos`: a fenced-resource chaos experiment for `lock-runtime` on a single Redis server.
+//! `chaos`: a fenced-resource chaos experiment for `lock-runtime`, on a single Redis server, a
+//! Sentinel setup, a Redis Cluster or Redlock masters.
 //!
 //! Worker processes (this binary again, `chaos worker ...`) take one lock through
-//! `#[distributed_lock]` over and over and write their fencing token to a resource on a second
-//! Redis server that accepts only tokens higher than any it has seen. Meanwhile a seeded fault
-//! injector kills and pauses workers, restarts the lock server with and without persistence, and
-//! stalls, delays and cuts each worker's connection through a fault proxy. At the end the logs
-//! are checked: no stale token accepted, every overlap of two holders explained by a fault and
-//! caught by fencing, the lock taken again promptly after each fault, no panics, no section
-//! without the lock, no lock left behind.
+//! `#[distributed_lock]` over and over and write their fencing token to a resource on a separate
+//! Redis server that is never faulted and accepts only tokens higher than any it has seen.
+//! Meanwhile a seeded fault injector kills and pauses workers and, depending on the topology:
+//!
+//! - `single`: restarts the lock server with and without persistence, and stalls, delays and
+//!   cuts each worker's connection through a fault proxy;
+//! - `redlock`: the same, each restart (or a SIGSTOP) hitting one master, each connection fault
+//!   all of one worker's proxies (one per master);
+//! - `sentinel`, `cluster`: kills or pauses the master that serves the lock, waits for a replica
+//!   to take over, and brings the old master back as a replica (clients follow the addresses
+//!   the servers announce, so no proxy sits in their path and there are no connection faults);
+//!   a watch thread also records failovers the deployment does on its own.
+//!
+//! At the end the logs are checked: no stale token accepted, every overlap of two holders
+//! explained by a fault and caught by fencing, the lock taken again promptly after each fault, no
+//! panics, no section without the lock, no lock left behind. See `chaos/README.md`.
 //!
 //! ```text
-//! chaos --quick [--seconds N] [--workers N] [--tasks N] [--seed N] [--json PATH] [--svg PATH]
-//! chaos [--minutes N] ...            (the full run, 30 minutes by default)
+//! chaos [--topology single|sentinel|cluster|redlock] [--masters N] [--faults KIND,...]
+//!       --quick [--seconds N] ...                      (at most a minute)
+//! chaos [--topology ...] [--minutes N] [--workers N] [--tasks N] [--seed N] [--json PATH]
+//!       [--svg PATH] [--dir PATH] [--margin-ms N]      (the full run, 30 minutes by default)
 //! ```
 //!
 //! Exits 0 when every invariant holds, 1 when one fails, 2 on bad usage or a setup failure.
 
 mod analyze;
+mod deployment;
 mod experiment;
 mod lockserver;
 mod rng;
 mod svg;
 mod worker;
 
-use std::process::ExitCode;
+use std::process::{Command, ExitCode};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use analyze::FaultKind;
+use deployment::Topology;
 
 /// The lock every worker takes (the stored key is `lock:{chaos:resource}`).
 pub(crate) const LOCK_KEY: &str = "chaos:resource";
+/// Where the lock lives in Redis: the default `lock:` prefix, the key in a hash tag.
+pub(crate) fn stored_key() -> String {
+    format!("lock:{{{LOCK_KEY}}}")
+}
 /// The lease the workers' attribute asks for (`ttl = "1s"` in worker.rs).
 pub(crate) const TTL: Duration = Duration::from_secs(1);
 
@@ -35,6 +55,20 @@ pub(crate) fn now_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// Sends signal `name` (`STOP`, `CONT`, ...) to process `pid`.
+pub(crate) fn signal(pid: u32, name: &str) -> Result<(), String> {
+    // `unsafe` is forbidden in the workspace, so no kill(2): the shell's builtin sends it.
+    let status = Command::new("sh")
+        .args(["-c", r#"kill -s "$0" "$1""#, name, &pid.to_string()])
+        .status()
+        .map_err(|e| format!("kill -{name} {pid}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("kill -{name} {pid}: {status}"))
+    }
 }
 
 /// The experiment's settings, from the command line.
@@ -50,9 +84,39 @@ pub(crate) struct Config {
     pub(crate) dir: Option<String>,
     /// Allowed on top of the ttl for the lock to be taken again after a fault.
     pub(crate) margin: Duration,
+    /// What the lock runs on.
+    pub(crate) topology: Topology,
+    /// Redlock's masters (used by `--topology redlock` only).
+    pub(crate) masters: usize,
+    /// The kinds the injector may pick (`--faults`); empty: every kind of the topology.
+    pub(crate) faults: Vec<FaultKind>,
 }
 
-const USAGE: &str = "usage: chaos [--quick] [--seconds N | --minutes N] [--workers N] [--tasks N] \
+impl Config {
+    /// The kinds the injector picks from, in the order a round starts from before the shuffle.
+    pub(crate) fn fault_kinds(&self) -> Vec<FaultKind> {
+        let all = self.topology.fault_kinds();
+        if self.faults.is_empty() {
+            return all.to_vec();
+        }
+        all.iter()
+            .copied()
+            .filter(|kind| self.faults.contains(kind))
+            .collect()
+    }
+
+    /// How many of the lock store's nodes a lock is granted on: a majority of Redlock's
+    /// masters, otherwise the one store.
+    pub(crate) fn quorum(&self) -> usize {
+        match self.topology {
+            Topology::Redlock => self.masters / 2 + 1,
+            Topology::Single | Topology::Sentinel | Topology::Cluster => 1,
+        }
+    }
+}
+
+const USAGE: &str = "usage: chaos [--topology single|sentinel|cluster|redlock] [--masters N] \
+[--faults KIND,KIND,...] [--quick] [--seconds N | --minutes N] [--workers N] [--tasks N] \
 [--seed N] [--json PATH] [--svg PATH] [--dir PATH] [--margin-ms N]";
 
 fn parse(args: &[String]) -> Result<Config, String> {
@@ -66,6 +130,9 @@ fn parse(args: &[String]) -> Result<Config, String> {
         svg: None,
         dir: None,
         margin: Duration::from_millis(1000),
+        topology: Topology::Single,
+        masters: 3,
+        faults: Vec::new(),
     };
     let mut duration = None;
     let mut it = args.iter();
@@ -92,6 +159,14 @@ fn parse(args: &[String]) -> Result<Config, String> {
             "--tasks" => config.tasks = number()? as usize,
             "--seed" => config.seed = number()?,
             "--margin-ms" => config.margin = Duration::from_millis(number()?),
+            "--topology" => config.topology = Topology::parse(value)?,
+            "--masters" => config.masters = number()? as usize,
+            "--faults" => {
+                config.faults = value
+                    .split(',')
+                    .map(FaultKind::parse)
+                    .collect::<Result<_, _>>()?;
+            }
             "--json" => config.json = Some(value.clone()),
             "--svg" => config.svg = Some(value.clone()),
             "--dir" => config.dir = Some(value.clone()),
@@ -106,6 +181,21 @@ fn parse(args: &[String]) -> Result<Config, String> {
     };
     if config.workers < 2 || config.tasks == 0 {
         return Err(format!("at least 2 workers and 1 task each\n{USAGE}"));
+    }
+    let kinds = config.topology.fault_kinds();
+    if let Some(kind) = config.faults.iter().find(|kind| !kinds.contains(kind)) {
+        let names: Vec<&str> = kinds.iter().map(|kind| kind.name()).collect();
+        return Err(format!(
+            "--faults: {} is not a fault of the {} topology, which has {}",
+            kind.name(),
+            config.topology.name(),
+            names.join(", ")
+        ));
+    }
+    if config.masters < 3 || config.masters.is_multiple_of(2) {
+        return Err(format!(
+            "--masters must be odd and at least 3 (an even count tolerates no more faults than one fewer)\n{USAGE}"
+        ));
     }
     if config.duration < Duration::from_secs(8) {
         return Err("a run needs at least 8 seconds".into());

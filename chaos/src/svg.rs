@@ -19,6 +19,10 @@ fn color(kind: FaultKind) -> &'static str {
         FaultKind::Stall => "#8c564b",
         FaultKind::Delay => "#e377c2",
         FaultKind::Cut => "#17becf",
+        FaultKind::NodePause => "#bcbd22",
+        FaultKind::FailoverKill => "#7f7f7f",
+        FaultKind::FailoverPause => "#393b79",
+        FaultKind::FailoverObserved => "#000000",
     }
 }
 
@@ -44,7 +48,8 @@ pub(crate) fn render(report: &Report) -> String {
     let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let _ = writeln!(
         svg,
-        r#"<text x="{LEFT}" y="16" font-size="13">lock holders over time: seed {}, {} workers x {} tasks, {} s, {}</text>"#,
+        r#"<text x="{LEFT}" y="16" font-size="13">lock holders over time: {} topology, seed {}, {} workers x {} tasks, {} s, {}</text>"#,
+        report.config.topology.name(),
         report.config.seed,
         report.config.workers,
         tasks,
@@ -79,18 +84,19 @@ pub(crate) fn render(report: &Report) -> String {
     }
     // Faults under the bars: a band over the rows they hit.
     for fault in &report.faults {
-        let (y0, y1) = match fault.slot {
-            Some(slot) if !fault.kind.server_wide() => (row_y(slot, 0), row_y(slot, tasks)),
-            _ => (TOP, bottom),
+        let (y0, y1) = match fault.hit.worker() {
+            Some(slot) => (row_y(slot, 0), row_y(slot, tasks)),
+            None => (TOP, bottom),
         };
         let x0 = x(fault.start);
         let w = (x(fault.end) - x0).max(2.0);
         let _ = writeln!(
             svg,
-            r#"<rect x="{x0:.1}" y="{y0:.1}" width="{w:.1}" height="{:.1}" fill="{}" fill-opacity="0.3"><title>{} {}</title></rect>"#,
+            r#"<rect x="{x0:.1}" y="{y0:.1}" width="{w:.1}" height="{:.1}" fill="{}" fill-opacity="0.3"><title>{} {}{}</title></rect>"#,
             y1 - y0,
             color(fault.kind),
             fault.kind.name(),
+            escape(&fault.hit.label()),
             escape(&fault.detail)
         );
         let _ = writeln!(
@@ -152,7 +158,7 @@ pub(crate) fn render(report: &Report) -> String {
         );
         lx += 150.0;
     }
-    for kind in FaultKind::ALL {
+    for kind in report.config.topology.reported_kinds() {
         let _ = writeln!(
             svg,
             r#"<rect x="{lx}" y="{:.1}" width="10" height="10" fill="{}" fill-opacity="0.4"/><text x="{}" y="{ly:.1}">{}</text>"#,

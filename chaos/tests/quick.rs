@@ -1,47 +1,113 @@
-//! The chaos experiment in a very reduced form, so `cargo test --workspace` runs it: two workers,
-//! fifteen seconds, a fixed seed, every invariant checked by the binary itself.
+//! The chaos experiment in a very reduced form on every topology, so `cargo test --workspace`
+//! runs it: two workers, 15 s on a single Redis and 20 s on each scale-out topology, fixed seeds,
+//! every invariant checked by the binary itself.
+//!
+//! The runs measure timing (1 s leases, the lock taken again within 2 s of a fault) and each
+//! starts several servers and worker processes: on a two-core machine, two at once would starve
+//! each other. The tests of this file therefore run one at a time.
 
 use std::process::Command;
+use std::sync::{Mutex, PoisonError};
 
-#[test]
-fn a_short_chaos_run_keeps_every_invariant() {
-    let json = std::env::temp_dir().join(format!("lock-chaos-quick-{}.json", std::process::id()));
+use serde_json::Value;
+
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Runs `chaos --quick` on `topology` (plus `extra` arguments) and returns its JSON report after
+/// checking the invariants every topology shares.
+fn quick_run(topology: &str, seconds: u64, seed: u64, extra: &[&str]) -> (Value, String) {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(PoisonError::into_inner);
+    let json = std::env::temp_dir().join(format!(
+        "lock-chaos-quick-{topology}-{}.json",
+        std::process::id()
+    ));
     let output = Command::new(env!("CARGO_BIN_EXE_chaos"))
+        .args(["--topology", topology, "--quick", "--workers", "2"])
         .args([
-            "--quick",
             "--seconds",
-            "15",
-            "--workers",
-            "2",
+            &seconds.to_string(),
             "--seed",
-            "20261122",
+            &seed.to_string(),
         ])
+        .args(extra)
         .arg("--json")
         .arg(&json)
         .output()
         .expect("the chaos binary runs");
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success(),
-        "chaos failed ({}):\n{stdout}\n{stderr}",
+        "chaos --topology {topology} failed ({}):\n{stdout}\n{stderr}",
         output.status
     );
-    let report: serde_json::Value =
+    let report: Value =
         serde_json::from_str(&std::fs::read_to_string(&json).expect("the JSON report"))
             .expect("the JSON report parses");
     let _ = std::fs::remove_file(&json);
     let summary = &report["summary"];
     assert_eq!(report["ok"], true, "{stdout}");
+    assert_eq!(report["topology"], topology, "{stdout}");
     assert_eq!(summary["unexplained_overlaps"], 0, "{stdout}");
     assert_eq!(summary["stale_tokens_accepted"], 0, "{stdout}");
     assert_eq!(summary["sections_without_lock"], 0, "{stdout}");
     assert!(summary["holds"].as_u64().unwrap_or(0) > 20, "{stdout}");
-    let faults: u64 = summary["faults"]
+    assert!(
+        faults(&report, &[]) >= 3,
+        "a short run injects a few faults:\n{stdout}"
+    );
+    (report, stdout)
+}
+
+/// How many faults of the given kinds the run injected (of every kind when `kinds` is empty).
+fn faults(report: &Value, kinds: &[&str]) -> u64 {
+    report["summary"]["faults"]
         .as_object()
         .expect("faults by kind")
-        .values()
-        .filter_map(serde_json::Value::as_u64)
-        .sum();
-    assert!(faults >= 3, "a 15 s run injects a few faults:\n{stdout}");
+        .iter()
+        .filter(|(kind, _)| kinds.is_empty() || kinds.contains(&kind.as_str()))
+        .filter_map(|(_, n)| n.as_u64())
+        .sum()
+}
+
+#[test]
+fn a_short_chaos_run_keeps_every_invariant() {
+    quick_run("single", 15, 20261122, &[]);
+}
+
+#[test]
+fn a_short_run_on_sentinel_fails_over_and_keeps_every_invariant() {
+    let (report, stdout) = quick_run("sentinel", 20, 4, &[]);
+    assert!(
+        faults(&report, &["failover-kill", "failover-pause"]) >= 1,
+        "{stdout}"
+    );
+    assert_eq!(faults(&report, &["stall", "delay", "cut"]), 0, "{stdout}");
+}
+
+#[test]
+fn a_short_run_on_cluster_fails_over_and_keeps_every_invariant() {
+    let (report, stdout) = quick_run("cluster", 20, 2, &[]);
+    assert!(
+        faults(&report, &["failover-kill", "failover-pause"]) >= 1,
+        "{stdout}"
+    );
+    assert_eq!(faults(&report, &["stall", "delay", "cut"]), 0, "{stdout}");
+}
+
+/// Without `node-pause`: while one master is paused, waiters can keep splitting the other two
+/// between them, each giving back its half, which wakes the others at once (the give-back
+/// publishes a release), so the lock has been seen free for longer than ttl + margin (once in
+/// about 40 pauses). That is a finding about lock-runtime's Redlock backend, reported in
+/// chaos/README.md; a full run still injects the fault.
+#[test]
+fn a_short_run_on_redlock_faults_masters_and_keeps_every_invariant() {
+    let kinds = "kill,pause,restart-persist,restart-nopersist,stall,delay,cut";
+    let (report, stdout) = quick_run("redlock", 20, 2, &["--faults", kinds]);
+    assert!(
+        faults(&report, &["restart-persist", "restart-nopersist"]) >= 1,
+        "{stdout}"
+    );
+    assert_eq!(faults(&report, &["node-pause"]), 0, "{stdout}");
+    assert_eq!(report["redlock_masters"], 3, "{stdout}");
 }

@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::port::free_port;
-use crate::server::RedisServer;
+use crate::server::{ProcessState, RedisServer};
 use crate::tempdir::TempDir;
 use crate::topology::{self, Role};
 
@@ -128,6 +128,17 @@ impl RedisCluster {
     ///
     /// As [`master_for_key`](Self::master_for_key).
     pub fn master_for_slot(&self, slot: u16) -> &RedisServer {
+        self.try_master_for_slot(slot)
+            .unwrap_or_else(|| panic!("no live master serves slot {slot}\n{}", self.log()))
+    }
+
+    /// As [`master_for_key`](Self::master_for_key), `None` when no live master claims the slot:
+    /// for watching the cluster without a panic in the way.
+    pub fn try_master_for_key(&self, key: impl AsRef<[u8]>) -> Option<&RedisServer> {
+        self.try_master_for_slot(key_slot(key))
+    }
+
+    fn try_master_for_slot(&self, slot: u16) -> Option<&RedisServer> {
         let serves = |node: &RedisServer| {
             let Ok(view) = topology::ask_text(node, &["CLUSTER", "NODES"]) else {
                 return false;
@@ -137,10 +148,7 @@ impl RedisCluster {
                 .find(|entry| entry.has_flag("myself"))
                 .is_some_and(|me| me.has_flag("master") && me.serves(slot))
         };
-        match self.masters().into_iter().find(|&node| serves(node)) {
-            Some(node) => node,
-            None => panic!("no live master serves slot {slot}\n{}", self.log()),
-        }
+        self.masters().into_iter().find(|&node| serves(node))
     }
 
     /// Kills `master` (SIGKILL) and returns the replica that took its place, once the cluster
@@ -170,6 +178,55 @@ impl RedisCluster {
         let candidates = self.failover_candidates(master);
         master.pause();
         self.wait_promoted(master, &candidates, "after it was paused")
+    }
+
+    /// Brings back a node that a failover replaced: resumes it if it was paused, restarts it if
+    /// it was killed (empty, but with its `nodes.conf`, so it is the same cluster node), and
+    /// returns once the cluster has settled with every node up (see
+    /// [`wait_settled`](Self::wait_settled)); the returning master has then turned into a
+    /// replica, since the cluster tells it that its slots moved. Later failovers then have a
+    /// replica to promote again.
+    ///
+    /// # Panics
+    ///
+    /// If `node` is not a node of this cluster, or the cluster does not settle within 30 s.
+    pub fn rejoin(&self, node: &RedisServer) {
+        assert!(
+            self.nodes.iter().any(|ours| ours.port() == node.port()),
+            "{} is not a node of this cluster\n{}",
+            node.addr(),
+            self.log()
+        );
+        match node.state() {
+            ProcessState::Paused => node.resume(),
+            ProcessState::Killed => node.restart(),
+            ProcessState::Running => {}
+        }
+        let replica = topology::settle(SETTLE_TIMEOUT, || match topology::role(node) {
+            Some(Role::Replica { .. }) => Ok(()),
+            role => Err(format!("{} has role {role:?}", node.addr())),
+        });
+        if let Err(why) = replica {
+            panic!(
+                "{} did not rejoin as a replica {why}\n{}",
+                node.addr(),
+                self.log()
+            );
+        }
+        self.wait_settled();
+    }
+
+    /// Waits until every node is up and reports `cluster_state:ok` with all slots served, all
+    /// agree on who is master and replica, and every replica's link is up: as after
+    /// [`start`](Self::start), whatever failed over since.
+    ///
+    /// # Panics
+    ///
+    /// If the cluster does not settle within 30 s.
+    pub fn wait_settled(&self) {
+        if let Err(why) = topology::settle(SETTLE_TIMEOUT, || self.check(true)) {
+            panic!("the cluster did not settle {why}\n{}", self.log());
+        }
     }
 
     /// Promotes a replica of `master` with `CLUSTER FAILOVER` (the coordinated kind: the master

@@ -47,5 +47,5 @@ pub use port::free_port;
 pub use proxy::FaultProxy;
 pub use resp::Reply;
 pub use sentinel::{MASTER_NAME, SentinelSetup};
-pub use server::RedisServer;
+pub use server::{ProcessState, RedisServer};
 pub use wait::{wait_until, wait_until_async};

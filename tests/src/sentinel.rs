@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use crate::resp::Reply;
-use crate::server::RedisServer;
+use crate::server::{ProcessState, RedisServer};
 use crate::topology::{self, Role};
 
 /// The name the sentinels monitor the master under.
@@ -67,7 +67,7 @@ impl SentinelSetup {
         };
         // A sentinel learns of the replicas from the master's INFO, which it asks for at once
         // and then only every 10 s: the replicas must be attached before it starts.
-        let synced = topology::settle(SETTLE_TIMEOUT, || setup.check_replication());
+        let synced = topology::settle(SETTLE_TIMEOUT, || setup.check_replication(&setup.data[0]));
         if let Err(why) = synced {
             panic!("replicas did not sync {why}\n{}", setup.log());
         }
@@ -82,7 +82,7 @@ impl SentinelSetup {
         setup.sentinels = topology::start_all(sentinels, |_| {
             RedisServer::start_with_config(&config, &["--sentinel"])
         });
-        let watching = topology::settle(SETTLE_TIMEOUT, || setup.check_sentinels());
+        let watching = topology::settle(SETTLE_TIMEOUT, || setup.check_sentinels(Link::Up));
         if let Err(why) = watching {
             panic!("sentinels did not settle {why}\n{}", setup.log());
         }
@@ -146,15 +146,18 @@ impl SentinelSetup {
     ///
     /// If no sentinel answers.
     pub fn current_master_addr(&self) -> SocketAddr {
-        self.sentinels
-            .iter()
-            .find_map(master_addr_by_name)
-            .unwrap_or_else(|| {
-                panic!(
-                    "no sentinel answers get-master-addr-by-name\n{}",
-                    self.log()
-                )
-            })
+        self.try_master_addr().unwrap_or_else(|| {
+            panic!(
+                "no sentinel answers get-master-addr-by-name\n{}",
+                self.log()
+            )
+        })
+    }
+
+    /// As [`current_master_addr`](Self::current_master_addr), `None` when no sentinel answers:
+    /// for watching the setup without a panic in the way.
+    pub fn try_master_addr(&self) -> Option<SocketAddr> {
+        self.sentinels.iter().find_map(master_addr_by_name)
     }
 
     /// Kills the current master (SIGKILL) and returns the replica that took its place, once
@@ -164,40 +167,82 @@ impl SentinelSetup {
     ///
     /// If there is no replica to promote, or the failover does not complete within 40 s.
     pub fn kill_master_and_wait_failover(&self) -> &RedisServer {
-        let old = self.master();
+        let old = self.master_with_replica();
+        old.kill();
+        self.wait_promoted(old, "after it was killed")
+    }
+
+    /// Stops the current master with SIGSTOP and returns the replica that took its place, as
+    /// [`kill_master_and_wait_failover`](Self::kill_master_and_wait_failover) does. The old
+    /// master is still paused: resumed, it is a master with its old data until a sentinel
+    /// turns it into a replica (Sentinel waits 8 s before it does), and a client still
+    /// connected to it meanwhile talks to a stale master. [`rejoin`](Self::rejoin) brings it
+    /// back as a replica at once.
+    ///
+    /// # Panics
+    ///
+    /// As [`kill_master_and_wait_failover`](Self::kill_master_and_wait_failover).
+    pub fn pause_master_and_wait_failover(&self) -> &RedisServer {
+        let old = self.master_with_replica();
+        old.pause();
+        self.wait_promoted(old, "after it was paused")
+    }
+
+    /// Brings back a data node that a failover replaced, as a replica of the current master:
+    /// resumes it if it was paused, restarts it (empty) if it was killed, points it at the
+    /// master with `REPLICAOF`, and returns once the setup has settled (see
+    /// [`wait_settled`](Self::wait_settled)). Later failovers then have a replica to promote
+    /// again.
+    ///
+    /// # Panics
+    ///
+    /// If `node` is not a data node of this setup, or the setup does not settle within 30 s.
+    pub fn rejoin(&self, node: &RedisServer) {
         assert!(
-            !self.replicas().is_empty(),
-            "no replica to fail over to\n{}",
+            self.data_node_at(node.addr()).is_some(),
+            "{} is not a data node of this setup\n{}",
+            node.addr(),
             self.log()
         );
-        old.kill();
-        let promoted = topology::settle(FAILOVER_TIMEOUT, || {
-            let named: Vec<SocketAddr> = self
-                .sentinels
-                .iter()
-                .filter_map(master_addr_by_name)
-                .collect();
-            let Some(&addr) = named.first() else {
-                return Err("no sentinel answers".to_owned());
-            };
-            if addr == old.addr() || named.iter().any(|&other| other != addr) {
-                return Err(format!("the sentinels name {named:?} master"));
-            }
-            let node = self
-                .data_node_at(addr)
-                .ok_or_else(|| format!("{addr} is not a node of this setup"))?;
-            match topology::role(node) {
-                Some(Role::Master) => Ok(node),
-                role => Err(format!("{addr} is named master but has role {role:?}")),
-            }
-        });
-        promoted.unwrap_or_else(|why| {
-            panic!(
-                "no replica took over from {} {why}\n{}",
-                old.addr(),
+        match node.state() {
+            ProcessState::Paused => node.resume(),
+            ProcessState::Killed => node.restart(),
+            ProcessState::Running => {}
+        }
+        let master = self.master();
+        if master.port() != node.port() {
+            let port = master.port().to_string();
+            // A restarted node may follow the master already (it started with `--replicaof`
+            // it): then the answer is `OK Already connected to specified master`.
+            let reply = node.cmd(&["REPLICAOF", "127.0.0.1", &port]);
+            assert!(
+                reply.starts_with("OK"),
+                "REPLICAOF on {} refused: {reply}\n{}",
+                node.addr(),
                 self.log()
-            )
-        })
+            );
+        }
+        self.wait_settled();
+    }
+
+    /// Waits until every live sentinel names the same master, it answers `ROLE` as master and
+    /// counts every other data node as a replica online, each replica has its link up, and
+    /// every sentinel sees each replica up. The master is looked up again on every check:
+    /// Sentinel may fail over on its own meanwhile (two failovers in quick succession can make
+    /// a sentinel call the fresh master down), and then the setup settles around the new one.
+    ///
+    /// # Panics
+    ///
+    /// If the setup does not settle within 30 s.
+    pub fn wait_settled(&self) {
+        let settled = topology::settle(SETTLE_TIMEOUT, || {
+            let master = self.named_master()?;
+            self.check_replication(master)?;
+            self.check_sentinels(Link::Any)
+        });
+        if let Err(why) = settled {
+            panic!("the setup did not settle {why}\n{}", self.log());
+        }
     }
 
     /// The logs of all nodes and sentinels, each under a header naming it. Meant for assertion
@@ -212,9 +257,67 @@ impl SentinelSetup {
         self.data.iter().find(|node| node.addr() == addr)
     }
 
-    /// `Ok` when the master counts every replica online and each replica has its link up.
-    fn check_replication(&self) -> Result<(), String> {
-        let (master, replicas) = self.data.split_first().ok_or("no master")?;
+    /// The current master, after checking that it has a replica to fail over to.
+    fn master_with_replica(&self) -> &RedisServer {
+        let master = self.master();
+        assert!(
+            !self.replicas().is_empty(),
+            "no replica to fail over to\n{}",
+            self.log()
+        );
+        master
+    }
+
+    /// Waits until every live sentinel names one node other than `old` master and that node
+    /// answers `ROLE` as master.
+    fn wait_promoted(&self, old: &RedisServer, context: &str) -> &RedisServer {
+        let promoted = topology::settle(FAILOVER_TIMEOUT, || {
+            let master = self.named_master()?;
+            if master.addr() == old.addr() {
+                return Err(format!("the sentinels still name {} master", old.addr()));
+            }
+            Ok(master)
+        });
+        promoted.unwrap_or_else(|why| {
+            panic!(
+                "no replica took over from {} {context} {why}\n{}",
+                old.addr(),
+                self.log()
+            )
+        })
+    }
+
+    /// The node every live sentinel names master, if they agree and it answers `ROLE` as
+    /// master.
+    fn named_master(&self) -> Result<&RedisServer, String> {
+        let named: Vec<SocketAddr> = self
+            .sentinels
+            .iter()
+            .filter_map(master_addr_by_name)
+            .collect();
+        let Some(&addr) = named.first() else {
+            return Err("no sentinel answers".to_owned());
+        };
+        if named.iter().any(|&other| other != addr) {
+            return Err(format!("the sentinels name {named:?} master"));
+        }
+        let node = self
+            .data_node_at(addr)
+            .ok_or_else(|| format!("{addr} is not a node of this setup"))?;
+        match topology::role(node) {
+            Some(Role::Master) => Ok(node),
+            role => Err(format!("{addr} is named master but has role {role:?}")),
+        }
+    }
+
+    /// `Ok` when `master` counts every other data node as a replica online and each of them has
+    /// its link up.
+    fn check_replication(&self, master: &RedisServer) -> Result<(), String> {
+        let replicas: Vec<&RedisServer> = self
+            .data
+            .iter()
+            .filter(|node| node.port() != master.port())
+            .collect();
         let info = topology::ask_text(master, &["INFO", "replication"])?;
         let online = (0..replicas.len())
             .filter(|i| {
@@ -242,9 +345,9 @@ impl SentinelSetup {
         Ok(())
     }
 
-    /// `Ok` when every sentinel sees the master up with all replicas linked and all the other
-    /// sentinels.
-    fn check_sentinels(&self) -> Result<(), String> {
+    /// `Ok` when every sentinel sees the master up, all the other sentinels, and every replica
+    /// up (with `Link::Up`: with its link to the master up, too).
+    fn check_sentinels(&self, link: Link) -> Result<(), String> {
         let replicas = self.data.len() - 1;
         let others = (self.sentinels.len() - 1).to_string();
         for sentinel in &self.sentinels {
@@ -265,18 +368,32 @@ impl SentinelSetup {
                 .iter()
                 .filter(|replica| {
                     replica.get("flags").map(String::as_str) == Some("slave")
-                        && replica.get("master-link-status").map(String::as_str) == Some("ok")
+                        && (link == Link::Any
+                            || replica.get("master-link-status").map(String::as_str) == Some("ok"))
                 })
                 .count();
             if linked != replicas {
                 return Err(format!(
-                    "{} sees {linked} of {replicas} replicas linked: {listed:?}",
+                    "{} sees {linked} of {replicas} replicas up ({link:?}): {listed:?}",
                     sentinel.addr()
                 ));
             }
         }
         Ok(())
     }
+}
+
+/// What [`SentinelSetup::check_sentinels`] asks of the sentinels' view of each replica's link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    /// Up: at the start, when a sentinel would otherwise learn of the replicas only from the
+    /// master's INFO 10 s later.
+    Up,
+    /// Whatever it was when the sentinel last asked. A sentinel that did not lead the failover
+    /// refreshes a replica's INFO every 10 s only, so it may report a rejoined replica's link
+    /// down for that long; it asks every second once the master is down, which is all a
+    /// failover needs.
+    Any,
 }
 
 /// Arguments of the master and replicas: replicas sync at once instead of waiting 5 s for more

@@ -50,6 +50,18 @@ struct Process {
     paused: bool,
 }
 
+/// What a server's process is doing, as far as the harness knows: it started, paused and killed
+/// it itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProcessState {
+    /// Started (or restarted) and neither paused nor killed since.
+    Running,
+    /// Stopped with SIGSTOP by [`RedisServer::pause`].
+    Paused,
+    /// Killed by [`RedisServer::kill`]; [`RedisServer::restart`] brings it back.
+    Killed,
+}
+
 /// Why a launch did not produce a ready server.
 enum LaunchError {
     /// Another process listens on the port: try another one.
@@ -194,6 +206,17 @@ impl RedisServer {
     /// timed out, closed) as `Err` instead of panicking.
     pub fn try_cmd(&self, args: &[&str]) -> io::Result<Reply> {
         resp::command(self.addr(), self.password(), args, CMD_TIMEOUT)
+    }
+
+    /// Whether the server runs, is paused or was killed (by this harness: a server that crashed
+    /// on its own still counts as running).
+    pub fn state(&self) -> ProcessState {
+        let process = self.process();
+        match (&process.child, process.paused) {
+            (None, _) => ProcessState::Killed,
+            (Some(_), true) => ProcessState::Paused,
+            (Some(_), false) => ProcessState::Running,
+        }
     }
 
     /// Kills the server with SIGKILL (no shutdown, no goodbye to clients) and reaps it. The port

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use lock_tests::resp::{self, Reply};
 use lock_tests::{
-    MASTER_NAME, Masters, RedisCluster, RedisServer, SLOT_COUNT, SentinelSetup, key_slot,
+    MASTER_NAME, Masters, ProcessState, RedisCluster, RedisServer, SLOT_COUNT, SentinelSetup,
+    key_slot,
 };
 
 /// Ports of `nodes`, for comparing sets of nodes.
@@ -282,6 +283,53 @@ fn cluster_replica_takes_over_from_a_paused_master_which_then_steps_down() {
         "the resumed master did not follow its replica\n{}",
         log()
     );
+}
+
+#[test]
+fn cluster_master_killed_rejoins_as_a_replica_and_can_take_over_again() {
+    let cluster = RedisCluster::start(3, 1);
+    let log = || cluster.log();
+    let first = cluster.master_for_key("job");
+    let promoted = cluster.kill_master_and_wait_failover(first);
+    assert_eq!(first.state(), ProcessState::Killed);
+
+    cluster.rejoin(first);
+    assert_eq!(first.state(), ProcessState::Running);
+    assert_eq!(
+        ports(cluster.replicas_of(promoted)),
+        HashSet::from([first.port()]),
+        "the restarted master follows its old replica\n{}",
+        log()
+    );
+    assert_eq!(promoted.cmd(&["SET", "job", "x"]), "OK", "{}", log());
+
+    // With a replica again, the slot survives a second failover.
+    let back = cluster.kill_master_and_wait_failover(promoted);
+    assert_eq!(back.port(), first.port(), "{}", log());
+    assert_eq!(cluster.master_for_key("job").port(), first.port());
+}
+
+#[test]
+fn sentinel_master_paused_past_failover_rejoins_as_a_replica() {
+    let setup = SentinelSetup::start(1, 3);
+    let log = || setup.log();
+    let first = setup.master();
+    let promoted = setup.pause_master_and_wait_failover();
+    assert_ne!(promoted.port(), first.port());
+    assert_eq!(first.state(), ProcessState::Paused);
+    // A paused node is not probed: asking for the replicas does not wait for it.
+    let asked = std::time::Instant::now();
+    assert!(setup.replicas().is_empty(), "{}", log());
+    assert!(asked.elapsed() < Duration::from_millis(900));
+
+    setup.rejoin(first);
+    assert_eq!(ports(setup.replicas()), HashSet::from([first.port()]));
+    assert_eq!(setup.master().port(), promoted.port());
+    assert_eq!(promoted.cmd(&["SET", "k", "after"]), "OK", "{}", log());
+
+    // The rejoined node is a replica the sentinels can promote again.
+    let back = setup.kill_master_and_wait_failover();
+    assert_eq!(back.port(), first.port(), "{}", log());
 }
 
 #[test]

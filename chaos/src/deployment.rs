@@ -1,0 +1,677 @@
+//! What the lock runs on: the topology named by `--topology`, its servers, how the workers reach
+//! it, where the lock lives in it, and the faults its nodes can suffer.
+//!
+//! - `single`: one [`LockServer`] behind one [`FaultProxy`] per worker.
+//! - `redlock`: `--masters` independent [`LockServer`]s, each behind one proxy per worker.
+//! - `sentinel`: the harness's [`SentinelSetup`] (a master, one replica, three sentinels).
+//! - `cluster`: the harness's [`RedisCluster`] (three masters with one replica each).
+//!
+//! Sentinel and Cluster clients connect to the addresses the servers announce (the master
+//! Sentinel names, the nodes `CLUSTER SLOTS` lists), so a proxy cannot sit between a worker and
+//! them without rewriting those replies: there the worker-connection faults do not exist.
+
+use std::net::SocketAddr;
+use std::panic::{self, AssertUnwindSafe};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use lock_tests::{FaultProxy, RedisCluster, RedisServer, Reply, SentinelSetup, resp};
+
+use crate::analyze::{FaultKind, Hit};
+use crate::lockserver::LockServer;
+use crate::rng::Rng;
+use crate::{Config, now_ns, stored_key};
+
+/// Sentinel: one replica to promote (a failover brings the old master back as the next one)
+/// and three sentinels, so that a majority of them agrees on a failover.
+const SENTINEL_REPLICAS: usize = 1;
+const SENTINELS: usize = 3;
+/// Cluster: the smallest `redis-cli --cluster create` accepts, one replica per master.
+const CLUSTER_MASTERS: usize = 3;
+const CLUSTER_REPLICAS: usize = 1;
+/// How long a question to a lock node may take (the holder's pid, a lock left behind).
+const ASK_TIMEOUT: Duration = Duration::from_secs(1);
+/// How often the failover watch asks who masters the lock, and how long it waits for a node.
+const WATCH_INTERVAL: Duration = Duration::from_millis(100);
+const WATCH_TIMEOUT: Duration = Duration::from_millis(200);
+
+/// What the lock runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Topology {
+    Single,
+    Sentinel,
+    Cluster,
+    Redlock,
+}
+
+impl Topology {
+    pub(crate) const ALL: [Topology; 4] = [
+        Topology::Single,
+        Topology::Sentinel,
+        Topology::Cluster,
+        Topology::Redlock,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Topology::Single => "single",
+            Topology::Sentinel => "sentinel",
+            Topology::Cluster => "cluster",
+            Topology::Redlock => "redlock",
+        }
+    }
+
+    pub(crate) fn parse(name: &str) -> Result<Self, String> {
+        Topology::ALL
+            .into_iter()
+            .find(|t| t.name() == name)
+            .ok_or_else(|| {
+                format!("unknown topology {name}: use single, sentinel, cluster or redlock")
+            })
+    }
+
+    /// The faults that exist on this topology, in the order a round starts from before the
+    /// seeded shuffle.
+    pub(crate) fn fault_kinds(self) -> &'static [FaultKind] {
+        use FaultKind::*;
+        match self {
+            Topology::Single => &[
+                Kill,
+                Pause,
+                RestartPersist,
+                RestartNoPersist,
+                Stall,
+                Delay,
+                Cut,
+            ],
+            Topology::Redlock => &[
+                Kill,
+                Pause,
+                RestartPersist,
+                RestartNoPersist,
+                Stall,
+                Delay,
+                Cut,
+                NodePause,
+            ],
+            Topology::Sentinel | Topology::Cluster => &[Kill, Pause, FailoverKill, FailoverPause],
+        }
+    }
+
+    /// The faults a report counts: the injected ones, and on Sentinel and Cluster the
+    /// failovers the deployment did on its own.
+    pub(crate) fn reported_kinds(self) -> Vec<FaultKind> {
+        let mut kinds = self.fault_kinds().to_vec();
+        if matches!(self, Topology::Sentinel | Topology::Cluster) {
+            kinds.push(FaultKind::FailoverObserved);
+        }
+        kinds
+    }
+}
+
+/// How a failover fault takes the master out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stop {
+    /// SIGKILL.
+    Kill,
+    /// SIGSTOP until a replica has taken over, then SIGCONT.
+    Pause,
+}
+
+/// What a fault did to the lock store, with wall-clock times (ns).
+pub(crate) struct StoreFault {
+    pub(crate) hit: Hit,
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    /// When the lock could be taken again (see `analyze::Fault::serving`).
+    pub(crate) serving: u64,
+    pub(crate) detail: String,
+}
+
+/// The running deployment.
+pub(crate) struct Deployment {
+    topology: Topology,
+    store: Store,
+}
+
+enum Store {
+    /// Servers of this experiment (one, or Redlock's masters), each behind one proxy per
+    /// worker: `proxies[worker][server]`.
+    Servers {
+        servers: Vec<LockServer>,
+        proxies: Vec<Vec<FaultProxy>>,
+    },
+    /// A harness deployment that fails over; shared with the failover watch.
+    Replicated(Arc<dyn Replicated + Send + Sync>),
+}
+
+/// Sentinel or Cluster: what a failover fault and the failover watch need.
+trait Replicated {
+    fn describe(&self) -> String;
+    fn url(&self) -> String;
+    /// The master that serves the lock's key now.
+    fn lock_master(&self) -> &RedisServer;
+    /// The same, without panicking: `None` when nobody can say now.
+    fn serving_master(&self) -> Option<SocketAddr>;
+    /// Waits until every node is up in its role again.
+    fn wait_settled(&self);
+    /// Takes `master` out and returns the replica promoted in its place, once the deployment
+    /// serves from it. The harness panics (with the servers' logs) if that does not happen.
+    fn fail_over(&self, master: &RedisServer, how: Stop) -> &RedisServer;
+    /// Brings a replaced master back as a replica.
+    fn rejoin(&self, node: &RedisServer);
+    fn log(&self) -> String;
+}
+
+impl Replicated for SentinelSetup {
+    fn describe(&self) -> String {
+        format!(
+            "Sentinel: a master, {} replica(s), {} sentinels",
+            self.nodes().len() - 1,
+            self.sentinels().len()
+        )
+    }
+
+    fn url(&self) -> String {
+        SentinelSetup::url(self)
+    }
+
+    fn lock_master(&self) -> &RedisServer {
+        self.master()
+    }
+
+    fn serving_master(&self) -> Option<SocketAddr> {
+        self.try_master_addr()
+    }
+
+    fn wait_settled(&self) {
+        SentinelSetup::wait_settled(self);
+    }
+
+    /// Sentinel fails over its one master, which is `master` (from `lock_master`).
+    fn fail_over(&self, _master: &RedisServer, how: Stop) -> &RedisServer {
+        match how {
+            Stop::Kill => self.kill_master_and_wait_failover(),
+            Stop::Pause => self.pause_master_and_wait_failover(),
+        }
+    }
+
+    fn rejoin(&self, node: &RedisServer) {
+        SentinelSetup::rejoin(self, node);
+    }
+
+    fn log(&self) -> String {
+        SentinelSetup::log(self)
+    }
+}
+
+impl Replicated for RedisCluster {
+    fn describe(&self) -> String {
+        format!(
+            "Cluster: {} masters with {} replica(s) each",
+            self.masters().len(),
+            self.replicas().len() / self.masters().len().max(1)
+        )
+    }
+
+    fn url(&self) -> String {
+        RedisCluster::url(self)
+    }
+
+    fn lock_master(&self) -> &RedisServer {
+        self.master_for_key(stored_key())
+    }
+
+    fn serving_master(&self) -> Option<SocketAddr> {
+        self.try_master_for_key(stored_key()).map(RedisServer::addr)
+    }
+
+    fn wait_settled(&self) {
+        RedisCluster::wait_settled(self);
+    }
+
+    fn fail_over(&self, master: &RedisServer, how: Stop) -> &RedisServer {
+        match how {
+            Stop::Kill => self.kill_master_and_wait_failover(master),
+            Stop::Pause => self.pause_master_and_wait_failover(master),
+        }
+    }
+
+    fn rejoin(&self, node: &RedisServer) {
+        RedisCluster::rejoin(self, node);
+    }
+
+    fn log(&self) -> String {
+        RedisCluster::log(self)
+    }
+}
+
+/// Runs a harness step, whose failures are panics carrying the servers' logs, as a `Result`.
+/// The default hook has already printed the whole message; the error keeps its first line.
+fn harness<T>(what: &str, step: impl FnOnce() -> T) -> Result<T, String> {
+    panic::catch_unwind(AssertUnwindSafe(step)).map_err(|payload| {
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("(no message)");
+        let first = message.lines().next().unwrap_or_default();
+        format!("{what}: {first} (the servers' logs are in topology.log)")
+    })
+}
+
+/// Which of `count` servers a fault hits: the one store, or a random Redlock master. A single
+/// server takes nothing from `rng`, so its fault schedule stays what it was before Redlock.
+fn pick(count: usize, rng: &mut Rng) -> (usize, Hit) {
+    if count == 1 {
+        return (0, Hit::Store);
+    }
+    let node = rng.below(count as u64) as usize;
+    (node, Hit::Master(node))
+}
+
+/// A restarted whole store serves again once it is back; with one Redlock master out, the
+/// others serve all along.
+fn serving(hit: Hit, start: u64, end: u64) -> u64 {
+    match hit {
+        Hit::Master(_) => start,
+        Hit::Store | Hit::Worker(_) => end,
+    }
+}
+
+impl Deployment {
+    /// Starts the topology `config` names; this experiment's own servers keep their data and
+    /// logs under `dir`.
+    pub(crate) fn start(config: &Config, dir: &Path) -> Result<Deployment, String> {
+        let store = match config.topology {
+            Topology::Single => {
+                Store::servers(vec![LockServer::start(&dir.join("lock-redis"))?], config)
+            }
+            Topology::Redlock => {
+                let masters = (0..config.masters)
+                    .map(|i| LockServer::start(&dir.join(format!("master-{i}"))))
+                    .collect::<Result<Vec<_>, _>>()?;
+                Store::servers(masters, config)
+            }
+            Topology::Sentinel => {
+                let setup = harness("start Sentinel", || {
+                    SentinelSetup::start(SENTINEL_REPLICAS, SENTINELS)
+                })?;
+                Store::Replicated(Arc::new(setup))
+            }
+            Topology::Cluster => {
+                let cluster = harness("start the cluster", || {
+                    RedisCluster::start(CLUSTER_MASTERS, CLUSTER_REPLICAS)
+                })?;
+                Store::Replicated(Arc::new(cluster))
+            }
+        };
+        Ok(Deployment {
+            topology: config.topology,
+            store,
+        })
+    }
+
+    /// For the run's header line.
+    pub(crate) fn describe(&self) -> String {
+        match &self.store {
+            Store::Servers { servers, .. } if servers.len() == 1 => {
+                "single Redis, one proxy per worker".into()
+            }
+            Store::Servers { servers, .. } => format!(
+                "Redlock over {} masters, one proxy per worker and master",
+                servers.len()
+            ),
+            Store::Replicated(store) => store.describe(),
+        }
+    }
+
+    /// The URL worker `slot` takes the lock through.
+    pub(crate) fn worker_url(&self, slot: usize) -> String {
+        match &self.store {
+            Store::Servers { proxies, .. } => {
+                let addrs: Vec<String> = proxies[slot]
+                    .iter()
+                    .map(|proxy| proxy.addr().to_string())
+                    .collect();
+                let scheme = match self.topology {
+                    Topology::Redlock => "redlock",
+                    _ => "redis",
+                };
+                format!("{scheme}://{}", addrs.join(","))
+            }
+            Store::Replicated(store) => store.url(),
+        }
+    }
+
+    /// The proxies between worker `slot` and the lock store (none on Sentinel and Cluster).
+    pub(crate) fn proxies(&self, slot: usize) -> &[FaultProxy] {
+        match &self.store {
+            Store::Servers { proxies, .. } => &proxies[slot],
+            Store::Replicated(_) => &[],
+        }
+    }
+
+    /// The nodes that hold the lock's state now: the one server, every Redlock master, or the
+    /// master that serves the key on Sentinel and Cluster.
+    fn lock_nodes(&self) -> Result<Vec<SocketAddr>, String> {
+        match &self.store {
+            Store::Servers { servers, .. } => Ok(servers.iter().map(LockServer::addr).collect()),
+            Store::Replicated(store) => store
+                .serving_master()
+                .map(|master| vec![master])
+                .ok_or_else(|| "no node says it masters the lock now".to_owned()),
+        }
+    }
+
+    /// The pid recorded in the lock on a majority of its nodes (on the one node, but for
+    /// Redlock): the process that holds it now, if anyone does.
+    pub(crate) fn holder_pid(&self) -> Option<u32> {
+        let nodes = self.lock_nodes().ok()?;
+        let pids: Vec<u32> = nodes
+            .iter()
+            .filter_map(|&node| match ask(node, &["HGET", &stored_key(), "pid"]) {
+                Ok(Reply::Bulk(pid)) => String::from_utf8_lossy(&pid).trim().parse().ok(),
+                _ => None,
+            })
+            .collect();
+        let majority = nodes.len() / 2 + 1;
+        pids.iter()
+            .copied()
+            .find(|&pid| pids.iter().filter(|&&other| other == pid).count() >= majority)
+    }
+
+    /// Where the lock key still exists, as `node address` descriptions; empty when nowhere.
+    pub(crate) fn locks_left(&self) -> Result<Vec<String>, String> {
+        let mut left = Vec::new();
+        for node in self.lock_nodes()? {
+            match ask(node, &["EXISTS", &stored_key()]) {
+                Ok(Reply::Integer(0)) => {}
+                Ok(Reply::Integer(_)) => left.push(node.to_string()),
+                other => return Err(format!("EXISTS on {node}: {other:?}")),
+            }
+        }
+        Ok(left)
+    }
+
+    /// SIGKILL the server (one Redlock master), then start it again on its port: with
+    /// `persist` from its append-only file, otherwise wiped and without persistence.
+    pub(crate) fn restart(&mut self, persist: bool, rng: &mut Rng) -> Result<StoreFault, String> {
+        let servers = self.servers_mut("a restart")?;
+        let (node, hit) = pick(servers.len(), rng);
+        let start = now_ns();
+        servers[node].restart(persist)?;
+        let end = now_ns();
+        let detail = if persist {
+            "SIGKILL, restarted with appendonly yes (appendfsync always)"
+        } else {
+            "SIGKILL, data wiped, restarted with appendonly no"
+        };
+        Ok(StoreFault {
+            hit,
+            start,
+            end,
+            serving: serving(hit, start, end),
+            detail: detail.into(),
+        })
+    }
+
+    /// SIGSTOP the server (one Redlock master) for `pause`, then SIGCONT.
+    pub(crate) fn pause_node(
+        &mut self,
+        pause: Duration,
+        rng: &mut Rng,
+    ) -> Result<StoreFault, String> {
+        let servers = self.servers_mut("a node pause")?;
+        let (node, hit) = pick(servers.len(), rng);
+        let start = now_ns();
+        servers[node].pause()?;
+        std::thread::sleep(pause);
+        servers[node].resume()?;
+        let end = now_ns();
+        Ok(StoreFault {
+            hit,
+            start,
+            end,
+            serving: serving(hit, start, end),
+            detail: format!("SIGSTOP for {} ms", pause.as_millis()),
+        })
+    }
+
+    /// Takes the lock's master out (`how`), waits until a replica has taken over, then brings
+    /// the old master back as a replica, so the next failover has one to promote.
+    pub(crate) fn fail_over(&self, how: Stop) -> Result<StoreFault, String> {
+        let Store::Replicated(store) = &self.store else {
+            return Err(format!(
+                "no failover on the {} topology",
+                self.topology.name()
+            ));
+        };
+        let store = store.as_ref();
+        // A failover the deployment did on its own may still be settling.
+        harness("let the deployment settle", || store.wait_settled())?;
+        let old = harness("find the lock's master", || store.lock_master())?;
+        let start = now_ns();
+        let began = Instant::now();
+        let promoted = harness("fail over", || store.fail_over(old, how))?;
+        let serving = now_ns();
+        let promotion = began.elapsed();
+        harness("bring the old master back", || store.rejoin(old))?;
+        let end = now_ns();
+        let verb = match how {
+            Stop::Kill => "SIGKILL",
+            Stop::Pause => "SIGSTOP",
+        };
+        Ok(StoreFault {
+            hit: Hit::Store,
+            start,
+            end,
+            serving,
+            detail: format!(
+                "{verb} master {}, {} serving after {} ms, old master back as a replica after {} ms",
+                old.addr(),
+                promoted.addr(),
+                promotion.as_millis(),
+                began.elapsed().as_millis()
+            ),
+        })
+    }
+
+    /// Starts watching, on a thread of its own, which node masters the lock (Sentinel and
+    /// Cluster only): failovers the injector did not cause show up in its findings.
+    pub(crate) fn watch_failovers(&self) -> Option<FailoverWatch> {
+        let Store::Replicated(store) = &self.store else {
+            return None;
+        };
+        let store = store.clone();
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = std::thread::spawn({
+            let stop = stop.clone();
+            move || watch(store.as_ref(), &stop)
+        });
+        Some(FailoverWatch {
+            stop,
+            thread: Some(thread),
+        })
+    }
+
+    /// The logs of a harness deployment's nodes (this experiment's own servers log into the
+    /// run's directory already).
+    pub(crate) fn log(&self) -> Option<String> {
+        match &self.store {
+            Store::Servers { .. } => None,
+            Store::Replicated(store) => Some(store.log()),
+        }
+    }
+
+    fn servers_mut(&mut self, what: &str) -> Result<&mut Vec<LockServer>, String> {
+        match &mut self.store {
+            Store::Servers { servers, .. } => Ok(servers),
+            Store::Replicated(_) => Err(format!(
+                "{what} is not a fault of the {} topology",
+                self.topology.name()
+            )),
+        }
+    }
+}
+
+/// A running failover watch (see [`Deployment::watch_failovers`]).
+pub(crate) struct FailoverWatch {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<Vec<StoreFault>>>,
+}
+
+impl Drop for FailoverWatch {
+    /// A run that ends early does not leave the watch asking forever.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl FailoverWatch {
+    /// Stops the watch and returns every change of master it saw, injected or not: from the
+    /// last time it saw the old master named to the first time the old master no longer
+    /// answered as a master (a client still connected to it could take the lock there until
+    /// then), serving again when the new master was first named.
+    pub(crate) fn stop(mut self) -> Result<Vec<StoreFault>, String> {
+        self.stop.store(true, Ordering::Relaxed);
+        let thread = self
+            .thread
+            .take()
+            .ok_or("the failover watch was stopped twice")?;
+        thread
+            .join()
+            .map_err(|_| "the failover watch panicked".to_owned())
+    }
+}
+
+/// A change of master seen by the watch whose old master may still act as one.
+struct Change {
+    old: SocketAddr,
+    new: SocketAddr,
+    start: u64,
+    serving: u64,
+}
+
+impl Change {
+    fn over(self, end: u64) -> StoreFault {
+        StoreFault {
+            hit: Hit::Store,
+            start: self.start,
+            end,
+            serving: self.serving,
+            detail: format!(
+                "{} named master instead of {} after {} ms; the old master stopped answering as one {} ms later",
+                self.new,
+                self.old,
+                self.serving.saturating_sub(self.start) / 1_000_000,
+                end.saturating_sub(self.serving) / 1_000_000
+            ),
+        }
+    }
+}
+
+fn watch(store: &dyn Replicated, stop: &AtomicBool) -> Vec<StoreFault> {
+    let mut found = Vec::new();
+    // The master named last, and when.
+    let mut named: Option<(SocketAddr, u64)> = None;
+    let mut open: Option<Change> = None;
+    while !stop.load(Ordering::Relaxed) {
+        let now = now_ns();
+        if let Some(master) = store.serving_master() {
+            if let Some((old, last)) = named
+                && old != master
+            {
+                if let Some(change) = open.take() {
+                    found.push(change.over(now));
+                }
+                open = Some(Change {
+                    old,
+                    new: master,
+                    start: last,
+                    serving: now,
+                });
+            }
+            named = Some((master, now));
+        }
+        if open
+            .as_ref()
+            .is_some_and(|change| !answers_as_master(change.old))
+            && let Some(change) = open.take()
+        {
+            found.push(change.over(now_ns()));
+        }
+        std::thread::sleep(WATCH_INTERVAL);
+    }
+    if let Some(change) = open {
+        found.push(change.over(now_ns()));
+    }
+    found
+}
+
+/// Whether `node` answers `ROLE` as a master now.
+fn answers_as_master(node: SocketAddr) -> bool {
+    match resp::command(node, None, &["ROLE"], WATCH_TIMEOUT) {
+        Ok(Reply::Array(items)) => {
+            matches!(items.first(), Some(Reply::Bulk(role)) if role == b"master")
+        }
+        _ => false,
+    }
+}
+
+impl Store {
+    fn servers(servers: Vec<LockServer>, config: &Config) -> Store {
+        let proxies = (0..config.workers)
+            .map(|_| {
+                servers
+                    .iter()
+                    .map(|server| FaultProxy::start(server.addr()))
+                    .collect()
+            })
+            .collect();
+        Store::Servers { servers, proxies }
+    }
+}
+
+fn ask(node: SocketAddr, args: &[&str]) -> std::io::Result<Reply> {
+    resp::command(node, None, args, ASK_TIMEOUT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_topology_parses_from_its_name() {
+        for topology in Topology::ALL {
+            assert_eq!(Topology::parse(topology.name()), Ok(topology));
+        }
+        assert!(Topology::parse("raft").is_err());
+    }
+
+    #[test]
+    fn worker_connection_faults_exist_only_where_a_proxy_can_sit() {
+        let proxied = [FaultKind::Stall, FaultKind::Delay, FaultKind::Cut];
+        for topology in Topology::ALL {
+            let has = proxied
+                .iter()
+                .all(|kind| topology.fault_kinds().contains(kind));
+            let expected = matches!(topology, Topology::Single | Topology::Redlock);
+            assert_eq!(has, expected, "{topology:?}");
+        }
+    }
+
+    #[test]
+    fn one_server_is_the_whole_store_and_takes_nothing_from_the_rng() {
+        let mut rng = Rng::new(5);
+        let before = rng.clone().next_u64();
+        assert_eq!(pick(1, &mut rng), (0, Hit::Store));
+        assert_eq!(rng.next_u64(), before);
+        let (node, hit) = pick(3, &mut rng);
+        assert_eq!(hit, Hit::Master(node));
+        assert!(node < 3);
+    }
+}
