@@ -136,3 +136,41 @@ async fn the_builder_names_sentinels_and_master_without_a_url() {
     assert_eq!(setup.master().cmd(&["EXISTS", "lock:{k}"]), "1");
     guard.release().await.expect("release");
 }
+
+/// A master paused through a failover still believes it is the master when it comes back, until
+/// the sentinels demote it; locks granted there in the meantime are lost when they do. A client
+/// that sent nothing during the failover hears of it from the sentinels' `+switch-master` and
+/// takes its next lock on the new master, not the old one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_client_follows_an_announced_failover_before_the_old_master_is_demoted() {
+    let setup = SentinelSetup::start(1, 3);
+    let locks = manager(&setup).await;
+    let before = locks
+        .lock("before", LockOptions::new())
+        .await
+        .expect("lock");
+    before.release().await.expect("release");
+    let node_at = |addr| {
+        setup
+            .nodes()
+            .iter()
+            .find(|node| node.addr() == addr)
+            .expect("a data node of the setup")
+    };
+    let old = node_at(setup.current_master_addr());
+    let new = tokio::task::block_in_place(|| setup.pause_master_and_wait_failover());
+    assert_ne!(new.addr(), old.addr(), "{}", setup.log());
+    // The announcement is published as the replica is promoted; give the client a moment.
+    tokio::time::sleep(ms(500)).await;
+    old.resume();
+    let after = locks.lock("after", LockOptions::new()).await.expect("lock");
+    let exists = |node: &lock_tests::RedisServer| node.cmd(&["EXISTS", "lock:{after}"]);
+    assert_eq!(
+        exists(new),
+        "1",
+        "the lock is on the new master\n{}",
+        setup.log()
+    );
+    assert_eq!(exists(old), "0", "nothing was granted by the old one");
+    after.release().await.expect("release");
+}

@@ -7,11 +7,17 @@
 //! is woken to look again (releases on the old master may have gone unheard). The failed request
 //! itself is reported as a transient error: an acquire retries it within its wait budget, the
 //! watchdog within the lease.
+//!
+//! The backend also listens to every sentinel for `+switch-master` and follows a failover as
+//! soon as it is announced. Without that, a demoted master that stays reachable (one that was
+//! paused, or a manual `SENTINEL FAILOVER`) would go on granting locks for the seconds until
+//! the sentinels turn it into a replica, and those locks are lost when it does.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Duration;
 
+use futures_util::StreamExt;
 use redis::IntoConnectionInfo;
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use tokio::time::Instant;
@@ -26,6 +32,13 @@ use crate::{BoxError, LockError, url};
 const REFRESH_INTERVAL: Duration = Duration::from_millis(100);
 
 pub(crate) struct SentinelBackend {
+    shared: Arc<Shared>,
+    /// The `+switch-master` listeners, one per sentinel; stopped when the backend is dropped.
+    listeners: Vec<tokio::task::AbortHandle>,
+}
+
+struct Shared {
+    master_name: String,
     sentinels: tokio::sync::Mutex<SentinelClient>,
     master: RwLock<Arc<RedisBackend>>,
     last_refresh: Mutex<Instant>,
@@ -151,7 +164,8 @@ impl SentinelBackend {
         let master = resolve(&sentinels, &nodes, &waiters)
             .await
             .map_err(|err| LockError::backend("connect", None, &server, err))?;
-        Ok(SentinelBackend {
+        let shared = Arc::new(Shared {
+            master_name: parts.master_name,
             sentinels,
             master: RwLock::new(Arc::new(master)),
             last_refresh: Mutex::new(Instant::now()),
@@ -160,9 +174,67 @@ impl SentinelBackend {
             nodes,
             describe: format!("redis sentinel {server}"),
             server,
-        })
+        });
+        let listeners = parts
+            .sentinels
+            .into_iter()
+            .map(|sentinel| {
+                tokio::spawn(follow_announcements(Arc::downgrade(&shared), sentinel)).abort_handle()
+            })
+            .collect();
+        Ok(SentinelBackend { shared, listeners })
     }
+}
 
+impl Drop for SentinelBackend {
+    fn drop(&mut self) {
+        for listener in &self.listeners {
+            listener.abort();
+        }
+    }
+}
+
+/// How long to wait before subscribing again to a sentinel that dropped or refused the
+/// connection (doubling up to [`MAX_LISTEN_BACKOFF`]).
+const LISTEN_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_LISTEN_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Listens to one sentinel for `+switch-master` announcements of this master, and follows each
+/// one at once. Runs until the backend is dropped; reconnects with backoff.
+async fn follow_announcements(shared: std::sync::Weak<Shared>, sentinel: String) {
+    let mut backoff = LISTEN_BACKOFF;
+    loop {
+        let Some(timeout) = shared.upgrade().map(|s| s.nodes.request_timeout) else {
+            return;
+        };
+        if let Ok(client) = redis::Client::open(sentinel.as_str())
+            && let Ok(Ok(mut pubsub)) =
+                tokio::time::timeout(timeout, client.get_async_pubsub()).await
+            && let Ok(Ok(())) =
+                tokio::time::timeout(timeout, pubsub.subscribe("+switch-master")).await
+        {
+            backoff = LISTEN_BACKOFF;
+            let mut messages = pubsub.on_message();
+            while let Some(message) = messages.next().await {
+                // "<master-name> <old-ip> <old-port> <new-ip> <new-port>"
+                let payload: String = message.get_payload().unwrap_or_default();
+                let Some(shared) = shared.upgrade() else {
+                    return;
+                };
+                if payload.split(' ').next() == Some(shared.master_name.as_str()) {
+                    shared.refresh(None).await;
+                }
+            }
+        }
+        if shared.strong_count() == 0 {
+            return;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_LISTEN_BACKOFF);
+    }
+}
+
+impl Shared {
     fn current(&self) -> Arc<RedisBackend> {
         self.master
             .read()
@@ -170,19 +242,22 @@ impl SentinelBackend {
             .clone()
     }
 
-    /// `failed` gave an error a failover explains: if the sentinels name another master now,
-    /// switch to it.
-    async fn refresh(&self, failed: &Arc<RedisBackend>) {
+    /// `failed` gave an error a failover explains, or (`None`) a sentinel announced a new
+    /// master: if the sentinels name another master now, switch to it.
+    async fn refresh(&self, failed: Option<&Arc<RedisBackend>>) {
         {
             let mut last = self
                 .last_refresh
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
-            if last.elapsed() < REFRESH_INTERVAL || !Arc::ptr_eq(failed, &self.current()) {
+            if let Some(failed) = failed
+                && (last.elapsed() < REFRESH_INTERVAL || !Arc::ptr_eq(failed, &self.current()))
+            {
                 return;
             }
             *last = Instant::now();
         }
+        let current = self.current();
         let master = match resolve(&self.sentinels, &self.nodes, &self.waiters).await {
             Ok(master) => master,
             Err(err) => {
@@ -190,11 +265,11 @@ impl SentinelBackend {
                 return;
             }
         };
-        if master.server() == failed.server() {
+        if master.server() == current.server() {
             return;
         }
         tracing::warn!(
-            from = failed.server(),
+            from = current.server(),
             to = master.server(),
             "lock backend follows a failover"
         );
@@ -227,7 +302,7 @@ impl SentinelBackend {
         if let Err(err) = &answer
             && is_transient(err)
         {
-            self.refresh(&master).await;
+            self.refresh(Some(&master)).await;
         }
         answer
     }
@@ -254,11 +329,11 @@ async fn resolve(
 
 impl Backend for SentinelBackend {
     fn describe(&self) -> &str {
-        &self.describe
+        &self.shared.describe
     }
 
     fn server(&self) -> &str {
-        &self.server
+        &self.shared.server
     }
 
     fn acquire<'a>(
@@ -267,7 +342,7 @@ impl Backend for SentinelBackend {
         token: &'a str,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Acquire, BoxError>> {
-        Box::pin(self.on_master(move |master| {
+        Box::pin(self.shared.on_master(move |master| {
             Box::pin(async move { master.acquire(key, token, ttl).await })
         }))
     }
@@ -276,7 +351,10 @@ impl Backend for SentinelBackend {
         &'a self,
         batch: &'a [Renewal],
     ) -> BoxFuture<'a, Result<Vec<Option<bool>>, BoxError>> {
-        Box::pin(self.on_master(move |master| Box::pin(async move { master.renew(batch).await })))
+        Box::pin(
+            self.shared
+                .on_master(move |master| Box::pin(async move { master.renew(batch).await })),
+        )
     }
 
     fn release<'a>(
@@ -285,28 +363,31 @@ impl Backend for SentinelBackend {
         token: &'a str,
         keep: Duration,
     ) -> BoxFuture<'a, Result<Release, BoxError>> {
-        Box::pin(self.on_master(move |master| {
+        Box::pin(self.shared.on_master(move |master| {
             Box::pin(async move { master.release(key, token, keep).await })
         }))
     }
 
     fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
         Box::pin(async move {
-            self.watched
+            self.shared
+                .watched
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .insert(key.to_owned());
-            self.on_master(move |master| Box::pin(async move { master.watch(key).await }))
+            self.shared
+                .on_master(move |master| Box::pin(async move { master.watch(key).await }))
                 .await
         })
     }
 
     fn unwatch(&self, key: &str) {
-        self.watched
+        self.shared
+            .watched
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(key);
-        self.current().unwatch(key);
+        self.shared.current().unwatch(key);
     }
 }
 
