@@ -4,7 +4,8 @@
 -- ARGV[1]  owner token
 -- ARGV[2]  milliseconds to keep the lock for hold_at_least (0: delete it now)
 -- ARGV[3]  optional: "sharded" announces the release with SPUBLISH (Redis Cluster 7+, where the
---          channel lives in the lock's own slot); absent: PUBLISH
+--          channel lives in the lock's own slot); "quiet" does not announce it (Redlock giving
+--          back a minority grant while another owner holds the majority); absent: PUBLISH
 --
 -- Returns  1   released (deleted and published, or handed to expiry for hold_at_least)
 --          0   not ours: held under another token or the key holds other data; left untouched
@@ -18,7 +19,9 @@ if owner ~= ARGV[1] then
 end
 -- Tells waiters to look again.
 local function announce()
-  if ARGV[3] == 'sharded' then
+  if ARGV[3] == 'quiet' then
+    return
+  elseif ARGV[3] == 'sharded' then
     -- pcall: a cluster older than 7.0 has no SPUBLISH; its waiters fall back to lease expiry,
     -- and the release itself must still succeed.
     redis.pcall('SPUBLISH', KEYS[1], '')

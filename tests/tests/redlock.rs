@@ -135,3 +135,49 @@ async fn the_builder_names_the_masters_without_a_url() {
     }
     guard.release().await.expect("release");
 }
+
+/// Two waiters in different processes (two managers), a lock held on a majority and free on one
+/// master: each waiter's attempt takes the free master and gives it back. Given back with a
+/// release announcement, that would wake the other waiter, whose give-back wakes the first,
+/// round and round while the owner holds on. Given back quietly, they wait for the owner.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_giving_back_a_minority_do_not_wake_each_other() {
+    let masters = Masters::start(3);
+    let owner = manager(&masters).await;
+    let guard = owner
+        .lock("k", LockOptions::new().ttl(Duration::from_secs(10)))
+        .await
+        .expect("free");
+    // The owner keeps a majority (masters 0 and 1); master 2 lost its grant.
+    masters.node(2).cmd(&["DEL", "lock:{k}"]);
+    let mut waiters = Vec::new();
+    for _ in 0..2 {
+        let locks = manager(&masters).await;
+        waiters.push(tokio::spawn(async move {
+            let guard = locks
+                .lock("k", LockOptions::new().wait(Duration::from_secs(20)))
+                .await?;
+            guard.release().await
+        }));
+    }
+    tokio::time::sleep(ms(300)).await;
+    masters.node(2).cmd(&["CONFIG", "RESETSTAT"]);
+    tokio::time::sleep(ms(1000)).await;
+    let stats = masters.node(2).cmd(&["INFO", "commandstats"]);
+    let calls: u64 = stats
+        .lines()
+        .find_map(|line| line.strip_prefix("cmdstat_evalsha:calls="))
+        .and_then(|rest| rest.split(',').next())
+        .map_or(0, |n| n.parse().expect("a count"));
+    assert!(
+        calls < 20,
+        "{calls} script calls in 1 s on the free master while the owner held on"
+    );
+    guard.release().await.expect("release");
+    for waiter in waiters {
+        waiter
+            .await
+            .expect("task")
+            .expect("the waiter gets the lock once released");
+    }
+}

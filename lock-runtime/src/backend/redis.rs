@@ -82,6 +82,34 @@ pub(super) fn release_answer(answer: i64) -> Release {
 }
 
 impl RedisBackend {
+    /// Deletes the lock if `token` owns it, without telling waiters: for a Redlock minority
+    /// grant given back while another owner holds the majority, whose release will tell them.
+    pub(super) async fn give_back_quietly(
+        &self,
+        key: &StoredKey,
+        token: &str,
+    ) -> Result<Release, BoxError> {
+        self.run_release(key, token, 0, Some("quiet")).await
+    }
+
+    /// Runs release.lua; `mode` is its optional ARGV[3].
+    async fn run_release(
+        &self,
+        key: &StoredKey,
+        token: &str,
+        keep_ms: u64,
+        mode: Option<&str>,
+    ) -> Result<Release, BoxError> {
+        let mut conn = self.conn.clone();
+        let mut invocation = RELEASE.key(&key.lock);
+        invocation.arg(token).arg(keep_ms);
+        if let Some(mode) = mode {
+            invocation.arg(mode);
+        }
+        let answer: i64 = invocation.invoke_async(&mut conn).await?;
+        Ok(release_answer(answer))
+    }
+
     /// Connects now: fails if the server cannot be reached or refuses the credentials.
     pub(crate) async fn connect(
         settings: RedisSettings<'_>,
@@ -304,15 +332,8 @@ impl Backend for RedisBackend {
         keep: Duration,
     ) -> BoxFuture<'a, Result<Release, BoxError>> {
         Box::pin(async move {
-            let mut conn = self.conn.clone();
             let keep_ms = if keep.is_zero() { 0 } else { millis(keep) };
-            let answer: i64 = RELEASE
-                .key(&key.lock)
-                .arg(token)
-                .arg(keep_ms)
-                .invoke_async(&mut conn)
-                .await?;
-            Ok(release_answer(answer))
+            self.run_release(key, token, keep_ms, None).await
         })
     }
 

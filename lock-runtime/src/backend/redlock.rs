@@ -226,8 +226,18 @@ impl Backend for RedlockBackend {
             }
             if granted > 0 {
                 // A minority, or too late: give back what we took before anyone waits on it.
+                // While another owner holds a majority, quietly: announcing would wake the
+                // other contenders' waiters only to find the lock still held, and their own
+                // give-backs would wake ours, round and round until the owner releases.
+                let quietly = busy >= self.quorum;
                 self.all(node_timeout(ttl), |node| {
-                    node.release(key, token, Duration::ZERO)
+                    Box::pin(async move {
+                        if quietly {
+                            node.give_back_quietly(key, token).await
+                        } else {
+                            node.release(key, token, Duration::ZERO).await
+                        }
+                    })
                 })
                 .await;
             }
