@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::port::free_port;
-use crate::server::{ProcessState, RedisServer};
+use crate::server::RedisServer;
 use crate::tempdir::TempDir;
 use crate::topology::{self, Role};
 
@@ -197,11 +197,7 @@ impl RedisCluster {
             node.addr(),
             self.log()
         );
-        match node.state() {
-            ProcessState::Paused => node.resume(),
-            ProcessState::Killed => node.restart(),
-            ProcessState::Running => {}
-        }
+        node.revive();
         let replica = topology::settle(SETTLE_TIMEOUT, || match topology::role(node) {
             Some(Role::Replica { .. }) => Ok(()),
             role => Err(format!("{} has role {role:?}", node.addr())),

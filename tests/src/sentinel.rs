@@ -5,7 +5,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::time::Duration;
 
 use crate::resp::Reply;
-use crate::server::{ProcessState, RedisServer};
+use crate::server::RedisServer;
 use crate::topology::{self, Role};
 
 /// The name the sentinels monitor the master under.
@@ -204,11 +204,7 @@ impl SentinelSetup {
             node.addr(),
             self.log()
         );
-        match node.state() {
-            ProcessState::Paused => node.resume(),
-            ProcessState::Killed => node.restart(),
-            ProcessState::Running => {}
-        }
+        node.revive();
         let master = self.master();
         if master.port() != node.port() {
             let port = master.port().to_string();

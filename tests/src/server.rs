@@ -208,6 +208,16 @@ impl RedisServer {
         resp::command(self.addr(), self.password(), args, CMD_TIMEOUT)
     }
 
+    /// Brings the server back whatever this harness did to it: resumes it if paused, restarts
+    /// it if killed, leaves it alone if running.
+    pub fn revive(&self) {
+        match self.state() {
+            ProcessState::Paused => self.resume(),
+            ProcessState::Killed => self.restart(),
+            ProcessState::Running => {}
+        }
+    }
+
     /// Whether the server runs, is paused or was killed (by this harness: a server that crashed
     /// on its own still counts as running).
     pub fn state(&self) -> ProcessState {
