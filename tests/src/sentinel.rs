@@ -188,6 +188,17 @@ impl SentinelSetup {
         self.wait_promoted(old, "after it was paused")
     }
 
+    /// Returns the replica that took over from `old`, a master the test stopped itself (to
+    /// send it requests while it is paused, say), once every live sentinel names it master
+    /// and it answers `ROLE` as master.
+    ///
+    /// # Panics
+    ///
+    /// As [`kill_master_and_wait_failover`](Self::kill_master_and_wait_failover).
+    pub fn wait_replaced(&self, old: &RedisServer) -> &RedisServer {
+        self.wait_promoted(old, "after the test stopped it")
+    }
+
     /// Brings back a data node that a failover replaced, as a replica of the current master:
     /// resumes it if it was paused, restarts it (empty) if it was killed, points it at the
     /// master with `REPLICAOF`, and returns once the setup has settled (see

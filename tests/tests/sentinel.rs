@@ -174,3 +174,55 @@ async fn an_idle_client_follows_an_announced_failover_before_the_old_master_is_d
     assert_eq!(exists(old), "0", "nothing was granted by the old one");
     after.release().await.expect("release");
 }
+
+/// A paused master that resumes serves the requests queued while it was stopped before it
+/// learns that it was replaced, while the promoted replica grants the same lock to others. A
+/// grant it sends to a client that has followed the failover meanwhile is given back, and the
+/// client takes the lock on the new master instead.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_from_a_master_replaced_while_the_request_was_out_is_not_trusted() {
+    let setup = SentinelSetup::start(1, 3);
+    // Longer than the failover: the acquire waits at the paused master for its answer.
+    let locks = LockManager::builder()
+        .url(setup.url())
+        .request_timeout(Duration::from_secs(20))
+        .build()
+        .await
+        .unwrap_or_else(|err| panic!("connect: {err}\n{}", setup.log()));
+    let before = locks
+        .lock("before", LockOptions::new())
+        .await
+        .expect("lock");
+    before.release().await.expect("release");
+    let old_addr = setup.current_master_addr();
+    let old = setup
+        .nodes()
+        .iter()
+        .find(|node| node.addr() == old_addr)
+        .expect("a data node of the setup");
+    old.pause();
+    let taker = locks.clone();
+    let acquire = tokio::spawn(async move {
+        let options = LockOptions::new()
+            .ttl(Duration::from_secs(30))
+            .wait(Duration::from_secs(30));
+        taker.lock("queued", options).await
+    });
+    // The acquire is sent, and waits in the paused master's socket.
+    tokio::time::sleep(ms(200)).await;
+    let new = tokio::task::block_in_place(|| setup.wait_replaced(old));
+    // The client hears the sentinels' `+switch-master` and follows.
+    tokio::time::sleep(ms(500)).await;
+    old.resume();
+    let guard = acquire
+        .await
+        .expect("task")
+        .unwrap_or_else(|err| panic!("lock: {err}\n{}", setup.log()));
+    assert_eq!(
+        new.cmd(&["EXISTS", "lock:{queued}"]),
+        "1",
+        "the lock is on the new master, not only on the replaced one\n{}",
+        setup.log()
+    );
+    guard.release().await.expect("release");
+}

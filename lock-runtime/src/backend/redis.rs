@@ -83,7 +83,8 @@ pub(super) fn release_answer(answer: i64) -> Release {
 
 impl RedisBackend {
     /// Deletes the lock if `token` owns it, without telling waiters: for a Redlock minority
-    /// grant given back while another owner holds the majority, whose release will tell them.
+    /// grant given back while another owner holds the majority, whose release will tell them,
+    /// and for a grant from a Sentinel master that was replaced while the request was out.
     pub(super) async fn give_back_quietly(
         &self,
         key: &StoredKey,

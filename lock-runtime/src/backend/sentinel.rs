@@ -12,6 +12,14 @@
 //! soon as it is announced. Without that, a demoted master that stays reachable (one that was
 //! paused, or a manual `SENTINEL FAILOVER`) would go on granting locks for the seconds until
 //! the sentinels turn it into a replica, and those locks are lost when it does.
+//!
+//! An answer from a master the backend left while the request was out is not trusted: a
+//! paused master that resumes serves the requests queued in its sockets before it learns that
+//! it was replaced, while the promoted replica grants the same lock to others. Such a grant is
+//! given back and reported as a transient error (the acquire retries on the new master with
+//! the same token), such a renewal as a transient error (the watchdog asks the new master),
+//! and such a release is sent to the new master too. A client that has not heard of the
+//! failover yet cannot tell; see "Guarantees" in the README and `docs/RELIABILITY.md`.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
@@ -291,12 +299,12 @@ impl Shared {
         self.waiters.wake_all();
     }
 
-    /// Runs `request` on the current master; on an error a failover explains, looks for a new
-    /// master before returning the error.
+    /// Runs `request` on the current master and returns its answer with that master; on an
+    /// error a failover explains, looks for a new master before returning the error.
     async fn on_master<'a, T>(
         &'a self,
         request: impl FnOnce(Arc<RedisBackend>) -> BoxFuture<'a, Result<T, BoxError>>,
-    ) -> Result<T, BoxError> {
+    ) -> (Arc<RedisBackend>, Result<T, BoxError>) {
         let master = self.current();
         let answer = request(master.clone()).await;
         if let Err(err) = &answer
@@ -304,7 +312,26 @@ impl Shared {
         {
             self.refresh(Some(&master)).await;
         }
-        answer
+        (master, answer)
+    }
+
+    /// Whether the backend followed a failover away from `master` (while a request to it was
+    /// out, say).
+    fn left(&self, master: &Arc<RedisBackend>) -> bool {
+        !Arc::ptr_eq(master, &self.current())
+    }
+
+    /// The transient error for an answer that came from a master the backend has left.
+    fn answered_by_old_master(&self, master: &RedisBackend) -> BoxError {
+        Box::new(redis::RedisError::from((
+            redis::ErrorKind::Server(redis::ServerErrorKind::TryAgain),
+            "answered by a master that failed over while the request was out",
+            format!(
+                "{} is no longer the master of {}",
+                master.server(),
+                self.master_name
+            ),
+        )))
     }
 }
 
@@ -342,19 +369,45 @@ impl Backend for SentinelBackend {
         token: &'a str,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Acquire, BoxError>> {
-        Box::pin(self.shared.on_master(move |master| {
-            Box::pin(async move { master.acquire(key, token, ttl).await })
-        }))
+        Box::pin(async move {
+            let (master, answer) = self
+                .shared
+                .on_master(move |master| {
+                    Box::pin(async move { master.acquire(key, token, ttl).await })
+                })
+                .await;
+            if matches!(answer, Ok(Acquire::Acquired { .. })) && self.shared.left(&master) {
+                // A grant from a master that was failed over while the request was out: a
+                // paused master that resumes serves what it had queued before it learns it was
+                // replaced, while the promoted replica grants the same lock to others, and
+                // whatever it granted is wiped when it turns replica. Give it back; the caller
+                // retries on the new master with the same token.
+                let _ = tokio::time::timeout(
+                    self.shared.nodes.request_timeout,
+                    master.give_back_quietly(key, token),
+                )
+                .await;
+                return Err(self.shared.answered_by_old_master(&master));
+            }
+            answer
+        })
     }
 
     fn renew<'a>(
         &'a self,
         batch: &'a [Renewal],
     ) -> BoxFuture<'a, Result<Vec<Option<bool>>, BoxError>> {
-        Box::pin(
-            self.shared
-                .on_master(move |master| Box::pin(async move { master.renew(batch).await })),
-        )
+        Box::pin(async move {
+            let (master, answer) = self
+                .shared
+                .on_master(move |master| Box::pin(async move { master.renew(batch).await }))
+                .await;
+            if answer.is_ok() && self.shared.left(&master) {
+                // Renewed on a master that no longer counts: the watchdog asks the new one.
+                return Err(self.shared.answered_by_old_master(&master));
+            }
+            answer
+        })
     }
 
     fn release<'a>(
@@ -363,9 +416,18 @@ impl Backend for SentinelBackend {
         token: &'a str,
         keep: Duration,
     ) -> BoxFuture<'a, Result<Release, BoxError>> {
-        Box::pin(self.shared.on_master(move |master| {
-            Box::pin(async move { master.release(key, token, keep).await })
-        }))
+        Box::pin(async move {
+            let release = move |master: Arc<RedisBackend>| -> BoxFuture<'a, _> {
+                Box::pin(async move { master.release(key, token, keep).await })
+            };
+            let (master, answer) = self.shared.on_master(release).await;
+            if answer.is_ok() && self.shared.left(&master) {
+                // The lock may have been replicated to the new master before the failover:
+                // release it there too.
+                return self.shared.on_master(release).await.1;
+            }
+            answer
+        })
     }
 
     fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
@@ -378,6 +440,7 @@ impl Backend for SentinelBackend {
             self.shared
                 .on_master(move |master| Box::pin(async move { master.watch(key).await }))
                 .await
+                .1
         })
     }
 
