@@ -70,6 +70,46 @@ async fn a_paused_master_does_not_stall_acquisition_past_the_node_timeout() {
     guard.release().await.expect("release");
 }
 
+/// A master that gave no answer is left out until it answers a `PING` again: later locks do
+/// not wait out its timeout again (which would keep their grants on the other masters held
+/// that long, for contenders to split between them), and once it is back it is asked again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_master_that_gave_no_answer_is_left_out_until_it_answers_again() {
+    let masters = Masters::start(3);
+    let locks = manager(&masters).await;
+    // ttl 1 s: the node timeout is 100 ms.
+    let options = LockOptions::new().ttl(Duration::from_secs(1));
+    masters.pause(0);
+    let started = Instant::now();
+    for _ in 0..10 {
+        let guard = locks
+            .lock("k", options)
+            .await
+            .unwrap_or_else(|err| panic!("quorum without it: {err}\n{}", masters.log()));
+        guard.release().await.expect("release");
+    }
+    let took = started.elapsed();
+    masters.resume(0);
+    // Waiting for it each time, the ten would take 10 x (100 ms acquire + 250 ms release).
+    assert!(took < ms(1000), "{took:?}");
+    // Back, it answers the probe and holds the next locks with the others.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let guard = locks.lock("k", options).await.expect("lock");
+        let on_it = masters.nodes()[0].cmd(&["EXISTS", "lock:{k}"]) == "1";
+        guard.release().await.expect("release");
+        if on_it {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the resumed master is never asked again\n{}",
+            masters.log()
+        );
+        tokio::time::sleep(ms(20)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_minority_grant_is_given_back_on_every_master() {
     let masters = Masters::start(5);

@@ -85,30 +85,53 @@ impl RedisBackend {
     /// Deletes the lock if `token` owns it, without telling waiters: for a Redlock minority
     /// grant given back while another owner holds the majority, whose release will tell them,
     /// and for a grant from a Sentinel master that was replaced while the request was out.
-    pub(super) async fn give_back_quietly(
+    pub(super) fn give_back_quietly(
         &self,
         key: &StoredKey,
         token: &str,
-    ) -> Result<Release, BoxError> {
-        self.run_release(key, token, 0, Some("quiet")).await
+    ) -> impl Future<Output = Result<Release, BoxError>> + Send + use<> {
+        self.run_release(key, token, 0, Some("quiet"))
+    }
+
+    /// Releases as [`Backend::release`] does, as a future that borrows nothing: for a request
+    /// left to finish in the background.
+    pub(super) fn release_owned(
+        &self,
+        key: &StoredKey,
+        token: &str,
+        keep: Duration,
+    ) -> impl Future<Output = Result<Release, BoxError>> + Send + use<> {
+        let keep_ms = if keep.is_zero() { 0 } else { millis(keep) };
+        self.run_release(key, token, keep_ms, None)
+    }
+
+    /// One `PING`: whether the server answers at all.
+    pub(super) fn ping(&self) -> impl Future<Output = Result<(), BoxError>> + Send + use<> {
+        let mut conn = self.conn.clone();
+        async move {
+            redis::cmd("PING").query_async::<()>(&mut conn).await?;
+            Ok(())
+        }
     }
 
     /// Runs release.lua; `mode` is its optional ARGV[3].
-    async fn run_release(
+    fn run_release(
         &self,
         key: &StoredKey,
         token: &str,
         keep_ms: u64,
         mode: Option<&str>,
-    ) -> Result<Release, BoxError> {
+    ) -> impl Future<Output = Result<Release, BoxError>> + Send + use<> {
         let mut conn = self.conn.clone();
         let mut invocation = RELEASE.key(&key.lock);
         invocation.arg(token).arg(keep_ms);
         if let Some(mode) = mode {
             invocation.arg(mode);
         }
-        let answer: i64 = invocation.invoke_async(&mut conn).await?;
-        Ok(release_answer(answer))
+        async move {
+            let answer: i64 = invocation.invoke_async(&mut conn).await?;
+            Ok(release_answer(answer))
+        }
     }
 
     /// Connects now: fails if the server cannot be reached or refuses the credentials.
@@ -332,10 +355,7 @@ impl Backend for RedisBackend {
         token: &'a str,
         keep: Duration,
     ) -> BoxFuture<'a, Result<Release, BoxError>> {
-        Box::pin(async move {
-            let keep_ms = if keep.is_zero() { 0 } else { millis(keep) };
-            self.run_release(key, token, keep_ms, None).await
-        })
+        Box::pin(self.release_owned(key, token, keep))
     }
 
     fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {

@@ -5,10 +5,19 @@
 //! Redlock buys availability (a minority of masters may be down) and some efficiency. It does
 //! not make a lease lock correct under pauses and clock jumps; fencing tokens do (and under
 //! Redlock they are weaker too: see `LockManager::connect`).
+//!
+//! A master that gives no answer within the node timeout falls silent: acquires, renewals and
+//! subscriptions leave it out, and releases go to it without being waited for, until it
+//! answers a `PING` again. Waiting out its timeout on every attempt would keep each attempt's
+//! grants on the other masters held that long, so contenders that split those masters between
+//! them would go on splitting them until the master is back; the requests would also queue up
+//! in its sockets, and when it resumed it would grant the lock to attempts given up long ago.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+use futures_util::FutureExt;
 use futures_util::future::join_all;
 use tokio::time::Instant;
 
@@ -22,12 +31,70 @@ use crate::{BoxError, LockError, url};
 /// The per-node timeout is the smaller of this and a tenth of the ttl.
 const MAX_NODE_TIMEOUT: Duration = Duration::from_millis(250);
 const MIN_NODE_TIMEOUT: Duration = Duration::from_millis(5);
+/// How often a silent master is sent a `PING` to see whether it answers again.
+const PROBE_INTERVAL: Duration = Duration::from_millis(50);
+/// How long a request sent to a silent master, or one that gave no answer, waits for the
+/// answer nobody else waits for.
+const BACKGROUND_LIMIT: Duration = Duration::from_secs(10);
 
 pub(crate) struct RedlockBackend {
-    nodes: Vec<RedisBackend>,
+    nodes: Vec<Arc<Node>>,
     quorum: usize,
     describe: String,
     server: String,
+}
+
+/// One master.
+struct Node {
+    redis: RedisBackend,
+    /// Gave no answer within the node timeout, and has not answered a probe since.
+    silent: AtomicBool,
+}
+
+impl Node {
+    /// No answer within the node timeout: leave the master out until a probe gets one.
+    fn fell_silent(self: &Arc<Self>) {
+        if self.silent.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tracing::warn!(
+            server = self.redis.server(),
+            "redlock master gives no answer; leaving it out until it answers a PING"
+        );
+        tokio::spawn(probe(Arc::downgrade(self)));
+    }
+
+    fn is_silent(&self) -> bool {
+        self.silent.load(Ordering::Acquire)
+    }
+}
+
+/// Pings a silent master until it answers (or the backend is gone).
+async fn probe(node: Weak<Node>) {
+    loop {
+        tokio::time::sleep(PROBE_INTERVAL).await;
+        let Some(ping) = node.upgrade().map(|node| node.redis.ping()) else {
+            return;
+        };
+        if let Ok(Ok(())) = tokio::time::timeout(MAX_NODE_TIMEOUT, ping).await {
+            if let Some(node) = node.upgrade() {
+                node.silent.store(false, Ordering::Release);
+                tracing::info!(server = node.redis.server(), "redlock master answers again");
+            }
+            return;
+        }
+    }
+}
+
+/// Runs `request` in the background, bounded by `limit`: for a silent master, whose answer
+/// nobody waits for. The request is still sent, and served when the master resumes.
+fn in_background<F>(limit: Duration, request: F)
+where
+    F: std::future::Future + Send + 'static,
+{
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(limit, request).await;
+    });
 }
 
 /// One node's answer, or why there is none.
@@ -68,7 +135,7 @@ impl RedlockBackend {
         }
         let mut nodes = Vec::with_capacity(node_urls.len());
         for (node, node_url) in connected.into_iter().zip(&node_urls) {
-            let node = match node {
+            let redis = match node {
                 Ok(node) => node,
                 Err(err) => {
                     tracing::warn!(error = %err, "redlock master unreachable at startup; will keep trying it");
@@ -79,7 +146,10 @@ impl RedlockBackend {
                     RedisBackend::connect_lazily(settings, waiters.clone()).await?
                 }
             };
-            nodes.push(node);
+            nodes.push(Arc::new(Node {
+                redis,
+                silent: AtomicBool::new(false),
+            }));
         }
         if nodes.len() % 2 == 0 {
             tracing::warn!(
@@ -95,18 +165,46 @@ impl RedlockBackend {
         })
     }
 
-    /// Sends `request` to every node at once, each bounded by `limit`.
-    async fn all<'a, T, F>(&'a self, limit: Duration, request: F) -> Vec<NodeAnswer<T>>
+    /// Which masters to ask: those not silent, or all of them when too few of those are left
+    /// for a majority.
+    fn asked(&self) -> Vec<bool> {
+        let listening: Vec<bool> = self.nodes.iter().map(|node| !node.is_silent()).collect();
+        if listening.iter().filter(|&&asked| asked).count() >= self.quorum {
+            listening
+        } else {
+            vec![true; self.nodes.len()]
+        }
+    }
+
+    /// Sends `request` to the masters `asked` names, all at once, each bounded by `limit`; a
+    /// master that gives no answer in time falls silent. The others' answers are errors.
+    async fn all<'a, T, F>(
+        &'a self,
+        asked: &[bool],
+        limit: Duration,
+        request: F,
+    ) -> Vec<NodeAnswer<T>>
     where
         F: Fn(&'a RedisBackend) -> BoxFuture<'a, Result<T, BoxError>>,
     {
-        join_all(self.nodes.iter().map(|node| {
-            let answer = request(node);
+        join_all(self.nodes.iter().zip(asked).map(|(node, &asked)| {
+            let answer = asked.then(|| request(&node.redis));
             async move {
+                let Some(answer) = answer else {
+                    return Err(format!(
+                        "{} was left out: it gave no answer lately",
+                        node.redis.server()
+                    )
+                    .into());
+                };
                 match tokio::time::timeout(limit, answer).await {
                     Ok(answer) => answer,
                     Err(_) => {
-                        Err(format!("{} gave no answer within {limit:?}", node.server()).into())
+                        node.fell_silent();
+                        Err(
+                            format!("{} gave no answer within {limit:?}", node.redis.server())
+                                .into(),
+                        )
                     }
                 }
             }
@@ -196,8 +294,10 @@ impl Backend for RedlockBackend {
     ) -> BoxFuture<'a, Result<Acquire, BoxError>> {
         Box::pin(async move {
             let start = Instant::now();
+            let limit = node_timeout(ttl);
+            let asked = self.asked();
             let answers = self
-                .all(node_timeout(ttl), |node| node.acquire(key, token, ttl))
+                .all(&asked, limit, |node| node.acquire(key, token, ttl))
                 .await;
             let mut granted = 0;
             let mut fence = 0;
@@ -224,20 +324,32 @@ impl Backend for RedlockBackend {
             if granted >= self.quorum && valid {
                 return Ok(Acquire::Acquired { fence });
             }
+            // A minority, or too late: give back what we took before anyone waits on it.
+            // While another owner holds a majority, quietly: announcing would wake the other
+            // contenders' waiters only to find the lock still held, and their own give-backs
+            // would wake ours, round and round until the owner releases.
+            let quietly = busy >= self.quorum;
+            let give_back = |node: &RedisBackend| -> BoxFuture<'static, Result<Release, BoxError>> {
+                if quietly {
+                    node.give_back_quietly(key, token).boxed()
+                } else {
+                    node.release_owned(key, token, Duration::ZERO).boxed()
+                }
+            };
+            // A master asked that gave no answer may still serve the request (it queues in
+            // the socket of a paused one): the give-back follows it there, unwaited for.
+            for ((node, &asked), answer) in self.nodes.iter().zip(&asked).zip(&answers) {
+                if asked && answer.is_err() {
+                    in_background(BACKGROUND_LIMIT, give_back(&node.redis));
+                }
+            }
             if granted > 0 {
-                // A minority, or too late: give back what we took before anyone waits on it.
-                // While another owner holds a majority, quietly: announcing would wake the
-                // other contenders' waiters only to find the lock still held, and their own
-                // give-backs would wake ours, round and round until the owner releases.
-                let quietly = busy >= self.quorum;
-                self.all(node_timeout(ttl), |node| {
-                    Box::pin(async move {
-                        if quietly {
-                            node.give_back_quietly(key, token).await
-                        } else {
-                            node.release(key, token, Duration::ZERO).await
-                        }
-                    })
+                let grants: Vec<bool> = answers
+                    .iter()
+                    .map(|answer| matches!(answer, Ok(Acquire::Acquired { .. })))
+                    .collect();
+                self.all(&grants, limit, |node| -> BoxFuture<'a, _> {
+                    give_back(node)
                 })
                 .await;
             }
@@ -249,7 +361,7 @@ impl Backend for RedlockBackend {
             }
             // The masters were split between contenders: retry soon, at a random moment.
             Ok(Acquire::Busy {
-                remaining: Some(jitter(node_timeout(ttl) * 2)),
+                remaining: Some(jitter(limit * 2)),
             })
         })
     }
@@ -261,7 +373,9 @@ impl Backend for RedlockBackend {
         Box::pin(async move {
             let shortest = batch.iter().map(|r| r.ttl).min().unwrap_or_default();
             let answers = self
-                .all(node_timeout(shortest), |node| node.renew(batch))
+                .all(&self.asked(), node_timeout(shortest), |node| {
+                    node.renew(batch)
+                })
                 .await;
             let answered = answers.iter().filter(|answer| answer.is_ok()).count();
             if answered < self.quorum {
@@ -297,8 +411,16 @@ impl Backend for RedlockBackend {
         keep: Duration,
     ) -> BoxFuture<'a, Result<Release, BoxError>> {
         Box::pin(async move {
+            let asked = self.asked();
+            for (node, &asked) in self.nodes.iter().zip(&asked) {
+                if !asked {
+                    in_background(BACKGROUND_LIMIT, node.redis.release_owned(key, token, keep));
+                }
+            }
             let answers = self
-                .all(MAX_NODE_TIMEOUT, |node| node.release(key, token, keep))
+                .all(&asked, MAX_NODE_TIMEOUT, |node| {
+                    node.release(key, token, keep)
+                })
                 .await;
             let count = |wanted: Release| {
                 answers
@@ -323,7 +445,10 @@ impl Backend for RedlockBackend {
 
     fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
         Box::pin(async move {
-            let answers = self.all(MAX_NODE_TIMEOUT, |node| node.watch(key)).await;
+            // A silent master's releases are announced on the others too.
+            let answers = self
+                .all(&self.asked(), MAX_NODE_TIMEOUT, |node| node.watch(key))
+                .await;
             if answers.iter().any(Result::is_ok) {
                 return Ok(());
             }
@@ -333,7 +458,7 @@ impl Backend for RedlockBackend {
 
     fn unwatch(&self, key: &str) {
         for node in &self.nodes {
-            node.unwatch(key);
+            node.redis.unwatch(key);
         }
     }
 }
