@@ -95,19 +95,18 @@ fn a_short_run_on_cluster_fails_over_and_keeps_every_invariant() {
     assert_eq!(faults(&report, &["stall", "delay", "cut"]), 0, "{stdout}");
 }
 
-/// Without `node-pause`: while one master is paused, waiters can keep splitting the other two
-/// between them, each giving back its half, which wakes the others at once (the give-back
-/// publishes a release), so the lock has been seen free for longer than ttl + margin (once in
-/// about 40 pauses). That is a finding about lock-runtime's Redlock backend, reported in
-/// chaos/README.md; a full run still injects the fault.
+/// The faults that act on one master (a restart with and without its data, a `node-pause`),
+/// and a few of one worker's. Before a silent master was left out of acquires, `node-pause`
+/// left the lock free for longer than ttl + margin 2 to 4 times in about 90 pauses (see
+/// chaos/README.md).
 #[test]
 fn a_short_run_on_redlock_faults_masters_and_keeps_every_invariant() {
-    let kinds = "kill,pause,restart-persist,restart-nopersist,stall,delay,cut";
+    let kinds = "kill,restart-persist,restart-nopersist,stall,node-pause,cut";
     let (report, stdout) = quick_run("redlock", 20, 2, &["--faults", kinds]);
     assert!(
         faults(&report, &["restart-persist", "restart-nopersist"]) >= 1,
         "{stdout}"
     );
-    assert_eq!(faults(&report, &["node-pause"]), 0, "{stdout}");
+    assert!(faults(&report, &["node-pause"]) >= 1, "{stdout}");
     assert_eq!(report["redlock_masters"], 3, "{stdout}");
 }
