@@ -938,19 +938,21 @@ mod tests {
         )
     }
 
+    /// The run failed, and one of its failures says `what`.
+    fn assert_fails_with(report: &Report, what: &str) {
+        assert!(
+            report.failures.iter().any(|f| f.contains(what)),
+            "{:?}",
+            report.failures
+        );
+    }
+
     #[test]
     fn an_overlap_without_a_fault_fails_the_run() {
         let report = two_holders("unexplained", 2 * S + 600 * MS, 2, 0, &[]);
         assert_eq!(report.overlaps.len(), 1);
         assert!(!report.ok());
-        assert!(
-            report
-                .failures
-                .iter()
-                .any(|f| f.contains("no fault to explain")),
-            "{:?}",
-            report.failures
-        );
+        assert_fails_with(&report, "no fault to explain");
     }
 
     #[test]
@@ -999,14 +1001,7 @@ mod tests {
     fn holders_out_of_token_order_without_a_failover_fail_the_run() {
         let report = crossed_holders("crossed-pause", &[pause_of_worker_0()]);
         assert!(report.overlaps[0].out_of_order);
-        assert!(
-            report
-                .failures
-                .iter()
-                .any(|f| f.starts_with("fencing order")),
-            "{:?}",
-            report.failures
-        );
+        assert_fails_with(&report, "fencing order");
     }
 
     #[test]
@@ -1028,14 +1023,7 @@ mod tests {
         fault.hit = Hit::Worker(1);
         let report = two_holders("takeover", 1_500 * MS, 0, 1, &[fault]);
         assert!(report.overlaps.is_empty());
-        assert!(
-            report
-                .failures
-                .iter()
-                .any(|f| f.contains("taken again only after")),
-            "{:?}",
-            report.failures
-        );
+        assert_fails_with(&report, "taken again only after");
     }
 
     /// A fault on master `node` from 0.5 s to 0.8 s: before worker 0 took the lock at 1 s, and
