@@ -6,6 +6,10 @@
 //! - `sentinel`: the harness's [`SentinelSetup`] (a master, one replica, three sentinels).
 //! - `cluster`: the harness's [`RedisCluster`] (three masters with one replica each).
 //!
+//! A `node-pause` freezes one node: a Redlock master for longer than the lease (the others are
+//! a majority), or the master that serves the lock on Sentinel and Cluster for less than their
+//! 1 s failure detection, so that every client stalls on it and no failover follows.
+//!
 //! Sentinel and Cluster clients connect to the addresses the servers announce (the master
 //! Sentinel names, the nodes `CLUSTER SLOTS` lists), so a proxy cannot sit between a worker and
 //! them without rewriting those replies: there the worker-connection faults do not exist.
@@ -97,7 +101,23 @@ impl Topology {
                 Cut,
                 NodePause,
             ],
-            Topology::Sentinel | Topology::Cluster => &[Kill, Pause, FailoverKill, FailoverPause],
+            Topology::Sentinel | Topology::Cluster => {
+                &[Kill, Pause, NodePause, FailoverKill, FailoverPause]
+            }
+        }
+    }
+
+    /// How long a `node-pause` lasts, in percent of the ttl. A Redlock master is frozen past the
+    /// lease. The one master of the lock on Sentinel and Cluster is frozen for less than the
+    /// 1 s in which they notice a dead node (`down-after-milliseconds`,
+    /// `cluster-node-timeout`), which no failover follows: about half of these outlast the
+    /// holder's local deadline (a renewal is due a third of the ttl after the last one), so the
+    /// holder learns it lost the lease while the server, once it runs again, has the lock
+    /// expire or renews it late.
+    pub(crate) fn node_pause_pct(self) -> (u64, u64) {
+        match self {
+            Topology::Sentinel | Topology::Cluster => (40, 85),
+            Topology::Single | Topology::Redlock => (130, 220),
         }
     }
 
@@ -419,25 +439,46 @@ impl Deployment {
         })
     }
 
-    /// SIGSTOP the server (one Redlock master) for `pause`, then SIGCONT.
+    /// SIGSTOP one node for `pause`, then SIGCONT: a random Redlock master, or the master that
+    /// serves the lock on Sentinel and Cluster (see [`Topology::node_pause_pct`]).
     pub(crate) fn pause_node(
         &mut self,
         pause: Duration,
         rng: &mut Rng,
     ) -> Result<StoreFault, String> {
-        let servers = self.servers_mut("a node pause")?;
-        let (node, hit) = pick(servers.len(), rng);
-        let start = now_ns();
-        servers[node].pause()?;
-        std::thread::sleep(pause);
-        servers[node].resume()?;
+        let what = format!("SIGSTOP for {} ms", pause.as_millis());
+        let (hit, start, detail) = match &mut self.store {
+            Store::Servers { servers, .. } => {
+                let (node, hit) = pick(servers.len(), rng);
+                let start = now_ns();
+                servers[node].pause()?;
+                std::thread::sleep(pause);
+                servers[node].resume()?;
+                (hit, start, what)
+            }
+            Store::Replicated(store) => {
+                let store = store.as_ref();
+                // Freeze the master that serves now, not one a failover is still replacing.
+                harness("let the deployment settle", || store.wait_settled())?;
+                let master = harness("find the lock's master", || store.lock_master())?;
+                let start = now_ns();
+                harness("pause the lock's master", || master.pause())?;
+                std::thread::sleep(pause);
+                harness("resume the lock's master", || master.resume())?;
+                (
+                    Hit::Store,
+                    start,
+                    format!("master {}: {what}", master.addr()),
+                )
+            }
+        };
         let end = now_ns();
         Ok(StoreFault {
             hit,
             start,
             end,
             serving: serving(hit, start, end),
-            detail: format!("SIGSTOP for {} ms", pause.as_millis()),
+            detail,
         })
     }
 
@@ -643,6 +684,7 @@ fn ask(node: SocketAddr, args: &[&str]) -> std::io::Result<Reply> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::TTL;
 
     #[test]
     fn every_topology_parses_from_its_name() {
@@ -662,6 +704,21 @@ mod tests {
             let expected = matches!(topology, Topology::Single | Topology::Redlock);
             assert_eq!(has, expected, "{topology:?}");
         }
+    }
+
+    #[test]
+    fn a_node_pause_on_sentinel_and_cluster_ends_before_a_failover_could_start() {
+        // `down-after-milliseconds` and `cluster-node-timeout` in the harness are 1 s.
+        for topology in [Topology::Sentinel, Topology::Cluster] {
+            assert!(topology.fault_kinds().contains(&FaultKind::NodePause));
+            let (lo, hi) = topology.node_pause_pct();
+            assert!(lo < hi && TTL * hi as u32 / 100 < Duration::from_millis(900));
+        }
+        let (lo, _) = Topology::Redlock.node_pause_pct();
+        assert!(
+            TTL * lo as u32 / 100 > TTL,
+            "a Redlock master is frozen past the lease"
+        );
     }
 
     #[test]

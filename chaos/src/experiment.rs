@@ -228,7 +228,8 @@ impl Run<'_> {
                 store(self.deployment.restart(persist, &mut self.rng)?)
             }
             FaultKind::NodePause => {
-                let pause = self.ttl_times(130, 220);
+                let (lo, hi) = self.config.topology.node_pause_pct();
+                let pause = self.ttl_times(lo, hi);
                 store(self.deployment.pause_node(pause, &mut self.rng)?)
             }
             FaultKind::FailoverKill => store(self.deployment.fail_over(Stop::Kill)?),

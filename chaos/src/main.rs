@@ -11,9 +11,11 @@
 //! - `redlock`: the same, each restart (or a SIGSTOP) hitting one master, each connection fault
 //!   all of one worker's proxies (one per master);
 //! - `sentinel`, `cluster`: kills or pauses the master that serves the lock, waits for a replica
-//!   to take over, and brings the old master back as a replica (clients follow the addresses
-//!   the servers announce, so no proxy sits in their path and there are no connection faults);
-//!   a watch thread also records failovers the deployment does on its own.
+//!   to take over, and brings the old master back as a replica; or freezes that master for less
+//!   than the failure detection, so every client stalls and no failover follows (clients follow
+//!   the addresses the servers announce, so no proxy sits in their path and there are no
+//!   per-worker connection faults); a watch thread also records failovers the deployment does
+//!   on its own.
 //!
 //! At the end the logs are checked: no stale token accepted, every overlap of two holders
 //! explained by a fault and caught by fencing, the lock taken again promptly after each fault, no

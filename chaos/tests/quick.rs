@@ -76,22 +76,24 @@ fn a_short_chaos_run_keeps_every_invariant() {
 }
 
 #[test]
-fn a_short_run_on_sentinel_fails_over_and_keeps_every_invariant() {
+fn a_short_run_on_sentinel_fails_over_pauses_the_master_and_keeps_every_invariant() {
     let (report, stdout) = quick_run("sentinel", 20, 4, &[]);
     assert!(
         faults(&report, &["failover-kill", "failover-pause"]) >= 1,
         "{stdout}"
     );
+    assert!(faults(&report, &["node-pause"]) >= 1, "{stdout}");
     assert_eq!(faults(&report, &["stall", "delay", "cut"]), 0, "{stdout}");
 }
 
 #[test]
-fn a_short_run_on_cluster_fails_over_and_keeps_every_invariant() {
+fn a_short_run_on_cluster_fails_over_pauses_the_master_and_keeps_every_invariant() {
     let (report, stdout) = quick_run("cluster", 20, 2, &[]);
     assert!(
         faults(&report, &["failover-kill", "failover-pause"]) >= 1,
         "{stdout}"
     );
+    assert!(faults(&report, &["node-pause"]) >= 1, "{stdout}");
     assert_eq!(faults(&report, &["stall", "delay", "cut"]), 0, "{stdout}");
 }
 
