@@ -1,6 +1,6 @@
 //! Reads the workers' logs and the fault log back and checks the invariants.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs;
 use std::path::PathBuf;
 
@@ -18,6 +18,8 @@ pub(crate) enum FaultKind {
     Stall,
     Delay,
     Cut,
+    /// Every connection of one worker blackholed, its link to the resource too.
+    Partition,
     NodePause,
     FailoverKill,
     FailoverPause,
@@ -26,7 +28,7 @@ pub(crate) enum FaultKind {
 }
 
 impl FaultKind {
-    pub(crate) const ALL: [FaultKind; 11] = [
+    pub(crate) const ALL: [FaultKind; 12] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::RestartPersist,
@@ -34,6 +36,7 @@ impl FaultKind {
         FaultKind::Stall,
         FaultKind::Delay,
         FaultKind::Cut,
+        FaultKind::Partition,
         FaultKind::NodePause,
         FaultKind::FailoverKill,
         FaultKind::FailoverPause,
@@ -64,6 +67,7 @@ impl FaultKind {
             FaultKind::Stall => "stall",
             FaultKind::Delay => "delay",
             FaultKind::Cut => "cut",
+            FaultKind::Partition => "partition",
             FaultKind::NodePause => "node-pause",
             FaultKind::FailoverKill => "failover-kill",
             FaultKind::FailoverPause => "failover-pause",
@@ -145,6 +149,35 @@ pub(crate) struct Write {
     pub(crate) held: bool,
 }
 
+/// One write as the resource saw it, from its journal (the `n`th entry is write `seq` n + 1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Delivery {
+    pub(crate) token: u64,
+    pub(crate) accepted: bool,
+    /// The resource server's clock when the write arrived (wall-clock ns, comparable with the
+    /// workers' logs: every process runs on this machine).
+    pub(crate) at: u64,
+}
+
+/// Reads the resource's journal: one `<token> <accepted 0|1> <ns>` entry per write, in order.
+pub(crate) fn parse_journal(entries: &[String]) -> Result<Vec<Delivery>, String> {
+    entries
+        .iter()
+        .map(|entry| {
+            let parts: Vec<&str> = entry.split_whitespace().collect();
+            let bad = || format!("bad resource journal entry: {entry}");
+            match parts[..] {
+                [token, accepted, at] => Ok(Delivery {
+                    token: token.parse().map_err(|_| bad())?,
+                    accepted: accepted == "1",
+                    at: at.parse().map_err(|_| bad())?,
+                }),
+                _ => Err(bad()),
+            }
+        })
+        .collect()
+}
+
 /// One locked section: [enter, exit] by one task of one worker process.
 #[derive(Clone, Debug)]
 pub(crate) struct Hold {
@@ -207,6 +240,8 @@ pub(crate) struct Input<'a> {
     pub(crate) t0: u64,
     pub(crate) t1: u64,
     pub(crate) final_token: Option<u64>,
+    /// The resource's journal, in the order it saw the writes.
+    pub(crate) journal: Vec<Delivery>,
 }
 
 pub(crate) struct Report {
@@ -221,6 +256,11 @@ pub(crate) struct Report {
     pub(crate) errors: BTreeMap<String, u64>,
     pub(crate) violations: u64,
     pub(crate) stale_accepted: u64,
+    pub(crate) journal: Vec<Delivery>,
+    /// Journal entries no worker logged: the writer died or gave up before the answer came.
+    pub(crate) unlogged: Vec<usize>,
+    /// Of those, the ones that arrived after the section that sent them had ended.
+    pub(crate) late: Vec<usize>,
     pub(crate) failures: Vec<String>,
 }
 
@@ -397,22 +437,33 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
     }
     holds.sort_by_key(|h| (h.enter, h.slot, h.task));
 
-    // The resource, in the order it saw the writes: accepted tokens must rise strictly.
-    let mut writes: Vec<(Write, u64)> = holds
-        .iter()
-        .filter_map(|h| h.write.map(|w| (w, h.token)))
-        .collect();
-    writes.sort_by_key(|(w, _)| w.seq);
+    // The resource, in the order it saw the writes (its own journal, which also has the writes
+    // nobody lived or waited to log): accepted tokens must rise strictly.
+    let journal = &input.journal;
     let mut highest = 0;
     let mut stale_accepted = 0;
-    for (w, token) in &writes {
-        if w.accepted {
-            if *token <= highest {
+    for d in journal {
+        if d.accepted {
+            if d.token <= highest {
                 stale_accepted += 1;
             }
-            highest = highest.max(*token);
+            highest = highest.max(d.token);
         }
     }
+    let disagree = holds
+        .iter()
+        .filter_map(|h| h.write.map(|w| (w, h.token)))
+        .filter(|(w, token)| {
+            let entry = (w.seq as usize).checked_sub(1).and_then(|i| journal.get(i));
+            entry.is_none_or(|d| d.token != *token || d.accepted != w.accepted)
+        })
+        .count();
+    if disagree > 0 {
+        failures.push(format!(
+            "{disagree} writes logged by workers are not in the resource's journal as logged"
+        ));
+    }
+    let delivered = deliveries(&holds, journal);
     if stale_accepted > 0 {
         failures.push(format!(
             "the resource accepted {stale_accepted} stale tokens"
@@ -470,9 +521,10 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
             }
             // The stale holder is the one with the lower token, whichever came in first.
             let (stale, newer) = if out_of_order { (j, i) } else { (i, j) };
-            let outcome = match (holds[stale].write, holds[newer].write) {
-                (Some(sw), Some(nw)) if sw.seq > nw.seq => {
-                    if sw.accepted {
+            // By the writes as the resource saw them, also those their writers never logged.
+            let outcome = match (delivered.by_hold[stale], delivered.by_hold[newer]) {
+                (Some(sw), Some(nw)) if sw > nw => {
+                    if journal[sw].accepted {
                         Outcome::StaleAccepted
                     } else {
                         Outcome::Caught
@@ -547,8 +599,56 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
         errors,
         violations,
         stale_accepted,
+        journal: journal.clone(),
+        unlogged: delivered.unlogged,
+        late: delivered.late,
         failures,
     })
+}
+
+/// Which write of the journal each section made: the one it logged, or else an entry no worker
+/// logged with its token that arrived after it came in (the latest such section takes it).
+/// Also the entries no worker logged, and of those the ones that reached the resource after the
+/// section that sent them had ended: held up in the network, or sent by a body dropped when
+/// its lease was lost, or by a process killed while the write was on its way.
+struct Deliveries {
+    by_hold: Vec<Option<usize>>,
+    unlogged: Vec<usize>,
+    late: Vec<usize>,
+}
+
+fn deliveries(holds: &[Hold], journal: &[Delivery]) -> Deliveries {
+    let mut by_hold: Vec<Option<usize>> = holds
+        .iter()
+        .map(|h| h.write.and_then(|w| (w.seq as usize).checked_sub(1)))
+        .collect();
+    let logged: HashSet<usize> = by_hold.iter().flatten().copied().collect();
+    let mut by_token: HashMap<u64, Vec<usize>> = HashMap::new();
+    for (k, h) in holds.iter().enumerate() {
+        by_token.entry(h.token).or_default().push(k);
+    }
+    let unlogged: Vec<usize> = (0..journal.len()).filter(|i| !logged.contains(i)).collect();
+    let mut late = Vec::new();
+    for &i in &unlogged {
+        let d = journal[i];
+        let sender = by_token.get(&d.token).and_then(|ks| {
+            ks.iter()
+                .copied()
+                .filter(|&k| holds[k].enter <= d.at && by_hold[k].is_none())
+                .max_by_key(|&k| holds[k].enter)
+        });
+        if let Some(k) = sender {
+            by_hold[k] = Some(i);
+            if holds[k].exit < d.at {
+                late.push(i);
+            }
+        }
+    }
+    Deliveries {
+        by_hold,
+        unlogged,
+        late,
+    }
 }
 
 impl Report {
@@ -583,13 +683,16 @@ impl Report {
             .collect()
     }
 
+    fn refused(&self, entries: impl IntoIterator<Item = usize>) -> usize {
+        entries
+            .into_iter()
+            .filter(|&i| !self.journal[i].accepted)
+            .count()
+    }
+
     pub(crate) fn print(&self) {
-        let writes = self.holds.iter().filter(|h| h.write.is_some()).count();
-        let refused = self
-            .holds
-            .iter()
-            .filter(|h| h.write.is_some_and(|w| !w.accepted))
-            .count();
+        let writes = self.journal.len();
+        let refused = self.refused(0..writes);
         let lost_writes = self
             .holds
             .iter()
@@ -607,6 +710,12 @@ impl Report {
             writes,
             refused,
             lost_writes
+        );
+        println!(
+            "  writes no worker logged: {} (arrived after their section had ended: {}, of them refused by fencing {})",
+            self.unlogged.len(),
+            self.late.len(),
+            self.refused(self.late.iter().copied())
         );
         let faults: Vec<String> = self
             .faults_by_kind()
@@ -704,8 +813,12 @@ impl Report {
             "summary": {
                 "worker_processes": self.incarnations.len(),
                 "holds": self.holds.len(),
-                "writes": self.holds.iter().filter(|h| h.write.is_some()).count(),
-                "writes_refused": self.holds.iter().filter(|h| h.write.is_some_and(|w| !w.accepted)).count(),
+                "writes": self.journal.len(),
+                "writes_refused": self.refused(0..self.journal.len()),
+                "writes_logged": self.holds.iter().filter(|h| h.write.is_some()).count(),
+                "writes_unlogged": self.unlogged.len(),
+                "writes_late": self.late.len(),
+                "writes_late_refused": self.refused(self.late.iter().copied()),
                 "faults": self.faults_by_kind().iter().map(|(k, n)| (k.name().to_owned(), json!(n))).collect::<serde_json::Map<_, _>>(),
                 "worker_errors": self.errors,
                 "overlaps": self.overlaps.len(),
@@ -811,9 +924,9 @@ mod tests {
         }
     }
 
-    /// Worker 0 enters at 1 s with token 10 and leaves at `stale_exit`, writing at `stale_seq`
-    /// with `stale_accepted`; worker 1 enters at 2 s with token 20, writes at seq 1, leaves at
-    /// 2.1 s.
+    /// Worker 0 enters at 1 s with token 10 and leaves at `stale_exit`, writing just before
+    /// with `stale_accepted`, after worker 1's write (`stale_seq` 2) or before it (0); worker 1
+    /// enters at 2 s with token 20, writes, leaves at 2.1 s. The resource's journal agrees.
     fn two_holders(
         name: &str,
         stale_exit: u64,
@@ -863,6 +976,26 @@ mod tests {
         let dir =
             std::env::temp_dir().join(format!("lock-chaos-unit-{name}-{}", std::process::id()));
         fs::create_dir_all(&dir).expect("temp dir");
+        let (stale_seq, newer_seq) = if stale_seq == 0 { (1, 2) } else { (2, 1) };
+        let mut journal = vec![
+            (
+                stale_seq,
+                Delivery {
+                    token: first,
+                    accepted: stale_accepted == 1,
+                    at: stale_exit - MS,
+                },
+            ),
+            (
+                newer_seq,
+                Delivery {
+                    token: second,
+                    accepted: true,
+                    at: 2 * S + MS,
+                },
+            ),
+        ];
+        journal.sort_by_key(|(seq, _)| *seq);
         let a = worker(
             &dir,
             0,
@@ -880,7 +1013,7 @@ mod tests {
             1,
             &[
                 format!("enter 0 1 {} {second} abort", 2 * S),
-                format!("write 0 1 {} {second} 1 1 1", 2 * S + MS),
+                format!("write 0 1 {} {second} 1 {newer_seq} 1", 2 * S + MS),
                 format!("exit 0 1 {}", 2 * S + 100 * MS),
                 format!("enter 0 2 {} 30 abort", 5 * S),
                 format!("exit 0 2 {}", 5 * S + 10 * MS),
@@ -894,6 +1027,7 @@ mod tests {
             t0: 0,
             t1: 20 * S,
             final_token: None,
+            journal: journal.into_iter().map(|(_, d)| d).collect(),
         })
         .expect("the logs parse");
         let _ = fs::remove_dir_all(&dir);
@@ -945,6 +1079,130 @@ mod tests {
             "{:?}",
             report.failures
         );
+    }
+
+    /// Worker 0 enters at 1 s with token 10 and gives up at `stale_exit` without logging a
+    /// write (its body was dropped mid-write); worker 1 enters at 2 s with token 20, writes
+    /// (seq 1) and leaves at 2.1 s. The resource's journal is `journal`; worker 0 was
+    /// partitioned from 1.1 s to 2.9 s.
+    fn delayed_write(name: &str, stale_exit: u64, journal: Vec<Delivery>) -> Report {
+        let dir = std::env::temp_dir().join(format!(
+            "lock-chaos-unit-delayed-{name}-{}",
+            std::process::id()
+        ));
+        fs::create_dir_all(&dir).expect("temp dir");
+        let a = worker(
+            &dir,
+            0,
+            &[
+                format!("enter 0 1 {} 10 abort", S),
+                format!("exit 0 1 {stale_exit}"),
+            ],
+        );
+        let b = worker(
+            &dir,
+            1,
+            &[
+                format!("enter 0 1 {} 20 abort", 2 * S),
+                format!("write 0 1 {} 20 1 1 1", 2 * S + MS),
+                format!("exit 0 1 {}", 2 * S + 100 * MS),
+            ],
+        );
+        let partition = Fault {
+            kind: FaultKind::Partition,
+            hit: Hit::Worker(0),
+            pid: Some(100),
+            start: 1_100 * MS,
+            end: 2_900 * MS,
+            serving: 1_100 * MS,
+            detail: String::new(),
+        };
+        let report = analyze(&Input {
+            config: &config(),
+            incarnations: &[a, b],
+            faults: &[partition],
+            problems: Vec::new(),
+            t0: 0,
+            t1: 20 * S,
+            final_token: None,
+            journal,
+        })
+        .expect("the logs parse");
+        let _ = fs::remove_dir_all(&dir);
+        report
+    }
+
+    fn delivery(token: u64, accepted: bool, at: u64) -> Delivery {
+        Delivery {
+            token,
+            accepted,
+            at,
+        }
+    }
+
+    #[test]
+    fn a_write_delayed_past_its_section_and_refused_by_fencing_is_counted_late() {
+        let report = delayed_write(
+            "refused",
+            1_500 * MS,
+            vec![delivery(20, true, 2 * S + MS), delivery(10, false, 3 * S)],
+        );
+        assert!(report.ok(), "{:?}", report.failures);
+        assert!(report.overlaps.is_empty());
+        assert_eq!(report.unlogged, vec![1]);
+        assert_eq!(report.late, vec![1]);
+        assert_eq!(report.refused(report.late.iter().copied()), 1);
+    }
+
+    #[test]
+    fn an_overlap_whose_stale_write_was_never_logged_is_judged_by_the_journal() {
+        let report = delayed_write(
+            "overlap",
+            2_500 * MS,
+            vec![
+                delivery(20, true, 2 * S + MS),
+                delivery(10, false, 2_400 * MS),
+            ],
+        );
+        assert!(report.ok(), "{:?}", report.failures);
+        assert_eq!(report.overlaps.len(), 1);
+        assert_eq!(report.overlaps[0].outcome, Outcome::Caught);
+        assert_eq!(report.unlogged, vec![1]);
+        assert!(
+            report.late.is_empty(),
+            "it arrived while its section still ran"
+        );
+    }
+
+    #[test]
+    fn a_stale_write_accepted_that_no_worker_logged_fails_the_run() {
+        let report = delayed_write(
+            "accepted",
+            1_500 * MS,
+            vec![delivery(20, true, 2 * S + MS), delivery(10, true, 3 * S)],
+        );
+        assert_eq!(report.stale_accepted, 1);
+        assert_fails_with(&report, "accepted 1 stale tokens");
+    }
+
+    #[test]
+    fn a_logged_write_missing_from_the_resources_journal_fails_the_run() {
+        let report = delayed_write("missing", 1_500 * MS, Vec::new());
+        assert_fails_with(&report, "not in the resource's journal");
+    }
+
+    #[test]
+    fn the_journal_parses_and_a_bad_entry_is_an_error() {
+        let entries = ["20 1 2000000001".to_owned(), "10 0 3000000000".to_owned()];
+        assert_eq!(
+            parse_journal(&entries),
+            Ok(vec![
+                delivery(20, true, 2_000_000_001),
+                delivery(10, false, 3 * S)
+            ])
+        );
+        assert!(parse_journal(&["20 1".to_owned()]).is_err());
+        assert!(parse_journal(&["x 1 5".to_owned()]).is_err());
     }
 
     #[test]

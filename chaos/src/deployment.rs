@@ -90,6 +90,7 @@ impl Topology {
                 Stall,
                 Delay,
                 Cut,
+                Partition,
             ],
             Topology::Redlock => &[
                 Kill,
@@ -99,6 +100,7 @@ impl Topology {
                 Stall,
                 Delay,
                 Cut,
+                Partition,
                 NodePause,
             ],
             Topology::Sentinel | Topology::Cluster => {
@@ -696,7 +698,12 @@ mod tests {
 
     #[test]
     fn worker_connection_faults_exist_only_where_a_proxy_can_sit() {
-        let proxied = [FaultKind::Stall, FaultKind::Delay, FaultKind::Cut];
+        let proxied = [
+            FaultKind::Stall,
+            FaultKind::Delay,
+            FaultKind::Cut,
+            FaultKind::Partition,
+        ];
         for topology in Topology::ALL {
             let has = proxied
                 .iter()

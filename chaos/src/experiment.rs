@@ -25,7 +25,12 @@ const STOP_TIMEOUT: Duration = Duration::from_secs(20);
 /// What a connection fault does to a worker's proxies.
 enum Connection {
     Stall(Duration),
-    Delay { delay: Duration, length: Duration },
+    /// A stall of the worker's link to the resource too.
+    Partition(Duration),
+    Delay {
+        delay: Duration,
+        length: Duration,
+    },
     Cut,
 }
 
@@ -41,6 +46,8 @@ struct Run<'a> {
     exe: PathBuf,
     deployment: Deployment,
     resource: RedisServer,
+    /// One proxy per worker slot between it and the resource, for `partition`.
+    resource_proxies: Vec<FaultProxy>,
     workers: Vec<Worker>,
     finished: Vec<Incarnation>,
     faults: Vec<Fault>,
@@ -58,7 +65,7 @@ impl Run<'_> {
         let child = Command::new(&self.exe)
             .arg("worker")
             .args(["--lock-url", &self.deployment.worker_url(slot)])
-            .args(["--resource-url", &self.resource.url()])
+            .args(["--resource-url", &self.resource_proxies[slot].url()])
             .args(["--tasks", &self.config.tasks.to_string()])
             .arg("--log")
             .arg(&log)
@@ -169,12 +176,15 @@ impl Run<'_> {
     }
 
     /// Stall, delay or cut a worker's connections: every proxy between it and the lock store at
-    /// once (for Redlock, its link to each master).
+    /// once (for Redlock, its link to each master). A partition also stalls its link to the
+    /// resource: a write sent just before is delivered when the network heals, whatever the
+    /// worker has learnt about its lease by then (the delayed packet of Kleppmann's article).
     fn connection(&mut self, kind: FaultKind) -> Result<Fault, String> {
         let slot = self.target();
         // Drawn before anything happens, in the order the schedule has always drawn them.
         let fault = match kind {
             FaultKind::Stall => Connection::Stall(self.ttl_times(130, 220)),
+            FaultKind::Partition => Connection::Partition(self.ttl_times(130, 220)),
             FaultKind::Delay => {
                 let delay = Duration::from_millis(self.rng.range(20, 100));
                 let length = self.ttl_times(80, 150);
@@ -199,6 +209,18 @@ impl Run<'_> {
                 proxies.iter().for_each(|p| p.blackhole(false));
                 format!("connection blackholed for {} ms", length.as_millis())
             }
+            Connection::Partition(length) => {
+                let resource = &self.resource_proxies[slot];
+                proxies.iter().for_each(|p| p.blackhole(true));
+                resource.blackhole(true);
+                std::thread::sleep(length);
+                resource.blackhole(false);
+                proxies.iter().for_each(|p| p.blackhole(false));
+                format!(
+                    "every connection, the resource's too, blackholed for {} ms",
+                    length.as_millis()
+                )
+            }
             Connection::Delay { delay, length } => {
                 proxies.iter().for_each(|p| p.set_delay(delay));
                 std::thread::sleep(length);
@@ -222,7 +244,9 @@ impl Run<'_> {
         let fault = match kind {
             FaultKind::Kill => self.kill()?,
             FaultKind::Pause => self.pause()?,
-            FaultKind::Stall | FaultKind::Delay | FaultKind::Cut => self.connection(kind)?,
+            FaultKind::Stall | FaultKind::Delay | FaultKind::Cut | FaultKind::Partition => {
+                self.connection(kind)?
+            }
             FaultKind::RestartPersist | FaultKind::RestartNoPersist => {
                 let persist = kind == FaultKind::RestartPersist;
                 store(self.deployment.restart(persist, &mut self.rng)?)
@@ -341,7 +365,9 @@ fn on_store(kind: FaultKind, fault: StoreFault) -> Fault {
 fn budget(kind: FaultKind) -> Duration {
     let gap = TTL + Duration::from_millis(800);
     gap + match kind {
-        FaultKind::Pause | FaultKind::Stall | FaultKind::NodePause => TTL * 22 / 10,
+        FaultKind::Pause | FaultKind::Stall | FaultKind::Partition | FaultKind::NodePause => {
+            TTL * 22 / 10
+        }
         FaultKind::Delay => TTL * 15 / 10,
         FaultKind::RestartPersist | FaultKind::RestartNoPersist => Duration::from_millis(500),
         FaultKind::Kill | FaultKind::Cut => Duration::from_millis(100),
@@ -396,6 +422,9 @@ pub(crate) fn run(config: &Config) -> Result<bool, String> {
         dir.display()
     );
     let resource = RedisServer::start();
+    let resource_proxies = (0..config.workers)
+        .map(|_| FaultProxy::start(resource.addr()))
+        .collect();
     let deployment = Deployment::start(config, &dir)?;
     println!("  lock store: {}", deployment.describe());
     let mut run = Run {
@@ -404,6 +433,7 @@ pub(crate) fn run(config: &Config) -> Result<bool, String> {
         exe,
         deployment,
         resource,
+        resource_proxies,
         workers: Vec::new(),
         finished: Vec::new(),
         faults: Vec::new(),
@@ -448,6 +478,25 @@ impl Run<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The resource's journal of every write it saw, in order.
+    fn journal(&self) -> Result<Vec<analyze::Delivery>, String> {
+        let reply = self
+            .resource
+            .try_cmd(&["LRANGE", crate::worker::RESOURCE_JOURNAL, "0", "-1"])
+            .map_err(|e| format!("cannot read the resource's journal: {e}"))?;
+        let Reply::Array(items) = reply else {
+            return Err(format!("the resource's journal: {reply:?}"));
+        };
+        let entries: Vec<String> = items
+            .into_iter()
+            .map(|item| match item {
+                Reply::Bulk(entry) => Ok(String::from_utf8_lossy(&entry).into_owned()),
+                other => Err(format!("the resource's journal: {other:?}")),
+            })
+            .collect::<Result<_, _>>()?;
+        analyze::parse_journal(&entries)
     }
 
     /// Workers, faults, stop, checks: everything once the servers are up.
@@ -503,6 +552,7 @@ impl Run<'_> {
             )),
             Err(e) => problems.push(format!("cannot check for a lock left behind: {e}")),
         }
+        let journal = self.journal()?;
         let final_token = match self.resource.try_cmd(&["GET", crate::worker::RESOURCE_KEY]) {
             Ok(Reply::Bulk(b)) => String::from_utf8_lossy(&b).parse::<u64>().ok(),
             _ => None,
@@ -515,6 +565,7 @@ impl Run<'_> {
             t0: self.t0,
             t1,
             final_token,
+            journal,
         })
     }
 }

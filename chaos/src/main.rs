@@ -3,7 +3,8 @@
 //!
 //! Worker processes (this binary again, `chaos worker ...`) take one lock through
 //! `#[distributed_lock]` over and over and write their fencing token to a resource on a separate
-//! Redis server that is never faulted and accepts only tokens higher than any it has seen.
+//! Redis server whose data is never faulted and which accepts only tokens higher than any it has
+//! seen (a `partition` delays one worker's link to it).
 //! Meanwhile a seeded fault injector kills and pauses workers and, depending on the topology:
 //!
 //! - `single`: restarts the lock server with and without persistence, and stalls, delays and

@@ -19,6 +19,7 @@ fn color(kind: FaultKind) -> &'static str {
         FaultKind::Stall => "#8c564b",
         FaultKind::Delay => "#e377c2",
         FaultKind::Cut => "#17becf",
+        FaultKind::Partition => "#2ca02c",
         FaultKind::NodePause => "#bcbd22",
         FaultKind::FailoverKill => "#7f7f7f",
         FaultKind::FailoverPause => "#393b79",

@@ -30,20 +30,29 @@ use crate::rng::Rng;
 
 /// The fenced resource: accepts a token only if it is higher than every token it accepted before.
 /// `KEYS[1]` holds the highest accepted token, `KEYS[2]` numbers every write, so the analysis
-/// knows the order in which the resource saw them.
+/// knows the order in which the resource saw them. `KEYS[3]` is the resource's own journal, one
+/// entry per write in that order: `<token> <accepted 0|1> <server time ns>`. It also holds the
+/// writes no worker lived to log, and those that arrived after their writer gave up: a write
+/// held up in the network reaches the resource whatever its sender knows by then.
 const CHECK_AND_SET: &str = r"
+if redis.replicate_commands then redis.replicate_commands() end
 local seq = redis.call('INCR', KEYS[2])
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 local token = tonumber(ARGV[1])
+local accepted = 0
 if token > current then
   redis.call('SET', KEYS[1], ARGV[1])
-  return {1, seq}
+  accepted = 1
 end
-return {0, seq}
+local now = redis.call('TIME')
+redis.call('RPUSH', KEYS[3],
+  ARGV[1] .. ' ' .. accepted .. ' ' .. now[1] .. string.format('%06d', tonumber(now[2])) .. '000')
+return {accepted, seq}
 ";
 
 pub(crate) const RESOURCE_KEY: &str = "resource:last_token";
 pub(crate) const RESOURCE_SEQ: &str = "resource:seq";
+pub(crate) const RESOURCE_JOURNAL: &str = "resource:journal";
 
 /// What a worker is told on its command line.
 pub(crate) struct WorkerArgs {
@@ -117,6 +126,7 @@ impl Ctx {
             .script
             .key(RESOURCE_KEY)
             .key(RESOURCE_SEQ)
+            .key(RESOURCE_JOURNAL)
             .arg(token.to_string())
             .invoke_async(&mut conn)
             .await?;
@@ -226,7 +236,8 @@ async fn task_loop(ctx: Arc<Ctx>, stop: Arc<AtomicBool>, task: usize, seed: u64)
         };
         if let Err(err) = outcome {
             if let WorkerError::Resource(e) = &err {
-                // The resource is never faulted: this is worth a line for the person reading.
+                // Only a partition of this worker delays a resource write past the client's
+                // timeout: otherwise this is worth a line for the person reading.
                 eprintln!("task {task}: resource write failed: {e}");
             }
             ctx.log(format!("error {task} {} {}", now_ns(), error_kind(&err)));
