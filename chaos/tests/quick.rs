@@ -52,6 +52,10 @@ fn quick_run(topology: &str, seconds: u64, seed: u64, extra: &[&str]) -> (Value,
     assert_eq!(summary["stale_tokens_accepted"], 0, "{stdout}");
     assert_eq!(summary["sections_without_lock"], 0, "{stdout}");
     assert!(summary["holds"].as_u64().unwrap_or(0) > 20, "{stdout}");
+    // The resource's journal has every write the workers logged, and perhaps more.
+    let journal = summary["writes"].as_u64().expect("writes");
+    let logged = summary["writes_logged"].as_u64().expect("writes_logged");
+    assert!(logged > 0 && journal >= logged, "{stdout}");
     assert!(
         faults(&report, &[]) >= 3,
         "a short run injects a few faults:\n{stdout}"
@@ -72,7 +76,8 @@ fn faults(report: &Value, kinds: &[&str]) -> u64 {
 
 #[test]
 fn a_short_chaos_run_keeps_every_invariant() {
-    quick_run("single", 15, 20261122, &[]);
+    let (report, stdout) = quick_run("single", 15, 20261122, &[]);
+    assert!(faults(&report, &["partition"]) >= 1, "{stdout}");
 }
 
 #[test]
