@@ -924,6 +924,33 @@ mod tests {
         }
     }
 
+    /// Analyzes two workers' logs (`logs[0]`, `logs[1]`) with the resource's `journal`.
+    fn two_workers(
+        config: &Config,
+        name: &str,
+        logs: [Vec<String>; 2],
+        faults: &[Fault],
+        journal: Vec<Delivery>,
+    ) -> Report {
+        let dir =
+            std::env::temp_dir().join(format!("lock-chaos-unit-{name}-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("temp dir");
+        let [a, b] = logs;
+        let report = analyze(&Input {
+            config,
+            incarnations: &[worker(&dir, 0, &a), worker(&dir, 1, &b)],
+            faults,
+            problems: Vec::new(),
+            t0: 0,
+            t1: 20 * S,
+            final_token: None,
+            journal,
+        })
+        .expect("the logs parse");
+        let _ = fs::remove_dir_all(&dir);
+        report
+    }
+
     /// Worker 0 enters at 1 s with token 10 and leaves at `stale_exit`, writing just before
     /// with `stale_accepted`, after worker 1's write (`stale_seq` 2) or before it (0); worker 1
     /// enters at 2 s with token 20, writes, leaves at 2.1 s. The resource's journal agrees.
@@ -973,9 +1000,6 @@ mod tests {
         stale_accepted: u8,
         faults: &[Fault],
     ) -> Report {
-        let dir =
-            std::env::temp_dir().join(format!("lock-chaos-unit-{name}-{}", std::process::id()));
-        fs::create_dir_all(&dir).expect("temp dir");
         let (stale_seq, newer_seq) = if stale_seq == 0 { (1, 2) } else { (2, 1) };
         let mut journal = vec![
             (
@@ -996,42 +1020,23 @@ mod tests {
             ),
         ];
         journal.sort_by_key(|(seq, _)| *seq);
-        let a = worker(
-            &dir,
-            0,
-            &[
-                format!("enter 0 1 {} {first} continue", S),
-                format!(
-                    "write 0 1 {} {first} {stale_accepted} {stale_seq} 0",
-                    stale_exit - MS
-                ),
-                format!("exit 0 1 {stale_exit}"),
-            ],
-        );
-        let b = worker(
-            &dir,
-            1,
-            &[
-                format!("enter 0 1 {} {second} abort", 2 * S),
-                format!("write 0 1 {} {second} 1 {newer_seq} 1", 2 * S + MS),
-                format!("exit 0 1 {}", 2 * S + 100 * MS),
-                format!("enter 0 2 {} 30 abort", 5 * S),
-                format!("exit 0 2 {}", 5 * S + 10 * MS),
-            ],
-        );
-        let report = analyze(&Input {
-            config,
-            incarnations: &[a, b],
-            faults,
-            problems: Vec::new(),
-            t0: 0,
-            t1: 20 * S,
-            final_token: None,
-            journal: journal.into_iter().map(|(_, d)| d).collect(),
-        })
-        .expect("the logs parse");
-        let _ = fs::remove_dir_all(&dir);
-        report
+        let stale = vec![
+            format!("enter 0 1 {} {first} continue", S),
+            format!(
+                "write 0 1 {} {first} {stale_accepted} {stale_seq} 0",
+                stale_exit - MS
+            ),
+            format!("exit 0 1 {stale_exit}"),
+        ];
+        let newer = vec![
+            format!("enter 0 1 {} {second} abort", 2 * S),
+            format!("write 0 1 {} {second} 1 {newer_seq} 1", 2 * S + MS),
+            format!("exit 0 1 {}", 2 * S + 100 * MS),
+            format!("enter 0 2 {} 30 abort", 5 * S),
+            format!("exit 0 2 {}", 5 * S + 10 * MS),
+        ];
+        let journal = journal.into_iter().map(|(_, d)| d).collect();
+        two_workers(config, name, [stale, newer], faults, journal)
     }
 
     fn pause_of_worker_0() -> Fault {
@@ -1086,28 +1091,15 @@ mod tests {
     /// (seq 1) and leaves at 2.1 s. The resource's journal is `journal`; worker 0 was
     /// partitioned from 1.1 s to 2.9 s.
     fn delayed_write(name: &str, stale_exit: u64, journal: Vec<Delivery>) -> Report {
-        let dir = std::env::temp_dir().join(format!(
-            "lock-chaos-unit-delayed-{name}-{}",
-            std::process::id()
-        ));
-        fs::create_dir_all(&dir).expect("temp dir");
-        let a = worker(
-            &dir,
-            0,
-            &[
-                format!("enter 0 1 {} 10 abort", S),
-                format!("exit 0 1 {stale_exit}"),
-            ],
-        );
-        let b = worker(
-            &dir,
-            1,
-            &[
-                format!("enter 0 1 {} 20 abort", 2 * S),
-                format!("write 0 1 {} 20 1 1 1", 2 * S + MS),
-                format!("exit 0 1 {}", 2 * S + 100 * MS),
-            ],
-        );
+        let stale = vec![
+            format!("enter 0 1 {} 10 abort", S),
+            format!("exit 0 1 {stale_exit}"),
+        ];
+        let newer = vec![
+            format!("enter 0 1 {} 20 abort", 2 * S),
+            format!("write 0 1 {} 20 1 1 1", 2 * S + MS),
+            format!("exit 0 1 {}", 2 * S + 100 * MS),
+        ];
         let partition = Fault {
             kind: FaultKind::Partition,
             hit: Hit::Worker(0),
@@ -1117,19 +1109,8 @@ mod tests {
             serving: 1_100 * MS,
             detail: String::new(),
         };
-        let report = analyze(&Input {
-            config: &config(),
-            incarnations: &[a, b],
-            faults: &[partition],
-            problems: Vec::new(),
-            t0: 0,
-            t1: 20 * S,
-            final_token: None,
-            journal,
-        })
-        .expect("the logs parse");
-        let _ = fs::remove_dir_all(&dir);
-        report
+        let name = format!("delayed-{name}");
+        two_workers(&config(), &name, [stale, newer], &[partition], journal)
     }
 
     fn delivery(token: u64, accepted: bool, at: u64) -> Delivery {
