@@ -9,9 +9,14 @@
 -- ARGV[3]  holder host, ARGV[4] holder pid, ARGV[5] application name ("" when unset)
 -- ARGV[6]  how long the fence counter outlives the last acquisition, in milliseconds
 --
--- Returns  {1, fencing token}  acquired (also when ARGV[1] already holds it: the lease is refreshed)
---          {0, pttl}           held by another owner; pttl is the remaining lease in ms (-1: no expiry)
---          {-1, 0}             the key holds data that is not a lock: left untouched
+-- Returns  {1, fencing token, 0}  acquired (also when ARGV[1] already holds it: the lease is
+--                                 refreshed)
+--          {0, pttl, holder}      held by another owner; pttl is the remaining lease in ms (-1: no
+--                                 expiry); holder is 48 bits of the SHA-1 of the owner's token, the
+--                                 same on every server for one owner and useless for taking the
+--                                 lock over, so that Redlock can tell one owner's majority from
+--                                 masters split between contenders
+--          {-1, 0, 0}             the key holds data that is not a lock: left untouched
 --
 -- The fencing token is max(last + 1, server time in microseconds): strictly increasing while the
 -- counter exists, and rising with the server clock after it expired.
@@ -19,15 +24,15 @@ local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'hash' then
   local owner = redis.call('HGET', KEYS[1], 'token')
   if not owner then
-    return {-1, 0}
+    return {-1, 0, 0}
   end
   if owner == ARGV[1] then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
-    return {1, tonumber(redis.call('HGET', KEYS[1], 'fence'))}
+    return {1, tonumber(redis.call('HGET', KEYS[1], 'fence')), 0}
   end
-  return {0, redis.call('PTTL', KEYS[1])}
+  return {0, redis.call('PTTL', KEYS[1]), tonumber(string.sub(redis.sha1hex(owner), 1, 12), 16)}
 elseif kind ~= 'none' then
-  return {-1, 0}
+  return {-1, 0, 0}
 end
 
 -- Redis 5+ replicates a script by its effects, so reading TIME before writing is allowed.
@@ -46,4 +51,4 @@ redis.call('HSET', KEYS[1],
   'acquired_at_ms', string.format('%.0f', math.floor(now_us / 1000)))
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('SET', KEYS[2], fence_text, 'PX', ARGV[6])
-return {1, fence}
+return {1, fence, 0}

@@ -350,7 +350,7 @@ impl Inner {
                     record(start, "acquired");
                     return Ok(guard);
                 }
-                Ok(Acquire::Busy { remaining }) => remaining,
+                Ok(Acquire::Busy { remaining, .. }) => remaining,
                 Err((err, transient)) => {
                     // Within the wait budget a dropped connection or a failover is waited out
                     // like a busy lock. The retry reuses the owner token, so an attempt that

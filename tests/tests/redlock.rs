@@ -176,6 +176,38 @@ async fn the_builder_names_the_masters_without_a_url() {
     guard.release().await.expect("release");
 }
 
+/// Masters split between two other contenders, one master each, both with a long lease: no one
+/// holds a majority, so a waiter must not sleep for their leases. It retries soon and takes the
+/// lock once they have given their grants back, here without a word (as a contender killed
+/// after its give-back was sent, or whose announcement was lost, would).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_does_not_wait_out_the_leases_of_contenders_that_split_the_masters() {
+    let masters = Masters::start(3);
+    for (node, token) in [(0, "contender-x"), (1, "contender-y")] {
+        masters
+            .node(node)
+            .cmd(&["HSET", "lock:{k}", "token", token, "fence", "1"]);
+        masters.node(node).cmd(&["PEXPIRE", "lock:{k}", "30000"]);
+    }
+    let locks = manager(&masters).await;
+    let waiter = tokio::spawn(async move {
+        let guard = locks
+            .lock("k", LockOptions::new().wait(Duration::from_secs(20)))
+            .await?;
+        guard.release().await
+    });
+    tokio::time::sleep(ms(500)).await;
+    assert!(!waiter.is_finished(), "the split masters keep it out");
+    for node in [0, 1] {
+        masters.node(node).cmd(&["DEL", "lock:{k}"]);
+    }
+    tokio::time::timeout(Duration::from_secs(5), waiter)
+        .await
+        .expect("taken well before the contenders' 30 s leases")
+        .expect("task")
+        .expect("the waiter gets the lock");
+}
+
 /// Two waiters in different processes (two managers), a lock held on a majority and free on one
 /// master: each waiter's attempt takes the free master and gives it back. Given back with a
 /// release announcement, that would wake the other waiter, whose give-back wakes the first,

@@ -34,7 +34,7 @@ use super::redis::{
     ACQUIRE, RELEASE, RENEW, RedisSettings, Subscription, describe_error, enable_tls, is_noscript,
     millis, query_loading, release_answer, unwatch_through, watch_through,
 };
-use super::{Acquire, Backend, BoxFuture, Release, Renewal};
+use super::{Acquire, Backend, BoxFuture, Release, Renewal, acquire_answer};
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
 use crate::{BoxError, LockError, url};
@@ -275,7 +275,7 @@ impl Backend for ClusterBackend {
                 .arg(&self.app)
                 .arg(self.fence_retention_ms);
             let mut conn = self.routed(&key.lock);
-            let (status, value): (i64, i64) = match self.replica_acks {
+            let answer: (i64, i64, i64) = match self.replica_acks {
                 None => settle_noscript(invocation.invoke_async(&mut conn).await)?,
                 Some((replicas, timeout)) => {
                     // WAIT cannot run inside a script; pipelined after it, on the same master,
@@ -285,9 +285,9 @@ impl Backend for ClusterBackend {
                         .cmd("WAIT")
                         .arg(replicas)
                         .arg(millis(timeout));
-                    let ((status, value), acked): ((i64, i64), u32) =
+                    let (answer, acked): ((i64, i64, i64), u32) =
                         settle_noscript(query_loading(&pipe, &ACQUIRE, &mut conn).await)?;
-                    if status == 1 && acked < replicas {
+                    if answer.0 == 1 && acked < replicas {
                         let _: RedisResult<i64> = RELEASE
                             .key(&key.lock)
                             .arg(token)
@@ -301,22 +301,10 @@ impl Backend for ClusterBackend {
                         )
                         .into());
                     }
-                    (status, value)
+                    answer
                 }
             };
-            match status {
-                1 => Ok(Acquire::Acquired {
-                    fence: u64::try_from(value)?,
-                }),
-                0 => Ok(Acquire::Busy {
-                    remaining: u64::try_from(value).ok().map(Duration::from_millis),
-                }),
-                _ => Err(format!(
-                    "key `{}` holds data that is not a lock; it was left untouched",
-                    key.lock.escape_debug()
-                )
-                .into()),
-            }
+            acquire_answer(key, answer)
         })
     }
 

@@ -99,6 +99,7 @@ impl Backend for MemoryBackend {
             let remaining = entry.expires - now;
             return ready(Ok(Acquire::Busy {
                 remaining: Some(remaining),
+                holder: None,
             }));
         }
         state.last_fence += 1;

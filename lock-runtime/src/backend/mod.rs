@@ -45,8 +45,33 @@ pub(crate) fn is_transient(err: &BoxError) -> bool {
 pub(crate) enum Acquire {
     /// Ours, with this fencing token.
     Acquired { fence: u64 },
-    /// Held by someone else for about this long (`None`: the lock has no expiry).
-    Busy { remaining: Option<Duration> },
+    /// Held by someone else for about this long (`None`: the lock has no expiry). `holder`
+    /// tells owners apart across servers (see acquire.lua) where the backend knows it.
+    Busy {
+        remaining: Option<Duration>,
+        holder: Option<u64>,
+    },
+}
+
+/// What acquire.lua answered, `{status, value, holder}`, as an [`Acquire`].
+pub(crate) fn acquire_answer(
+    key: &StoredKey,
+    (status, value, holder): (i64, i64, i64),
+) -> Result<Acquire, BoxError> {
+    match status {
+        1 => Ok(Acquire::Acquired {
+            fence: u64::try_from(value)?,
+        }),
+        0 => Ok(Acquire::Busy {
+            remaining: u64::try_from(value).ok().map(Duration::from_millis),
+            holder: u64::try_from(holder).ok(),
+        }),
+        _ => Err(format!(
+            "key `{}` holds data that is not a lock; it was left untouched",
+            key.lock.escape_debug()
+        )
+        .into()),
+    }
 }
 
 /// The answer to a release.

@@ -13,7 +13,7 @@ use redis::{
 };
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Acquire, Backend, BoxFuture, Release, Renewal};
+use super::{Acquire, Backend, BoxFuture, Release, Renewal, acquire_answer};
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
 use crate::{BoxError, LockError, url};
@@ -277,8 +277,12 @@ impl Backend for RedisBackend {
                 .arg(&self.app)
                 .arg(self.fence_retention_ms);
             let mut conn = self.conn.clone();
-            let (status, value) = match self.replica_acks {
-                None => invocation.invoke_async::<(i64, i64)>(&mut conn).await?,
+            let answer = match self.replica_acks {
+                None => {
+                    invocation
+                        .invoke_async::<(i64, i64, i64)>(&mut conn)
+                        .await?
+                }
                 Some((replicas, timeout)) => {
                     // WAIT cannot run inside a script; pipelined after it, it costs no extra trip.
                     let mut pipe = redis::pipe();
@@ -286,9 +290,9 @@ impl Backend for RedisBackend {
                         .cmd("WAIT")
                         .arg(replicas)
                         .arg(millis(timeout));
-                    let ((status, value), acked): ((i64, i64), u32) =
+                    let (answer, acked): ((i64, i64, i64), u32) =
                         query_loading(&pipe, &ACQUIRE, &mut conn).await?;
-                    if status == 1 && acked < replicas {
+                    if answer.0 == 1 && acked < replicas {
                         let _: RedisResult<i64> = RELEASE
                             .key(&key.lock)
                             .arg(token)
@@ -301,22 +305,10 @@ impl Backend for RedisBackend {
                         )
                         .into());
                     }
-                    (status, value)
+                    answer
                 }
             };
-            match status {
-                1 => Ok(Acquire::Acquired {
-                    fence: u64::try_from(value)?,
-                }),
-                0 => Ok(Acquire::Busy {
-                    remaining: u64::try_from(value).ok().map(Duration::from_millis),
-                }),
-                _ => Err(format!(
-                    "key `{}` holds data that is not a lock; it was left untouched",
-                    key.lock.escape_debug()
-                )
-                .into()),
-            }
+            acquire_answer(key, answer)
         })
     }
 

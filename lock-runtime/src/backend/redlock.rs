@@ -230,6 +230,23 @@ fn node_timeout(ttl: Duration) -> Duration {
     (ttl / 10).clamp(MIN_NODE_TIMEOUT, MAX_NODE_TIMEOUT)
 }
 
+/// The owner that holds the lock on at least `quorum` of the masters that answered busy
+/// (`(holder, remaining lease)` each), with the shortest lease it has left there; `None` when
+/// no owner does, as when contenders split the masters between them.
+fn majority_holder(
+    busy: &[(Option<u64>, Option<Duration>)],
+    quorum: usize,
+) -> Option<Option<Duration>> {
+    busy.iter()
+        .filter_map(|(holder, _)| *holder)
+        .find_map(|owner| {
+            let theirs = busy.iter().filter(|(holder, _)| *holder == Some(owner));
+            // A lease without expiry (`None`) counts only when there is no other.
+            (theirs.clone().count() >= quorum)
+                .then(|| theirs.filter_map(|(_, remaining)| *remaining).min())
+        })
+}
+
 /// A short random pause, so that clients that split the masters between them do not retry in
 /// lockstep.
 fn jitter(max: Duration) -> Duration {
@@ -301,21 +318,14 @@ impl Backend for RedlockBackend {
                 .await;
             let mut granted = 0;
             let mut fence = 0;
-            let mut busy = 0;
-            let mut remaining: Option<Duration> = None;
+            let mut busy = Vec::new();
             for answer in &answers {
                 match answer {
                     Ok(Acquire::Acquired { fence: node_fence }) => {
                         granted += 1;
                         fence = fence.max(*node_fence);
                     }
-                    Ok(Acquire::Busy { remaining: left }) => {
-                        busy += 1;
-                        remaining = match (remaining, *left) {
-                            (Some(a), Some(b)) => Some(a.min(b)),
-                            (a, b) => a.or(b),
-                        };
-                    }
+                    Ok(Acquire::Busy { remaining, holder }) => busy.push((*holder, *remaining)),
                     Err(_) => {}
                 }
             }
@@ -327,8 +337,11 @@ impl Backend for RedlockBackend {
             // A minority, or too late: give back what we took before anyone waits on it.
             // While another owner holds a majority, quietly: announcing would wake the other
             // contenders' waiters only to find the lock still held, and their own give-backs
-            // would wake ours, round and round until the owner releases.
-            let quietly = busy >= self.quorum;
+            // would wake ours, round and round until the owner releases. When the masters are
+            // split between contenders, announce it: their give-backs are what frees the lock,
+            // and nobody's lease has to run out first.
+            let held = majority_holder(&busy, self.quorum);
+            let quietly = held.is_some();
             let give_back = |node: &RedisBackend| -> BoxFuture<'static, Result<Release, BoxError>> {
                 if quietly {
                     node.give_back_quietly(key, token).boxed()
@@ -353,15 +366,21 @@ impl Backend for RedlockBackend {
                 })
                 .await;
             }
-            if granted + busy < self.quorum {
-                return Err(self.too_few(granted + busy, answers));
+            if granted + busy.len() < self.quorum {
+                return Err(self.too_few(granted + busy.len(), answers));
             }
-            if busy >= self.quorum {
-                return Ok(Acquire::Busy { remaining });
+            if let Some(remaining) = held {
+                return Ok(Acquire::Busy {
+                    remaining,
+                    holder: None,
+                });
             }
-            // The masters were split between contenders: retry soon, at a random moment.
+            // The masters were split between contenders, none with a majority: retry soon, at a
+            // random moment. (Waiting out the lease the busy masters reported would wait for
+            // grants that their contenders are giving back right now.)
             Ok(Acquire::Busy {
                 remaining: Some(jitter(limit * 2)),
+                holder: None,
             })
         })
     }
@@ -505,6 +524,31 @@ mod tests {
             Duration::from_millis(50)
         );
         assert_eq!(node_timeout(Duration::from_millis(10)), MIN_NODE_TIMEOUT);
+    }
+
+    #[test]
+    fn only_one_owner_on_a_quorum_of_masters_is_a_majority_holder() {
+        let s = Duration::from_secs;
+        let one = Some(1);
+        assert_eq!(
+            majority_holder(&[(one, Some(s(5))), (one, Some(s(3)))], 2),
+            Some(Some(s(3)))
+        );
+        assert_eq!(
+            majority_holder(&[(one, Some(s(5))), (Some(2), Some(s(3)))], 2),
+            None,
+            "two contenders with one master each"
+        );
+        assert_eq!(
+            majority_holder(&[(Some(2), Some(s(1))), (one, None), (one, Some(s(4)))], 2),
+            Some(Some(s(4)))
+        );
+        assert_eq!(majority_holder(&[(one, None), (one, None)], 2), Some(None));
+        assert_eq!(
+            majority_holder(&[(None, Some(s(1))), (None, Some(s(1)))], 2),
+            None
+        );
+        assert_eq!(majority_holder(&[], 2), None);
     }
 
     #[test]

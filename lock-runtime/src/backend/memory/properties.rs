@@ -264,7 +264,7 @@ impl Run {
             (Expected::Refreshed { fence }, Acquire::Acquired { fence: got }) => {
                 prop_assert_eq!(got, fence, "a refreshed lock keeps its fencing token");
             }
-            (Expected::Busy { remaining }, Acquire::Busy { remaining: got }) => {
+            (Expected::Busy { remaining }, Acquire::Busy { remaining: got, .. }) => {
                 prop_assert_eq!(
                     got,
                     Some(remaining),
