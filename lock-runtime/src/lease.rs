@@ -80,6 +80,19 @@ impl Lease {
         }
     }
 
+    /// The same lock for another acquire attempt under a fresh owner token (see
+    /// `Backend::retry_with_same_token`).
+    pub(crate) fn with_new_token(&self, started: Instant) -> Self {
+        Lease::new(
+            self.key.clone(),
+            self.stored.clone(),
+            uuid::Uuid::new_v4().to_string(),
+            self.manager_id,
+            self.options,
+            started,
+        )
+    }
+
     fn times(&self) -> std::sync::MutexGuard<'_, Times> {
         self.times.lock().unwrap_or_else(PoisonError::into_inner)
     }

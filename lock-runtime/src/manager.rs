@@ -316,7 +316,12 @@ impl Inner {
         let mut lease = Arc::new(Lease::new(key, stored, token, self.id, options, start));
         let mut waiting: Option<Waiting> = None;
         let mut retry_backoff = MIN_RETRY_BACKOFF;
+        let mut first = true;
         loop {
+            if !first && !self.backend.retry_with_same_token() {
+                lease = Arc::new(lease.with_new_token(Instant::now()));
+            }
+            first = false;
             lease.restart(Instant::now());
             let watch_id = self.watchdog.register(&lease);
             let guard = LockGuard::pending(self.clone(), lease, watch_id);
@@ -353,8 +358,8 @@ impl Inner {
                 Ok(Acquire::Busy { remaining, .. }) => remaining,
                 Err((err, transient)) => {
                     // Within the wait budget a dropped connection or a failover is waited out
-                    // like a busy lock. The retry reuses the owner token, so an attempt that
-                    // landed unseen is simply confirmed.
+                    // like a busy lock. The retry reuses the owner token where the backend
+                    // allows it, so an attempt that landed unseen is simply confirmed.
                     if transient && Instant::now() + retry_backoff < give_up {
                         tracing::debug!(key = %lease_ref.key, error = %err, "acquire failed; retrying");
                         lease = guard.disarm();

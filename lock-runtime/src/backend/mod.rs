@@ -141,4 +141,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
 
     /// Stop delivering notifications for `key`. Never blocks.
     fn unwatch(&self, key: &str);
+
+    /// Whether the next attempt of an acquire that was busy or failed may send the same owner
+    /// token. Where it may, a retry confirms a grant whose answer was lost. A deployment that
+    /// gives back what a failed attempt took, possibly after that attempt returned, says no:
+    /// a give-back that lands after the next attempt's grant under the same token would remove
+    /// that grant, and the holder would go on without a majority.
+    fn retry_with_same_token(&self) -> bool {
+        true
+    }
 }

@@ -299,6 +299,13 @@ impl Backend for RedlockBackend {
         &self.describe
     }
 
+    /// No: a failed attempt's give-backs may still be on their way (one to a master that gave
+    /// no answer is not waited for, and one to a restarted master is sent again after its
+    /// script is loaded, behind the next attempt's acquire).
+    fn retry_with_same_token(&self) -> bool {
+        false
+    }
+
     fn server(&self) -> &str {
         &self.server
     }
