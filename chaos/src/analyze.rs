@@ -565,7 +565,14 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
     let enters: Vec<u64> = holds.iter().map(|h| h.enter).collect();
     let mut takeovers = Vec::new();
     for (k, f) in input.faults.iter().enumerate() {
-        let from = f.serving;
+        // A holder that kept its lease through the fault rightly keeps everyone out until it is
+        // done (one section in eight outlives the ttl): count from the last moment such a
+        // section is known to have held the lease, its write made with the lease held.
+        let from = holds
+            .iter()
+            .filter(|h| h.enter <= f.serving && f.serving < h.exit)
+            .filter_map(|h| h.write.filter(|w| w.held).map(|w| w.at))
+            .fold(f.serving, u64::max);
         let next = enters.partition_point(|&e| e <= from);
         let after = enters.get(next).map(|e| e - from);
         match after {
@@ -1119,6 +1126,41 @@ mod tests {
             accepted,
             at,
         }
+    }
+
+    /// A fault on one Redlock master at 1.5 s, while worker 0 holds the lock from 1 s and writes
+    /// with its lease still held at `write`, leaving 10 ms later; worker 1 enters at 4 s.
+    fn takeover_after_a_long_section(name: &str, write: u64) -> Report {
+        let holder = vec![
+            format!("enter 0 1 {} 10 abort", S),
+            format!("write 0 1 {write} 10 1 1 1"),
+            format!("exit 0 1 {}", write + 10 * MS),
+        ];
+        let next = vec![
+            format!("enter 0 1 {} 20 abort", 4 * S),
+            format!("write 0 1 {} 20 1 2 1", 4 * S + MS),
+            format!("exit 0 1 {}", 4 * S + 100 * MS),
+        ];
+        let fault = store_fault(
+            FaultKind::RestartPersist,
+            Hit::Master(0),
+            1_500 * MS,
+            1_600 * MS,
+            1_500 * MS,
+        );
+        let journal = vec![delivery(10, true, write), delivery(20, true, 4 * S + MS)];
+        two_workers(&redlock_config(), name, [holder, next], &[fault], journal)
+    }
+
+    #[test]
+    fn takeover_counts_from_when_a_holder_that_kept_its_lease_was_done() {
+        // Held through the fault until 2.5 s: the next entry at 4 s is 1.5 s later.
+        let report = takeover_after_a_long_section("takeover-held", 2_500 * MS);
+        assert!(report.ok(), "{:?}", report.failures);
+        assert_eq!(report.takeovers[0].after, Some(1_500 * MS));
+        // Done at 1.2 s, before the fault: 2.5 s from the fault to the next entry is too long.
+        let report = takeover_after_a_long_section("takeover-free", 1_200 * MS);
+        assert_fails_with(&report, "taken again only after 2500 ms");
     }
 
     #[test]
