@@ -177,6 +177,17 @@ async fn the_builder_names_the_masters_without_a_url() {
     guard.release().await.expect("release");
 }
 
+/// Gives masters 0 and 1 each to another contender, with a 30 s lease, and leaves master 2
+/// free: no one holds a majority of `lock:{k}`.
+fn split_between_two_contenders(masters: &Masters) {
+    for (node, token) in [(0, "contender-x"), (1, "contender-y")] {
+        masters
+            .node(node)
+            .cmd(&["HSET", "lock:{k}", "token", token, "fence", "1"]);
+        masters.node(node).cmd(&["PEXPIRE", "lock:{k}", "30000"]);
+    }
+}
+
 /// Masters split between two other contenders, one master each, both with a long lease: no one
 /// holds a majority, so a waiter must not sleep for their leases. It retries soon and takes the
 /// lock once they have given their grants back, here without a word (as a contender killed
@@ -184,12 +195,7 @@ async fn the_builder_names_the_masters_without_a_url() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_does_not_wait_out_the_leases_of_contenders_that_split_the_masters() {
     let masters = Masters::start(3);
-    for (node, token) in [(0, "contender-x"), (1, "contender-y")] {
-        masters
-            .node(node)
-            .cmd(&["HSET", "lock:{k}", "token", token, "fence", "1"]);
-        masters.node(node).cmd(&["PEXPIRE", "lock:{k}", "30000"]);
-    }
+    split_between_two_contenders(&masters);
     let locks = manager(&masters).await;
     let waiter = tokio::spawn(async move {
         let guard = locks
@@ -218,12 +224,7 @@ async fn a_waiter_does_not_wait_out_the_leases_of_contenders_that_split_the_mast
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_attempt_of_an_acquire_has_an_owner_token_of_its_own() {
     let masters = Masters::start(3);
-    for (node, token) in [(0, "contender-x"), (1, "contender-y")] {
-        masters
-            .node(node)
-            .cmd(&["HSET", "lock:{k}", "token", token, "fence", "1"]);
-        masters.node(node).cmd(&["PEXPIRE", "lock:{k}", "30000"]);
-    }
+    split_between_two_contenders(&masters);
     // The slow log with a threshold of 0 keeps every command with its arguments.
     let free = masters.node(2);
     free.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
