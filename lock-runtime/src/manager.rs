@@ -17,7 +17,7 @@ use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::{RedisBackend, RedisSettings};
 use crate::backend::redlock::RedlockBackend;
 use crate::backend::sentinel::SentinelBackend;
-use crate::backend::{self, Acquire, Backend, Release};
+use crate::backend::{Acquire, Backend, Failure, Release};
 use crate::guard::LockGuard;
 use crate::key::StoredKey;
 use crate::lease::Lease;
@@ -114,7 +114,12 @@ impl LockManager {
     /// | `redis+sentinel://[user:password@]s1:p1,s2:p2/<master-name>[/db]` | the master that Sentinel names, followed across failovers |
     /// | `redlock://[user:password@]h1:p1,h2:p2,h3:p3[/db]` | Redlock over independent masters |
     /// | `redlocks://...` | the same over TLS (feature `tls`) |
-    /// | `memory://` | in this process only: tests and demos |
+    /// | `memory://` | one lock table for this whole process: demos and tests, no server |
+    /// | `memory://<name>` | the process's table called `<name>`, apart from all others: isolated tests |
+    ///
+    /// Every manager connected to the same `memory://` URL in a process shares its locks, as
+    /// managers on one Redis do; a waiter is woken once per release, whichever manager it
+    /// waits through.
     ///
     /// Redlock sends every request to all masters in parallel (each bounded by a tenth of the
     /// ttl, at most 250 ms) and holds the lock when a majority granted it with time to spare
@@ -134,8 +139,27 @@ impl LockManager {
         LockManager::builder().url(url).build().await
     }
 
-    /// A manager whose locks live in this process only: same semantics as Redis (leases,
-    /// renewal, waiting, fencing), no server. For tests, demos and single-process programs.
+    /// A manager with a lock table of its own, in this process's memory: same semantics as
+    /// Redis (leases, renewal, waiting, fencing), no server. Its clones share the table; no
+    /// other manager sees it, so unit tests running side by side do not meet. For a table
+    /// that every manager of the process shares, connect to `memory://` (or
+    /// `memory://<name>` for a named one).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_runtime::LockError> {
+    /// use lock_runtime::{LockManager, LockOptions};
+    ///
+    /// let mine = LockManager::memory();
+    /// let shared_a = LockManager::connect("memory://").await?;
+    /// let shared_b = LockManager::connect("memory://").await?;
+    /// let held = shared_a.lock("job", LockOptions::new()).await?;
+    /// assert!(shared_b.lock("job", LockOptions::new()).await.unwrap_err().is_busy());
+    /// let also_held = mine.lock("job", LockOptions::new()).await?; // another table
+    /// # drop((held, also_held));
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn memory() -> LockManager {
         LockManager::builder().build_memory()
     }
@@ -338,15 +362,13 @@ impl Inner {
                 // Granted, but so late that the lease may be over already: retrying with the
                 // same token refreshes it and gives it a fresh deadline.
                 Ok(Ok(Acquire::Acquired { .. })) if Instant::now() >= lease_ref.deadline() => {
-                    let late = format!("granted only after its {:?} lease ran out", options.ttl);
-                    Err((crate::BoxError::from(late), true))
+                    Err(Failure::transient(format!(
+                        "granted only after its {:?} lease ran out",
+                        options.ttl
+                    )))
                 }
-                Ok(Ok(answer)) => Ok(answer),
-                Ok(Err(err)) => {
-                    let transient = backend::is_transient(&err);
-                    Err((err, transient))
-                }
-                Err(_) => Err((format!("no answer within {limit:?}").into(), true)),
+                Ok(answer) => answer,
+                Err(_) => Err(Failure::timed_out(limit)),
             };
             let remaining = match answer {
                 Ok(Acquire::Acquired { fence }) => {
@@ -356,12 +378,12 @@ impl Inner {
                     return Ok(guard);
                 }
                 Ok(Acquire::Busy { remaining, .. }) => remaining,
-                Err((err, transient)) => {
+                Err(failure) => {
                     // Within the wait budget a dropped connection or a failover is waited out
                     // like a busy lock. The retry reuses the owner token where the backend
                     // allows it, so an attempt that landed unseen is simply confirmed.
-                    if transient && Instant::now() + retry_backoff < give_up {
-                        tracing::debug!(key = %lease_ref.key, error = %err, "acquire failed; retrying");
+                    if failure.is_transient() && Instant::now() + retry_backoff < give_up {
+                        tracing::debug!(key = %lease_ref.key, error = %without_token(&failure.to_string(), &lease_ref.token), "acquire failed; retrying");
                         lease = guard.disarm();
                         tokio::time::sleep(retry_backoff).await;
                         retry_backoff = (retry_backoff * 2).min(MAX_RETRY_BACKOFF);
@@ -369,7 +391,7 @@ impl Inner {
                     }
                     record(start, "error");
                     // Dropping the guard releases whatever an attempt may have taken.
-                    return Err(self.error("acquire", Some(&lease_ref.key), err));
+                    return Err(self.error("acquire", lease_ref, failure));
                 }
             };
             lease = guard.disarm();
@@ -417,32 +439,30 @@ impl Inner {
         .await;
         match answer {
             Ok(Ok(release)) => Ok(release),
-            Ok(Err(err)) => Err(self.error("release", Some(&lease.key), err)),
-            Err(_) => Err(self.error(
-                "release",
-                Some(&lease.key),
-                format!("no answer within {:?}", self.request_timeout),
-            )),
+            Ok(Err(failure)) => Err(self.error("release", lease, failure)),
+            Err(_) => Err(self.error("release", lease, Failure::timed_out(self.request_timeout))),
         }
     }
 
-    fn error(
-        &self,
-        operation: &'static str,
-        key: Option<&str>,
-        source: impl Into<crate::BoxError>,
-    ) -> LockError {
-        let mut source = source.into();
-        // The connection gives up after the request timeout too, racing the timeout around each
-        // request here: whichever fires first, the message is the same.
-        if source
-            .downcast_ref::<::redis::RedisError>()
-            .is_some_and(::redis::RedisError::is_timeout)
-        {
-            source = format!("no answer within {:?}", self.request_timeout).into();
-        }
-        LockError::backend(operation, key, self.backend.server(), source)
+    /// The error a caller sees for `failure` during `operation` on `lease`: never with the
+    /// owner token (a server error may echo a command's arguments), and a timeout of the
+    /// connection's own reads as one of ours (whichever gave up first, the message is the same).
+    fn error(&self, operation: &'static str, lease: &Lease, failure: Failure) -> LockError {
+        let shown = failure.to_string();
+        let source: crate::BoxError = if failure.timeout() == Some(None) {
+            format!("no answer within {:?}", self.request_timeout).into()
+        } else if shown.contains(lease.token.as_str()) {
+            without_token(&shown, &lease.token).into()
+        } else {
+            failure.into_source()
+        };
+        LockError::backend(operation, Some(&lease.key), self.backend.server(), source)
     }
+}
+
+/// `text` with every occurrence of the owner token `token` masked.
+fn without_token(text: &str, token: &str) -> String {
+    text.replace(token, "<owner token>")
 }
 
 fn record(start: Instant, outcome: &'static str) {
@@ -624,7 +644,12 @@ impl LockManagerBuilder {
             .clone()
             .ok_or_else(|| LockError::Config("no URL given to LockManager::builder".into()))?;
         match url::scheme(&url)? {
-            "memory" => Ok(self.build_memory()),
+            "memory" => {
+                let name = url.split_once("://").map_or("", |(_, name)| name);
+                let backend = MemoryBackend::named(name);
+                let waiters = backend.waiters();
+                Ok(self.finish(backend, waiters))
+            }
             "redis" | "rediss" | "redis+unix" | "unix" => {
                 let waiters = Arc::new(Waiters::default());
                 let settings = self.redis_settings(&url);
@@ -692,25 +717,99 @@ impl LockManagerBuilder {
 mod tests {
     use super::*;
 
+    fn lease_of(locks: &LockManager, key: &str) -> Lease {
+        let stored = StoredKey::new("lock:", key).expect("valid key");
+        let token = uuid::Uuid::new_v4().to_string();
+        Lease::new(
+            key.into(),
+            stored,
+            token,
+            locks.inner.id,
+            LockOptions::new(),
+            Instant::now(),
+        )
+    }
+
     #[tokio::test]
     async fn a_timeout_reads_the_same_whichever_side_gave_up_first() {
         let locks = LockManager::builder()
             .request_timeout(Duration::from_millis(200))
             .build_memory();
+        let lease = lease_of(&locks, "slow");
         let connection_gave_up =
             ::redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
         let err = locks
             .inner
-            .error("acquire", Some("slow"), connection_gave_up)
+            .error("acquire", &lease, connection_gave_up.into())
             .to_string();
         assert!(err.ends_with("no answer within 200ms"), "{err}");
         let other =
             ::redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
         let err = locks
             .inner
-            .error("acquire", Some("slow"), other)
+            .error("acquire", &lease, other.into())
             .to_string();
         assert!(!err.contains("no answer"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn an_error_that_echoes_the_owner_token_does_not_show_it() {
+        let locks = LockManager::memory();
+        let lease = lease_of(&locks, "k");
+        let echoed = ::redis::RedisError::from((
+            ::redis::ErrorKind::Server(::redis::ServerErrorKind::ResponseError),
+            "ERR unknown command",
+            format!(
+                "'EVALSHA', with args beginning with: 'abc' '2' 'lock:{{k}}' '{}'",
+                lease.token
+            ),
+        ));
+        let err = locks.inner.error("acquire", &lease, echoed.into());
+        let shown = format!("{err} {err:?}");
+        assert!(!shown.contains(&lease.token), "{shown}");
+        assert!(shown.contains("<owner token>"), "{shown}");
+    }
+
+    /// The watchdog can declare an acquire's lease lost while its answer is still out (the
+    /// answer comes after the lease would have ended). The attempt then fails, but the request
+    /// may have landed: it is taken back at once, never kept for `hold_at_least`, since nobody
+    /// held the lock.
+    #[tokio::test]
+    async fn a_lease_lost_before_its_acquire_was_answered_is_not_kept_for_hold_at_least() {
+        let locks = LockManager::memory();
+        let options = LockOptions::new()
+            .ttl(Duration::from_millis(300))
+            .hold_at_least(Duration::from_secs(10));
+        let mut lease = lease_of(&locks, "nightly-job");
+        lease.options = options;
+        let lease = Arc::new(lease);
+        let inner = locks.inner.clone();
+        let watch_id = inner.watchdog.register(&lease);
+        let guard = LockGuard::pending(inner.clone(), lease.clone(), watch_id);
+        // The stalled acquire lands on the server ...
+        let landed = inner
+            .backend
+            .acquire(&lease.stored, &lease.token, options.ttl)
+            .await
+            .expect("memory answers");
+        assert!(matches!(landed, Acquire::Acquired { .. }));
+        // ... after the holder's deadline passed, and the attempt gives up.
+        lease.mark_lost(crate::LostReason::Expired);
+        drop(guard);
+        let other = LockManager {
+            inner: locks.inner.clone(),
+        };
+        let taken = tokio::time::timeout(
+            Duration::from_secs(1),
+            other.lock(
+                "nightly-job",
+                LockOptions::new().wait(Duration::from_secs(1)),
+            ),
+        )
+        .await
+        .expect("within a second")
+        .expect("free again: a lock never held is not kept");
+        taken.release().await.expect("release");
     }
 
     /// What a locked call costs while its body runs, apart from the body: every task waiting in

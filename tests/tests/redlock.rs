@@ -56,6 +56,38 @@ async fn with_three_of_five_masters_killed_acquire_fails_within_its_wait_budget(
     assert!(took < ms(1500), "{took:?}");
 }
 
+/// Too few masters answering is a blip, not a verdict: within its wait budget an acquire tries
+/// again (with a fresh owner token each time), as it does on one Redis that stalls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_majority_paused_briefly_is_waited_out_within_the_wait_budget() {
+    let masters = Masters::start(3);
+    let locks = manager(&masters).await;
+    masters.pause(0);
+    masters.pause(1);
+    let resumer = std::thread::spawn({
+        let started = Instant::now();
+        move || {
+            std::thread::sleep(ms(700).saturating_sub(started.elapsed()));
+        }
+    });
+    let options = LockOptions::new()
+        .ttl(Duration::from_secs(2))
+        .wait(Duration::from_secs(5));
+    let acquire = tokio::spawn({
+        let locks = locks.clone();
+        async move { locks.lock("blip", options).await }
+    });
+    resumer.join().expect("sleeper");
+    masters.resume(0);
+    masters.resume(1);
+    let guard = acquire
+        .await
+        .expect("acquire task")
+        .unwrap_or_else(|err| panic!("a 0.7 s blip within a 5 s wait: {err}\n{}", masters.log()));
+    assert!(guard.is_held());
+    guard.release().await.expect("release");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_master_does_not_stall_acquisition_past_the_node_timeout() {
     let masters = Masters::start(5);

@@ -34,10 +34,10 @@ use super::redis::{
     ACQUIRE, RELEASE, RENEW, RedisSettings, Subscription, describe_error, enable_tls, is_noscript,
     millis, query_loading, release_answer, unwatch_through, watch_through,
 };
-use super::{Acquire, Backend, BoxFuture, Release, Renewal, acquire_answer};
+use super::{Acquire, Backend, BoxFuture, Failure, Release, Renewal, acquire_answer};
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
-use crate::{BoxError, LockError, url};
+use crate::{LockError, url};
 
 /// Passed to the release script so that it announces with SPUBLISH.
 const SHARDED: &str = "sharded";
@@ -261,7 +261,7 @@ impl Backend for ClusterBackend {
         key: &'a StoredKey,
         token: &'a str,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<Acquire, BoxError>> {
+    ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         Box::pin(async move {
             let mut invocation = ACQUIRE.prepare_invoke();
             // Both keys carry the same hash tag, so they share the slot the call is routed by.
@@ -295,11 +295,10 @@ impl Backend for ClusterBackend {
                             .arg(SHARDED)
                             .invoke_async(&mut conn)
                             .await;
-                        return Err(format!(
+                        return Err(Failure::transient(format!(
                             "only {acked} of {replicas} replicas acknowledged the lock within \
                              {timeout:?}; it was released again"
-                        )
-                        .into());
+                        )));
                     }
                     answer
                 }
@@ -311,7 +310,7 @@ impl Backend for ClusterBackend {
     fn renew<'a>(
         &'a self,
         batch: &'a [Renewal],
-    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, BoxError>> {
+    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, Failure>> {
         Box::pin(async move {
             // One pipeline per slot, all in flight at once: a pipeline must not span slots (a
             // redirect moves it whole), and requests to one node share its multiplexed
@@ -370,7 +369,7 @@ impl Backend for ClusterBackend {
         key: &'a StoredKey,
         token: &'a str,
         keep: Duration,
-    ) -> BoxFuture<'a, Result<Release, BoxError>> {
+    ) -> BoxFuture<'a, Result<Release, Failure>> {
         Box::pin(async move {
             let keep_ms = if keep.is_zero() { 0 } else { millis(keep) };
             let mut conn = self.routed(&key.lock);
@@ -387,7 +386,7 @@ impl Backend for ClusterBackend {
         })
     }
 
-    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
+    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(watch_through(&self.subscriptions, key))
     }
 
@@ -424,7 +423,7 @@ async fn subscriber(
                             }
                             // The shard is unreachable or failing over: subscribe this key too
                             // once it answers, and wake its waiters then.
-                            Err(err) if super::is_transient(&BoxError::from(err.clone())) => {
+                            Err(err) if super::is_transient(err) => {
                                 channels.insert(channel);
                                 resubscribe_at.get_or_insert(tokio::time::Instant::now() + delay);
                             }
@@ -617,6 +616,6 @@ mod tests {
             "NOSCRIPT No matching script",
         ));
         let settled = settle_noscript::<()>(Err(noscript)).expect_err("still an error");
-        assert!(super::super::is_transient(&(Box::new(settled) as BoxError)));
+        assert!(super::super::is_transient(&settled));
     }
 }

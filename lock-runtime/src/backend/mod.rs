@@ -5,40 +5,18 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use crate::BoxError;
 use crate::key::StoredKey;
 
 pub(crate) mod cluster;
+mod failure;
 pub(crate) mod memory;
 pub(crate) mod redis;
 pub(crate) mod redlock;
 pub(crate) mod sentinel;
 
-pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub(crate) use failure::{Failure, is_transient};
 
-/// Whether a backend error may go away if the request is sent again: a dropped or refused
-/// connection, a timeout, or a server busy loading or failing over. Requests are idempotent for
-/// the same owner token, so retrying them is safe.
-pub(crate) fn is_transient(err: &BoxError) -> bool {
-    use ::redis::{ErrorKind, ServerErrorKind};
-    let Some(err) = err.downcast_ref::<::redis::RedisError>() else {
-        return false;
-    };
-    err.is_io_error()
-        || err.is_timeout()
-        || err.is_connection_dropped()
-        || err.is_connection_refusal()
-        || matches!(
-            err.kind(),
-            ErrorKind::Server(
-                ServerErrorKind::TryAgain
-                    | ServerErrorKind::ClusterDown
-                    | ServerErrorKind::MasterDown
-                    | ServerErrorKind::BusyLoading
-                    | ServerErrorKind::ReadOnly
-            )
-        )
-}
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// The answer to an acquire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,20 +35,21 @@ pub(crate) enum Acquire {
 pub(crate) fn acquire_answer(
     key: &StoredKey,
     (status, value, holder): (i64, i64, i64),
-) -> Result<Acquire, BoxError> {
+) -> Result<Acquire, Failure> {
     match status {
         1 => Ok(Acquire::Acquired {
-            fence: u64::try_from(value)?,
+            fence: u64::try_from(value).map_err(|_| {
+                Failure::permanent(format!("the server handed out fencing token {value}"))
+            })?,
         }),
         0 => Ok(Acquire::Busy {
             remaining: u64::try_from(value).ok().map(Duration::from_millis),
             holder: u64::try_from(holder).ok(),
         }),
-        _ => Err(format!(
+        _ => Err(Failure::permanent(format!(
             "key `{}` holds data that is not a lock; it was left untouched",
             key.lock.escape_debug()
-        )
-        .into()),
+        ))),
     }
 }
 
@@ -117,7 +96,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
         key: &'a StoredKey,
         token: &'a str,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<Acquire, BoxError>>;
+    ) -> BoxFuture<'a, Result<Acquire, Failure>>;
 
     /// One round trip for the whole batch (per node or slot where the deployment has several):
     /// per lease, `Some(true)` if renewed, `Some(false)` if not ours, `None` if its part of the
@@ -125,7 +104,7 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn renew<'a>(
         &'a self,
         batch: &'a [Renewal],
-    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, BoxError>>;
+    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, Failure>>;
 
     /// One round trip: release the lock if `token` owns it; with `keep > 0` leave it to expire then.
     fn release<'a>(
@@ -133,11 +112,11 @@ pub(crate) trait Backend: Send + Sync + 'static {
         key: &'a StoredKey,
         token: &'a str,
         keep: Duration,
-    ) -> BoxFuture<'a, Result<Release, BoxError>>;
+    ) -> BoxFuture<'a, Result<Release, Failure>>;
 
     /// Start delivering release notifications for `key` to the manager's waiters; resolves once
     /// notifications are flowing, so a retry after it cannot miss a release.
-    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), BoxError>>;
+    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Failure>>;
 
     /// Stop delivering notifications for `key`. Never blocks.
     fn unwatch(&self, key: &str);

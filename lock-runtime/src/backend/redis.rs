@@ -13,10 +13,10 @@ use redis::{
 };
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Acquire, Backend, BoxFuture, Release, Renewal, acquire_answer};
+use super::{Acquire, Backend, BoxFuture, Failure, Release, Renewal, acquire_answer};
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
-use crate::{BoxError, LockError, url};
+use crate::{LockError, url};
 
 pub(super) static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| Script::new(include_str!("../../scripts/acquire.lua")));
@@ -57,8 +57,8 @@ pub(super) enum Subscription {
 pub(super) async fn watch_through(
     subscriptions: &mpsc::UnboundedSender<Subscription>,
     key: &str,
-) -> Result<(), BoxError> {
-    let stopped = || "the subscription task has stopped";
+) -> Result<(), Failure> {
+    let stopped = || Failure::transient("the subscription task has stopped");
     let (ack, acked) = oneshot::channel();
     subscriptions
         .send(Subscription::Watch(key.to_owned(), ack))
@@ -89,7 +89,7 @@ impl RedisBackend {
         &self,
         key: &StoredKey,
         token: &str,
-    ) -> impl Future<Output = Result<Release, BoxError>> + Send + use<> {
+    ) -> impl Future<Output = Result<Release, Failure>> + Send + use<> {
         self.run_release(key, token, 0, Some("quiet"))
     }
 
@@ -100,13 +100,13 @@ impl RedisBackend {
         key: &StoredKey,
         token: &str,
         keep: Duration,
-    ) -> impl Future<Output = Result<Release, BoxError>> + Send + use<> {
+    ) -> impl Future<Output = Result<Release, Failure>> + Send + use<> {
         let keep_ms = if keep.is_zero() { 0 } else { millis(keep) };
         self.run_release(key, token, keep_ms, None)
     }
 
     /// One `PING`: whether the server answers at all.
-    pub(super) fn ping(&self) -> impl Future<Output = Result<(), BoxError>> + Send + use<> {
+    pub(super) fn ping(&self) -> impl Future<Output = Result<(), Failure>> + Send + use<> {
         let mut conn = self.conn.clone();
         async move {
             redis::cmd("PING").query_async::<()>(&mut conn).await?;
@@ -121,7 +121,7 @@ impl RedisBackend {
         token: &str,
         keep_ms: u64,
         mode: Option<&str>,
-    ) -> impl Future<Output = Result<Release, BoxError>> + Send + use<> {
+    ) -> impl Future<Output = Result<Release, Failure>> + Send + use<> {
         let mut conn = self.conn.clone();
         let mut invocation = RELEASE.key(&key.lock);
         invocation.arg(token).arg(keep_ms);
@@ -264,7 +264,7 @@ impl Backend for RedisBackend {
         key: &'a StoredKey,
         token: &'a str,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<Acquire, BoxError>> {
+    ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         Box::pin(async move {
             let mut invocation = ACQUIRE.prepare_invoke();
             invocation
@@ -299,11 +299,10 @@ impl Backend for RedisBackend {
                             .arg(0)
                             .invoke_async(&mut conn)
                             .await;
-                        return Err(format!(
+                        return Err(Failure::transient(format!(
                             "only {acked} of {replicas} replicas acknowledged the lock within \
                              {timeout:?}; it was released again"
-                        )
-                        .into());
+                        )));
                     }
                     answer
                 }
@@ -315,7 +314,7 @@ impl Backend for RedisBackend {
     fn renew<'a>(
         &'a self,
         batch: &'a [Renewal],
-    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, BoxError>> {
+    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, Failure>> {
         Box::pin(async move {
             let invocations: Vec<_> = batch
                 .iter()
@@ -346,11 +345,11 @@ impl Backend for RedisBackend {
         key: &'a StoredKey,
         token: &'a str,
         keep: Duration,
-    ) -> BoxFuture<'a, Result<Release, BoxError>> {
+    ) -> BoxFuture<'a, Result<Release, Failure>> {
         Box::pin(self.release_owned(key, token, keep))
     }
 
-    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
+    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(watch_through(&self.subscriptions, key))
     }
 

@@ -22,11 +22,11 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use super::redis::{RedisBackend, RedisSettings};
-use super::{Acquire, Backend, BoxFuture, Release, Renewal};
+use super::{Acquire, Backend, BoxFuture, Failure, Release, Renewal};
 use crate::key::StoredKey;
 use crate::lease::drift_margin;
 use crate::waiters::Waiters;
-use crate::{BoxError, LockError, url};
+use crate::{LockError, url};
 
 /// The per-node timeout is the smaller of this and a tenth of the ttl.
 const MAX_NODE_TIMEOUT: Duration = Duration::from_millis(250);
@@ -98,7 +98,7 @@ where
 }
 
 /// One node's answer, or why there is none.
-type NodeAnswer<T> = Result<T, BoxError>;
+type NodeAnswer<T> = Result<T, Failure>;
 
 impl RedlockBackend {
     pub(crate) async fn connect(
@@ -185,26 +185,25 @@ impl RedlockBackend {
         request: F,
     ) -> Vec<NodeAnswer<T>>
     where
-        F: Fn(&'a RedisBackend) -> BoxFuture<'a, Result<T, BoxError>>,
+        F: Fn(&'a RedisBackend) -> BoxFuture<'a, Result<T, Failure>>,
     {
         join_all(self.nodes.iter().zip(asked).map(|(node, &asked)| {
             let answer = asked.then(|| request(&node.redis));
             async move {
                 let Some(answer) = answer else {
-                    return Err(format!(
+                    return Err(Failure::transient(format!(
                         "{} was left out: it gave no answer lately",
                         node.redis.server()
-                    )
-                    .into());
+                    )));
                 };
                 match tokio::time::timeout(limit, answer).await {
                     Ok(answer) => answer,
                     Err(_) => {
                         node.fell_silent();
-                        Err(
-                            format!("{} gave no answer within {limit:?}", node.redis.server())
-                                .into(),
-                        )
+                        Err(Failure::transient(format!(
+                            "{} gave no answer within {limit:?}",
+                            node.redis.server()
+                        )))
                     }
                 }
             }
@@ -212,17 +211,18 @@ impl RedlockBackend {
         .await
     }
 
-    fn too_few(&self, answered: usize, answers: Vec<NodeAnswer<impl Sized>>) -> BoxError {
+    /// Too few masters answered for a majority: transient, since masters that were paused,
+    /// restarting or briefly unreachable answer again, and an acquire retries within its wait.
+    fn too_few(&self, answered: usize, answers: Vec<NodeAnswer<impl Sized>>) -> Failure {
         let first = answers
             .into_iter()
             .find_map(Result::err)
             .map_or_else(String::new, |err| format!("; first error: {err}"));
-        format!(
+        Failure::transient(format!(
             "only {answered} of {} masters answered, {} needed{first}",
             self.nodes.len(),
             self.quorum
-        )
-        .into()
+        ))
     }
 }
 
@@ -315,7 +315,7 @@ impl Backend for RedlockBackend {
         key: &'a StoredKey,
         token: &'a str,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<Acquire, BoxError>> {
+    ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         Box::pin(async move {
             let start = Instant::now();
             let limit = node_timeout(ttl);
@@ -349,7 +349,7 @@ impl Backend for RedlockBackend {
             // and nobody's lease has to run out first.
             let held = majority_holder(&busy, self.quorum);
             let quietly = held.is_some();
-            let give_back = |node: &RedisBackend| -> BoxFuture<'static, Result<Release, BoxError>> {
+            let give_back = |node: &RedisBackend| -> BoxFuture<'static, Result<Release, Failure>> {
                 if quietly {
                     node.give_back_quietly(key, token).boxed()
                 } else {
@@ -395,7 +395,7 @@ impl Backend for RedlockBackend {
     fn renew<'a>(
         &'a self,
         batch: &'a [Renewal],
-    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, BoxError>> {
+    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, Failure>> {
         Box::pin(async move {
             let shortest = batch.iter().map(|r| r.ttl).min().unwrap_or_default();
             let answers = self
@@ -435,7 +435,7 @@ impl Backend for RedlockBackend {
         key: &'a StoredKey,
         token: &'a str,
         keep: Duration,
-    ) -> BoxFuture<'a, Result<Release, BoxError>> {
+    ) -> BoxFuture<'a, Result<Release, Failure>> {
         Box::pin(async move {
             let asked = self.asked();
             for (node, &asked) in self.nodes.iter().zip(&asked) {
@@ -469,7 +469,7 @@ impl Backend for RedlockBackend {
         })
     }
 
-    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
+    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             // A silent master's releases are announced on the others too.
             let answers = self

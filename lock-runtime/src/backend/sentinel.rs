@@ -31,7 +31,7 @@ use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServer
 use tokio::time::Instant;
 
 use super::redis::{RedisBackend, RedisSettings};
-use super::{Acquire, Backend, BoxFuture, Release, Renewal, is_transient};
+use super::{Acquire, Backend, BoxFuture, Failure, Release, Renewal};
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
 use crate::{BoxError, LockError, url};
@@ -303,12 +303,12 @@ impl Shared {
     /// error a failover explains, looks for a new master before returning the error.
     async fn on_master<'a, T>(
         &'a self,
-        request: impl FnOnce(Arc<RedisBackend>) -> BoxFuture<'a, Result<T, BoxError>>,
-    ) -> (Arc<RedisBackend>, Result<T, BoxError>) {
+        request: impl FnOnce(Arc<RedisBackend>) -> BoxFuture<'a, Result<T, Failure>>,
+    ) -> (Arc<RedisBackend>, Result<T, Failure>) {
         let master = self.current();
         let answer = request(master.clone()).await;
         if let Err(err) = &answer
-            && is_transient(err)
+            && err.is_transient()
         {
             self.refresh(Some(&master)).await;
         }
@@ -322,16 +322,13 @@ impl Shared {
     }
 
     /// The transient error for an answer that came from a master the backend has left.
-    fn answered_by_old_master(&self, master: &RedisBackend) -> BoxError {
-        Box::new(redis::RedisError::from((
-            redis::ErrorKind::Server(redis::ServerErrorKind::TryAgain),
-            "answered by a master that failed over while the request was out",
-            format!(
-                "{} is no longer the master of {}",
-                master.server(),
-                self.master_name
-            ),
-        )))
+    fn answered_by_old_master(&self, master: &RedisBackend) -> Failure {
+        Failure::transient(format!(
+            "answered by {}, which failed over while the request was out and is no longer the \
+             master of {}",
+            master.server(),
+            self.master_name
+        ))
     }
 }
 
@@ -368,7 +365,7 @@ impl Backend for SentinelBackend {
         key: &'a StoredKey,
         token: &'a str,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<Acquire, BoxError>> {
+    ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         Box::pin(async move {
             let (master, answer) = self
                 .shared
@@ -396,7 +393,7 @@ impl Backend for SentinelBackend {
     fn renew<'a>(
         &'a self,
         batch: &'a [Renewal],
-    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, BoxError>> {
+    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, Failure>> {
         Box::pin(async move {
             let (master, answer) = self
                 .shared
@@ -415,7 +412,7 @@ impl Backend for SentinelBackend {
         key: &'a StoredKey,
         token: &'a str,
         keep: Duration,
-    ) -> BoxFuture<'a, Result<Release, BoxError>> {
+    ) -> BoxFuture<'a, Result<Release, Failure>> {
         Box::pin(async move {
             let release = move |master: Arc<RedisBackend>| -> BoxFuture<'a, _> {
                 Box::pin(async move { master.release(key, token, keep).await })
@@ -430,7 +427,7 @@ impl Backend for SentinelBackend {
         })
     }
 
-    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
+    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             self.shared
                 .watched

@@ -1,0 +1,158 @@
+//! Why a request to the deployment failed, and whether sending it again may help.
+//!
+//! The distinction is made where the failure is seen (a dropped connection, a failover answer,
+//! too few Redlock masters, too few replica acknowledgements), once, as a value: callers decide
+//! on retries by asking it, never by downcasting or reading message text.
+
+use std::fmt;
+use std::time::Duration;
+
+use redis::{ErrorKind, RedisError, ServerErrorKind};
+
+use crate::BoxError;
+
+/// A backend request that failed.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    kind: Kind,
+    source: BoxError,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Sending the request again may succeed: a dropped or refused connection, a server busy
+    /// loading or failing over, too few masters or replicas answering in time.
+    Transient,
+    /// No answer within `limit` (transient too); `None` when the connection gave up by its own
+    /// timeout.
+    TimedOut { limit: Option<Duration> },
+    /// Sending it again will fail the same way: a refused command, bad credentials, data at the
+    /// key that is not a lock.
+    Permanent,
+}
+
+impl Failure {
+    /// A failure that may go away if the request is sent again.
+    pub(crate) fn transient(source: impl Into<BoxError>) -> Self {
+        Failure {
+            kind: Kind::Transient,
+            source: source.into(),
+        }
+    }
+
+    /// A failure that sending the request again will not mend.
+    pub(crate) fn permanent(source: impl Into<BoxError>) -> Self {
+        Failure {
+            kind: Kind::Permanent,
+            source: source.into(),
+        }
+    }
+
+    /// No answer within `limit`.
+    pub(crate) fn timed_out(limit: Duration) -> Self {
+        Failure {
+            kind: Kind::TimedOut { limit: Some(limit) },
+            source: format!("no answer within {limit:?}").into(),
+        }
+    }
+
+    /// Whether sending the request again may succeed. Requests are idempotent for the same
+    /// owner token, so retrying them is safe.
+    pub(crate) fn is_transient(&self) -> bool {
+        self.kind != Kind::Permanent
+    }
+
+    /// `Some` if the request got no answer in time: with the limit where it is known, `None`
+    /// when the connection gave up by its own timeout.
+    pub(crate) fn timeout(&self) -> Option<Option<Duration>> {
+        match self.kind {
+            Kind::TimedOut { limit } => Some(limit),
+            _ => None,
+        }
+    }
+
+    /// The underlying error, for [`LockError::Backend`](crate::LockError::Backend).
+    pub(crate) fn into_source(self) -> BoxError {
+        self.source
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.source.fmt(f)
+    }
+}
+
+/// How a Redis error counts: transient for a dropped or refused connection, a timeout, or a
+/// server busy loading or failing over; permanent otherwise.
+impl From<RedisError> for Failure {
+    fn from(err: RedisError) -> Self {
+        let kind = if err.is_timeout() {
+            Kind::TimedOut { limit: None }
+        } else if is_transient(&err) {
+            Kind::Transient
+        } else {
+            Kind::Permanent
+        };
+        Failure {
+            kind,
+            source: Box::new(err),
+        }
+    }
+}
+
+/// Whether a Redis error may go away if the request is sent again.
+pub(crate) fn is_transient(err: &RedisError) -> bool {
+    err.is_io_error()
+        || err.is_timeout()
+        || err.is_connection_dropped()
+        || err.is_connection_refusal()
+        || matches!(
+            err.kind(),
+            ErrorKind::Server(
+                ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::BusyLoading
+                    | ServerErrorKind::ReadOnly
+            )
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redis_errors_are_classified_where_they_are_seen() {
+        let dropped = RedisError::from(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
+        assert!(Failure::from(dropped).is_transient());
+        let timeout = RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        let timeout = Failure::from(timeout);
+        assert!(timeout.is_transient() && timeout.timeout() == Some(None));
+        let loading = RedisError::from((
+            ErrorKind::Server(ServerErrorKind::BusyLoading),
+            "LOADING Redis is loading the dataset in memory",
+        ));
+        assert!(Failure::from(loading).is_transient());
+        let refused = RedisError::from((
+            ErrorKind::Server(ServerErrorKind::ResponseError),
+            "NOPERM this user has no permissions to run the 'evalsha' command",
+        ));
+        assert!(!Failure::from(refused).is_transient());
+    }
+
+    #[test]
+    fn made_failures_keep_their_kind_and_message() {
+        let quorum = Failure::transient("only 1 of 3 masters answered, 2 needed");
+        assert!(quorum.is_transient() && quorum.timeout().is_none());
+        assert_eq!(quorum.to_string(), "only 1 of 3 masters answered, 2 needed");
+        assert!(!Failure::permanent("foreign data").is_transient());
+        let limit = Duration::from_millis(5);
+        assert_eq!(Failure::timed_out(limit).timeout(), Some(Some(limit)));
+        assert_eq!(
+            Failure::timed_out(limit).to_string(),
+            "no answer within 5ms"
+        );
+    }
+}
