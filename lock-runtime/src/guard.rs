@@ -166,7 +166,10 @@ impl Drop for LockGuard {
             return;
         };
         owner.manager.watchdog.unregister(owner.watch_id);
-        let acquiring = self.lease.status() == Status::Acquiring;
+        // An acquire that never completed (cancelled, failed, or timed out while its lease was
+        // already given up) may still have landed: take it back, but never keep it for
+        // hold_at_least, since nobody held it.
+        let granted = self.lease.was_granted();
         self.lease.mark_released();
         let Some(runtime) = owner.runtime else {
             tracing::warn!(key = %self.lease.key, "no tokio runtime to release the lock on; it expires with its lease");
@@ -176,21 +179,21 @@ impl Drop for LockGuard {
         runtime.spawn(release_in_background(
             owner.manager,
             self.lease.clone(),
-            acquiring,
+            granted,
         ));
     }
 }
 
 /// Releases a dropped guard's lock, retrying with backoff until the lease would have run out.
-async fn release_in_background(manager: Arc<Inner>, lease: Arc<Lease>, acquiring: bool) {
+async fn release_in_background(manager: Arc<Inner>, lease: Arc<Lease>, granted: bool) {
     let give_up = lease.deadline();
     let mut backoff = Duration::from_millis(25);
     loop {
-        match manager.release(&lease, !acquiring).await {
+        match manager.release(&lease, granted).await {
             Ok(Release::Released) => return,
             Ok(Release::NotOwner | Release::Gone) => {
                 // After a cancelled acquire this is the normal answer: it never took the lock.
-                if !acquiring {
+                if granted {
                     tracing::warn!(key = %lease.key, "release found the lock no longer ours");
                 }
                 return;

@@ -1,7 +1,7 @@
 //! The state of one held lock, shared by its guard, `current()`, the watchdog and the macro's
 //! abort: one status behind one mutex, and one `Notify` that wakes whoever waits for a loss.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -28,6 +28,9 @@ pub(crate) struct Lease {
     pub(crate) manager_id: u64,
     pub(crate) options: LockOptions,
     fence: AtomicU64,
+    /// The server granted this lease at some point (it may be lost or released since). Only a
+    /// granted lease is kept for `hold_at_least`: a lock never held is never kept.
+    granted: AtomicBool,
     times: Mutex<Times>,
     /// Woken on every change of `times.status`.
     changed: Notify,
@@ -75,6 +78,7 @@ impl Lease {
             manager_id,
             options,
             fence: AtomicU64::new(0),
+            granted: AtomicBool::new(false),
             times: Mutex::new(Times::starting(started, options.ttl)),
             changed: Notify::new(),
         }
@@ -147,8 +151,14 @@ impl Lease {
         times.deadline.saturating_duration_since(Instant::now())
     }
 
+    /// Whether the server ever granted this lease (see `granted`).
+    pub(crate) fn was_granted(&self) -> bool {
+        self.granted.load(Ordering::Acquire)
+    }
+
     pub(crate) fn mark_held(&self, fence: u64) {
         self.fence.store(fence, Ordering::Release);
+        self.granted.store(true, Ordering::Release);
         self.update(|status| {
             let acquiring = *status == Status::Acquiring;
             if acquiring {
