@@ -1,21 +1,31 @@
 //! Locks in this process's memory, with the semantics of the Redis backend: leases that expire,
 //! owner tokens, fencing tokens, hold_at_least, and release notifications to waiters.
+//!
+//! `memory://` names one lock table for the whole process and `memory://<name>` another one per
+//! name, so that managers connected to the same URL exclude each other as they would on one
+//! Redis. Named tables live as long as the process: their fencing tokens must never go back.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::Failure;
 use super::{Acquire, Backend, BoxFuture, Release, Renewal};
-use crate::BoxError;
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
 
 pub(crate) struct MemoryBackend {
     state: Mutex<State>,
+    /// Every manager on this table shares these, so one release wakes one waiter in the
+    /// process, whichever manager it waits through.
     waiters: Arc<Waiters>,
+    describe: String,
 }
+
+/// The process's named tables; `""` is the one `memory://` names.
+static TABLES: LazyLock<Mutex<HashMap<String, Arc<MemoryBackend>>>> = LazyLock::new(Mutex::default);
 
 #[derive(Default)]
 struct State {
@@ -35,11 +45,37 @@ struct Entry {
 }
 
 impl MemoryBackend {
+    /// A table of its own, shared only by the clones of the manager that uses it.
     pub(crate) fn new(waiters: Arc<Waiters>) -> Self {
         MemoryBackend {
             state: Mutex::new(State::default()),
             waiters,
+            describe: "memory (a table of its own)".into(),
         }
+    }
+
+    /// The process's table called `name` (`""`: the one of `memory://`), made on first use.
+    pub(crate) fn named(name: &str) -> Arc<MemoryBackend> {
+        let mut tables = TABLES.lock().unwrap_or_else(PoisonError::into_inner);
+        tables
+            .entry(name.to_owned())
+            .or_insert_with(|| {
+                Arc::new(MemoryBackend {
+                    state: Mutex::new(State::default()),
+                    waiters: Arc::default(),
+                    describe: if name.is_empty() {
+                        "memory (process-wide)".into()
+                    } else {
+                        format!("memory://{name}")
+                    },
+                })
+            })
+            .clone()
+    }
+
+    /// The waiters of every manager on this table.
+    pub(crate) fn waiters(&self) -> Arc<Waiters> {
+        self.waiters.clone()
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -75,7 +111,7 @@ fn ready<'a, T: Send + 'a>(value: T) -> BoxFuture<'a, T> {
 
 impl Backend for MemoryBackend {
     fn describe(&self) -> &str {
-        "memory"
+        &self.describe
     }
 
     fn server(&self) -> &str {
@@ -87,7 +123,7 @@ impl Backend for MemoryBackend {
         key: &'a StoredKey,
         token: &'a str,
         ttl: Duration,
-    ) -> BoxFuture<'a, Result<Acquire, BoxError>> {
+    ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         let now = Instant::now();
         let mut state = self.state();
         state.sweep(now);
@@ -118,7 +154,7 @@ impl Backend for MemoryBackend {
     fn renew<'a>(
         &'a self,
         batch: &'a [Renewal],
-    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, BoxError>> {
+    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, Failure>> {
         let now = Instant::now();
         let mut state = self.state();
         let renewed = batch
@@ -139,7 +175,7 @@ impl Backend for MemoryBackend {
         key: &'a StoredKey,
         token: &'a str,
         keep: Duration,
-    ) -> BoxFuture<'a, Result<Release, BoxError>> {
+    ) -> BoxFuture<'a, Result<Release, Failure>> {
         let now = Instant::now();
         let mut state = self.state();
         let answer = match state.live(&key.lock, now) {
@@ -163,7 +199,7 @@ impl Backend for MemoryBackend {
         ready(Ok(answer))
     }
 
-    fn watch<'a>(&'a self, _key: &'a str) -> BoxFuture<'a, Result<(), BoxError>> {
+    fn watch<'a>(&'a self, _key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {
         // Releases reach the waiters directly.
         ready(Ok(()))
     }
