@@ -50,13 +50,23 @@ pub enum LockError {
     /// The configuration is unusable (a bad URL, a missing default manager, a bad option value).
     #[error("invalid lock configuration: {0}")]
     Config(String),
+
+    /// The manager was shut down ([`LockManager::shutdown`](crate::LockManager::shutdown)):
+    /// it takes no more locks.
+    #[error("lock `{key}` not acquired: the lock manager was shut down", key = KeyDisplay(key))]
+    ShutDown {
+        /// The lock key.
+        key: String,
+    },
 }
 
 impl LockError {
     /// The lock key this error concerns, if any.
     pub fn key(&self) -> Option<&str> {
         match self {
-            LockError::Busy { key, .. } | LockError::LeaseLost { key, .. } => Some(key),
+            LockError::Busy { key, .. }
+            | LockError::LeaseLost { key, .. }
+            | LockError::ShutDown { key } => Some(key),
             LockError::Backend { key, .. } => key.as_deref(),
             LockError::Config(_) => None,
         }
@@ -65,6 +75,11 @@ impl LockError {
     /// True for [`LockError::Busy`].
     pub fn is_busy(&self) -> bool {
         matches!(self, LockError::Busy { .. })
+    }
+
+    /// True for [`LockError::ShutDown`].
+    pub fn is_shut_down(&self) -> bool {
+        matches!(self, LockError::ShutDown { .. })
     }
 
     /// True for [`LockError::LeaseLost`].
@@ -99,6 +114,8 @@ pub enum LostReason {
     Expired,
     /// `max_hold` elapsed, so the watchdog stopped renewing and the lease ran out.
     MaxHoldExceeded,
+    /// [`LockManager::shutdown`](crate::LockManager::shutdown) released the lock.
+    ShutDown,
 }
 
 impl fmt::Display for LostReason {
@@ -107,6 +124,7 @@ impl fmt::Display for LostReason {
             LostReason::NotOwner => "the server reports another owner or no lock",
             LostReason::Expired => "no renewal succeeded before the lease ran out",
             LostReason::MaxHoldExceeded => "max_hold elapsed and renewal stopped",
+            LostReason::ShutDown => "the lock manager was shut down and released it",
         })
     }
 }

@@ -134,6 +134,14 @@ impl LockGuard {
             return Ok(());
         };
         owner.manager.watchdog.unregister(owner.watch_id);
+        if self.lease.status() == Status::Lost(LostReason::ShutDown) {
+            // Shutdown released it already.
+            self.owner = None;
+            return Err(LockError::LeaseLost {
+                key: self.lease.key.clone(),
+                reason: LostReason::ShutDown,
+            });
+        }
         let manager = owner.manager.clone();
         let answer = manager.release(&self.lease, true).await?;
         // Released or not ours: either way there is nothing left to retry.
@@ -166,6 +174,10 @@ impl Drop for LockGuard {
             return;
         };
         owner.manager.watchdog.unregister(owner.watch_id);
+        if self.lease.status() == Status::Lost(LostReason::ShutDown) {
+            // Shutdown released it already.
+            return;
+        }
         // An acquire that never completed (cancelled, failed, or timed out while its lease was
         // already given up) may still have landed: take it back, but never keep it for
         // hold_at_least, since nobody held it.

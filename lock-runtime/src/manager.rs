@@ -66,6 +66,8 @@ pub struct LockManager {
 
 pub(crate) struct Inner {
     id: u64,
+    /// Set by [`LockManager::shutdown`]: no more acquisitions.
+    closed: std::sync::atomic::AtomicBool,
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) watchdog: Watchdog,
     waiters: Arc<Waiters>,
@@ -190,6 +192,67 @@ impl LockManager {
     /// What this manager runs on, e.g. `redis 127.0.0.1:6379` or `memory`.
     pub fn backend(&self) -> &str {
         self.inner.backend.describe()
+    }
+
+    /// Shuts the manager down for a graceful exit (SIGTERM in a rolling deploy): stops every
+    /// renewal, releases every lock held through it (and through its clones) and waits for the
+    /// server to confirm, wakes every task waiting for a lock, and makes every later `lock()`
+    /// fail with [`LockError::ShutDown`]. Locked sections still running are told their lease is
+    /// lost ([`LostReason::ShutDown`](crate::LostReason::ShutDown)); with the default
+    /// `on_lease_lost = "abort"` their bodies are dropped.
+    ///
+    /// Without it, a process that exits keeps its locks until their ttl runs out: a guard
+    /// dropped while the runtime shuts down cannot send its release any more. Calling it again
+    /// does nothing. Returns the first release that failed (the others are logged); a lock whose
+    /// release failed expires with its lease.
+    ///
+    /// ```no_run
+    /// # async fn serve(_: lock_runtime::LockManager) {}
+    /// # #[tokio::main]
+    /// # async fn main() -> Result<(), lock_runtime::LockError> {
+    /// let locks = lock_runtime::LockManager::connect("redis://127.0.0.1:6379").await?;
+    /// tokio::select! {
+    ///     () = serve(locks.clone()) => {}
+    ///     _ = tokio::signal::ctrl_c() => {} // or a SIGTERM stream from tokio::signal::unix
+    /// }
+    /// locks.shutdown().await?; // the next instance takes the locks at once
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn shutdown(&self) -> Result<(), LockError> {
+        if self.inner.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let leases = self.inner.watchdog.drain();
+        for lease in &leases {
+            lease.mark_lost(crate::LostReason::ShutDown);
+        }
+        self.inner.waiters.wake_all();
+        let released = futures_util::future::join_all(
+            leases
+                .iter()
+                .map(|lease| self.inner.release(lease, lease.was_granted())),
+        )
+        .await;
+        let mut first = None;
+        // The leases stay marked lost by shutdown: their guards' own releases then send nothing.
+        for (lease, answer) in leases.iter().zip(released) {
+            if let Err(err) = answer {
+                tracing::warn!(key = %lease.key, error = %err, "release at shutdown failed; the lock expires with its lease");
+                first.get_or_insert(err);
+            }
+        }
+        tracing::info!(
+            backend = self.backend(),
+            released = leases.len(),
+            "lock manager shut down"
+        );
+        first.map_or(Ok(()), Err)
+    }
+
+    /// Whether [`LockManager::shutdown`] was called on this manager or a clone of it.
+    pub fn is_shut_down(&self) -> bool {
+        self.inner.is_closed()
     }
 
     /// Acquires the lock `key`, waiting up to `options.wait` for it.
@@ -324,6 +387,10 @@ fn reenter(lease: Arc<Lease>) -> Result<Arc<Lease>, LockError> {
 }
 
 impl Inner {
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
     async fn acquire(
         self: Arc<Self>,
         key: String,
@@ -346,6 +413,12 @@ impl Inner {
                 lease = Arc::new(lease.with_new_token(Instant::now()));
             }
             first = false;
+            if self.is_closed() {
+                record(start, "shut_down");
+                return Err(LockError::ShutDown {
+                    key: lease.key.clone(),
+                });
+            }
             lease.restart(Instant::now());
             let watch_id = self.watchdog.register(&lease);
             let guard = LockGuard::pending(self.clone(), lease, watch_id);
@@ -370,6 +443,13 @@ impl Inner {
                 Ok(answer) => answer,
                 Err(_) => Err(Failure::timed_out(limit)),
             };
+            if self.is_closed() {
+                // Shutdown took this attempt's lease and releases whatever it may have taken.
+                record(start, "shut_down");
+                return Err(LockError::ShutDown {
+                    key: lease_ref.key.clone(),
+                });
+            }
             let remaining = match answer {
                 Ok(Acquire::Acquired { fence }) => {
                     lease_ref.mark_held(fence);
@@ -703,6 +783,7 @@ impl LockManagerBuilder {
         LockManager {
             inner: Arc::new(Inner {
                 id: next_manager_id(),
+                closed: std::sync::atomic::AtomicBool::new(false),
                 watchdog: Watchdog::new(backend.clone()),
                 backend,
                 waiters,

@@ -147,6 +147,18 @@ impl Watchdog {
             state.queue.remove(&(entry.due, id));
         }
     }
+
+    /// Stops all work for every lease and returns those still alive: for shutdown, which
+    /// releases them. Synchronous, as [`Watchdog::unregister`].
+    pub(crate) fn drain(&self) -> Vec<Arc<Lease>> {
+        let mut state = self.shared.lock();
+        state.queue.clear();
+        state
+            .entries
+            .drain()
+            .filter_map(|(_, entry)| entry.lease.upgrade())
+            .collect()
+    }
 }
 
 impl State {
