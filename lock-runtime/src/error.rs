@@ -51,6 +51,22 @@ pub enum LockError {
     #[error("invalid lock configuration: {0}")]
     Config(String),
 
+    /// The task asking for the lock already holds it outside any section the request runs in
+    /// (a guard from [`LockManager::lock`](crate::LockManager::lock) that was not made a scope
+    /// with [`LockGuard::scope`](crate::LockGuard::scope), or a sibling branch of `join!`),
+    /// under a lease the watchdog renews: it would wait for itself until its wait budget ran
+    /// out. (With `watchdog(false)` the held lease runs out by itself, so the task waits for that
+    /// as any other waiter would; with `wait` zero it is told [`LockError::Busy`].)
+    #[error(
+        "lock `{key}` is already held by this task: waiting would wait for itself; run the nested \
+         code inside `guard.scope(...)` to re-enter the lock, or release the guard first",
+        key = KeyDisplay(key)
+    )]
+    HeldByThisTask {
+        /// The lock key.
+        key: String,
+    },
+
     /// The manager was shut down ([`LockManager::shutdown`](crate::LockManager::shutdown)):
     /// it takes no more locks.
     #[error("lock `{key}` not acquired: the lock manager was shut down", key = KeyDisplay(key))]
@@ -66,7 +82,8 @@ impl LockError {
         match self {
             LockError::Busy { key, .. }
             | LockError::LeaseLost { key, .. }
-            | LockError::ShutDown { key } => Some(key),
+            | LockError::ShutDown { key }
+            | LockError::HeldByThisTask { key } => Some(key),
             LockError::Backend { key, .. } => key.as_deref(),
             LockError::Config(_) => None,
         }

@@ -116,6 +116,38 @@ impl LockGuard {
         self.owner.is_none() && self.lease.status() != Status::Released
     }
 
+    /// Runs `body` as a section of this lock: inside it, [`current()`](crate::current) reports
+    /// the lock, and a nested acquisition of the same key on the same manager (`lock()`,
+    /// `run_locked`, a `#[distributed_lock]` fn) re-enters it instead of waiting for itself.
+    /// The guard still owns the lock: release it after the section.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_runtime::LockError> {
+    /// use lock_runtime::{LockManager, LockOptions};
+    ///
+    /// let locks = LockManager::memory();
+    /// let guard = locks.lock("order:1", LockOptions::new()).await?;
+    /// guard
+    ///     .scope(async {
+    ///         // Nested code that takes the same lock re-enters it.
+    ///         let inner = locks.lock("order:1", LockOptions::new()).await?;
+    ///         assert!(inner.is_reentered());
+    ///         assert_eq!(lock_runtime::current().map(|held| held.fencing_token()), Some(inner.fencing_token()));
+    ///         Ok::<_, lock_runtime::LockError>(())
+    ///     })
+    ///     .await?;
+    /// guard.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn scope<F: std::future::Future>(
+        &self,
+        body: F,
+    ) -> impl std::future::Future<Output = F::Output> + use<F> {
+        crate::current::scope(self.lease.clone(), body)
+    }
+
     /// Resolves when the lease is lost (renewal proved another owner, or no renewal succeeded
     /// before the lease ran out), with the reason. Never resolves for a lock released normally.
     pub async fn lost(&self) -> LostReason {

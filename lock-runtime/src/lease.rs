@@ -20,12 +20,32 @@ pub(crate) enum Status {
     Released,
 }
 
+/// Who holds a lock inside the process: the tokio task, or, for a future run by `block_on`
+/// (`#[tokio::main]`, `#[tokio::test]`), which is no task, the thread that runs it: one thread
+/// runs one `block_on` at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Owner {
+    Task(tokio::task::Id),
+    BlockOn(std::thread::ThreadId),
+}
+
+impl Owner {
+    pub(crate) fn current() -> Owner {
+        match tokio::task::try_id() {
+            Some(task) => Owner::Task(task),
+            None => Owner::BlockOn(std::thread::current().id()),
+        }
+    }
+}
+
 pub(crate) struct Lease {
     /// The key as the caller named it.
     pub(crate) key: String,
     pub(crate) stored: StoredKey,
     pub(crate) token: String,
     pub(crate) manager_id: u64,
+    /// The task that asked for the lock: the lock's owner in this process.
+    pub(crate) task: Owner,
     pub(crate) options: LockOptions,
     fence: AtomicU64,
     /// The server granted this lease at some point (it may be lost or released since). Only a
@@ -76,6 +96,7 @@ impl Lease {
             stored,
             token,
             manager_id,
+            task: Owner::current(),
             options,
             fence: AtomicU64::new(0),
             granted: AtomicBool::new(false),
@@ -87,14 +108,16 @@ impl Lease {
     /// The same lock for another acquire attempt under a fresh owner token (see
     /// `Backend::retry_with_same_token`).
     pub(crate) fn with_new_token(&self, started: Instant) -> Self {
-        Lease::new(
+        let mut lease = Lease::new(
             self.key.clone(),
             self.stored.clone(),
             uuid::Uuid::new_v4().to_string(),
             self.manager_id,
             self.options,
             started,
-        )
+        );
+        lease.task = self.task;
+        lease
     }
 
     fn times(&self) -> std::sync::MutexGuard<'_, Times> {

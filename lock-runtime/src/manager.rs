@@ -208,12 +208,13 @@ impl LockManager {
     ///
     /// ```no_run
     /// # async fn serve(_: lock_runtime::LockManager) {}
-    /// # #[tokio::main]
+    /// # async fn terminate() {} // e.g. tokio::signal::unix::signal(SignalKind::terminate())
+    /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), lock_runtime::LockError> {
     /// let locks = lock_runtime::LockManager::connect("redis://127.0.0.1:6379").await?;
     /// tokio::select! {
     ///     () = serve(locks.clone()) => {}
-    ///     _ = tokio::signal::ctrl_c() => {} // or a SIGTERM stream from tokio::signal::unix
+    ///     () = terminate() => {} // SIGTERM: tokio::signal::unix, or tokio::signal::ctrl_c()
     /// }
     /// locks.shutdown().await?; // the next instance takes the locks at once
     /// # Ok(())
@@ -481,6 +482,12 @@ impl Inner {
                 return Err(LockError::Busy {
                     key: lease.key.clone(),
                     waited: now - start,
+                });
+            }
+            if waiting.is_none() && self.watchdog.held_by_task(&lease.key, lease.task) {
+                record(start, "held_by_this_task");
+                return Err(LockError::HeldByThisTask {
+                    key: lease.key.clone(),
                 });
             }
             let Some(waiting) = waiting.as_ref() else {

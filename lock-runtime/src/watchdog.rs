@@ -148,6 +148,22 @@ impl Watchdog {
         }
     }
 
+    /// Whether task `task` holds the lock `key` through this manager with a lease the watchdog
+    /// renews: waiting for it could only end with the wait budget. (A fixed lease runs out,
+    /// and then the wait ends too.) Looks at every tracked lease: for the slow path of a busy
+    /// answer only.
+    pub(crate) fn held_by_task(&self, key: &str, task: crate::lease::Owner) -> bool {
+        let state = self.shared.lock();
+        state.entries.values().any(|entry| {
+            entry.lease.upgrade().is_some_and(|lease| {
+                lease.task == task
+                    && lease.options.watchdog
+                    && lease.key == key
+                    && lease.status() == crate::lease::Status::Held
+            })
+        })
+    }
+
     /// Stops all work for every lease and returns those still alive: for shutdown, which
     /// releases them. Synchronous, as [`Watchdog::unregister`].
     pub(crate) fn drain(&self) -> Vec<Arc<Lease>> {

@@ -534,11 +534,16 @@ async fn busy_error_names_key_and_wait(f: Fixture) {
         .lock("order:7", LockOptions::new())
         .await
         .expect("free");
-    let err = f
-        .locks
-        .lock("order:7", LockOptions::new().wait(ms(200)))
-        .await
-        .expect_err("held");
+    // Another task: the holding task itself would be told it waits for itself.
+    let contender = f.locks.clone();
+    let err = tokio::spawn(async move {
+        contender
+            .lock("order:7", LockOptions::new().wait(ms(200)))
+            .await
+    })
+    .await
+    .expect("task")
+    .expect_err("held");
     match &err {
         LockError::Busy { key, waited } => {
             assert_eq!(key, "order:7");

@@ -202,3 +202,107 @@ async fn a_section_running_at_shutdown_is_aborted_with_lease_lost() {
     assert!(err.is_lease_lost(), "{err}");
     assert!(err.to_string().contains("shut down"), "{err}");
 }
+
+#[tokio::test]
+async fn a_guard_scope_lets_nested_sections_reenter_its_lock() {
+    let locks = LockManager::memory();
+    let options = LockOptions::new().wait(Duration::from_secs(5));
+    let guard = locks.lock("order:1", options).await.expect("free");
+    let token = guard.fencing_token();
+    let inside = guard
+        .scope(async {
+            let held = lock_runtime::current().expect("the guard's section is current");
+            assert_eq!((held.key(), held.fencing_token()), ("order:1", token));
+            locks
+                .run_locked("order:1".into(), options, async {
+                    Ok::<_, lock_runtime::LockError>(
+                        lock_runtime::current().map(|held| held.fencing_token()),
+                    )
+                })
+                .await
+        })
+        .await
+        .expect("re-entered, not waited for");
+    assert_eq!(inside, Some(token));
+    assert!(
+        guard.is_held(),
+        "the nested section did not release the outer lock"
+    );
+    guard.release().await.expect("release");
+    let again = locks
+        .lock("order:1", LockOptions::new())
+        .await
+        .expect("free after release");
+    again.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn a_task_that_asks_for_a_lock_it_holds_outside_a_scope_is_told_at_once() {
+    let locks = LockManager::memory();
+    let guard = locks
+        .lock("order:2", LockOptions::new())
+        .await
+        .expect("free");
+    let started = tokio::time::Instant::now();
+    let err = locks
+        .run_locked(
+            "order:2".into(),
+            LockOptions::new().wait(Duration::from_secs(30)),
+            async { Ok::<_, lock_runtime::LockError>(()) },
+        )
+        .await
+        .expect_err("would wait for itself");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(
+        matches!(err, lock_runtime::LockError::HeldByThisTask { .. }),
+        "{err}"
+    );
+    assert!(err.to_string().contains("guard.scope"), "{err}");
+    // Another task is another owner: it waits, and gets the lock once the guard is released.
+    let other = tokio::spawn({
+        let locks = locks.clone();
+        async move {
+            let guard = locks
+                .lock("order:2", LockOptions::new().wait(Duration::from_secs(30)))
+                .await?;
+            guard.release().await
+        }
+    });
+    tokio::time::sleep(ms(50)).await;
+    guard.release().await.expect("release");
+    other
+        .await
+        .expect("task")
+        .expect("the other task waited and got it");
+}
+
+/// Two `join!` branches are one task, so one owner: the second branch asking for the lock the
+/// first holds is told at once instead of waiting for its sibling.
+#[tokio::test]
+async fn join_branches_of_one_task_are_one_owner() {
+    let locks = LockManager::memory();
+    let options = LockOptions::new().wait(Duration::from_secs(30));
+    let first = locks.run_locked("order:3".into(), options, async {
+        tokio::time::sleep(ms(200)).await;
+        Ok::<_, lock_runtime::LockError>(())
+    });
+    let second = async {
+        tokio::time::sleep(ms(50)).await;
+        locks
+            .run_locked("order:3".into(), options, async {
+                Ok::<_, lock_runtime::LockError>(())
+            })
+            .await
+    };
+    let (first, second) = tokio::join!(first, second);
+    first.expect("the first branch ran");
+    let err = second.expect_err("the sibling holds it");
+    assert!(
+        matches!(err, lock_runtime::LockError::HeldByThisTask { .. }),
+        "{err}"
+    );
+}
