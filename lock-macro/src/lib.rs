@@ -11,6 +11,7 @@ mod duration;
 mod expand;
 mod fallback;
 mod item;
+mod limits;
 mod params;
 mod suggest;
 mod template;
@@ -178,4 +179,19 @@ use proc_macro::TokenStream;
 #[proc_macro_attribute]
 pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::distributed_lock(args.into(), item.into()).into()
+}
+
+/// `lock_runtime::MIN_TTL` in milliseconds, from the one definition the attribute also checks.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __min_ttl_millis(_: TokenStream) -> TokenStream {
+    proc_macro::TokenTree::Literal(proc_macro::Literal::u64_unsuffixed(limits::MIN_TTL_MILLIS))
+        .into()
+}
+
+/// `lock_runtime::MAX_TTL` in seconds, from the one definition the attribute also checks.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __max_ttl_secs(_: TokenStream) -> TokenStream {
+    proc_macro::TokenTree::Literal(proc_macro::Literal::u64_unsuffixed(limits::MAX_TTL_SECS)).into()
 }

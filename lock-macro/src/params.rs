@@ -184,13 +184,13 @@ fn pattern_fix(binding: &PatternBinding<'_>, placeholder: &Placeholder) -> Strin
     let name = match strip_groups(binding.ty) {
         Type::Path(path) => path.path.segments.last().map_or_else(
             || "value".to_owned(),
-            |segment| snake_case(&segment.ident.to_string()),
+            |segment| suggest::snake_case(&segment.ident.to_string()),
         ),
         Type::Tuple(tuple) if tuple.elems.len() == 2 => "pair".to_owned(),
         Type::Reference(reference) => match strip_groups(&reference.elem) {
             Type::Path(path) => path.path.segments.last().map_or_else(
                 || "value".to_owned(),
-                |segment| snake_case(&segment.ident.to_string()),
+                |segment| suggest::snake_case(&segment.ident.to_string()),
             ),
             _ => "value".to_owned(),
         },
@@ -207,21 +207,6 @@ fn pattern_fix(binding: &PatternBinding<'_>, placeholder: &Placeholder) -> Strin
         }
         None => format!("name the parameter, e.g. `{name}: {ty}`, and use its fields"),
     }
-}
-
-pub(crate) fn snake_case(name: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in name.chars().enumerate() {
-        if c.is_uppercase() {
-            if i > 0 {
-                out.push('_');
-            }
-            out.extend(c.to_lowercase());
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// Resolves every placeholder against the signature. Errors point at the key literal and name
