@@ -59,14 +59,15 @@ impl Parse for LockedFn {
 }
 
 /// Parses the annotated item, with a message that says what the attribute goes on when the item
-/// is something else.
-pub(crate) fn parse(item: TokenStream) -> syn::Result<LockedFn> {
+/// is something else. `Err(None)` when the item does not parse at all (a half-typed signature):
+/// rustc reports that syntax error itself, and a second message would only repeat it.
+pub(crate) fn parse(item: TokenStream) -> Result<LockedFn, Option<syn::Error>> {
     match syn::parse2::<LockedFn>(item.clone()) {
         Ok(locked) => Ok(locked),
-        Err(fn_error) => Err(match syn::parse2::<Item>(item) {
-            Ok(other) => not_a_fn(&other),
-            Err(_) => fn_error,
-        }),
+        Err(_) => match syn::parse2::<Item>(item) {
+            Ok(other) => Err(Some(not_a_fn(&other))),
+            Err(_) => Err(None),
+        },
     }
 }
 
@@ -241,7 +242,7 @@ mod tests {
     fn locked(tokens: TokenStream) -> LockedFn {
         match parse(tokens) {
             Ok(locked) => locked,
-            Err(err) => panic!("should parse: {err}"),
+            Err(err) => panic!("should parse: {err:?}"),
         }
     }
 
@@ -261,6 +262,12 @@ mod tests {
     }
 
     #[test]
+    fn a_signature_that_does_not_parse_is_left_to_rustc() {
+        let err = parse(quote! { async fn f(id: ) -> Result<(), E> { Ok(()) } }).err();
+        assert!(matches!(err, Some(None)));
+    }
+
+    #[test]
     fn a_trait_declaration_has_no_body() {
         let f = locked(quote! { async fn f(&self) -> Result<(), E>; });
         assert!(f.body.is_none());
@@ -270,6 +277,7 @@ mod tests {
     fn an_impl_block_gets_a_message_about_methods() {
         let err = parse(quote! { impl Foo { async fn f(&self) {} } })
             .err()
+            .flatten()
             .expect("not a fn");
         assert!(err.to_string().contains("not on an impl block"), "{err}");
     }

@@ -89,7 +89,7 @@ pub(crate) fn validate(
     }
     let key = args.key.get().and_then(|key| {
         resolve_key(key, &params, &item.sig)
-            .map_err(|err| errors.push(err))
+            .map_err(|errs| errors.extend(errs))
             .ok()
     });
 
@@ -447,7 +447,7 @@ pub(crate) fn pretty(tokens: TokenStream) -> String {
         if c == ' ' {
             let next = chars.peek().copied().unwrap_or(' ');
             let glue_after = matches!(previous, '<' | '&' | ':' | '(' | '[' | '\'');
-            let glue_before = matches!(next, '<' | '>' | ',' | ';' | ':' | ')' | ']' | ' ');
+            let glue_before = matches!(next, '<' | '>' | ',' | ';' | ':' | '(' | ')' | ']' | ' ');
             if glue_after || glue_before {
                 continue;
             }
@@ -466,7 +466,8 @@ mod tests {
 
     fn plan(args: TokenStream, item: TokenStream) -> Result<Plan, Vec<String>> {
         let (args, errors) = Args::parse(args);
-        let item = crate::item::parse(item).map_err(|err| vec![err.to_string()])?;
+        let item = crate::item::parse(item)
+            .map_err(|err| vec![err.map_or_else(|| "syntax".to_owned(), |err| err.to_string())])?;
         validate(args, &item, errors)
             .map_err(|errors| errors.iter().map(ToString::to_string).collect())
     }
@@ -587,6 +588,56 @@ mod tests {
         assert!(clone(quote!(&self), quote!(owned.locks)));
         assert!(!clone(quote!(&mut self), quote!(LOCKS.clone())));
         assert!(clone(quote!(&mut self), quote!(&*self.locks)));
+    }
+
+    #[test]
+    fn placeholders_in_other_syntaxes_are_errors_when_they_name_a_parameter() {
+        for key in [
+            "order:{user_id}",
+            "order:${user_id}",
+            "order:#{user_id}",
+            "order:#user_id",
+            "order:{user_id.x}",
+        ] {
+            let errs = errors(quote!(key = #key), item());
+            assert_eq!(errs.len(), 1, "{key}: {errs:?}");
+            assert!(errs[0].contains("write `<user_id"), "{key}: {errs:?}");
+        }
+        let errs = errors(quote!(key = "{user_id}:{voucher_id}"), item());
+        assert_eq!(errs.len(), 2, "{errs:?}");
+    }
+
+    #[test]
+    fn literal_braces_stay_literal() {
+        for (key, rendered) in [
+            ("{tenant}:<user_id>", "{{tenant}}:{}"),
+            ("{<user_id>}", "{{{}}}"),
+            ("{{user_id}}:<user_id>", "{{user_id}}:{}"),
+            ("##user_id:<user_id>", "#user_id:{}"),
+            ("{{tenant}}:<user_id>", "{{{{tenant}}}}:{}"),
+            ("a#b:<user_id>", "a#b:{}"),
+        ] {
+            let plan = plan(quote!(key = #key), item()).expect(key);
+            assert_eq!(plan.key.format.value(), rendered, "{key}");
+        }
+    }
+
+    #[test]
+    fn every_bad_placeholder_is_reported() {
+        let errs = errors(quote!(key = "<usr_id>:<vouchr_id>:<x>"), item());
+        assert_eq!(errs.len(), 3, "{errs:?}");
+    }
+
+    #[test]
+    fn placeholders_cannot_name_a_cfg_parameter() {
+        let errs = errors(
+            quote!(key = "<id>"),
+            quote! { async fn f(#[cfg(feature = "x")] id: u64) -> Result<(), E> { Ok(()) } },
+        );
+        assert!(
+            errs[0].contains("`#[cfg(feature = \"x\")]` removes"),
+            "{errs:?}"
+        );
     }
 
     #[test]

@@ -1,0 +1,11 @@
+use lock_runtime::{LockError, distributed_lock};
+
+#[distributed_lock(key = "order:<tenant>:<user_id>")]
+async fn place_order(
+    #[cfg(unix)] tenant: u64,
+    user_id: u64,
+) -> Result<u64, LockError> {
+    Ok(user_id)
+}
+
+fn main() {}
