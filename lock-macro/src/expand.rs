@@ -118,6 +118,54 @@ pub(crate) fn expand(locked: &LockedFn, plan: &Plan) -> TokenStream {
                 #pin(#(#block_attrs)* async move { #section })
             }
         }
+        Form::FutureBlock(info) => {
+            // The key is rendered and the lock taken when the returned future first runs.
+            let leading = &info.leading;
+            let block_attrs = &info.block.attrs;
+            let async_token = &info.block.async_token;
+            let capture = &info.block.capture;
+            let stmts = &info.block.block.stmts;
+            let section = locked_section(
+                plan,
+                quote! {
+                    async #capture {
+                        #fake_return
+                        #(#stmts)*
+                    }
+                },
+            );
+            quote! {
+                #(#inner_attrs)*
+                #(#leading)*
+                #(#block_attrs)* #async_token move { #section }
+            }
+        }
+        Form::TokioEntry(info) => {
+            // The lock is taken inside the future the runtime blocks on.
+            let syn::Local {
+                attrs: local_attrs,
+                let_token,
+                pat,
+                ..
+            } = &info.local;
+            let block_attrs = &info.block.attrs;
+            let stmts = &info.block.block.stmts;
+            let rest = &info.rest;
+            let section = locked_section(
+                plan,
+                quote! {
+                    async move {
+                        #fake_return
+                        #(#stmts)*
+                    }
+                },
+            );
+            quote! {
+                #(#inner_attrs)*
+                #(#local_attrs)* #let_token #pat = #(#block_attrs)* async move { #section };
+                #(#rest)*
+            }
+        }
     };
     let mut out = quote! {
         #(#attrs)*

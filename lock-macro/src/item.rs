@@ -155,6 +155,106 @@ impl AsyncTraitBody {
     }
 }
 
+/// A fn that returns its future explicitly, as `#[instrument]` also supports:
+/// `fn f(..) -> impl Future<Output = R> { ..; async move { .. } }`.
+pub(crate) struct FutureBlockBody {
+    /// Statements before the async block.
+    pub(crate) leading: Vec<Stmt>,
+    /// The async block the fn returns.
+    pub(crate) block: ExprAsync,
+    /// `R`, the future's output type.
+    pub(crate) output: Type,
+}
+
+impl FutureBlockBody {
+    pub(crate) fn detect(sig: &Signature, body: &FnBody) -> Option<FutureBlockBody> {
+        if sig.asyncness.is_some() {
+            return None;
+        }
+        let ReturnType::Type(_, ty) = &sig.output else {
+            return None;
+        };
+        let Type::ImplTrait(imp) = strip_type_groups(ty) else {
+            return None;
+        };
+        let output = bounds_output(&imp.bounds)?;
+        let mut stmts = Block::parse_within.parse2(body.stmts.clone()).ok()?;
+        let Some(Stmt::Expr(Expr::Async(block), None)) = stmts.pop() else {
+            return None;
+        };
+        Some(FutureBlockBody {
+            leading: stmts,
+            block,
+            output,
+        })
+    }
+}
+
+/// The body of an `async fn` that `#[tokio::main]` or `#[tokio::test]`, written above
+/// `#[distributed_lock]`, already rewrote: `fn main() -> R { let body = async { .. }; .. }`.
+pub(crate) struct TokioEntryBody {
+    /// `let body = async { .. };`, whose block is locked.
+    pub(crate) local: syn::Local,
+    pub(crate) block: ExprAsync,
+    /// The statements after it (building the runtime, `block_on(body)`).
+    pub(crate) rest: Vec<Stmt>,
+    /// The fn's declared output, which is also the block's.
+    pub(crate) output: Type,
+}
+
+impl TokioEntryBody {
+    pub(crate) fn detect(sig: &Signature, body: &FnBody) -> Option<TokioEntryBody> {
+        if sig.asyncness.is_some() {
+            return None;
+        }
+        let mut stmts = Block::parse_within.parse2(body.stmts.clone()).ok()?;
+        if stmts.is_empty() {
+            return None;
+        }
+        let Stmt::Local(local) = stmts.remove(0) else {
+            return None;
+        };
+        let syn::Pat::Ident(name) = &local.pat else {
+            return None;
+        };
+        if name.ident != "body" || !stmts.iter().any(mentions_block_on) {
+            return None;
+        }
+        let Expr::Async(block) = &*local.init.as_ref()?.expr else {
+            return None;
+        };
+        let output = match &sig.output {
+            ReturnType::Type(_, ty) => (**ty).clone(),
+            ReturnType::Default => syn::parse_quote!(()),
+        };
+        Some(TokioEntryBody {
+            block: block.clone(),
+            local,
+            rest: stmts,
+            output,
+        })
+    }
+}
+
+fn mentions_block_on(stmt: &Stmt) -> bool {
+    fn walk(tokens: TokenStream) -> bool {
+        tokens.into_iter().any(|token| match token {
+            proc_macro2::TokenTree::Ident(ident) => ident == "block_on",
+            proc_macro2::TokenTree::Group(group) => walk(group.stream()),
+            _ => false,
+        })
+    }
+    walk(quote::ToTokens::to_token_stream(stmt))
+}
+
+fn strip_type_groups(ty: &Type) -> &Type {
+    match ty {
+        Type::Group(group) => strip_type_groups(&group.elem),
+        Type::Paren(paren) => strip_type_groups(&paren.elem),
+        _ => ty,
+    }
+}
+
 impl AsyncTraitBody {
     /// The patterns `#[async_trait]` moved from the signature into the block, with the
     /// positional parameter that now carries each: `(a, b): (u8, u8)` became `__arg1: (u8, u8)`
@@ -298,6 +398,38 @@ mod tests {
             quote!(Result<u64, E>).to_string()
         );
         assert!(info.leading.is_empty());
+    }
+
+    #[test]
+    fn future_returning_fns_are_recognised() {
+        let f = locked(quote! {
+            fn f(id: u64) -> impl Future<Output = Result<u64, E>> + Send {
+                let x = id;
+                async move { Ok(x) }
+            }
+        });
+        let body = f.body.as_ref().expect("has a body");
+        let info = FutureBlockBody::detect(&f.sig, body).expect("future block shape");
+        assert_eq!(info.leading.len(), 1);
+        assert_eq!(
+            info.output.to_token_stream().to_string(),
+            quote!(Result<u64, E>).to_string()
+        );
+    }
+
+    #[test]
+    fn tokio_entry_points_are_recognised() {
+        let f = locked(quote! {
+            fn main() -> Result<(), E> {
+                let body = async { Ok(()) };
+                { return Builder::new().build().expect("rt").block_on(body); }
+            }
+        });
+        let body = f.body.as_ref().expect("has a body");
+        assert!(TokioEntryBody::detect(&f.sig, body).is_some());
+        let f = locked(quote! { fn main() { let body = async {}; drop(body) } });
+        let body = f.body.as_ref().expect("has a body");
+        assert!(TokioEntryBody::detect(&f.sig, body).is_none());
     }
 
     #[test]

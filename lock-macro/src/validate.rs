@@ -10,7 +10,7 @@ use syn::{FnArg, GenericArgument, Pat, Path, PathArguments, ReturnType, Signatur
 
 use crate::attr::{Args, DurationArg, OnLeaseLost};
 use crate::duration::format_millis;
-use crate::item::{AsyncTraitBody, LockedFn};
+use crate::item::{AsyncTraitBody, FutureBlockBody, LockedFn, TokioEntryBody};
 use crate::limits::{LONG_TTL_MILLIS, MAX_TTL_MILLIS};
 use crate::params::{KeyPlan, Params, is_positional_arg, reads_owned_param, resolve_key};
 
@@ -70,6 +70,11 @@ pub(crate) enum Form {
     Native,
     /// Already rewritten by `#[async_trait]`: the `Box::pin(async move { .. })` block is wrapped.
     AsyncTrait(Box<AsyncTraitBody>),
+    /// `fn f(..) -> impl Future<Output = R> { ..; async move { .. } }`: the block is wrapped.
+    FutureBlock(Box<FutureBlockBody>),
+    /// Already rewritten by `#[tokio::main]` / `#[tokio::test]`: `let body = async { .. };`
+    /// is wrapped.
+    TokioEntry(Box<TokioEntryBody>),
 }
 
 /// Runs every check, collecting all independent errors.
@@ -320,6 +325,19 @@ fn check_shape(item: &LockedFn) -> syn::Result<(Form, OutputPlan)> {
     } else if let Some(info) = AsyncTraitBody::detect(sig, body) {
         let output = info.output.clone();
         (Form::AsyncTrait(Box::new(info)), output)
+    } else if let Some(info) = FutureBlockBody::detect(sig, body) {
+        let output = info.output.clone();
+        (Form::FutureBlock(Box::new(info)), output)
+    } else if let Some(info) = TokioEntryBody::detect(sig, body) {
+        let output = info.output.clone();
+        (Form::TokioEntry(Box::new(info)), output)
+    } else if matches!(&sig.output, ReturnType::Type(_, ty) if contains_impl_trait(ty)) {
+        return Err(syn::Error::new(
+            sig.fn_token.span,
+            "#[distributed_lock] on a fn that returns `impl Future` needs the body to end in \
+             the future it returns, written as an `async move { .. }` block; or make it an \
+             `async fn`",
+        ));
     } else {
         return Err(syn::Error::new(
             sig.fn_token.span,

@@ -5,6 +5,8 @@ async fn place_order(
     #[cfg(unix)] tenant: u64,
     user_id: u64,
 ) -> Result<u64, LockError> {
+    #[cfg(unix)]
+    let _ = tenant;
     Ok(user_id)
 }
 
