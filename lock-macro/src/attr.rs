@@ -10,6 +10,7 @@ use syn::parse::{ParseStream, Parser};
 use syn::{Expr, ExprLit, Ident, Lit, LitBool, LitStr, Path, Token, UnOp};
 
 use crate::duration::{self, DurationError};
+use crate::limits::MIN_TTL_MILLIS;
 use crate::suggest;
 use crate::template::Template;
 
@@ -27,15 +28,21 @@ const OPTIONS: [(&str, &str); 10] = [
     ("crate", "crate = \"my_locks\""),
 ];
 
-/// Names people bring from other lock libraries (Redisson, ShedLock, lock4j), mapped to ours.
-const ALIASES: [(&str, &str); 10] = [
+/// Names people bring from other lock libraries (Redisson, Spring Integration, ShedLock, lock4j),
+/// mapped to ours. Matched after converting camelCase to snake_case, so `leaseTime` is
+/// `lease_time` here.
+const ALIASES: [(&str, &str); 14] = [
     ("name", "key"),
     ("lease", "ttl"),
     ("lease_time", "ttl"),
     ("expire", "ttl"),
+    ("expire_time", "ttl"),
+    ("expiry", "ttl"),
+    ("expire_after", "ttl"),
     ("timeout", "wait"),
     ("wait_time", "wait"),
     ("acquire_timeout", "wait"),
+    ("try_lock_timeout", "wait"),
     ("lock_at_least_for", "hold_at_least"),
     ("lock_at_most_for", "max_hold"),
     ("crate_path", "crate"),
@@ -164,6 +171,7 @@ impl Args {
     }
 
     fn set(&mut self, name: &Ident, value: Expr) -> syn::Result<()> {
+        let value = ungroup(value);
         match name.unraw().to_string().as_str() {
             "key" => self.key.set(name, || key(value)),
             "ttl" => self.ttl.set(name, || ttl(value)),
@@ -233,11 +241,18 @@ fn option_list() -> String {
 }
 
 fn unknown_option(name: &Ident, unknown: &str) -> syn::Error {
-    let meant = ALIASES
-        .iter()
-        .find(|(alias, _)| *alias == unknown)
-        .map(|(_, option)| *option)
-        .or_else(|| suggest::closest(unknown, OPTIONS.iter().map(|(option, _)| *option)));
+    let snake = suggest::snake_case(unknown);
+    let options = || OPTIONS.iter().map(|(option, _)| *option);
+    let meant = options()
+        .find(|option| *option == snake)
+        .or_else(|| {
+            ALIASES
+                .iter()
+                .find(|(alias, _)| *alias == snake)
+                .map(|(_, option)| *option)
+        })
+        .or_else(|| suggest::closest(&snake, options()))
+        .or_else(|| suggest::closest(unknown, options()));
     let hint = meant
         .map(|option| format!(" (did you mean `{option}`?)"))
         .unwrap_or_default();
@@ -248,6 +263,15 @@ fn unknown_option(name: &Ident, unknown: &str) -> syn::Error {
             option_list()
         ),
     )
+}
+
+/// A value that reached the attribute through a `macro_rules!` fragment (`$key:literal`,
+/// `$ttl:expr`) sits in an invisible group: look through it.
+fn ungroup(value: Expr) -> Expr {
+    match value {
+        Expr::Group(group) => ungroup(*group.expr),
+        value => value,
+    }
 }
 
 fn string_lit(value: &Expr) -> Option<&LitStr> {
@@ -274,12 +298,6 @@ fn key(value: Expr) -> syn::Result<KeyArg> {
         lit: lit.clone(),
     })
 }
-
-/// Longest lease accepted without `allow_long_ttl = true`: one day.
-pub(crate) const LONG_TTL_MILLIS: u64 = 24 * 60 * 60 * 1000;
-
-/// Shortest lease: the runtime renews every `ttl / 3` and rejects leases under 10 ms (`lock_runtime::MIN_TTL`).
-const MIN_TTL_MILLIS: u64 = 10;
 
 fn ttl(value: Expr) -> syn::Result<DurationArg> {
     let ttl = duration("ttl", value)?;
@@ -317,6 +335,19 @@ fn duration(name: &str, value: Expr) -> syn::Result<DurationArg> {
                 ),
             ));
         }
+        Expr::Lit(ExprLit {
+            lit: Lit::Float(float),
+            ..
+        }) => {
+            return Err(syn::Error::new(
+                float.span(),
+                format!(
+                    "`{name}` takes a string with a unit, not a number: write `{name} = \"{}\"` \
+                     (units: ms, s, m, h)",
+                    float_as_duration(float.base10_digits())
+                ),
+            ));
+        }
         Expr::Unary(unary) if matches!(unary.op, UnOp::Neg(_)) => {
             return Err(syn::Error::new_spanned(
                 value,
@@ -339,6 +370,21 @@ fn duration(name: &str, value: Expr) -> syn::Result<DurationArg> {
         millis,
         lit: lit.clone(),
     })
+}
+
+/// `1.5` (read as seconds, as the integer case is) written as a duration string: `"1500ms"`.
+fn float_as_duration(digits: &str) -> String {
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    let fraction = fraction.trim_end_matches('0');
+    if fraction.is_empty() {
+        return format!("{}s", if whole.is_empty() { "0" } else { whole });
+    }
+    if fraction.len() <= 3 && !digits.contains(['e', 'E']) {
+        let millis = format!("{whole}{fraction:0<3}");
+        let millis = millis.trim_start_matches('0');
+        return format!("{}ms", if millis.is_empty() { "0" } else { millis });
+    }
+    "1500ms".to_owned()
 }
 
 fn boolean(name: &str, value: Expr) -> syn::Result<BoolArg> {

@@ -40,7 +40,7 @@ pub(crate) fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStr
     let (args, errors) = Args::parse(args);
     let locked = match item::parse(item.clone()) {
         Ok(locked) => locked,
-        Err(err) => return fallback::fallback(item, errors.into_iter().chain([err])),
+        Err(err) => return fallback::fallback(item, errors.into_iter().chain(err)),
     };
     match validate::validate(args, &locked, errors) {
         Ok(plan) => expand(&locked, &plan),
@@ -118,6 +118,54 @@ pub(crate) fn expand(locked: &LockedFn, plan: &Plan) -> TokenStream {
                 #pin(#(#block_attrs)* async move { #section })
             }
         }
+        Form::FutureBlock(info) => {
+            // The key is rendered and the lock taken when the returned future first runs.
+            let leading = &info.leading;
+            let block_attrs = &info.block.attrs;
+            let async_token = &info.block.async_token;
+            let capture = &info.block.capture;
+            let stmts = &info.block.block.stmts;
+            let section = locked_section(
+                plan,
+                quote! {
+                    async #capture {
+                        #fake_return
+                        #(#stmts)*
+                    }
+                },
+            );
+            quote! {
+                #(#inner_attrs)*
+                #(#leading)*
+                #(#block_attrs)* #async_token move { #section }
+            }
+        }
+        Form::TokioEntry(info) => {
+            // The lock is taken inside the future the runtime blocks on.
+            let syn::Local {
+                attrs: local_attrs,
+                let_token,
+                pat,
+                ..
+            } = &info.local;
+            let block_attrs = &info.block.attrs;
+            let stmts = &info.block.block.stmts;
+            let rest = &info.rest;
+            let section = locked_section(
+                plan,
+                quote! {
+                    async move {
+                        #fake_return
+                        #(#stmts)*
+                    }
+                },
+            );
+            quote! {
+                #(#inner_attrs)*
+                #(#local_attrs)* #let_token #pat = #(#block_attrs)* async move { #section };
+                #(#rest)*
+            }
+        }
     };
     let mut out = quote! {
         #(#attrs)*
@@ -189,9 +237,14 @@ fn bind_manager(manager: &ManagerPlan, binding: &Ident) -> TokenStream {
     if *clone {
         // The body owns what the expression reads: hold a clone (cheap: managers share their
         // connections) instead of a borrow the body would conflict with.
+        // The manager is cloned, not what the expression gives: `self.locks()` and `&self.locks`
+        // give a reference, whose clone would still borrow the parameter.
         let owned = local_at("__lock_manager_owned", span);
         quote_spanned! {span=>
-            let #owned = ::core::clone::Clone::clone(&(#expr));
+            let #owned: #runtime::__private::LockManager = {
+                let #binding: &#runtime::__private::LockManager = &(#expr);
+                ::core::clone::Clone::clone(#binding)
+            };
             let #binding: &#runtime::__private::LockManager = &#owned;
         }
     } else {
@@ -224,11 +277,11 @@ fn render_key(key: &KeyPlan) -> TokenStream {
     for (i, part) in key.parts.iter().enumerate() {
         let span = part.param_span;
         let root = &part.root;
-        let members = &part.members;
+        let accessors = &part.accessors;
         // Scoped to the rendering block, out of the body's sight: a plain span (not a hygienic
         // one) keeps both `KeyPart` errors on the same span, where rustc merges them.
         let borrowed = Ident::new(&format!("__lock_key_part{i}"), span);
-        borrows.extend(quote_spanned! {span=> let #borrowed = &#root #(.#members)*; });
+        borrows.extend(quote_spanned! {span=> let #borrowed = &#root #accessors; });
         let runtime = runtime(span);
         arguments.push(quote_spanned! {span=> #runtime::__private::key_part(#borrowed) });
         type_params.push(format_ident!(

@@ -59,14 +59,15 @@ impl Parse for LockedFn {
 }
 
 /// Parses the annotated item, with a message that says what the attribute goes on when the item
-/// is something else.
-pub(crate) fn parse(item: TokenStream) -> syn::Result<LockedFn> {
+/// is something else. `Err(None)` when the item does not parse at all (a half-typed signature):
+/// rustc reports that syntax error itself, and a second message would only repeat it.
+pub(crate) fn parse(item: TokenStream) -> Result<LockedFn, Option<syn::Error>> {
     match syn::parse2::<LockedFn>(item.clone()) {
         Ok(locked) => Ok(locked),
-        Err(fn_error) => Err(match syn::parse2::<Item>(item) {
-            Ok(other) => not_a_fn(&other),
-            Err(_) => fn_error,
-        }),
+        Err(_) => match syn::parse2::<Item>(item) {
+            Ok(other) => Err(Some(not_a_fn(&other))),
+            Err(_) => Err(None),
+        },
     }
 }
 
@@ -151,6 +152,106 @@ impl AsyncTraitBody {
             block,
             output,
         })
+    }
+}
+
+/// A fn that returns its future explicitly, as `#[instrument]` also supports:
+/// `fn f(..) -> impl Future<Output = R> { ..; async move { .. } }`.
+pub(crate) struct FutureBlockBody {
+    /// Statements before the async block.
+    pub(crate) leading: Vec<Stmt>,
+    /// The async block the fn returns.
+    pub(crate) block: ExprAsync,
+    /// `R`, the future's output type.
+    pub(crate) output: Type,
+}
+
+impl FutureBlockBody {
+    pub(crate) fn detect(sig: &Signature, body: &FnBody) -> Option<FutureBlockBody> {
+        if sig.asyncness.is_some() {
+            return None;
+        }
+        let ReturnType::Type(_, ty) = &sig.output else {
+            return None;
+        };
+        let Type::ImplTrait(imp) = strip_type_groups(ty) else {
+            return None;
+        };
+        let output = bounds_output(&imp.bounds)?;
+        let mut stmts = Block::parse_within.parse2(body.stmts.clone()).ok()?;
+        let Some(Stmt::Expr(Expr::Async(block), None)) = stmts.pop() else {
+            return None;
+        };
+        Some(FutureBlockBody {
+            leading: stmts,
+            block,
+            output,
+        })
+    }
+}
+
+/// The body of an `async fn` that `#[tokio::main]` or `#[tokio::test]`, written above
+/// `#[distributed_lock]`, already rewrote: `fn main() -> R { let body = async { .. }; .. }`.
+pub(crate) struct TokioEntryBody {
+    /// `let body = async { .. };`, whose block is locked.
+    pub(crate) local: syn::Local,
+    pub(crate) block: ExprAsync,
+    /// The statements after it (building the runtime, `block_on(body)`).
+    pub(crate) rest: Vec<Stmt>,
+    /// The fn's declared output, which is also the block's.
+    pub(crate) output: Type,
+}
+
+impl TokioEntryBody {
+    pub(crate) fn detect(sig: &Signature, body: &FnBody) -> Option<TokioEntryBody> {
+        if sig.asyncness.is_some() {
+            return None;
+        }
+        let mut stmts = Block::parse_within.parse2(body.stmts.clone()).ok()?;
+        if stmts.is_empty() {
+            return None;
+        }
+        let Stmt::Local(local) = stmts.remove(0) else {
+            return None;
+        };
+        let syn::Pat::Ident(name) = &local.pat else {
+            return None;
+        };
+        if name.ident != "body" || !stmts.iter().any(mentions_block_on) {
+            return None;
+        }
+        let Expr::Async(block) = &*local.init.as_ref()?.expr else {
+            return None;
+        };
+        let output = match &sig.output {
+            ReturnType::Type(_, ty) => (**ty).clone(),
+            ReturnType::Default => syn::parse_quote!(()),
+        };
+        Some(TokioEntryBody {
+            block: block.clone(),
+            local,
+            rest: stmts,
+            output,
+        })
+    }
+}
+
+fn mentions_block_on(stmt: &Stmt) -> bool {
+    fn walk(tokens: TokenStream) -> bool {
+        tokens.into_iter().any(|token| match token {
+            proc_macro2::TokenTree::Ident(ident) => ident == "block_on",
+            proc_macro2::TokenTree::Group(group) => walk(group.stream()),
+            _ => false,
+        })
+    }
+    walk(quote::ToTokens::to_token_stream(stmt))
+}
+
+fn strip_type_groups(ty: &Type) -> &Type {
+    match ty {
+        Type::Group(group) => strip_type_groups(&group.elem),
+        Type::Paren(paren) => strip_type_groups(&paren.elem),
+        _ => ty,
     }
 }
 
@@ -241,7 +342,7 @@ mod tests {
     fn locked(tokens: TokenStream) -> LockedFn {
         match parse(tokens) {
             Ok(locked) => locked,
-            Err(err) => panic!("should parse: {err}"),
+            Err(err) => panic!("should parse: {err:?}"),
         }
     }
 
@@ -261,6 +362,12 @@ mod tests {
     }
 
     #[test]
+    fn a_signature_that_does_not_parse_is_left_to_rustc() {
+        let err = parse(quote! { async fn f(id: ) -> Result<(), E> { Ok(()) } }).err();
+        assert!(matches!(err, Some(None)));
+    }
+
+    #[test]
     fn a_trait_declaration_has_no_body() {
         let f = locked(quote! { async fn f(&self) -> Result<(), E>; });
         assert!(f.body.is_none());
@@ -270,6 +377,7 @@ mod tests {
     fn an_impl_block_gets_a_message_about_methods() {
         let err = parse(quote! { impl Foo { async fn f(&self) {} } })
             .err()
+            .flatten()
             .expect("not a fn");
         assert!(err.to_string().contains("not on an impl block"), "{err}");
     }
@@ -290,6 +398,38 @@ mod tests {
             quote!(Result<u64, E>).to_string()
         );
         assert!(info.leading.is_empty());
+    }
+
+    #[test]
+    fn future_returning_fns_are_recognised() {
+        let f = locked(quote! {
+            fn f(id: u64) -> impl Future<Output = Result<u64, E>> + Send {
+                let x = id;
+                async move { Ok(x) }
+            }
+        });
+        let body = f.body.as_ref().expect("has a body");
+        let info = FutureBlockBody::detect(&f.sig, body).expect("future block shape");
+        assert_eq!(info.leading.len(), 1);
+        assert_eq!(
+            info.output.to_token_stream().to_string(),
+            quote!(Result<u64, E>).to_string()
+        );
+    }
+
+    #[test]
+    fn tokio_entry_points_are_recognised() {
+        let f = locked(quote! {
+            fn main() -> Result<(), E> {
+                let body = async { Ok(()) };
+                { return Builder::new().build().expect("rt").block_on(body); }
+            }
+        });
+        let body = f.body.as_ref().expect("has a body");
+        assert!(TokioEntryBody::detect(&f.sig, body).is_some());
+        let f = locked(quote! { fn main() { let body = async {}; drop(body) } });
+        let body = f.body.as_ref().expect("has a body");
+        assert!(TokioEntryBody::detect(&f.sig, body).is_none());
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod duration;
 mod expand;
 mod fallback;
 mod item;
+mod limits;
 mod params;
 mod suggest;
 mod template;
@@ -55,21 +56,33 @@ use proc_macro::TokenStream;
 /// | `manager`        | any expression                | global default| the `LockManager` to use, e.g. `self.locks` |
 /// | `crate`          | string path                   | `"::lock_runtime"` | where the runtime crate is, for a renamed dependency or a re-export |
 ///
-/// Unknown, repeated or mistyped options are compile errors that name the valid options.
+/// Unknown, repeated or mistyped options are compile errors that name the valid options; names
+/// from other libraries get the option they mean (`leaseTime`/`lease_time`/`expire` -> `ttl`,
+/// `waitTime`/`wait_time`/`acquireTimeout` -> `wait`), and a camelCase spelling its snake_case
+/// name. Option values may come from `macro_rules!` fragments (`key = $key`).
 ///
 /// # Key templates
 ///
 /// - Text is literal: `key = "jobs:nightly-report"` is one lock for every call.
 /// - `<name>` is replaced by the [`Display`](std::fmt::Display) of the parameter `name`.
 /// - `<name.field.sub>` follows field accesses, `<pair.0>` tuple fields, `<self.tenant>` the
-///   receiver of a method.
-/// - `<<` and `>>` are a literal `<` and `>`. Braces need no escaping.
+///   receiver of a method, and `<user.name()>` calls a method without arguments (methods with
+///   arguments are not allowed: compute the value into a parameter instead).
+/// - `<<` and `>>` are a literal `<` and `>`.
 ///
-/// Placeholders must name whole parameters: not a `_` parameter and not a name bound inside a
-/// destructuring pattern (bind the parameter to a name and write `<name.field>` instead). A
-/// placeholder whose value does not implement `Display` is a compile error at the parameter that
-/// names its type. All of this is checked at compile time; a typo gets a "did you mean" with the
-/// closest parameter name.
+/// **The `{}` trap.** Only `<name>` is a placeholder. `"order:{user_id}"`, `"order:${user_id}"`,
+/// `"order:#{user_id}"` and `"order:#user_id"` would be the same text on every call, so one lock
+/// shared by all of them: when the name is a parameter, they are compile errors that say to
+/// write `<user_id>`. Other braces are text, so a Redis Cluster hash tag around a value is
+/// `"{<tenant>}:order:<id>"` and a fixed one is `"{orders}:<id>"`. For the text `{user_id}` or
+/// `#user_id` itself, where `user_id` is also a parameter, write `{{user_id}}` or `##user_id`.
+///
+/// Placeholders must name whole parameters: not a `_` parameter, not a name bound inside a
+/// destructuring pattern (bind the parameter to a name and write `<name.field>` instead), and
+/// not a parameter that a `#[cfg]` can remove. A placeholder whose value does not implement
+/// `Display` is a compile error at the parameter that names its type. All of this is checked at
+/// compile time, and every bad placeholder of a key is reported at once; a typo gets a "did you
+/// mean" with the closest parameter name.
 ///
 /// The key is rendered once per call into one `String`, before the body runs and before any
 /// `.await`, reading the parameters by reference (nothing is cloned). As with `format!`, a
@@ -79,17 +92,21 @@ use proc_macro::TokenStream;
 ///
 /// An integer and a unit, `ms`, `s`, `m` or `h`, or several from the largest unit to the smallest
 /// (`"1m30s"`, `"1h15m"`). No spaces, fractions or signs. They are parsed at compile time, so a
-/// duration must be a literal. Rejected: a missing or unknown unit, a zero or sub-10ms `ttl`, and a
-/// `ttl` over one day unless `allow_long_ttl = true`; with the watchdog on, a short `ttl` is
-/// renewed for as long as the body runs, so a long `ttl` only makes a crashed holder block others
-/// for longer.
+/// duration must be a literal (one passed through a `macro_rules!` fragment, `$ttl:literal` or
+/// `$ttl:expr`, is one). Rejected: a missing or unknown unit, a number instead of a string
+/// (`ttl = 30`, `ttl = 1.5`), a zero or sub-10ms `ttl`, a `ttl` over one day unless
+/// `allow_long_ttl = true`, and a `ttl` or `hold_at_least` over `lock_runtime::MAX_TTL` (one
+/// year) even then, since the runtime would refuse it on every call (both read the limit from
+/// one definition). With the watchdog on, a short `ttl` is renewed for as long as the body runs,
+/// so a long `ttl` only makes a crashed holder block others for longer.
 ///
 /// Checks across options, each with a message that says which one to change:
 ///
-/// - `max_hold` with `watchdog = false` is an error: without renewal there is nothing to stop.
-/// - `max_hold` shorter than `ttl` (given or default) is an error: the first lease already
-///   outlasts it.
-/// - `hold_at_least` longer than `max_hold` is an error: the lock could not be held that long.
+/// - `max_hold` with `watchdog = false` is an error: without renewal there is nothing to stop;
+///   remove `max_hold`.
+/// - `max_hold` shorter than `ttl` (given or default) or than `hold_at_least` is one error at
+///   `max_hold` that names the longest of them: the first lease already outlasts it, or the
+///   lock could not be held that long.
 /// - `wait` and `max_hold` are independent (one bounds the time before acquiring, the other the
 ///   time after), so any combination is accepted.
 ///
@@ -99,11 +116,14 @@ use proc_macro::TokenStream;
 /// used; if none was set, the body does not run and the call returns `LockError::Config`.
 ///
 /// `manager = expr` accepts any expression that gives a `LockManager`, a reference to one, or a
-/// smart pointer to one (`self.locks`, `&state.locks`, `LOCKS.clone()`, an `Arc<LockManager>`):
-/// it is evaluated once per call, after the key is rendered, and borrowed as `&LockManager` for
-/// the call. When the expression reads a parameter that the body takes by value or by `&mut`
-/// (`self.locks` in a `&mut self` or `self: Arc<Self>` method), the manager is cloned first, which
-/// is cheap (clones share their connections), so the body can still use that parameter freely.
+/// smart pointer to one (`self.locks`, `&self.locks`, `self.locks()` for an accessor returning
+/// `&LockManager`, a `locks: &LockManager` or `locks: &mut LockManager` parameter,
+/// `LOCKS.clone()`, an `Arc<LockManager>`): it is evaluated once per call, after the key is
+/// rendered, and borrowed as `&LockManager` for the call. When the expression reads a parameter
+/// that the body takes by value or by `&mut` (`self.locks` or `self.locks()` in a `&mut self`,
+/// `self` or `self: Arc<Self>` method, under `#[async_trait]` too), the manager itself is cloned
+/// first, which is cheap (clones share their connections), so the body can still use that
+/// parameter freely.
 ///
 /// # What the fn must look like
 ///
@@ -112,10 +132,20 @@ use proc_macro::TokenStream;
 /// method declaration without a body, or another return type is a compile error that says what to
 /// change.
 ///
-/// Supported: free fns, inherent and trait methods with any receiver (`&self`, `&mut self`,
-/// `self`, `self: Arc<Self>`, ...), generic fns with where clauses, `impl Trait` arguments,
-/// explicit and elided lifetimes, `unsafe fn`, native `async fn` in traits (default methods and
-/// impls), and methods of an `#[async_trait]` trait or impl:
+/// Supported forms:
+///
+/// - free fns, inherent and trait methods with any receiver (`&self`, `&mut self`, `self`,
+///   `self: Arc<Self>`, ...), generic fns with where clauses, `impl Trait` arguments, explicit
+///   and elided lifetimes, `unsafe fn`, native `async fn` in traits (default methods and impls);
+/// - methods of an `#[async_trait]` trait or impl (see below);
+/// - a fn that returns its future, `fn f(..) -> impl Future<Output = Result<T, E>> { ..;
+///   async move { .. } }`: the lock is taken when the returned future first runs, around the
+///   final `async` block (as `#[instrument]` supports);
+/// - other attributes stacked on the fn: `#[tokio::main]` or `#[tokio::test]` above
+///   `#[distributed_lock]` (the lock is held inside the runtime's future), `#[instrument]` above
+///   (the span covers waiting for the lock) or below (the span covers the body), and several
+///   `#[distributed_lock]`s;
+/// - the attribute written by a `macro_rules!` macro, with its options from fragments.
 ///
 /// ```rust,ignore
 /// #[async_trait]
@@ -171,11 +201,29 @@ use proc_macro::TokenStream;
 ///   after every outcome, `Ok`, `Err` or panic, before the fn returns. If the caller drops the
 ///   future mid-body (a timeout, `select!`), the lock is released in the background right away
 ///   instead of waiting for the lease to run out.
-/// - The future is `Send` exactly when the body's is; nothing is boxed.
+/// - The future is `Send` exactly when the body's is. The generated code adds no allocation of
+///   its own, but the runtime's `run_locked` boxes the body (once, so a large body is not
+///   copied into every future that passes it on) and the acquire (so its state is not kept
+///   while the body runs): two heap allocations per call, besides the key's `String`.
 /// - Inside the body, `lock_runtime::current()` describes the held lock (key, fencing token,
 ///   whether it is still held); a nested call in the same task that renders the same key
 ///   re-enters without touching Redis.
 #[proc_macro_attribute]
 pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     expand::distributed_lock(args.into(), item.into()).into()
+}
+
+/// `lock_runtime::MIN_TTL` in milliseconds, from the one definition the attribute also checks.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __min_ttl_millis(_: TokenStream) -> TokenStream {
+    proc_macro::TokenTree::Literal(proc_macro::Literal::u64_unsuffixed(limits::MIN_TTL_MILLIS))
+        .into()
+}
+
+/// `lock_runtime::MAX_TTL` in seconds, from the one definition the attribute also checks.
+#[doc(hidden)]
+#[proc_macro]
+pub fn __max_ttl_secs(_: TokenStream) -> TokenStream {
+    proc_macro::TokenTree::Literal(proc_macro::Literal::u64_unsuffixed(limits::MAX_TTL_SECS)).into()
 }

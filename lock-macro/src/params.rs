@@ -10,7 +10,7 @@ use syn::{FnArg, Ident, Index, LitStr, Member, Pat, Receiver, Signature, Type};
 use crate::attr::KeyArg;
 use crate::item::AsyncTraitBody;
 use crate::suggest;
-use crate::template::Placeholder;
+use crate::template::{Placeholder, Segment};
 use crate::validate::{pretty, strip_groups};
 
 /// Bytes reserved per placeholder in the rendered key: a `u64` in decimal takes up to 20.
@@ -26,11 +26,12 @@ pub(crate) struct KeyPlan {
     pub(crate) capacity: usize,
 }
 
-/// One placeholder: `root.members...`, checked at the parameter's span.
+/// One placeholder: `root.field.method()...`, checked at the parameter's span.
 pub(crate) struct KeyPart {
     /// The parameter's own ident (or the receiver's `self`), so that it resolves to it.
     pub(crate) root: TokenStream,
-    pub(crate) members: Vec<Member>,
+    /// `.field`, `.0` and `.method()`, spanned at the key.
+    pub(crate) accessors: TokenStream,
     pub(crate) param_span: Span,
 }
 
@@ -39,6 +40,8 @@ pub(crate) struct Params<'a> {
     receiver: Option<&'a Receiver>,
     /// Parameters bound to a plain name (`id: u64`, `mut id: u64`), with their types.
     named: Vec<(&'a Ident, &'a Type)>,
+    /// Parameters that a `#[cfg]` or `#[cfg_attr]` may remove.
+    conditional: Vec<(&'a Ident, &'a syn::Attribute)>,
     /// Names bound inside destructuring patterns (`(a, b): (u64, u64)`).
     in_patterns: Vec<PatternBinding<'a>>,
 }
@@ -48,6 +51,7 @@ impl<'a> Params<'a> {
         let mut params = Params {
             receiver: None,
             named: Vec::new(),
+            conditional: Vec::new(),
             in_patterns: Vec::new(),
         };
         for input in &sig.inputs {
@@ -56,6 +60,12 @@ impl<'a> Params<'a> {
                 FnArg::Typed(typed) => match &*typed.pat {
                     Pat::Ident(ident) => {
                         params.named.push((&ident.ident, &typed.ty));
+                        let cfg = typed.attrs.iter().find(|attr| {
+                            attr.path().is_ident("cfg") || attr.path().is_ident("cfg_attr")
+                        });
+                        if let Some(cfg) = cfg {
+                            params.conditional.push((&ident.ident, cfg));
+                        }
                         if let Some((_, sub)) = &ident.subpat {
                             bindings(sub, &typed.ty, Some(Vec::new()), &mut params.in_patterns);
                         }
@@ -184,13 +194,13 @@ fn pattern_fix(binding: &PatternBinding<'_>, placeholder: &Placeholder) -> Strin
     let name = match strip_groups(binding.ty) {
         Type::Path(path) => path.path.segments.last().map_or_else(
             || "value".to_owned(),
-            |segment| snake_case(&segment.ident.to_string()),
+            |segment| suggest::snake_case(&segment.ident.to_string()),
         ),
         Type::Tuple(tuple) if tuple.elems.len() == 2 => "pair".to_owned(),
         Type::Reference(reference) => match strip_groups(&reference.elem) {
             Type::Path(path) => path.path.segments.last().map_or_else(
                 || "value".to_owned(),
-                |segment| snake_case(&segment.ident.to_string()),
+                |segment| suggest::snake_case(&segment.ident.to_string()),
             ),
             _ => "value".to_owned(),
         },
@@ -209,43 +219,149 @@ fn pattern_fix(binding: &PatternBinding<'_>, placeholder: &Placeholder) -> Strin
     }
 }
 
-pub(crate) fn snake_case(name: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in name.chars().enumerate() {
-        if c.is_uppercase() {
-            if i > 0 {
-                out.push('_');
-            }
-            out.extend(c.to_lowercase());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// Resolves every placeholder against the signature. Errors point at the key literal and name
-/// the placeholder (sub-spans inside a literal are nightly-only).
+/// Resolves every placeholder against the signature, reporting every bad one. Errors point at
+/// the key literal and name the placeholder (sub-spans inside a literal are nightly-only).
 pub(crate) fn resolve_key(
     key: &KeyArg,
     params: &Params<'_>,
     sig: &Signature,
-) -> syn::Result<KeyPlan> {
+) -> Result<KeyPlan, Vec<syn::Error>> {
     let span = key.lit.span();
-    let mut parts = Vec::new();
-    for placeholder in key.template.placeholders() {
-        parts.push(resolve_placeholder(placeholder, params, sig, span)?);
+    let mut errors = Vec::new();
+    let mut template = key.template.clone();
+    for segment in &mut template.segments {
+        if let Segment::Text(text) = segment {
+            match literal_text(text, params) {
+                Ok(unescaped) => *text = unescaped,
+                Err(messages) => {
+                    errors.extend(messages.into_iter().map(|msg| syn::Error::new(span, msg)));
+                }
+            }
+        }
     }
-    let literal = key
-        .template
+    let mut parts = Vec::new();
+    for placeholder in template.placeholders() {
+        match resolve_placeholder(placeholder, params, sig, span) {
+            Ok(part) => parts.push(part),
+            Err(err) => errors.push(err),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let literal = template
         .as_literal()
         .map(|literal| LitStr::new(&literal, span));
     Ok(KeyPlan {
-        format: LitStr::new(&key.template.format_string(), span),
+        format: LitStr::new(&template.format_string(), span),
         literal,
-        capacity: key.template.literal_len() + PLACEHOLDER_CAPACITY * parts.len(),
+        capacity: template.literal_len() + PLACEHOLDER_CAPACITY * parts.len(),
         parts,
     })
+}
+
+/// Literal text of a key, checked for placeholders written in another language's syntax:
+/// `{user_id}`, `${user_id}`, `#{user_id}` and `#user_id` render as that text, so every call
+/// would share one lock. They are errors when the name is a parameter (or `self`); a doubled
+/// `{{user_id}}` or `##user_id` is the escape for deliberate literal text, and is returned
+/// undoubled. Braces around anything else (`{tenant}`, `{<user_id>}`, a Redis hash tag) are
+/// plain text.
+fn literal_text(text: &str, params: &Params<'_>) -> Result<String, Vec<String>> {
+    let is_param = |path: &str| {
+        let root = path.split('.').next().unwrap_or(path);
+        root == "self" && params.receiver.is_some() || params.named(root).is_some()
+    };
+    let mut out = String::with_capacity(text.len());
+    let mut errors = Vec::new();
+    let mut rest = text;
+    while let Some(c) = rest.chars().next() {
+        if c == '{' {
+            let doubled = rest.starts_with("{{");
+            let inner_start = if doubled { 2 } else { 1 };
+            let path_len = path_prefix(&rest[inner_start..]);
+            let path = &rest[inner_start..inner_start + path_len];
+            let after = &rest[inner_start + path_len..];
+            let closes = if doubled { "}}" } else { "}" };
+            if path_len > 0 && after.starts_with(closes) && is_param(path) {
+                if doubled {
+                    out.push('{');
+                    out.push_str(path);
+                    out.push('}');
+                } else {
+                    let prefix = out
+                        .chars()
+                        .last()
+                        .filter(|c| matches!(c, '$' | '#'))
+                        .map(String::from)
+                        .unwrap_or_default();
+                    errors.push(trap_message(&format!("{prefix}{{{path}}}"), path, true));
+                    out.push('{');
+                    out.push_str(path);
+                    out.push('}');
+                }
+                rest = &after[closes.len()..];
+                continue;
+            }
+        }
+        if c == '#' {
+            let doubled = rest.starts_with("##");
+            let inner_start = if doubled { 2 } else { 1 };
+            let path_len = path_prefix(&rest[inner_start..]);
+            let path = &rest[inner_start..inner_start + path_len];
+            if path_len > 0 && is_param(path) {
+                if !doubled {
+                    errors.push(trap_message(&format!("#{path}"), path, false));
+                }
+                out.push('#');
+                out.push_str(path);
+                rest = &rest[inner_start + path_len..];
+                continue;
+            }
+        }
+        out.push(c);
+        rest = &rest[c.len_utf8()..];
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
+}
+
+/// The length of the `name.field.0` path at the start of `text` (0 if none).
+fn path_prefix(text: &str) -> usize {
+    let mut len = 0;
+    for (i, c) in text.char_indices() {
+        let starts_word = i == 0 || text[..i].ends_with('.');
+        let ok = if starts_word {
+            c == '_' || c.is_alphanumeric()
+        } else {
+            c == '_' || c == '.' || c.is_alphanumeric()
+        };
+        if !ok {
+            break;
+        }
+        len = i + c.len_utf8();
+    }
+    text[..len].trim_end_matches('.').len()
+}
+
+fn trap_message(written: &str, path: &str, braces: bool) -> String {
+    let (escape, text) = if braces {
+        (format!("{{{{{path}}}}}"), format!("{{{path}}}"))
+    } else {
+        (format!("##{path}"), format!("#{path}"))
+    };
+    let hash_tag = if braces {
+        format!(" (keep the braces around it for a Redis hash tag: `{{<{path}>}}`)")
+    } else {
+        String::new()
+    };
+    format!(
+        "`{written}` in `key` is literal text, not a placeholder, so every call would share \
+         one lock: write `<{path}>` to put the value of `{path}` in the key{hash_tag}, or \
+         `{escape}` if you mean the text `{text}` itself"
+    )
 }
 
 fn resolve_placeholder(
@@ -268,11 +384,29 @@ fn resolve_placeholder(
             ))
         })?;
         let token = receiver.self_token;
-        (token.to_token_stream(), token.span)
+        // `&self` and `&mut self`: read through the reference, so that a missing `Display` names
+        // the type (`Svc`), not the reference (`&Svc`).
+        let root = if matches!(strip_groups(&receiver.ty), Type::Reference(_)) {
+            quote::quote_spanned!(token.span=> (*#token))
+        } else {
+            token.to_token_stream()
+        };
+        (root, token.span)
     } else if root_name == "_" {
         return Err(error(format!(
             "placeholder `{placeholder}` in `key` names a `_` parameter, which cannot be read: \
              give the parameter a name (e.g. `id: u64`) and write `<id>`"
+        )));
+    } else if let Some((ident, cfg)) = params
+        .conditional
+        .iter()
+        .find(|(ident, _)| ident.unraw() == root_name)
+    {
+        return Err(error(format!(
+            "placeholder `{placeholder}` in `key` names `{root_name}`, a parameter that \
+             `#[{}]` removes in some builds, where the key could not be rendered: name a \
+             parameter that is always there, or remove the `#[cfg]` from `{ident}`",
+            pretty(cfg.meta.to_token_stream())
         )));
     } else if let Some(ident) = params.named(root_name) {
         (ident.to_token_stream(), ident.span())
@@ -294,14 +428,13 @@ fn resolve_placeholder(
             sig,
         )));
     };
-    let members = placeholder
-        .fields
-        .iter()
-        .map(|field| member(field, placeholder, span))
-        .collect::<syn::Result<Vec<_>>>()?;
+    let mut accessors = TokenStream::new();
+    for field in &placeholder.fields {
+        accessors.extend(accessor(field, placeholder, span)?);
+    }
     Ok(KeyPart {
         root,
-        members,
+        accessors,
         param_span,
     })
 }
@@ -337,7 +470,12 @@ fn unknown_placeholder(
     }
 }
 
-fn member(field: &str, placeholder: &Placeholder, span: Span) -> syn::Result<Member> {
+/// `.field`, `.0` or `.method()`. The names carry the key's location with the macro's
+/// resolution context: rustc reports a missing field or method at the key, but offers no
+/// "replace with" suggestion there, which would overwrite the whole key literal.
+fn accessor(field: &str, placeholder: &Placeholder, span: Span) -> syn::Result<TokenStream> {
+    let at = Span::mixed_site().located_at(span);
+    let dot = syn::Token![.](at);
     if field.bytes().all(|b| b.is_ascii_digit()) {
         let index = field.parse::<u32>().map_err(|_| {
             syn::Error::new(
@@ -345,19 +483,32 @@ fn member(field: &str, placeholder: &Placeholder, span: Span) -> syn::Result<Mem
                 format!("tuple index `{field}` in placeholder `{placeholder}` is too large"),
             )
         })?;
-        return Ok(Member::Unnamed(Index { index, span }));
+        let member = Member::Unnamed(Index { index, span: at });
+        return Ok(quote::quote!(#dot #member));
     }
-    match syn::parse_str::<Ident>(field) {
+    let (name, call) = match field.strip_suffix("()") {
+        Some(name) => (name, true),
+        None => (field, false),
+    };
+    match syn::parse_str::<Ident>(name) {
         Ok(mut ident) => {
-            ident.set_span(span);
-            Ok(Member::Named(ident))
+            ident.set_span(at);
+            let call = call.then(|| {
+                let mut parens = proc_macro2::Group::new(
+                    proc_macro2::Delimiter::Parenthesis,
+                    TokenStream::new(),
+                );
+                parens.set_span(at);
+                parens
+            });
+            Ok(quote::quote!(#dot #ident #call))
         }
         Err(_) => Err(syn::Error::new(
             span,
             format!(
-                "`{field}` in placeholder `{placeholder}` is not a field name{}",
-                if syn::parse_str::<Ident>(&format!("r#{field}")).is_ok() {
-                    format!(": it is a keyword, write `r#{field}`")
+                "`{name}` in placeholder `{placeholder}` is not a field name{}",
+                if syn::parse_str::<Ident>(&format!("r#{name}")).is_ok() {
+                    format!(": it is a keyword, write `r#{name}`")
                 } else {
                     String::new()
                 }

@@ -23,6 +23,25 @@ pub(crate) fn closest<'a>(
         .map(|(_, candidate)| candidate)
 }
 
+/// `leaseTime` -> `lease_time`, `TTL` -> `ttl`; snake_case names are returned as they are.
+pub(crate) fn snake_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    let mut previous_lower = false;
+    for c in name.chars() {
+        if c.is_uppercase() {
+            if previous_lower {
+                out.push('_');
+            }
+            out.extend(c.to_lowercase());
+            previous_lower = false;
+        } else {
+            out.push(c);
+            previous_lower = c.is_lowercase() || c.is_ascii_digit();
+        }
+    }
+    out
+}
+
 /// Levenshtein distance over chars, counting a swap of two neighbours as one edit
 /// (`uesr` -> `user`), since that is the most common typo.
 pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
@@ -93,6 +112,15 @@ mod tests {
     #[test]
     fn closest_never_suggests_the_typo_itself() {
         assert_eq!(closest("id", ["id"]), None);
+    }
+
+    #[test]
+    fn camel_case_becomes_snake_case() {
+        assert_eq!(snake_case("leaseTime"), "lease_time");
+        assert_eq!(snake_case("acquireTimeout"), "acquire_timeout");
+        assert_eq!(snake_case("allowLongTtl"), "allow_long_ttl");
+        assert_eq!(snake_case("TTL"), "ttl");
+        assert_eq!(snake_case("max_hold"), "max_hold");
     }
 
     #[test]

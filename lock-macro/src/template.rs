@@ -2,7 +2,7 @@
 //!
 //! Text is literal; `<path>` is a placeholder whose value is rendered with `Display`; `<<` and `>>`
 //! stand for a literal `<` and `>`. A placeholder path is a parameter name (or `self`) followed
-//! by `.field` or `.0` accesses. This module only checks the syntax; whether the root names a
+//! by `.field`, `.0` or `.method()` accesses (calls without arguments only). This module only checks the syntax; whether the root names a
 //! parameter is checked against the fn signature in `validate`.
 
 use std::fmt;
@@ -25,7 +25,7 @@ pub(crate) enum Segment {
 pub(crate) struct Placeholder {
     /// The parameter name (or `self`), as written (a raw identifier keeps its `r#`).
     pub(crate) root: String,
-    /// Field names and tuple indices, as written.
+    /// Field names, tuple indices and method calls (`name()`), as written.
     pub(crate) fields: Vec<String>,
 }
 
@@ -86,11 +86,18 @@ impl fmt::Display for TemplateError {
                     .split_whitespace()
                     .collect::<String>()
             ),
+            TemplateError::InvalidName { placeholder } if placeholder.contains('(') => write!(
+                f,
+                "`{placeholder}` in `key` is not a valid placeholder: a placeholder can call \
+                 methods only without arguments, as in `<user.name()>`; for anything else, \
+                 compute the value into a parameter and name it"
+            ),
             TemplateError::InvalidName { placeholder } => write!(
                 f,
                 "`{placeholder}` in `key` is not a valid placeholder: a placeholder is a \
-                 parameter name, optionally followed by fields, as in `<order_id>` or \
-                 `<self.tenant.id>`; write `<<` and `>>` for literal angle brackets"
+                 parameter name, optionally followed by fields or method calls without \
+                 arguments, as in `<order_id>`, `<self.tenant.id>` or `<user.name()>`; write \
+                 `<<` and `>>` for literal angle brackets"
             ),
         }
     }
@@ -205,7 +212,10 @@ fn parse_placeholder(source: &str) -> Result<Placeholder, TemplateError> {
         .ok_or_else(invalid)?;
     let fields = parts
         .map(|field| {
-            if is_name(field) || is_tuple_index(field) {
+            if is_name(field)
+                || is_tuple_index(field)
+                || field.strip_suffix("()").is_some_and(is_name)
+            {
                 Ok(field.to_owned())
             } else {
                 Err(invalid())
@@ -294,6 +304,18 @@ mod tests {
                 placeholder("pair", &["0"]),
                 text("/"),
                 placeholder("x", &["r#type"]),
+            ]
+        );
+    }
+
+    #[test]
+    fn method_calls_without_arguments_are_fields() {
+        assert_eq!(
+            segments("<user.name()>:<user.id>"),
+            [
+                placeholder("user", &["name()"]),
+                text(":"),
+                placeholder("user", &["id"])
             ]
         );
     }
@@ -403,6 +425,9 @@ mod tests {
             "<a.1b>",
             "<r#>",
             "<a::b>",
+            "<a()>",
+            "<a.b(1)>",
+            "<a.()>",
         ] {
             assert_eq!(
                 Template::parse(bad),

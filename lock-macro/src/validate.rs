@@ -8,9 +8,10 @@ use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
 use syn::{FnArg, GenericArgument, Pat, Path, PathArguments, ReturnType, Signature, Type};
 
-use crate::attr::{Args, DurationArg, LONG_TTL_MILLIS, OnLeaseLost};
+use crate::attr::{Args, DurationArg, OnLeaseLost};
 use crate::duration::format_millis;
-use crate::item::{AsyncTraitBody, LockedFn};
+use crate::item::{AsyncTraitBody, FutureBlockBody, LockedFn, TokioEntryBody};
+use crate::limits::{LONG_TTL_MILLIS, MAX_TTL_MILLIS};
 use crate::params::{KeyPlan, Params, is_positional_arg, reads_owned_param, resolve_key};
 
 /// The runtime's default lease (`LockOptions::DEFAULT_TTL`), for rules that compare with `ttl`
@@ -69,6 +70,11 @@ pub(crate) enum Form {
     Native,
     /// Already rewritten by `#[async_trait]`: the `Box::pin(async move { .. })` block is wrapped.
     AsyncTrait(Box<AsyncTraitBody>),
+    /// `fn f(..) -> impl Future<Output = R> { ..; async move { .. } }`: the block is wrapped.
+    FutureBlock(Box<FutureBlockBody>),
+    /// Already rewritten by `#[tokio::main]` / `#[tokio::test]`: `let body = async { .. };`
+    /// is wrapped.
+    TokioEntry(Box<TokioEntryBody>),
 }
 
 /// Runs every check, collecting all independent errors.
@@ -88,7 +94,7 @@ pub(crate) fn validate(
     }
     let key = args.key.get().and_then(|key| {
         resolve_key(key, &params, &item.sig)
-            .map_err(|err| errors.push(err))
+            .map_err(|errs| errors.extend(errs))
             .ok()
     });
 
@@ -124,76 +130,124 @@ pub(crate) fn validate(
     })
 }
 
-/// Rules between options. Each message says which option to change and how.
+/// Rules between options. Each message says which option to change and how, and a set of
+/// options gets at most one error per option, so that two messages never ask for opposite fixes.
 fn check_options(args: &Args, errors: &mut Vec<syn::Error>) {
     let allow_long_ttl =
         args.allow_long_ttl.failed() || args.allow_long_ttl.get().is_some_and(|allow| allow.value);
-    if let Some(ttl) = args.ttl.get()
-        && ttl.millis > LONG_TTL_MILLIS
-        && !allow_long_ttl
+    let max = format_millis(MAX_TTL_MILLIS);
+    if let Some(ttl) = args.ttl.get() {
+        if ttl.millis > MAX_TTL_MILLIS {
+            errors.push(syn::Error::new(
+                ttl.lit.span(),
+                format!(
+                    "`ttl` of {} is longer than the longest lease the runtime accepts, {max} \
+                     (`lock_runtime::MAX_TTL`), even with `allow_long_ttl = true`: every call \
+                     would fail; write a `ttl` of at most {max}",
+                    format_millis(ttl.millis)
+                ),
+            ));
+        } else if ttl.millis > LONG_TTL_MILLIS && !allow_long_ttl {
+            errors.push(syn::Error::new(
+                ttl.lit.span(),
+                format!(
+                    "`ttl` of {} is longer than one day: a holder that crashes keeps the lock \
+                     that long, and the watchdog already renews a short lease while the body \
+                     runs; use a shorter `ttl`, or add `allow_long_ttl = true` if the lock must \
+                     outlive a crash by that much",
+                    format_millis(ttl.millis)
+                ),
+            ));
+        }
+    }
+    if let Some(hold_at_least) = args.hold_at_least.get()
+        && hold_at_least.millis > MAX_TTL_MILLIS
     {
         errors.push(syn::Error::new(
-            ttl.lit.span(),
+            hold_at_least.lit.span(),
             format!(
-                "`ttl` of {} is longer than one day: a holder that crashes keeps the lock that \
-                 long, and the watchdog already renews a short lease while the body runs; use a \
-                 shorter `ttl`, or add `allow_long_ttl = true` if the lock must outlive a crash \
-                 by that much",
-                format_millis(ttl.millis)
+                "`hold_at_least` of {} is longer than the runtime accepts, {max} \
+                 (`lock_runtime::MAX_TTL`): every call would fail; write a `hold_at_least` of \
+                 at most {max}",
+                format_millis(hold_at_least.millis)
             ),
         ));
     }
+    check_max_hold(args, errors);
+}
+
+/// `max_hold` against `watchdog`, `ttl` and `hold_at_least`: one error at `max_hold` whose fix
+/// satisfies every rule at once.
+fn check_max_hold(args: &Args, errors: &mut Vec<syn::Error>) {
+    let Some(max_hold) = args.max_hold.get() else {
+        return;
+    };
     // An option whose value was rejected is already reported: rules that depend on it are
     // skipped rather than checked against a default the user did not ask for.
-    let watchdog = if args.watchdog.failed() {
-        None
-    } else {
-        Some(args.watchdog.get().is_none_or(|watchdog| watchdog.value))
-    };
-    let ttl = match args.ttl.get() {
-        Some(ttl) => Some((ttl.millis, "")),
-        None if args.ttl.failed() => None,
-        None => Some((DEFAULT_TTL_MILLIS, " (the default)")),
-    };
-    if let Some(max_hold) = args.max_hold.get() {
-        if watchdog == Some(false) {
-            errors.push(syn::Error::new(
-                max_hold.lit.span(),
-                "`max_hold` has no effect with `watchdog = false`: without renewal the lease \
-                 already ends `ttl` after acquisition; remove `max_hold`, or remove \
-                 `watchdog = false` to renew the lease up to `max_hold`",
-            ));
-        } else if let (Some(true), Some((ttl, ttl_source))) = (watchdog, ttl)
-            && max_hold.millis < ttl
-        {
-            errors.push(syn::Error::new(
-                max_hold.lit.span(),
-                format!(
-                    "`max_hold` of {} is shorter than the `ttl` of {}{ttl_source}: the first \
-                     lease already outlasts it; make `max_hold` at least {}, or shorten `ttl`",
-                    format_millis(max_hold.millis),
-                    format_millis(ttl),
-                    format_millis(ttl),
-                ),
-            ));
-        }
-        if let Some(hold_at_least) = args.hold_at_least.get()
-            && hold_at_least.millis > max_hold.millis
-        {
-            errors.push(syn::Error::new(
-                hold_at_least.lit.span(),
-                format!(
-                    "`hold_at_least` of {} is longer than `max_hold` of {}: the lock cannot be \
-                     held at least {} when renewal stops after {}; shorten `hold_at_least` or \
-                     lengthen `max_hold`",
-                    format_millis(hold_at_least.millis),
-                    format_millis(max_hold.millis),
-                    format_millis(hold_at_least.millis),
-                    format_millis(max_hold.millis),
-                ),
-            ));
-        }
+    if args.watchdog.failed() || args.ttl.failed() || args.hold_at_least.failed() {
+        return;
     }
+    if args.watchdog.get().is_some_and(|watchdog| !watchdog.value) {
+        // Removing `watchdog = false` instead could run into the rules below: removing
+        // `max_hold` is the fix that always works.
+        errors.push(syn::Error::new(
+            max_hold.lit.span(),
+            "`max_hold` has no effect with `watchdog = false`: without renewal the lease \
+             already ends `ttl` after acquisition; remove `max_hold`",
+        ));
+        return;
+    }
+    let ttl = match args.ttl.get() {
+        Some(ttl) => (
+            ttl.millis,
+            format!("the `ttl` of {}", format_millis(ttl.millis)),
+        ),
+        None => (
+            DEFAULT_TTL_MILLIS,
+            format!(
+                "the `ttl` of {} (the default)",
+                format_millis(DEFAULT_TTL_MILLIS)
+            ),
+        ),
+    };
+    let hold = args.hold_at_least.get().map(|hold| {
+        (
+            hold.millis,
+            format!("`hold_at_least` of {}", format_millis(hold.millis)),
+        )
+    });
+    let mut shorter_than: Vec<&str> = Vec::new();
+    let mut needed = max_hold.millis;
+    if max_hold.millis < ttl.0 {
+        shorter_than.push(&ttl.1);
+        needed = needed.max(ttl.0);
+    }
+    if let Some((millis, shown)) = &hold
+        && max_hold.millis < *millis
+    {
+        shorter_than.push(shown);
+        needed = needed.max(*millis);
+    }
+    if shorter_than.is_empty() {
+        return;
+    }
+    let why = match (max_hold.millis < ttl.0, needed > ttl.0) {
+        (true, false) => "the first lease already outlasts it",
+        (false, _) => "renewal would stop before the lock was held that long",
+        (true, true) => {
+            "the first lease already outlasts it, and renewal would stop before the lock was \
+             held at least `hold_at_least`"
+        }
+    };
+    errors.push(syn::Error::new(
+        max_hold.lit.span(),
+        format!(
+            "`max_hold` of {} is shorter than {}: {why}; make `max_hold` at least {}",
+            format_millis(max_hold.millis),
+            shorter_than.join(" and "),
+            format_millis(needed),
+        ),
+    ));
 }
 
 /// "missing `key`", with a key made from the fn's name and first parameter as an example.
@@ -271,6 +325,19 @@ fn check_shape(item: &LockedFn) -> syn::Result<(Form, OutputPlan)> {
     } else if let Some(info) = AsyncTraitBody::detect(sig, body) {
         let output = info.output.clone();
         (Form::AsyncTrait(Box::new(info)), output)
+    } else if let Some(info) = FutureBlockBody::detect(sig, body) {
+        let output = info.output.clone();
+        (Form::FutureBlock(Box::new(info)), output)
+    } else if let Some(info) = TokioEntryBody::detect(sig, body) {
+        let output = info.output.clone();
+        (Form::TokioEntry(Box::new(info)), output)
+    } else if matches!(&sig.output, ReturnType::Type(_, ty) if contains_impl_trait(ty)) {
+        return Err(syn::Error::new(
+            sig.fn_token.span,
+            "#[distributed_lock] on a fn that returns `impl Future` needs the body to end in \
+             the future it returns, written as an `async move { .. }` block; or make it an \
+             `async fn`",
+        ));
     } else {
         return Err(syn::Error::new(
             sig.fn_token.span,
@@ -398,7 +465,7 @@ pub(crate) fn pretty(tokens: TokenStream) -> String {
         if c == ' ' {
             let next = chars.peek().copied().unwrap_or(' ');
             let glue_after = matches!(previous, '<' | '&' | ':' | '(' | '[' | '\'');
-            let glue_before = matches!(next, '<' | '>' | ',' | ';' | ':' | ')' | ']' | ' ');
+            let glue_before = matches!(next, '<' | '>' | ',' | ';' | ':' | '(' | ')' | ']' | ' ');
             if glue_after || glue_before {
                 continue;
             }
@@ -412,12 +479,13 @@ pub(crate) fn pretty(tokens: TokenStream) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::params::snake_case;
+    use crate::suggest::snake_case;
     use quote::quote;
 
     fn plan(args: TokenStream, item: TokenStream) -> Result<Plan, Vec<String>> {
         let (args, errors) = Args::parse(args);
-        let item = crate::item::parse(item).map_err(|err| vec![err.to_string()])?;
+        let item = crate::item::parse(item)
+            .map_err(|err| vec![err.map_or_else(|| "syntax".to_owned(), |err| err.to_string())])?;
         validate(args, &item, errors)
             .map_err(|errors| errors.iter().map(ToString::to_string).collect())
     }
@@ -541,12 +609,125 @@ mod tests {
     }
 
     #[test]
+    fn placeholders_in_other_syntaxes_are_errors_when_they_name_a_parameter() {
+        for key in [
+            "order:{user_id}",
+            "order:${user_id}",
+            "order:#{user_id}",
+            "order:#user_id",
+            "order:{user_id.x}",
+        ] {
+            let errs = errors(quote!(key = #key), item());
+            assert_eq!(errs.len(), 1, "{key}: {errs:?}");
+            assert!(errs[0].contains("write `<user_id"), "{key}: {errs:?}");
+        }
+        let errs = errors(quote!(key = "{user_id}:{voucher_id}"), item());
+        assert_eq!(errs.len(), 2, "{errs:?}");
+    }
+
+    #[test]
+    fn literal_braces_stay_literal() {
+        for (key, rendered) in [
+            ("{tenant}:<user_id>", "{{tenant}}:{}"),
+            ("{<user_id>}", "{{{}}}"),
+            ("{{user_id}}:<user_id>", "{{user_id}}:{}"),
+            ("##user_id:<user_id>", "#user_id:{}"),
+            ("{{tenant}}:<user_id>", "{{{{tenant}}}}:{}"),
+            ("a#b:<user_id>", "a#b:{}"),
+        ] {
+            let plan = plan(quote!(key = #key), item()).expect(key);
+            assert_eq!(plan.key.format.value(), rendered, "{key}");
+        }
+    }
+
+    #[test]
+    fn every_bad_placeholder_is_reported() {
+        let errs = errors(quote!(key = "<usr_id>:<vouchr_id>:<x>"), item());
+        assert_eq!(errs.len(), 3, "{errs:?}");
+    }
+
+    #[test]
+    fn placeholders_cannot_name_a_cfg_parameter() {
+        let errs = errors(
+            quote!(key = "<id>"),
+            quote! { async fn f(#[cfg(feature = "x")] id: u64) -> Result<(), E> { Ok(()) } },
+        );
+        assert!(
+            errs[0].contains("`#[cfg(feature = \"x\")]` removes"),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
     fn max_hold_is_compared_with_the_default_ttl() {
         let errs = errors(quote!(key = "k", max_hold = "10s"), item());
         assert!(
             errs[0].starts_with("`max_hold` of 10s is shorter than the `ttl` of 30s (the default)"),
             "{errs:?}"
         );
+        assert!(errors(quote!(key = "k", ttl = "5s", max_hold = "10s"), item()).is_empty());
+    }
+
+    #[test]
+    fn conflicting_options_give_one_error_with_one_fix() {
+        let errs = errors(
+            quote!(
+                key = "k",
+                watchdog = false,
+                max_hold = "10s",
+                hold_at_least = "1m"
+            ),
+            item(),
+        );
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].ends_with("remove `max_hold`"), "{errs:?}");
+        let errs = errors(
+            quote!(key = "k", max_hold = "10s", hold_at_least = "1m"),
+            item(),
+        );
+        assert_eq!(
+            errs,
+            [
+                "`max_hold` of 10s is shorter than the `ttl` of 30s (the default) and \
+              `hold_at_least` of 1m: the first lease already outlasts it, and renewal would \
+              stop before the lock was held at least `hold_at_least`; make `max_hold` at \
+              least 1m"
+            ]
+        );
+        assert!(
+            errors(
+                quote!(key = "k", max_hold = "1m", hold_at_least = "1m"),
+                item()
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn limits_beyond_the_runtime_maximum_are_rejected_even_when_long_ttls_are_allowed() {
+        let errs = errors(
+            quote!(key = "k", ttl = "8761h", allow_long_ttl = true),
+            item(),
+        );
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].contains("`lock_runtime::MAX_TTL`"), "{errs:?}");
+        assert!(
+            errors(
+                quote!(key = "k", ttl = "8760h", allow_long_ttl = true),
+                item()
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            errors(quote!(key = "k", hold_at_least = "8761h"), item()).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn max_hold_is_compared_with_the_default_ttl_too() {
+        let errs = errors(quote!(key = "k", max_hold = "10s"), item());
+        assert!(errs[0].contains("(the default)"), "{errs:?}");
         assert!(errors(quote!(key = "k", ttl = "5s", max_hold = "10s"), item()).is_empty());
     }
 

@@ -69,6 +69,12 @@ pub mod __private;
 pub use current::{CurrentLock, current};
 pub use error::{BoxError, LockError, LostReason};
 pub use guard::LockGuard;
+/// Supported forms at a glance: `async fn`s and methods with any receiver, `#[async_trait]`
+/// methods, fns returning `impl Future` from a final `async move` block, `#[tokio::main]` /
+/// `#[tokio::test]` / `#[instrument]` stacked above, options from `macro_rules!` fragments, and
+/// `manager = self.locks` / `&self.locks` / `self.locks()` / a `&LockManager` parameter. Key
+/// placeholders are `<name>`, never `{name}`: braces around a parameter's name are a compile
+/// error, since they would make one lock for every call.
 pub use lock_macro::distributed_lock;
 pub use manager::{
     LockManager, LockManagerBuilder, MAX_TTL, MIN_TTL, global_default, set_global_default,

@@ -26,10 +26,13 @@ use crate::watchdog::Watchdog;
 use crate::{LockError, LockOptions, OnLeaseLost, current, url};
 
 /// The shortest lease accepted: renewal runs at a third of it and needs a few milliseconds.
-pub const MIN_TTL: Duration = Duration::from_millis(10);
+pub const MIN_TTL: Duration = Duration::from_millis(lock_macro::__min_ttl_millis!());
 
 /// The longest lease, `hold_at_least` and fence retention accepted (one year).
-pub const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
+///
+/// `#[distributed_lock]` rejects a longer `ttl` or `hold_at_least` at compile time: both read this
+/// number from one definition in the macro crate.
+pub const MAX_TTL: Duration = Duration::from_secs(lock_macro::__max_ttl_secs!());
 
 /// A wait budget beyond any real wait.
 const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);

@@ -78,7 +78,8 @@ fn expected(pieces: &[Piece]) -> Vec<Segment> {
 }
 
 /// What the parser must accept between `<` and `>`: an identifier (Unicode letters allowed,
-/// `r#` allowed) followed by `.identifier` or `.index` accesses, with no leading zero in an index.
+/// `r#` allowed) followed by `.identifier`, `.method()` or `.index` accesses, with no leading zero
+/// in an index.
 fn valid_path(inner: &str) -> bool {
     fn ident(word: &str) -> bool {
         let word = word.strip_prefix("r#").unwrap_or(word);
@@ -96,7 +97,9 @@ fn valid_path(inner: &str) -> bool {
                 && word.chars().all(|c| c.is_ascii_digit()))
     }
     let mut parts = inner.split('.');
-    parts.next().is_some_and(ident) && parts.all(|part| ident(part) || index(part))
+    parts.next().is_some_and(ident)
+        && parts
+            .all(|part| ident(part) || index(part) || part.strip_suffix("()").is_some_and(ident))
 }
 
 fn ident() -> impl Strategy<Value = String> {

@@ -1,0 +1,8 @@
+use lock_runtime::{LockError, distributed_lock};
+
+#[distributed_lock(key = "order:<user_id>", lease_time = "30s")]
+async fn place_order(user_id: u64) -> Result<u64, LockError> {
+    Ok(user_id)
+}
+
+fn main() {}
