@@ -66,6 +66,7 @@ mod watchdog;
 #[path = "private.rs"]
 pub mod __private;
 
+pub use backend::replicas::ReplicaShortage;
 pub use current::{CurrentLock, current};
 pub use error::{BoxError, LockError, LostReason};
 pub use guard::LockGuard;

@@ -71,3 +71,158 @@ async fn with_the_replica_paused_acquire_fails_cleanly_and_leaves_no_lock() {
         master.log()
     );
 }
+
+/// `WAIT` blocks the connection it is sent on: a lock waiting for a paused replica must not hold
+/// up the renewals of locks that are already held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_waiting_for_replicas_does_not_starve_renewals_of_other_locks() {
+    let (master, replica) = master_and_replica();
+    let locks = LockManager::builder()
+        .url(master.url())
+        .wait_for_replicas(1, Duration::from_secs(2))
+        .build()
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", master.log()));
+    let held = locks
+        .lock(
+            "healthy",
+            LockOptions::new().ttl(Duration::from_millis(600)),
+        )
+        .await
+        .expect("free");
+    replica.pause();
+    // Blocked in WAIT for up to half its 4 s lease, while `healthy` needs renewing every 200 ms.
+    let waiting = tokio::spawn({
+        let locks = locks.clone();
+        async move {
+            locks
+                .lock("unacked", LockOptions::new().ttl(Duration::from_secs(4)))
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(
+        held.is_held(),
+        "renewals queued behind WAIT\n{}",
+        master.log()
+    );
+    replica.resume();
+    let _ = waiting.await.expect("task");
+    held.release().await.expect("release");
+}
+
+/// A busy lock is answered at once: `WAIT` follows only a grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_answer_does_not_wait_for_replicas() {
+    let (master, replica) = master_and_replica();
+    let locks = manager(&master).await;
+    let held = locks.lock("taken", LockOptions::new()).await.expect("free");
+    replica.pause();
+    let other = tokio::spawn({
+        let locks = locks.clone();
+        async move {
+            let started = tokio::time::Instant::now();
+            let err = locks
+                .lock("taken", LockOptions::new())
+                .await
+                .expect_err("busy");
+            (err, started.elapsed())
+        }
+    });
+    let (err, took) = other.await.expect("task");
+    replica.resume();
+    assert!(err.is_busy(), "{err}");
+    assert!(
+        took < Duration::from_millis(400),
+        "busy took {took:?}: it waited for replicas"
+    );
+    held.release().await.expect("release");
+}
+
+/// Too few acknowledgements is transient: within its wait budget the acquire tries again and
+/// succeeds once the replica is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_back_within_the_wait_budget_lets_the_acquire_succeed() {
+    let (master, replica) = master_and_replica();
+    let locks = LockManager::builder()
+        .url(master.url())
+        .wait_for_replicas(1, Duration::from_millis(200))
+        .build()
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", master.log()));
+    replica.pause();
+    let acquire = tokio::spawn({
+        let locks = locks.clone();
+        async move {
+            locks
+                .lock("retried", LockOptions::new().wait(Duration::from_secs(10)))
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    replica.resume();
+    let guard = acquire
+        .await
+        .expect("task")
+        .unwrap_or_else(|err| panic!("{err}\n{}", master.log()));
+    assert_eq!(replica.cmd(&["EXISTS", "lock:{retried}"]), "1");
+    guard.release().await.expect("release");
+}
+
+/// After a failover the new master has no replicas yet: by default locks are refused, and with
+/// `ReplicaShortage::UseConnected` they are taken with what is connected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_no_replica_connected_the_shortage_policy_decides() {
+    let lonely = RedisServer::start();
+    let strict = LockManager::builder()
+        .url(lonely.url())
+        .wait_for_replicas(1, Duration::from_millis(100))
+        .build()
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", lonely.log()));
+    let err = strict
+        .lock("k", LockOptions::new().wait(Duration::from_millis(300)))
+        .await
+        .expect_err("no replica to acknowledge");
+    assert!(err.to_string().contains("0 of 1 replicas"), "{err}");
+    assert_eq!(
+        lonely.cmd(&["EXISTS", "lock:{k}"]),
+        "0",
+        "the grant was given back"
+    );
+    let lenient = LockManager::builder()
+        .url(lonely.url())
+        .wait_for_replicas(1, Duration::from_millis(100))
+        .replica_shortage(lock_runtime::ReplicaShortage::UseConnected)
+        .build()
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", lonely.log()));
+    let guard = lenient
+        .lock("k", LockOptions::new())
+        .await
+        .expect("taken with 0 connected");
+    guard.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn replica_settings_that_cannot_work_are_refused_at_build() {
+    for (url, timeout) in [
+        ("redis://127.0.0.1:1", Duration::ZERO),
+        ("redis://127.0.0.1:1", Duration::MAX),
+        (
+            "redlock://127.0.0.1:1,127.0.0.1:2,127.0.0.1:3",
+            Duration::from_millis(100),
+        ),
+    ] {
+        let err = LockManager::builder()
+            .url(url)
+            .wait_for_replicas(1, timeout)
+            .build()
+            .await
+            .expect_err(url);
+        assert!(
+            matches!(err, LockError::Config(_)),
+            "{url} {timeout:?}: {err}"
+        );
+    }
+}

@@ -31,9 +31,11 @@ use redis::{
 use tokio::sync::mpsc;
 
 use super::redis::{
-    ACQUIRE, RELEASE, RENEW, RedisSettings, Subscription, describe_error, enable_tls, is_noscript,
-    millis, query_loading, release_answer, unwatch_through, watch_through,
+    ACQUIRE, Holder, RELEASE, RENEW, RedisSettings, Subscription, acquire_confirmed,
+    describe_error, enable_tls, invoke, is_noscript, millis, query_loading, release_answer,
+    unwatch_through, watch_through,
 };
+use super::replicas::{Pool, Replication};
 use super::{Acquire, Backend, BoxFuture, Failure, Release, Renewal, acquire_answer};
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
@@ -48,13 +50,12 @@ const MAX_RESUBSCRIBE_DELAY: Duration = Duration::from_secs(2);
 
 pub(crate) struct ClusterBackend {
     conn: ClusterConnection,
+    client: ClusterClient,
     server: String,
     describe: String,
-    host: String,
-    pid: String,
-    app: String,
-    fence_retention_ms: u64,
-    replica_acks: Option<(u32, Duration)>,
+    holder: Holder,
+    /// With `wait_for_replicas`: the policy, and the connections acquires wait on.
+    replication: Option<(Replication, Pool<ClusterConnection>)>,
     subscriptions: mpsc::UnboundedSender<Subscription>,
 }
 
@@ -157,15 +158,19 @@ impl ClusterBackend {
             waiters,
             seeds.shown.clone(),
         ));
+        let replication = settings.replica_acks.map(|acks| {
+            (
+                Replication::new(acks, &seeds.shown, Some(SHARDED)),
+                Pool::default(),
+            )
+        });
         Ok(ClusterBackend {
             conn,
+            client: commands_client,
             describe: format!("redis cluster {}", seeds.shown),
             server: seeds.shown,
-            host: gethostname::gethostname().to_string_lossy().into_owned(),
-            pid: std::process::id().to_string(),
-            app: settings.app_name.to_owned(),
-            fence_retention_ms: millis(settings.fence_retention),
-            replica_acks: settings.replica_acks,
+            holder: Holder::new(&settings),
+            replication,
             subscriptions,
         })
     }
@@ -263,47 +268,28 @@ impl Backend for ClusterBackend {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         Box::pin(async move {
-            let mut invocation = ACQUIRE.prepare_invoke();
             // Both keys carry the same hash tag, so they share the slot the call is routed by.
-            invocation
-                .key(&key.lock)
-                .key(key.fence())
-                .arg(token)
-                .arg(millis(ttl))
-                .arg(&self.host)
-                .arg(&self.pid)
-                .arg(&self.app)
-                .arg(self.fence_retention_ms);
-            let mut conn = self.routed(&key.lock);
-            let answer: (i64, i64, i64) = match self.replica_acks {
-                None => settle_noscript(invocation.invoke_async(&mut conn).await)?,
-                Some((replicas, timeout)) => {
-                    // WAIT cannot run inside a script; pipelined after it, on the same master,
-                    // it costs no extra round trip.
-                    let mut pipe = redis::pipe();
-                    pipe.invoke_script(&invocation)
-                        .cmd("WAIT")
-                        .arg(replicas)
-                        .arg(millis(timeout));
-                    let (answer, acked): ((i64, i64, i64), u32) =
-                        settle_noscript(query_loading(&pipe, &ACQUIRE, &mut conn).await)?;
-                    if answer.0 == 1 && acked < replicas {
-                        let _: RedisResult<i64> = RELEASE
-                            .key(&key.lock)
-                            .arg(token)
-                            .arg(0)
-                            .arg(SHARDED)
-                            .invoke_async(&mut conn)
-                            .await;
-                        return Err(Failure::transient(format!(
-                            "only {acked} of {replicas} replicas acknowledged the lock within \
-                             {timeout:?}; it was released again"
-                        )));
-                    }
-                    answer
-                }
+            let invocation = self.holder.acquire(key, token, ttl);
+            let Some((replication, pool)) = &self.replication else {
+                let mut conn = self.routed(&key.lock);
+                let answer = settle_noscript(invoke(&invocation, &ACQUIRE, &mut conn).await)?;
+                return acquire_answer(key, answer);
             };
-            acquire_answer(key, answer)
+            // WAIT blocks the node connection it is sent on: never the shared one.
+            let conn = match pool.take() {
+                Some(conn) => conn,
+                None => self.client.get_async_connection().await?,
+            };
+            let mut routed = SlotConnection {
+                conn,
+                route: Route::with_key(&key.lock, SlotAddr::Master),
+            };
+            let answer =
+                acquire_confirmed(&mut routed, &invocation, key, token, ttl, replication).await;
+            if answer.is_ok() {
+                pool.put(routed.conn);
+            }
+            answer
         })
     }
 
@@ -373,15 +359,13 @@ impl Backend for ClusterBackend {
         Box::pin(async move {
             let keep_ms = if keep.is_zero() { 0 } else { millis(keep) };
             let mut conn = self.routed(&key.lock);
-            let answer: i64 = settle_noscript(
-                RELEASE
-                    .key(&key.lock)
-                    .arg(token)
-                    .arg(keep_ms)
-                    .arg(SHARDED)
-                    .invoke_async(&mut conn)
-                    .await,
-            )?;
+            let mut invocation = RELEASE.prepare_invoke();
+            invocation
+                .key(&key.lock)
+                .arg(token)
+                .arg(keep_ms)
+                .arg(SHARDED);
+            let answer: i64 = settle_noscript(invoke(&invocation, &RELEASE, &mut conn).await)?;
             Ok(release_answer(answer))
         })
     }

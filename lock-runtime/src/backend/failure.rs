@@ -101,7 +101,8 @@ impl From<RedisError> for Failure {
     }
 }
 
-/// Whether a Redis error may go away if the request is sent again.
+/// Whether a Redis error may go away if the request is sent again. A NOSCRIPT that survived
+/// caching the script means the node changed in between (a failover or a moved slot).
 pub(crate) fn is_transient(err: &RedisError) -> bool {
     err.is_io_error()
         || err.is_timeout()
@@ -115,6 +116,7 @@ pub(crate) fn is_transient(err: &RedisError) -> bool {
                     | ServerErrorKind::MasterDown
                     | ServerErrorKind::BusyLoading
                     | ServerErrorKind::ReadOnly
+                    | ServerErrorKind::NoScript
             )
         )
 }

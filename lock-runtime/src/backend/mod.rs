@@ -12,6 +12,7 @@ mod failure;
 pub(crate) mod memory;
 pub(crate) mod redis;
 pub(crate) mod redlock;
+pub(crate) mod replicas;
 pub(crate) mod sentinel;
 
 pub(crate) use failure::{Failure, is_transient};
@@ -46,6 +47,12 @@ pub(crate) fn acquire_answer(
             remaining: u64::try_from(value).ok().map(Duration::from_millis),
             holder: u64::try_from(holder).ok(),
         }),
+        -2 => Err(Failure::permanent(format!(
+            "the fence counter `{}` holds a value fencing tokens cannot continue from (not a \
+             number, or 2^53 and above); the lock was not taken and nothing was written. Delete \
+             the counter only once no storage still checks tokens of this lock",
+            key.fence().escape_debug()
+        ))),
         _ => Err(Failure::permanent(format!(
             "key `{}` holds data that is not a lock; it was left untouched",
             key.lock.escape_debug()

@@ -7,23 +7,61 @@ use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use futures_util::StreamExt;
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink, PubSubStream};
+use redis::aio::{
+    ConnectionManager, ConnectionManagerConfig, MultiplexedConnection, PubSubSink, PubSubStream,
+};
 use redis::{
     Client, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisResult, Script, ServerErrorKind,
 };
 use tokio::sync::{mpsc, oneshot};
 
+use super::replicas::{Pool, ReplicaAcks, Replication};
 use super::{Acquire, Backend, BoxFuture, Failure, Release, Renewal, acquire_answer};
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
 use crate::{LockError, url};
 
-pub(super) static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../scripts/acquire.lua")));
-pub(super) static RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../scripts/renew.lua")));
-pub(super) static RELEASE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("../../scripts/release.lua")));
+pub(super) static ACQUIRE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../scripts/acquire.lua")));
+pub(super) static RENEW: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../scripts/renew.lua")));
+pub(super) static RELEASE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../scripts/release.lua")));
+
+/// One of the lock scripts, with its source kept for putting it in a server's cache.
+pub(super) struct Lua {
+    script: Script,
+    source: &'static str,
+}
+
+impl Lua {
+    fn new(source: &'static str) -> Self {
+        Lua {
+            script: Script::new(source),
+            source,
+        }
+    }
+
+    /// Puts the script in the server's cache with an `EVAL` that does nothing (every script
+    /// returns at once when given no keys). Unlike `SCRIPT LOAD`, this needs no rights beyond
+    /// running scripts, so users of a Redis 7 ACL without `+script` work too.
+    async fn cache(&self, conn: &mut impl redis::aio::ConnectionLike) -> RedisResult<()> {
+        redis::cmd("EVAL")
+            .arg(self.source)
+            .arg(0)
+            .query_async::<redis::Value>(conn)
+            .await?;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Lua {
+    type Target = Script;
+
+    fn deref(&self) -> &Script {
+        &self.script
+    }
+}
 
 /// What the Redis backend needs from the manager builder.
 #[derive(Clone, Copy)]
@@ -32,19 +70,92 @@ pub(crate) struct RedisSettings<'a> {
     pub(crate) app_name: &'a str,
     pub(crate) request_timeout: Duration,
     pub(crate) fence_retention: Duration,
-    pub(crate) replica_acks: Option<(u32, Duration)>,
+    pub(crate) replica_acks: Option<ReplicaAcks>,
+    /// Prepended to lock keys, and so to the release channels.
+    pub(crate) key_prefix: &'a str,
 }
 
 pub(crate) struct RedisBackend {
     conn: ConnectionManager,
+    client: Client,
     server: String,
     describe: String,
+    holder: Holder,
+    /// With `wait_for_replicas`: the policy, and the connections acquires wait on.
+    replication: Option<(Replication, Pool<MultiplexedConnection>)>,
+    request_timeout: Duration,
+    /// The user may publish and subscribe to lock channels (see [`probe`]): otherwise waiters
+    /// wait on leases alone, and nothing asks for subscriptions the server would refuse.
+    notifies: bool,
+    subscriptions: mpsc::UnboundedSender<Subscription>,
+}
+
+/// Who takes the locks, as acquire.lua records it, and how long fence counters are kept.
+pub(super) struct Holder {
     host: String,
     pid: String,
     app: String,
     fence_retention_ms: u64,
-    replica_acks: Option<(u32, Duration)>,
-    subscriptions: mpsc::UnboundedSender<Subscription>,
+}
+
+impl Holder {
+    pub(super) fn new(settings: &RedisSettings<'_>) -> Self {
+        Holder {
+            host: gethostname::gethostname().to_string_lossy().into_owned(),
+            pid: std::process::id().to_string(),
+            app: settings.app_name.to_owned(),
+            fence_retention_ms: millis(settings.fence_retention),
+        }
+    }
+
+    /// The call of acquire.lua that takes `key` for `token` and `ttl`.
+    pub(super) fn acquire<'a>(
+        &'a self,
+        key: &StoredKey,
+        token: &str,
+        ttl: Duration,
+    ) -> redis::ScriptInvocation<'a> {
+        let mut invocation = ACQUIRE.prepare_invoke();
+        invocation
+            .key(&key.lock)
+            .key(key.fence())
+            .arg(token)
+            .arg(millis(ttl))
+            .arg(&self.host)
+            .arg(&self.pid)
+            .arg(&self.app)
+            .arg(self.fence_retention_ms);
+        invocation
+    }
+}
+
+/// Takes a lock on `conn` and, once granted, waits for the replicas to acknowledge it
+/// (see [`Replication::confirm`]); a shortfall gives the grant back and fails transiently. The acquire path of every
+/// backend that speaks to Redis with `wait_for_replicas`.
+pub(super) async fn acquire_confirmed<C: redis::aio::ConnectionLike>(
+    conn: &mut C,
+    invocation: &redis::ScriptInvocation<'_>,
+    key: &StoredKey,
+    token: &str,
+    ttl: Duration,
+    replication: &Replication,
+) -> Result<Acquire, Failure> {
+    let answer = invoke(invocation, &ACQUIRE, conn).await?;
+    let acquired = acquire_answer(key, answer)?;
+    if !matches!(acquired, Acquire::Acquired { .. }) {
+        return Ok(acquired);
+    }
+    let Err(failure) = replication.confirm(conn, ttl).await else {
+        return Ok(acquired);
+    };
+    let mut give_back = RELEASE.prepare_invoke();
+    give_back.key(&key.lock).arg(token).arg(0);
+    if let Some(mode) = replication.release_mode {
+        give_back.arg(mode);
+    }
+    // If this fails too, the caller's clean-up of a failed attempt releases it.
+    let _: RedisResult<i64> = invoke(&give_back, &RELEASE, conn).await;
+    Err(failure)
 }
 
 /// A request to a backend's subscription task, handled in the order sent.
@@ -105,6 +216,20 @@ impl RedisBackend {
         self.run_release(key, token, keep_ms, None)
     }
 
+    /// A connection of its own for an acquire that waits for replicas.
+    async fn wait_connection(
+        &self,
+        replication: &Replication,
+    ) -> Result<MultiplexedConnection, Failure> {
+        let config = redis::AsyncConnectionConfig::new()
+            .set_connection_timeout(Some(self.request_timeout))
+            .set_response_timeout(Some(self.request_timeout + replication.acks.timeout));
+        Ok(self
+            .client
+            .get_multiplexed_async_connection_with_config(&config)
+            .await?)
+    }
+
     /// One `PING`: whether the server answers at all.
     pub(super) fn ping(&self) -> impl Future<Output = Result<(), Failure>> + Send + use<> {
         let mut conn = self.conn.clone();
@@ -129,7 +254,7 @@ impl RedisBackend {
             invocation.arg(mode);
         }
         async move {
-            let answer: i64 = invocation.invoke_async(&mut conn).await?;
+            let answer: i64 = invoke(&invocation, &RELEASE, &mut conn).await?;
             Ok(release_answer(answer))
         }
     }
@@ -177,26 +302,91 @@ impl RedisBackend {
             ConnectionManager::new_lazy_with_config(client.clone(), config)
         }
         .map_err(|err| LockError::backend("connect", None, &server, describe_error(&err)))?;
+        let notifies = if eager {
+            probe(&mut conn.clone(), &server, settings.key_prefix).await?
+        } else {
+            true
+        };
         let (subscriptions, commands) = mpsc::unbounded_channel();
         tokio::spawn(subscriber(
-            client,
+            client.clone(),
             commands,
             waiters,
             server.clone(),
             settings.request_timeout,
         ));
+        let replication = settings
+            .replica_acks
+            .map(|acks| (Replication::new(acks, &server, None), Pool::default()));
         Ok(RedisBackend {
             conn,
+            client,
             describe: format!("redis {server}"),
             server,
-            host: gethostname::gethostname().to_string_lossy().into_owned(),
-            pid: std::process::id().to_string(),
-            app: settings.app_name.to_owned(),
-            fence_retention_ms: millis(settings.fence_retention),
-            replica_acks: settings.replica_acks,
+            holder: Holder::new(&settings),
+            replication,
+            request_timeout: settings.request_timeout,
+            notifies,
             subscriptions,
         })
     }
+}
+
+/// Checks once, at connect, what would otherwise fail on every call or silently: that the
+/// connection is authenticated, that the server does not evict lock keys, and whether the user
+/// may publish to lock channels (a Redis 7 ACL user is created without channel rights).
+/// Returns whether release notifications can flow.
+async fn probe(
+    conn: &mut ConnectionManager,
+    server: &str,
+    key_prefix: &str,
+) -> Result<bool, LockError> {
+    if let Err(err) = redis::cmd("PING").query_async::<()>(conn).await {
+        let reason = if err.code() == Some("NOAUTH") {
+            "authentication required: the server asks for a password and the URL gives none;              write redis://:PASSWORD@host:port, or redis://USER:PASSWORD@host:port for an ACL              user"
+                .to_owned()
+        } else {
+            describe_error(&err)
+        };
+        return Err(LockError::backend("connect", None, server, reason));
+    }
+    // Managed services may refuse CONFIG: then there is nothing to tell.
+    let policy: RedisResult<Vec<String>> = redis::cmd("CONFIG")
+        .arg("GET")
+        .arg("maxmemory-policy")
+        .query_async(conn)
+        .await;
+    if let Some(policy) = policy.ok().as_ref().and_then(|answer| answer.get(1))
+        && evicts_lock_keys(policy)
+    {
+        tracing::warn!(
+            server,
+            policy = %policy,
+            "maxmemory-policy {policy} lets the server evict held locks under memory pressure,              and a second holder then gets in: run locks on a server with maxmemory-policy              noeviction"
+        );
+    }
+    let channel = format!("{key_prefix}{{lock-runtime:permission-probe}}");
+    let published: RedisResult<i64> = redis::cmd("PUBLISH")
+        .arg(&channel)
+        .arg("")
+        .query_async(conn)
+        .await;
+    match published {
+        Err(err) if err.code() == Some("NOPERM") => {
+            tracing::warn!(
+                server,
+                "this user may not publish to lock channels (`{key_prefix}*`): releases are not                  announced and waiters wait for leases to run out; grant the channels, e.g.                  ACL SETUSER <user> &{key_prefix}*"
+            );
+            Ok(false)
+        }
+        _ => Ok(true),
+    }
+}
+
+/// Whether a `maxmemory-policy` can evict a lock key: every policy but `noeviction` can, since
+/// lock keys carry an expiry (`volatile-*`) and are keys like any other (`allkeys-*`).
+fn evicts_lock_keys(policy: &str) -> bool {
+    policy != "noeviction"
 }
 
 #[cfg(feature = "tls")]
@@ -234,20 +424,32 @@ pub(super) fn is_noscript(err: &RedisError) -> bool {
     err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
 
-/// Sends a pipeline that calls `script`; if the server does not know the script (a restart, a
-/// failover, SCRIPT FLUSH), loads it and sends the pipeline once more.
+/// Sends a pipeline that calls `script`; if the server does not know the script (a first use,
+/// a restart, a failover, SCRIPT FLUSH), caches it and sends the pipeline once more.
 pub(super) async fn query_loading<T: FromRedisValue>(
     pipe: &Pipeline,
-    script: &Script,
+    script: &Lua,
     conn: &mut impl redis::aio::ConnectionLike,
 ) -> RedisResult<T> {
     match pipe.query_async(conn).await {
         Err(err) if is_noscript(&err) => {
-            script.load_async(conn).await?;
+            script.cache(conn).await?;
             pipe.query_async(conn).await
         }
         answer => answer,
     }
+}
+
+/// Runs one script call (`EVALSHA`), caching the script first if the server does not know it.
+pub(super) async fn invoke<T: FromRedisValue>(
+    invocation: &redis::ScriptInvocation<'_>,
+    script: &Lua,
+    conn: &mut impl redis::aio::ConnectionLike,
+) -> RedisResult<T> {
+    let mut pipe = redis::pipe();
+    pipe.invoke_script(invocation);
+    let (answer,): (T,) = query_loading(&pipe, script, conn).await?;
+    Ok(answer)
 }
 
 impl Backend for RedisBackend {
@@ -266,48 +468,22 @@ impl Backend for RedisBackend {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         Box::pin(async move {
-            let mut invocation = ACQUIRE.prepare_invoke();
-            invocation
-                .key(&key.lock)
-                .key(key.fence())
-                .arg(token)
-                .arg(millis(ttl))
-                .arg(&self.host)
-                .arg(&self.pid)
-                .arg(&self.app)
-                .arg(self.fence_retention_ms);
-            let mut conn = self.conn.clone();
-            let answer = match self.replica_acks {
-                None => {
-                    invocation
-                        .invoke_async::<(i64, i64, i64)>(&mut conn)
-                        .await?
-                }
-                Some((replicas, timeout)) => {
-                    // WAIT cannot run inside a script; pipelined after it, it costs no extra trip.
-                    let mut pipe = redis::pipe();
-                    pipe.invoke_script(&invocation)
-                        .cmd("WAIT")
-                        .arg(replicas)
-                        .arg(millis(timeout));
-                    let (answer, acked): ((i64, i64, i64), u32) =
-                        query_loading(&pipe, &ACQUIRE, &mut conn).await?;
-                    if answer.0 == 1 && acked < replicas {
-                        let _: RedisResult<i64> = RELEASE
-                            .key(&key.lock)
-                            .arg(token)
-                            .arg(0)
-                            .invoke_async(&mut conn)
-                            .await;
-                        return Err(Failure::transient(format!(
-                            "only {acked} of {replicas} replicas acknowledged the lock within \
-                             {timeout:?}; it was released again"
-                        )));
-                    }
-                    answer
-                }
+            let invocation = self.holder.acquire(key, token, ttl);
+            let Some((replication, pool)) = &self.replication else {
+                let answer = invoke(&invocation, &ACQUIRE, &mut self.conn.clone()).await?;
+                return acquire_answer(key, answer);
             };
-            acquire_answer(key, answer)
+            // WAIT blocks the connection it is sent on: never the shared one.
+            let mut conn = match pool.take() {
+                Some(conn) => conn,
+                None => self.wait_connection(replication).await?,
+            };
+            let answer =
+                acquire_confirmed(&mut conn, &invocation, key, token, ttl, replication).await;
+            if answer.is_ok() {
+                pool.put(conn);
+            }
+            answer
         })
     }
 
@@ -350,6 +526,10 @@ impl Backend for RedisBackend {
     }
 
     fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {
+        if !self.notifies {
+            // Reported once at connect; waiters wake at the end of the lease they were told.
+            return Box::pin(std::future::ready(Ok(())));
+        }
         Box::pin(watch_through(&self.subscriptions, key))
     }
 

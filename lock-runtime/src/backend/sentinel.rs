@@ -66,7 +66,8 @@ struct NodeTemplate {
     app_name: String,
     request_timeout: Duration,
     fence_retention: Duration,
-    replica_acks: Option<(u32, Duration)>,
+    replica_acks: Option<super::replicas::ReplicaAcks>,
+    key_prefix: String,
 }
 
 /// The parts of `redis+sentinel://[userinfo@]s1:p1,s2:p2/<master>[/db][?query]`.
@@ -168,6 +169,7 @@ impl SentinelBackend {
             request_timeout: settings.request_timeout,
             fence_retention: settings.fence_retention,
             replica_acks: settings.replica_acks,
+            key_prefix: settings.key_prefix.to_owned(),
         };
         let master = resolve(&sentinels, &nodes, &waiters)
             .await
@@ -347,6 +349,7 @@ async fn resolve(
         request_timeout: nodes.request_timeout,
         fence_retention: nodes.fence_retention,
         replica_acks: nodes.replica_acks,
+        key_prefix: &nodes.key_prefix,
     };
     Ok(RedisBackend::connect(settings, waiters.clone()).await?)
 }
