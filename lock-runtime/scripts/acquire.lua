@@ -17,9 +17,16 @@
 --                                 lock over, so that Redlock can tell one owner's majority from
 --                                 masters split between contenders
 --          {-1, 0, 0}             the key holds data that is not a lock: left untouched
+--          {-2, 0, 0}             the fence counter holds something tokens cannot continue from
+--                                 (not a number, or 2^53 and above): left untouched
 --
 -- The fencing token is max(last + 1, server time in microseconds): strictly increasing while the
 -- counter exists, and rising with the server clock after it expired.
+-- Sent with no keys only to put the script in the server's cache (by a client whose user may
+-- not run SCRIPT LOAD): does nothing.
+if #KEYS == 0 then
+  return 0
+end
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'hash' then
   local owner = redis.call('HGET', KEYS[1], 'token')
@@ -30,7 +37,13 @@ if kind == 'hash' then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return {1, tonumber(redis.call('HGET', KEYS[1], 'fence')), 0}
   end
-  return {0, redis.call('PTTL', KEYS[1]), tonumber(string.sub(redis.sha1hex(owner), 1, 12), 16)}
+  local pttl = redis.call('PTTL', KEYS[1])
+  if pttl < 0 then
+    -- A lock always has an expiry: a hash without one that has a `token` field is someone
+    -- else's data, not a lock held forever.
+    return {-1, 0, 0}
+  end
+  return {0, pttl, tonumber(string.sub(redis.sha1hex(owner), 1, 12), 16)}
 elseif kind ~= 'none' then
   return {-1, 0, 0}
 end
@@ -38,7 +51,16 @@ end
 -- Redis 5+ replicates a script by its effects, so reading TIME before writing is allowed.
 local time = redis.call('TIME')
 local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
-local last = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+local last = 0
+local stored = redis.call('GET', KEYS[2])
+if stored then
+  last = tonumber(stored)
+  -- Not a number, or too large for a Lua number to count on exactly (2^53): handing out a
+  -- token from it could make tokens go down. Leave it, and the lock, untouched.
+  if not last or last < 0 or last >= 9007199254740991 then
+    return {-2, 0, 0}
+  end
+end
 local fence = math.max(last + 1, now_us)
 -- %.0f keeps all digits; tostring would print 1.7e+15.
 local fence_text = string.format('%.0f', fence)

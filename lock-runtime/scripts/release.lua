@@ -10,6 +10,11 @@
 -- Returns  1   released (deleted and published, or handed to expiry for hold_at_least)
 --          0   not ours: held under another token or the key holds other data; left untouched
 --          -1  no lock at the key (it expired)
+-- Sent with no keys only to put the script in the server's cache (by a client whose user may
+-- not run SCRIPT LOAD): does nothing.
+if #KEYS == 0 then
+  return 0
+end
 local owner = redis.pcall('HGET', KEYS[1], 'token')
 if owner ~= ARGV[1] then
   if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -26,7 +31,9 @@ local function announce()
     -- and the release itself must still succeed.
     redis.pcall('SPUBLISH', KEYS[1], '')
   else
-    redis.call('PUBLISH', KEYS[1], '')
+    -- pcall: a user without rights on the channel (a Redis 7 ACL user lacking `&*`) must
+    -- still release; its waiters fall back to lease expiry (reported once, at connect).
+    redis.pcall('PUBLISH', KEYS[1], '')
   end
 end
 

@@ -11,7 +11,7 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 ///
 /// Every variant that concerns one lock names its key, so a log line says which lock failed.
 /// Messages never contain a password: servers are named by host and port only.
-#[derive(Debug, thiserror::Error)]
+#[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
     /// The lock was held by someone else for the whole `wait` budget.
@@ -119,6 +119,54 @@ impl LockError {
     }
 }
 
+/// Like the derived `Debug`, with keys shortened as in messages: a key may be megabytes long.
+impl fmt::Debug for LockError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LockError::Busy { key, waited } => f
+                .debug_struct("Busy")
+                .field("key", &KeyDebug(key))
+                .field("waited", waited)
+                .finish(),
+            LockError::LeaseLost { key, reason } => f
+                .debug_struct("LeaseLost")
+                .field("key", &KeyDebug(key))
+                .field("reason", reason)
+                .finish(),
+            LockError::Backend {
+                operation,
+                key,
+                server,
+                source,
+            } => f
+                .debug_struct("Backend")
+                .field("operation", operation)
+                .field("key", &key.as_deref().map(KeyDebug))
+                .field("server", server)
+                .field("source", source)
+                .finish(),
+            LockError::Config(reason) => f.debug_tuple("Config").field(reason).finish(),
+            LockError::HeldByThisTask { key } => f
+                .debug_struct("HeldByThisTask")
+                .field("key", &KeyDebug(key))
+                .finish(),
+            LockError::ShutDown { key } => f
+                .debug_struct("ShutDown")
+                .field("key", &KeyDebug(key))
+                .finish(),
+        }
+    }
+}
+
+/// A key in `Debug` output: quoted, escaped and shortened as [`KeyDisplay`].
+struct KeyDebug<'a>(&'a str);
+
+impl fmt::Debug for KeyDebug<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "\"{}\"", KeyDisplay(self.0))
+    }
+}
+
 /// Why a lease is known to be lost.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -138,7 +186,9 @@ pub enum LostReason {
 impl fmt::Display for LostReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            LostReason::NotOwner => "the server reports another owner or no lock",
+            LostReason::NotOwner => {
+                "the server reports another owner or no lock (it expired or was deleted)"
+            }
             LostReason::Expired => "no renewal succeeded before the lease ran out",
             LostReason::MaxHoldExceeded => "max_hold elapsed and renewal stopped",
             LostReason::ShutDown => "the lock manager was shut down and released it",
@@ -189,6 +239,17 @@ mod tests {
         let msg = err.to_string();
         assert!(msg.len() < 400, "{msg}");
         assert!(msg.contains("10000 bytes"), "{msg}");
+    }
+
+    #[test]
+    fn long_keys_are_shortened_in_debug_output_too() {
+        let err = LockError::Busy {
+            key: "k".repeat(1 << 20),
+            waited: Duration::ZERO,
+        };
+        let shown = format!("{err:?}");
+        assert!(shown.len() < 400, "{} bytes", shown.len());
+        assert!(shown.starts_with("Busy { key: \"kkk"), "{shown}");
     }
 
     #[test]

@@ -184,10 +184,9 @@ impl LockGuard {
                 Ok(())
             }
             Release::NotOwner | Release::Gone => {
-                let reason = match answer {
-                    Release::Gone => LostReason::Expired,
-                    _ => LostReason::NotOwner,
-                };
+                // Gone is what an expiry and an outside DEL both leave: the server has no lock
+                // of ours, which is what NotOwner says. (Expired means renewals failed.)
+                let reason = LostReason::NotOwner;
                 self.lease.mark_lost(reason);
                 self.lease.mark_released();
                 tracing::warn!(key = %self.lease.key, %reason, "release found the lock no longer ours");

@@ -16,6 +16,7 @@ use crate::backend::cluster::ClusterBackend;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::{RedisBackend, RedisSettings};
 use crate::backend::redlock::RedlockBackend;
+use crate::backend::replicas::{ReplicaAcks, ReplicaShortage};
 use crate::backend::sentinel::SentinelBackend;
 use crate::backend::{Acquire, Backend, Failure, Release};
 use crate::guard::LockGuard;
@@ -33,6 +34,9 @@ pub const MIN_TTL: Duration = Duration::from_millis(lock_macro::__min_ttl_millis
 /// `#[distributed_lock]` rejects a longer `ttl` or `hold_at_least` at compile time: both read this
 /// number from one definition in the macro crate.
 pub const MAX_TTL: Duration = Duration::from_secs(lock_macro::__max_ttl_secs!());
+
+/// The longest request timeout accepted.
+const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// A wait budget beyond any real wait.
 const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
@@ -76,6 +80,8 @@ pub(crate) struct Inner {
     waiters: Arc<Waiters>,
     prefix: String,
     request_timeout: Duration,
+    /// How much longer than a request an acquire may take: its `WAIT` for replicas.
+    replica_wait: Duration,
 }
 
 impl std::fmt::Debug for LockManager {
@@ -350,19 +356,26 @@ impl LockManager {
                 }
             })
             .await;
-            let released = guard.release().await;
             match outcome {
-                Ok(Ok(result)) => {
-                    if let Err(err) = released {
+                Ok(finished) => {
+                    if let Err(err) = guard.release().await {
                         tracing::warn!(key = %lease.key, error = %err, "locked section finished but its release failed");
                     }
-                    result
+                    match finished {
+                        Ok(result) => result,
+                        Err(panic) => std::panic::resume_unwind(panic),
+                    }
                 }
-                Ok(Err(panic)) => std::panic::resume_unwind(panic),
-                Err(reason) => Err(E::from(LockError::LeaseLost {
-                    key: lease.key.clone(),
-                    reason,
-                })),
+                // The body was dropped: say so now. The lock is most likely gone (or the server
+                // unreachable, the usual cause), so its release goes on in the background rather
+                // than holding the caller up until the server answers.
+                Err(reason) => {
+                    drop(guard);
+                    Err(E::from(LockError::LeaseLost {
+                        key: lease.key.clone(),
+                        reason,
+                    }))
+                }
             }
         }
     }
@@ -428,7 +441,7 @@ impl Inner {
             let guard = LockGuard::pending(self.clone(), lease, watch_id);
             let lease_ref = guard.lease();
             // Never longer than the lease itself: an answer after that would be stale.
-            let limit = self.request_timeout.min(options.ttl);
+            let limit = (self.request_timeout + self.replica_wait).min(options.ttl);
             let answer = tokio::time::timeout(
                 limit,
                 self.backend
@@ -614,7 +627,8 @@ pub struct LockManagerBuilder {
     app_name: Option<String>,
     request_timeout: Duration,
     fence_retention: Duration,
-    replica_acks: Option<(u32, Duration)>,
+    replica_acks: Option<ReplicaAcks>,
+    replica_shortage: ReplicaShortage,
 }
 
 impl std::fmt::Debug for LockManagerBuilder {
@@ -639,6 +653,7 @@ impl Default for LockManagerBuilder {
             request_timeout: Duration::from_secs(3),
             fence_retention: Duration::from_secs(24 * 3600),
             replica_acks: None,
+            replica_shortage: ReplicaShortage::Fail,
         }
     }
 }
@@ -706,34 +721,64 @@ impl LockManagerBuilder {
         self
     }
 
-    /// After each acquisition, wait until `replicas` replicas have acknowledged it (Redis `WAIT`,
-    /// sent in the same round trip as the acquire), for at most `timeout`. If fewer acknowledge,
-    /// the lock is released again and the acquire fails with [`LockError::Backend`].
+    /// After each acquisition, wait until `replicas` replicas have acknowledged it (Redis
+    /// `WAIT`), for at most `timeout` (and at most half the lease). Default: off.
+    ///
+    /// The acquire and its `WAIT` run on a connection of their own (from a small pool), since
+    /// `WAIT` blocks the connection it is sent on: renewals and other locks never queue behind
+    /// it. `WAIT` is sent only after a grant. If fewer replicas acknowledge, the grant is given
+    /// back and the acquire retries within its `wait` budget, then fails with
+    /// [`LockError::Backend`]; when fewer replicas are *connected* than asked for (after a
+    /// failover, say), [`replica_shortage`](Self::replica_shortage) decides. A `timeout` of
+    /// zero (which `WAIT` reads as "forever") or over a minute is refused at
+    /// [`build`](Self::build), and so is Redlock, whose masters have no replicas to wait for.
     ///
     /// This narrows the window in which a failover loses a fresh lock: once acknowledged, the
-    /// lock is in the memory of that many replicas, and a replica promoted by Sentinel or Cluster
-    /// will normally be one of them. It does not make the lock durable or consistent: a replica
-    /// can still be behind when it is promoted if it acknowledged a different write, replicas
-    /// that restart without persistence forget it, renewals and releases are not waited for, and
-    /// the acquire takes longer by a replication round trip.
+    /// lock is in the memory of that many replicas, and a replica promoted by Sentinel or
+    /// Cluster will normally be one of them. It does not make the lock durable or consistent:
+    /// a replica can still be behind when it is promoted if it acknowledged a different write,
+    /// replicas that restart without persistence forget it, renewals and releases are not
+    /// waited for, and a granted acquire takes one replication round trip longer.
     pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
-        self.replica_acks = (replicas > 0).then_some((replicas, timeout));
+        let shortage = self
+            .replica_acks
+            .map(|acks| acks.shortage)
+            .unwrap_or_default();
+        self.replica_acks = (replicas > 0).then_some(ReplicaAcks {
+            count: replicas,
+            timeout,
+            shortage,
+        });
+        self
+    }
+
+    /// What [`wait_for_replicas`](Self::wait_for_replicas) does when fewer replicas are
+    /// connected than it asks for: [`ReplicaShortage::Fail`] (the default) or
+    /// [`ReplicaShortage::UseConnected`].
+    pub fn replica_shortage(mut self, policy: ReplicaShortage) -> Self {
+        self.replica_shortage = policy;
+        if let Some(acks) = self.replica_acks.as_mut() {
+            acks.shortage = policy;
+        }
         self
     }
 
     /// Connects and returns the manager.
     pub async fn build(self) -> Result<LockManager, LockError> {
-        if self.fence_retention > MAX_TTL {
-            return Err(LockError::Config(format!(
-                "fence_retention {:?} is longer than the maximum {MAX_TTL:?}",
-                self.fence_retention
-            )));
-        }
+        self.validate()?;
         let url = self
             .url
-            .clone()
+            .as_deref()
             .ok_or_else(|| LockError::Config("no URL given to LockManager::builder".into()))?;
-        match url::scheme(&url)? {
+        let url = url::normalized(url)?;
+        let scheme = url::scheme(&url)?;
+        if self.replica_acks.is_some() && matches!(scheme, "redlock" | "redlocks") {
+            return Err(LockError::Config(
+                "wait_for_replicas does not apply to Redlock: its masters are independent and                  have no replicas to wait for; remove it, or use Sentinel or Cluster"
+                    .into(),
+            ));
+        }
+        match scheme {
             "memory" => {
                 let name = url.split_once("://").map_or("", |(_, name)| name);
                 let backend = MemoryBackend::named(name);
@@ -772,6 +817,38 @@ impl LockManagerBuilder {
         }
     }
 
+    /// The settings that are wrong whatever the deployment, with the reason.
+    fn validate(&self) -> Result<(), LockError> {
+        if self.fence_retention > MAX_TTL {
+            return Err(LockError::Config(format!(
+                "fence_retention {:?} is longer than the maximum {MAX_TTL:?}",
+                self.fence_retention
+            )));
+        }
+        if self.request_timeout.is_zero() {
+            return Err(LockError::Config(
+                "request_timeout is zero: no request could ever be answered in time; give it                  a bound such as 3s"
+                    .into(),
+            ));
+        }
+        if self.request_timeout > MAX_REQUEST_TIMEOUT {
+            return Err(LockError::Config(format!(
+                "request_timeout {:?} is longer than {MAX_REQUEST_TIMEOUT:?}: a server that                  takes longer to answer is down",
+                self.request_timeout
+            )));
+        }
+        if let Some(acks) = &self.replica_acks {
+            acks.validate().map_err(LockError::Config)?;
+        }
+        if self.prefix.contains(['{', '}']) {
+            return Err(LockError::Config(format!(
+                "key_prefix `{}` contains a brace: the lock key's hash tag `{{...}}` must be the                  first braces in the stored key, or a lock and its fence counter could land in                  different cluster slots; choose a prefix without braces",
+                self.prefix.escape_debug()
+            )));
+        }
+        Ok(())
+    }
+
     fn redis_settings<'a>(&'a self, url: &'a str) -> RedisSettings<'a> {
         RedisSettings {
             url,
@@ -779,6 +856,7 @@ impl LockManagerBuilder {
             request_timeout: self.request_timeout,
             fence_retention: self.fence_retention,
             replica_acks: self.replica_acks,
+            key_prefix: &self.prefix,
         }
     }
 
@@ -799,6 +877,9 @@ impl LockManagerBuilder {
                 waiters,
                 prefix: self.prefix,
                 request_timeout: self.request_timeout,
+                replica_wait: self
+                    .replica_acks
+                    .map_or(Duration::ZERO, |acks| acks.timeout),
             }),
         }
     }

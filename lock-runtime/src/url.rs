@@ -28,7 +28,50 @@ fn split_scheme(url: &str) -> Option<(&str, &str)> {
 ///
 /// Everything up to the last `@` counts as credentials, whatever characters the password holds
 /// (`/`, `?`, `#` included): showing a little less of a URL beats showing a password.
+/// `url` with its scheme in lower case (`REDIS://` works like `redis://`), or why it cannot be
+/// used: a password in the query (`?password=`) is refused rather than ignored, since the
+/// connection would then go out without it.
+pub(crate) fn normalized(url: &str) -> Result<String, LockError> {
+    let Some((scheme, rest)) = split_scheme(url) else {
+        return Err(LockError::Config(format!(
+            "`{}` is not a lock URL: expected something like redis://127.0.0.1:6379 or memory://",
+            redact(url)
+        )));
+    };
+    let scheme = scheme.to_ascii_lowercase();
+    let unix = matches!(scheme.as_str(), "redis+unix" | "unix");
+    if !unix && scheme != "memory" {
+        let query = rest.split_once('?').map_or("", |(_, query)| query);
+        let query = query.split('#').next().unwrap_or_default();
+        for param in query.split('&') {
+            let name = param.split_once('=').map_or(param, |(name, _)| name);
+            if matches!(
+                name.to_ascii_lowercase().as_str(),
+                "password" | "pass" | "user" | "username"
+            ) {
+                return Err(LockError::Config(format!(
+                    "`{}` gives credentials as the query parameter `{name}`, which this URL form                      does not read: write them before the host, as                      {scheme}://USER:PASSWORD@host:port (percent-encode special characters)",
+                    redact(url)
+                )));
+            }
+        }
+    }
+    Ok(format!("{scheme}://{rest}"))
+}
+
+/// The longest URL shown in a message; the rest is counted, not shown.
+const URL_SHOWN: usize = 256;
+
+/// `url` as it may be shown: without passwords, and at most [`URL_SHOWN`] characters.
 pub(crate) fn redact(url: &str) -> String {
+    let shown = redact_whole(url);
+    match shown.char_indices().nth(URL_SHOWN) {
+        None => shown,
+        Some((end, _)) => format!("{}... ({} bytes)", &shown[..end], url.len()),
+    }
+}
+
+fn redact_whole(url: &str) -> String {
     let Some((scheme, rest)) = split_scheme(url) else {
         // Not a URL; it may still be a secret pasted in the wrong place.
         return if url.contains('@') || url.contains(':') {
@@ -156,6 +199,47 @@ mod tests {
         assert_eq!(server_of("redis://example.org"), "example.org:6379");
         assert_eq!(server_of("redis+unix:///tmp/r.sock"), "/tmp/r.sock");
         assert_eq!(server_of("redis://u:pa/ss@h:1/0"), "h:1");
+    }
+
+    #[test]
+    fn upper_case_schemes_read_as_lower_case() {
+        assert_eq!(
+            normalized("REDIS://Host:1/0").ok().as_deref(),
+            Some("redis://Host:1/0")
+        );
+        assert_eq!(
+            normalized("Redis+Cluster://a:1,b:2").ok().as_deref(),
+            Some("redis+cluster://a:1,b:2")
+        );
+    }
+
+    #[test]
+    fn a_password_in_the_query_is_refused_not_ignored() {
+        for url in [
+            "redis://host:1/?password=s3cret",
+            "redis://host:1?db=2&PASS=s3cret",
+            "redis+cluster://a:1,b:2/?user=app",
+        ] {
+            let err = normalized(url).expect_err(url);
+            let shown = format!("{err} {err:?}");
+            assert!(!shown.contains("s3cret"), "{shown}");
+            assert!(shown.contains("USER:PASSWORD@host"), "{shown}");
+        }
+        // A Unix socket URL takes them as query parameters.
+        assert!(normalized("redis+unix:///tmp/r.sock?pass=s3cret").is_ok());
+    }
+
+    #[test]
+    fn a_huge_url_is_shown_shortened() {
+        let url = format!("redis://host:1/{}", "x".repeat(1 << 20));
+        let shown = redact(&url);
+        assert!(shown.len() < 400, "{} bytes shown", shown.len());
+        assert!(
+            shown.ends_with(&format!("({} bytes)", url.len())),
+            "{shown}"
+        );
+        let err = normalized(&format!("{url}?password=p")).expect_err("query password");
+        assert!(err.to_string().len() < 800);
     }
 
     #[test]

@@ -319,3 +319,53 @@ async fn writes_refused_for_lack_of_memory_fail_the_acquire_and_spare_held_locks
         .expect("free once memory is back");
     guard.release().await.expect("release");
 }
+
+/// A fence counter that is not a number, or too large to count on exactly, is reported and left
+/// alone: no lock is written that could hand out a token lower than one handed out before.
+#[tokio::test]
+async fn a_fence_counter_tokens_cannot_continue_from_fails_the_acquire_and_writes_nothing() {
+    let server = RedisServer::start();
+    let locks = connect(&server).await;
+    for (key, counter) in [
+        ("fence-text", "not-a-number"),
+        ("fence-huge", "9007199254740993"),
+        ("fence-negative", "-5"),
+    ] {
+        let fence = format!("{}:fence", stored(key));
+        server.cmd(&["SET", &fence, counter]);
+        let (ran, err) = body_runs(&locks, key, LockOptions::new()).await;
+        assert!(!ran, "{key}: the body ran");
+        assert!(matches!(err, LockError::Backend { .. }), "{key}: {err}");
+        assert!(err.to_string().contains("fence counter"), "{key}: {err}");
+        assert_eq!(
+            server.cmd(&["EXISTS", &stored(key)]),
+            "0",
+            "{key}: a lock was written"
+        );
+        assert_eq!(
+            server.cmd(&["GET", &fence]),
+            counter,
+            "{key}: the counter was changed"
+        );
+    }
+}
+
+/// Someone else's hash that happens to have a `token` field has no expiry, as a lock always
+/// has: it is reported as foreign data, not waited for as a lock held forever.
+#[tokio::test]
+async fn a_foreign_hash_with_a_token_field_is_foreign_data_not_a_busy_lock() {
+    let server = RedisServer::start();
+    let locks = connect(&server).await;
+    server.cmd(&["HSET", &stored("session"), "token", "abc", "user", "7"]);
+    let started = Instant::now();
+    let (ran, err) = body_runs(&locks, "session", LockOptions::new().wait(ms(5_000))).await;
+    assert!(!ran);
+    assert!(!err.is_busy(), "{err}");
+    assert!(err.to_string().contains("not a lock"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(3), "waited for it");
+    assert_eq!(
+        server.cmd(&["HGET", &stored("session"), "user"]),
+        "7",
+        "left untouched"
+    );
+}

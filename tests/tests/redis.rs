@@ -220,6 +220,33 @@ async fn a_stalled_connection_aborts_the_body_with_lease_lost() {
     proxy.blackhole(false);
 }
 
+/// The caller learns of a lost lease when the body is dropped, not when a stalled server
+/// finally answers (or fails to answer) the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_lease_is_returned_when_the_body_is_dropped_not_after_the_release() {
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let locks = LockManager::builder()
+        .url(proxy.url())
+        .request_timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    let options = LockOptions::new().ttl(ms(600));
+    let started = tokio::time::Instant::now();
+    let section = locks.run_locked("stalled-release".into(), options, async {
+        proxy.blackhole(true);
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        Ok::<_, LockError>(())
+    });
+    let result = section.await;
+    let took = started.elapsed();
+    proxy.blackhole(false);
+    assert!(result.expect_err("lease lost").is_lease_lost());
+    // Lost at about 0.6 s; the release would have waited up to the 5 s request timeout.
+    assert!(took < Duration::from_secs(3), "returned after {took:?}");
+}
+
 #[tokio::test]
 async fn unreachable_redis_is_a_backend_error() {
     let url = format!("redis://127.0.0.1:{}", free_port());

@@ -1,0 +1,219 @@
+//! Servers configured by someone else: passwords, ACL users with few rights, eviction policies,
+//! and the settings and URLs a manager refuses before it sends anything.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use lock_runtime::{LockError, LockManager, LockOptions};
+use lock_tests::RedisServer;
+
+/// What the library logged on this thread while the guard lives.
+#[derive(Clone, Default)]
+struct Logged(Arc<Mutex<Vec<u8>>>);
+
+impl Logged {
+    fn text(&self) -> String {
+        let bytes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    fn capture(&self) -> tracing::subscriber::DefaultGuard {
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(self.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+}
+
+impl std::io::Write for Logged {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logged {
+    type Writer = Logged;
+
+    fn make_writer(&'a self) -> Logged {
+        self.clone()
+    }
+}
+
+#[tokio::test]
+async fn a_url_without_the_password_the_server_requires_fails_at_connect() {
+    let server = RedisServer::start_with(&["--requirepass", "s3cret"]);
+    let url = format!("redis://{}", server.addr());
+    let err = LockManager::connect(&url)
+        .await
+        .expect_err("the server requires a password");
+    let shown = err.to_string();
+    assert!(shown.contains("authentication required"), "{shown}");
+    assert!(shown.contains("redis://:PASSWORD@host:port"), "{shown}");
+    // With the password, the same server works.
+    let locks = LockManager::connect(&server.url())
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    let guard = locks.lock("k", LockOptions::new()).await.expect("free");
+    guard.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn a_password_in_the_query_is_refused_without_being_shown() {
+    let server = RedisServer::start_with(&["--requirepass", "s3cret"]);
+    let url = format!("redis://{}/?password=s3cret", server.addr());
+    let err = LockManager::connect(&url).await.expect_err("not read");
+    assert!(matches!(err, LockError::Config(_)), "{err}");
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains("s3cret"), "{shown}");
+    assert!(shown.contains("USER:PASSWORD@host"), "{shown}");
+}
+
+#[tokio::test]
+async fn an_upper_case_scheme_works_like_a_lower_case_one() {
+    let server = RedisServer::start();
+    let locks = LockManager::connect(&format!("REDIS://{}", server.addr()))
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    let guard = locks.lock("k", LockOptions::new()).await.expect("free");
+    guard.release().await.expect("release");
+}
+
+/// A Redis 7 user created without channel rights (`&*`), as new users are by default, and
+/// without `SCRIPT`: every release still succeeds, waiting falls back to lease expiry, and the
+/// reason is logged once at connect instead of an error per call.
+#[tokio::test]
+async fn an_acl_user_without_channel_or_script_rights_can_lock_and_release() {
+    let server = RedisServer::start();
+    server.cmd(&[
+        "ACL", "SETUSER", "locker", "on", ">pw", "~*", "+@all", "-script",
+    ]);
+    let url = format!("redis://locker:pw@{}", server.addr());
+    let logged = Logged::default();
+    let locks = {
+        let _capture = logged.capture();
+        LockManager::connect(&url)
+            .await
+            .unwrap_or_else(|err| panic!("{err}\n{}", server.log()))
+    };
+    let log = logged.text();
+    assert!(
+        log.contains("may not publish to lock channels"),
+        "no warning at connect:\n{log}"
+    );
+    for round in 0..3 {
+        let guard = locks
+            .lock("acl:job", LockOptions::new())
+            .await
+            .unwrap_or_else(|err| panic!("round {round}: {err}\n{}", server.log()));
+        guard
+            .release()
+            .await
+            .unwrap_or_else(|err| panic!("round {round}: release: {err}\n{}", server.log()));
+    }
+    assert_eq!(server.cmd(&["EXISTS", "lock:{acl:job}"]), "0");
+    // A waiter is not told of the release; it enters when the short lease runs out.
+    let held = locks
+        .lock(
+            "acl:short",
+            LockOptions::new()
+                .ttl(Duration::from_millis(500))
+                .watchdog(false),
+        )
+        .await
+        .expect("free");
+    let other = LockManager::connect(&url).await.expect("connect");
+    let waited = tokio::spawn(async move {
+        let started = tokio::time::Instant::now();
+        let guard = other
+            .lock("acl:short", LockOptions::new().wait(Duration::from_secs(5)))
+            .await?;
+        guard.release().await?;
+        Ok::<_, LockError>(started.elapsed())
+    });
+    let waited = waited
+        .await
+        .expect("task")
+        .expect("entered after the lease");
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
+    drop(held);
+}
+
+#[tokio::test]
+async fn a_server_that_may_evict_lock_keys_is_reported_at_connect() {
+    let server = RedisServer::start();
+    server.cmd(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+    let logged = Logged::default();
+    {
+        let _capture = logged.capture();
+        LockManager::connect(&server.url())
+            .await
+            .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    }
+    let log = logged.text();
+    assert!(log.contains("maxmemory-policy allkeys-lru"), "{log}");
+    assert!(log.contains("noeviction"), "{log}");
+    // The default policy says nothing.
+    server.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+    let quiet = Logged::default();
+    {
+        let _capture = quiet.capture();
+        LockManager::connect(&server.url()).await.expect("connect");
+    }
+    assert!(
+        !quiet.text().contains("maxmemory-policy"),
+        "{}",
+        quiet.text()
+    );
+}
+
+#[tokio::test]
+async fn settings_that_cannot_work_are_refused_before_connecting() {
+    let refused = [
+        LockManager::builder()
+            .url("redis://127.0.0.1:1")
+            .request_timeout(Duration::ZERO),
+        LockManager::builder()
+            .url("redis://127.0.0.1:1")
+            .key_prefix("locks:{app}:"),
+    ];
+    for builder in refused {
+        let shown = format!("{builder:?}");
+        let err = builder.build().await.expect_err(&shown);
+        assert!(matches!(err, LockError::Config(_)), "{shown}: {err}");
+    }
+}
+
+/// After an outside `DEL`, the holder's release says the lock was no longer its own, not that
+/// renewals failed.
+#[tokio::test]
+async fn a_release_after_an_outside_delete_reports_another_owner_or_none() {
+    let server = RedisServer::start();
+    let locks = LockManager::connect(&server.url()).await.expect("connect");
+    let guard = locks
+        .lock("deleted", LockOptions::new())
+        .await
+        .expect("free");
+    server.cmd(&["DEL", "lock:{deleted}"]);
+    let err = guard.release().await.expect_err("gone");
+    assert!(
+        matches!(
+            err,
+            LockError::LeaseLost {
+                reason: lock_runtime::LostReason::NotOwner,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(!err.to_string().contains("no renewal succeeded"), "{err}");
+}
