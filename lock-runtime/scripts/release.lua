@@ -22,18 +22,22 @@ if owner ~= ARGV[1] then
   end
   return -1
 end
--- Tells waiters to look again.
+-- Tells waiters to look again. The message is an id of this release (48 bits of the SHA-1 of
+-- the owner token, which cannot be turned back into it): Redlock announces one release on every
+-- master, and a process hands each release to one waiter.
 local function announce()
   if ARGV[3] == 'quiet' then
     return
-  elseif ARGV[3] == 'sharded' then
+  end
+  local release = string.sub(redis.sha1hex(ARGV[1]), 1, 12)
+  if ARGV[3] == 'sharded' then
     -- pcall: a cluster older than 7.0 has no SPUBLISH; its waiters fall back to lease expiry,
     -- and the release itself must still succeed.
-    redis.pcall('SPUBLISH', KEYS[1], '')
+    redis.pcall('SPUBLISH', KEYS[1], release)
   else
     -- pcall: a user without rights on the channel (a Redis 7 ACL user lacking `&*`) must
     -- still release; its waiters fall back to lease expiry (reported once, at connect).
-    redis.pcall('PUBLISH', KEYS[1], '')
+    redis.pcall('PUBLISH', KEYS[1], release)
   end
 end
 

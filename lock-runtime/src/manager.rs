@@ -22,7 +22,7 @@ use crate::backend::{Acquire, Backend, Failure, Release};
 use crate::guard::LockGuard;
 use crate::key::StoredKey;
 use crate::lease::Lease;
-use crate::waiters::{Slot, Waiters};
+use crate::waiters::{Slot, Waiters, Wake};
 use crate::watchdog::Watchdog;
 use crate::{LockError, LockOptions, OnLeaseLost, current, url};
 
@@ -471,6 +471,10 @@ impl Inner {
                 Ok(Acquire::Acquired { fence }) => {
                     lease_ref.mark_held(fence);
                     self.watchdog.activate(watch_id);
+                    if let Some(waiting) = &waiting {
+                        // The next local waiter watches our lease: nobody announces its expiry.
+                        waiting.hand_over(lease_ref.deadline());
+                    }
                     record(start, "acquired");
                     return Ok(guard);
                 }
@@ -493,7 +497,11 @@ impl Inner {
             };
             lease = guard.disarm();
             let now = Instant::now();
+            let expires = remaining.map(|remaining| now + remaining + Duration::from_millis(1));
             if now >= give_up {
+                if let (Some(waiting), Some(expires)) = (&waiting, expires) {
+                    waiting.hand_over(expires);
+                }
                 record(start, "busy");
                 return Err(LockError::Busy {
                     key: lease.key.clone(),
@@ -512,14 +520,26 @@ impl Inner {
                 waiting = Some(Waiting::join(&self, &lease.stored.lock, give_up).await);
                 continue;
             };
-            let wake_at = match remaining {
-                Some(remaining) => now + remaining + Duration::from_millis(1),
+            // The first waiter in line watches the lease's expiry, which nobody announces; the
+            // others wait for a release (or for the watch to be handed to them), so that one
+            // expiry costs one attempt, not one per waiter. Without notifications, everyone
+            // watches.
+            let watches = !waiting.notified || self.waiters.is_first(&waiting.key, &waiting.slot);
+            let mut wake_at = match expires {
+                Some(expires) if watches => expires,
+                Some(_) => give_up,
                 None => now + BLIND_WAIT,
             }
             .min(give_up);
-            tokio::select! {
-                () = waiting.slot.released() => {}
-                () = tokio::time::sleep_until(wake_at) => {}
+            loop {
+                tokio::select! {
+                    biased;
+                    wake = waiting.slot.woken() => match wake {
+                        Wake::Retry => break,
+                        Wake::WatchUntil(at) => wake_at = at.min(give_up),
+                    },
+                    () = tokio::time::sleep_until(wake_at) => break,
+                }
             }
         }
     }
@@ -581,15 +601,18 @@ struct Waiting {
     manager: Arc<Inner>,
     key: String,
     slot: Arc<Slot>,
+    /// Releases of the key are announced to this process.
+    notified: bool,
 }
 
 impl Waiting {
     async fn join(manager: &Arc<Inner>, key: &str, give_up: Instant) -> Waiting {
         let (slot, watched) = manager.waiters.join(key);
-        let waiting = Waiting {
+        let mut waiting = Waiting {
             manager: manager.clone(),
             key: key.to_owned(),
             slot,
+            notified: false,
         };
         // A failure is not remembered: the next waiter of the key tries again.
         let subscribe = watched.get_or_try_init(|| async {
@@ -601,7 +624,14 @@ impl Waiting {
         // eat the caller's wait budget.
         let limit = manager.request_timeout.min(give_up - Instant::now());
         let _ = tokio::time::timeout(limit, subscribe).await;
+        waiting.notified = manager.backend.notifies() && watched.initialized();
         waiting
+    }
+
+    /// This waiter leaves the line: if it watched the lease's expiry, the next one does now,
+    /// looking again at `until`.
+    fn hand_over(&self, until: Instant) {
+        self.manager.waiters.hand_over(&self.key, &self.slot, until);
     }
 }
 

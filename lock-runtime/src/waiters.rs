@@ -3,89 +3,207 @@
 //! A release publishes one message; every process subscribed to the key receives it, and inside a
 //! process this registry wakes the longest-waiting task that is not already awake. A task keeps
 //! its place in line across retries: it registers once per `lock()` call, not once per sleep.
+//!
+//! A lease that runs out is announced by nobody, so someone must watch its expiry: only the
+//! first waiter in line does; the others wait for a release. When the first leaves the line
+//! (it took the lock, or gave up), it hands the watch to the next, with the time to look again,
+//! so one expiry costs one attempt per process, not one per waiter.
+//!
+//! On Redlock one release is announced by every master: the announcement carries an id of the
+//! release (a hash of its owner token), and a release already handed to a waiter is not handed
+//! out again.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::{Notify, OnceCell};
+use tokio::time::Instant;
 
-/// Every waiter of one manager.
+/// Release ids remembered per key, to recognise the same release announced again.
+const RECENT_RELEASES: usize = 8;
+
+/// Every waiter of one manager (of every manager, for a shared memory table).
 #[derive(Default)]
 pub(crate) struct Waiters {
     keys: Mutex<HashMap<String, KeyWaiters>>,
+    /// How many announcements of one release mean it is done: Redlock's quorum (the release
+    /// has reached a majority of masters, so a retry can take the lock), otherwise one.
+    quorum: AtomicUsize,
 }
 
 struct KeyWaiters {
     line: VecDeque<Arc<Slot>>,
     /// Set once the backend delivers notifications for the key.
     watched: Arc<OnceCell<()>>,
+    /// Ids of the last releases announced, with how many announcements of each arrived.
+    recent: VecDeque<(Vec<u8>, usize)>,
 }
 
 /// One waiting task's place in line.
 #[derive(Default)]
 pub(crate) struct Slot {
     notify: Notify,
-    /// Woken and not yet back in `wait`: the next release goes to someone else.
+    /// Woken by a release and not yet back in `wait`: the next release goes to someone else.
     woken: AtomicBool,
+    /// Woken to try again (a release, or notifications that may have been missed).
+    retry: AtomicBool,
+    /// Handed the expiry watch: look again at this time.
+    watch: Mutex<Option<Instant>>,
+    /// This waiter handed its watch on already.
+    handed: AtomicBool,
+}
+
+/// Why a waiter was woken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Wake {
+    /// Try to take the lock again.
+    Retry,
+    /// The waiter ahead left the line: watch the lease's expiry, looking again at this time.
+    WatchUntil(Instant),
 }
 
 impl Slot {
-    /// Resolves when a release of the key is handed to this waiter.
-    pub(crate) async fn released(&self) {
+    /// Resolves when this waiter is woken, saying why. A release outranks a handed watch.
+    pub(crate) async fn woken(&self) -> Wake {
         self.notify.notified().await;
-        self.woken.store(false, Ordering::Release);
+        let watch = self
+            .watch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if self.retry.swap(false, Ordering::AcqRel) {
+            self.woken.store(false, Ordering::Release);
+            return Wake::Retry;
+        }
+        match watch {
+            Some(at) => Wake::WatchUntil(at),
+            None => Wake::Retry,
+        }
+    }
+
+    fn wake_to_retry(&self) {
+        self.retry.store(true, Ordering::Release);
+        self.notify.notify_one();
     }
 }
 
 impl Waiters {
+    /// Each release is announced `quorum` times before it is done (Redlock: once by each
+    /// master, and done on a majority): wake a waiter at the `quorum`-th announcement, since
+    /// one woken at the first would find the lock still held on the other masters.
+    pub(crate) fn set_quorum(&self, quorum: usize) {
+        self.quorum.store(quorum, Ordering::Release);
+    }
+
+    fn keys(&self) -> std::sync::MutexGuard<'_, HashMap<String, KeyWaiters>> {
+        self.keys.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// Puts a waiter at the end of the line for `key`. Returns its slot, and the cell that says
     /// whether notifications flow for the key (the first waiter of a key fills it).
     pub(crate) fn join(&self, key: &str) -> (Arc<Slot>, Arc<OnceCell<()>>) {
         let slot = Arc::new(Slot::default());
-        let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut keys = self.keys();
         let entry = keys.entry(key.to_owned()).or_insert_with(|| KeyWaiters {
             line: VecDeque::new(),
             watched: Arc::new(OnceCell::new()),
+            recent: VecDeque::new(),
         });
         entry.line.push_back(slot.clone());
         (slot, entry.watched.clone())
     }
 
+    /// Whether `slot` is first in line for `key`: the waiter that watches the lease's expiry.
+    pub(crate) fn is_first(&self, key: &str, slot: &Arc<Slot>) -> bool {
+        self.keys()
+            .get(key)
+            .and_then(|entry| entry.line.front())
+            .is_some_and(|first| Arc::ptr_eq(first, slot))
+    }
+
+    /// `slot` is about to leave the line: if it watched the expiry, the next waiter watches it
+    /// from now on, looking again at `until` (when the lease it knows of ends).
+    pub(crate) fn hand_over(&self, key: &str, slot: &Arc<Slot>, until: Instant) {
+        let keys = self.keys();
+        let Some(entry) = keys.get(key) else {
+            return;
+        };
+        if !entry
+            .line
+            .front()
+            .is_some_and(|first| Arc::ptr_eq(first, slot))
+        {
+            return;
+        }
+        slot.handed.store(true, Ordering::Release);
+        if let Some(next) = entry.line.get(1) {
+            *next.watch.lock().unwrap_or_else(PoisonError::into_inner) = Some(until);
+            next.notify.notify_one();
+        }
+    }
+
     /// Takes a waiter out of line. If it was the last one for `key`, runs `last` (which stops
     /// the notifications) before anyone can join again, so a stop can never overtake the next
-    /// start. A wake-up the waiter received but did not use goes to the next in line.
+    /// start. A wake-up the waiter received but did not use goes to the next in line, and so
+    /// does the expiry watch if it had it and did not hand it over.
     pub(crate) fn leave(&self, key: &str, slot: &Arc<Slot>, last: impl FnOnce()) {
-        let mut keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut keys = self.keys();
         let Some(entry) = keys.get_mut(key) else {
             return;
         };
+        let was_first = entry
+            .line
+            .front()
+            .is_some_and(|first| Arc::ptr_eq(first, slot));
         entry.line.retain(|s| !Arc::ptr_eq(s, slot));
         if entry.line.is_empty() {
             keys.remove(key);
             last();
             return;
         }
-        if slot.woken.load(Ordering::Acquire) {
+        let watched = was_first && !slot.handed.load(Ordering::Acquire);
+        if slot.woken.load(Ordering::Acquire) || watched {
             wake_first(entry);
         }
     }
 
-    /// A release of `key` was announced: wake the first waiter that is not awake already.
-    pub(crate) fn wake_one(&self, key: &str) {
-        let keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(entry) = keys.get(key) {
-            wake_first(entry);
+    /// A release of `key` was announced (`release`: its id, if the announcement carries one):
+    /// wake the first waiter that is not awake already, unless this release was handed out.
+    pub(crate) fn wake_one(&self, key: &str, release: Option<&[u8]>) {
+        let mut keys = self.keys();
+        let Some(entry) = keys.get_mut(key) else {
+            return;
+        };
+        if let Some(id) = release.filter(|id| !id.is_empty()) {
+            let quorum = self.quorum.load(Ordering::Acquire).max(1);
+            let heard = match entry.recent.iter_mut().find(|(seen, _)| seen == id) {
+                Some((_, heard)) => {
+                    *heard += 1;
+                    *heard
+                }
+                None => {
+                    if entry.recent.len() == RECENT_RELEASES {
+                        entry.recent.pop_front();
+                    }
+                    entry.recent.push_back((id.to_vec(), 1));
+                    1
+                }
+            };
+            if heard != quorum {
+                return;
+            }
         }
+        wake_first(entry);
     }
 
     /// Notifications may have been missed (the subscription connection dropped): wake everyone,
     /// each retries once and waits again.
     pub(crate) fn wake_all(&self) {
-        let keys = self.keys.lock().unwrap_or_else(PoisonError::into_inner);
+        let keys = self.keys();
         for slot in keys.values().flat_map(|entry| entry.line.iter()) {
             slot.woken.store(true, Ordering::Release);
-            slot.notify.notify_one();
+            slot.wake_to_retry();
         }
     }
 }
@@ -97,7 +215,7 @@ fn wake_first(entry: &KeyWaiters) {
         .iter()
         .find(|slot| !slot.woken.swap(true, Ordering::AcqRel));
     if let Some(slot) = next {
-        slot.notify.notify_one();
+        slot.wake_to_retry();
     }
 }
 
@@ -107,9 +225,9 @@ mod tests {
     use std::time::Duration;
 
     async fn is_woken(slot: &Slot) -> bool {
-        tokio::time::timeout(Duration::from_millis(20), slot.released())
+        tokio::time::timeout(Duration::from_millis(20), slot.woken())
             .await
-            .is_ok()
+            .is_ok_and(|wake| wake == Wake::Retry)
     }
 
     #[tokio::test]
@@ -117,7 +235,7 @@ mod tests {
         let waiters = Waiters::default();
         let (first, _) = waiters.join("k");
         let (second, _) = waiters.join("k");
-        waiters.wake_one("k");
+        waiters.wake_one("k", None);
         assert!(is_woken(&first).await);
         assert!(!is_woken(&second).await);
     }
@@ -127,13 +245,13 @@ mod tests {
         let waiters = Waiters::default();
         let (first, _) = waiters.join("k");
         let (second, _) = waiters.join("k");
-        waiters.wake_one("k");
+        waiters.wake_one("k", None);
         // `first` has not consumed its wake-up yet: the next release must go to `second`.
-        waiters.wake_one("k");
+        waiters.wake_one("k", None);
         assert!(is_woken(&first).await);
         assert!(is_woken(&second).await);
         // Back in line, `first` is again the first to be woken.
-        waiters.wake_one("k");
+        waiters.wake_one("k", None);
         assert!(is_woken(&first).await);
     }
 
@@ -155,17 +273,91 @@ mod tests {
         let waiters = Waiters::default();
         let (first, _) = waiters.join("k");
         let (second, _) = waiters.join("k");
-        waiters.wake_one("k");
+        waiters.wake_one("k", None);
         // `first` gives up (cancelled, or out of time) before it used the wake-up.
         waiters.leave("k", &first, || {});
         assert!(is_woken(&second).await);
     }
 
     #[tokio::test]
+    async fn the_same_release_announced_by_several_masters_wakes_one_waiter() {
+        let waiters = Waiters::default();
+        let (first, _) = waiters.join("k");
+        let (second, _) = waiters.join("k");
+        for _master in 0..3 {
+            waiters.wake_one("k", Some(b"release-a"));
+        }
+        assert!(is_woken(&first).await);
+        assert!(!is_woken(&second).await, "one release woke two waiters");
+        waiters.wake_one("k", Some(b"release-b"));
+        assert!(is_woken(&first).await, "a new release wakes again");
+    }
+
+    #[tokio::test]
+    async fn with_a_quorum_a_release_wakes_once_a_majority_announced_it() {
+        let waiters = Waiters::default();
+        waiters.set_quorum(2);
+        let (first, _) = waiters.join("k");
+        let (second, _) = waiters.join("k");
+        waiters.wake_one("k", Some(b"release-a"));
+        assert!(!is_woken(&first).await, "woken before a majority released");
+        waiters.wake_one("k", Some(b"release-a"));
+        assert!(is_woken(&first).await);
+        waiters.wake_one("k", Some(b"release-a"));
+        assert!(
+            !is_woken(&second).await,
+            "the third master's announcement woke another"
+        );
+    }
+
+    #[tokio::test]
+    async fn only_the_first_waiter_watches_and_hands_the_watch_on() {
+        let waiters = Waiters::default();
+        let (first, _) = waiters.join("k");
+        let (second, _) = waiters.join("k");
+        let (third, _) = waiters.join("k");
+        assert!(waiters.is_first("k", &first));
+        assert!(!waiters.is_first("k", &second));
+        let until = Instant::now() + Duration::from_secs(1);
+        waiters.hand_over("k", &first, until);
+        waiters.leave("k", &first, || {});
+        let handed = tokio::time::timeout(Duration::from_millis(20), second.woken()).await;
+        assert_eq!(handed.ok(), Some(Wake::WatchUntil(until)));
+        assert!(waiters.is_first("k", &second));
+        assert!(
+            !is_woken(&third).await,
+            "the others go on waiting for a release"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_first_waiter_that_leaves_without_handing_over_wakes_the_next_to_look() {
+        let waiters = Waiters::default();
+        let (first, _) = waiters.join("k");
+        let (second, _) = waiters.join("k");
+        waiters.leave("k", &first, || {});
+        assert!(is_woken(&second).await);
+    }
+
+    #[tokio::test]
+    async fn a_release_outranks_a_handed_watch() {
+        let waiters = Waiters::default();
+        let (first, _) = waiters.join("k");
+        let (second, _) = waiters.join("k");
+        waiters.hand_over("k", &first, Instant::now() + Duration::from_secs(5));
+        waiters.leave("k", &first, || {});
+        waiters.wake_one("k", None);
+        assert!(
+            is_woken(&second).await,
+            "the release must not be lost to the watch"
+        );
+    }
+
+    #[tokio::test]
     async fn releases_of_other_keys_wake_nobody() {
         let waiters = Waiters::default();
         let (a, _) = waiters.join("k");
-        waiters.wake_one("other");
+        waiters.wake_one("other", None);
         assert!(!is_woken(&a).await);
     }
 }

@@ -428,7 +428,7 @@ async fn subscriber(
             Some(push) = pushes.recv() => match push.kind {
                 PushKind::SMessage => {
                     if let Some(channel) = channel_of(&push) {
-                        waiters.wake_one(&channel);
+                        waiters.wake_one(&channel, release_id(&push));
                     }
                 }
                 PushKind::Disconnection => {
@@ -476,6 +476,14 @@ async fn subscriber(
 fn channel_of(push: &PushInfo) -> Option<String> {
     match push.data.first() {
         Some(Value::BulkString(bytes)) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        _ => None,
+    }
+}
+
+/// The release id a sharded message carries: its second element (see release.lua).
+fn release_id(push: &PushInfo) -> Option<&[u8]> {
+    match push.data.get(1) {
+        Some(Value::BulkString(bytes)) => Some(bytes),
         _ => None,
     }
 }

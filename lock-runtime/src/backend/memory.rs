@@ -186,13 +186,13 @@ impl Backend for MemoryBackend {
                 entry.expires = now + keep;
                 drop(state);
                 // Waiters look again and learn the shorter remaining lease.
-                self.waiters.wake_one(&key.lock);
+                self.waiters.wake_one(&key.lock, None);
                 return ready(Ok(Release::Released));
             }
             Some(_) => {
                 state.locks.remove(&key.lock);
                 drop(state);
-                self.waiters.wake_one(&key.lock);
+                self.waiters.wake_one(&key.lock, None);
                 return ready(Ok(Release::Released));
             }
         };

@@ -128,6 +128,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Stop delivering notifications for `key`. Never blocks.
     fn unwatch(&self, key: &str);
 
+    /// Whether releases are announced to [`watch`](Backend::watch)ers at all (a user without
+    /// rights on the lock channels cannot publish or subscribe): if not, every waiter watches
+    /// the lease's expiry itself.
+    fn notifies(&self) -> bool {
+        true
+    }
+
     /// Whether the next attempt of an acquire that was busy or failed may send the same owner
     /// token. Where it may, a retry confirms a grant whose answer was lost. A deployment that
     /// gives back what a failed attempt took, possibly after that attempt returned, says no:

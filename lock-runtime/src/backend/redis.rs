@@ -536,6 +536,10 @@ impl Backend for RedisBackend {
     fn unwatch(&self, key: &str) {
         unwatch_through(&self.subscriptions, key);
     }
+
+    fn notifies(&self) -> bool {
+        self.notifies
+    }
 }
 
 /// Owns the subscription connection: subscribes and unsubscribes in the order asked, hands each
@@ -592,7 +596,7 @@ async fn subscriber(
                 }
             }
             message = next_message(&mut conn) => match message {
-                Some(message) => waiters.wake_one(message.get_channel_name()),
+                Some(message) => waiters.wake_one(message.get_channel_name(), Some(message.get_payload_bytes())),
                 None => {
                     tracing::warn!(server, "release subscription lost; waiters fall back to lease expiry until it is back");
                     conn = None;

@@ -109,6 +109,7 @@ impl RedlockBackend {
         let servers: Vec<String> = node_urls.iter().map(|u| url::server_of(u)).collect();
         let server = servers.join(",");
         let quorum = node_urls.len() / 2 + 1;
+        waiters.set_quorum(quorum);
         let connected = join_all(node_urls.iter().map(|node_url| {
             let settings = RedisSettings {
                 url: node_url,
@@ -486,6 +487,10 @@ impl Backend for RedlockBackend {
         for node in &self.nodes {
             node.redis.unwatch(key);
         }
+    }
+
+    fn notifies(&self) -> bool {
+        self.nodes.iter().any(|node| node.redis.notifies())
     }
 }
 

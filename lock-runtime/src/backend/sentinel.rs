@@ -452,6 +452,10 @@ impl Backend for SentinelBackend {
             .remove(key);
         self.shared.current().unwatch(key);
     }
+
+    fn notifies(&self) -> bool {
+        self.shared.current().notifies()
+    }
 }
 
 #[cfg(test)]

@@ -198,16 +198,18 @@ impl Run {
                 if self.model.waiters.is_empty() {
                     return Ok(());
                 }
-                let gone = self
-                    .model
-                    .waiters
-                    .remove(waiter.index(self.model.waiters.len()));
+                let index = waiter.index(self.model.waiters.len());
+                let key = self.model.waiters[index].key;
+                // The first waiter of a key watches its expiry; leaving without handing the watch
+                // on, it wakes the next one to look.
+                let was_first = self.model.waiters.iter().position(|w| w.key == key) == Some(index);
+                let gone = self.model.waiters.remove(index);
                 let last_expected = !self.model.waiters.iter().any(|w| w.key == gone.key);
                 let mut last = false;
                 self.waiters
                     .leave(&self.keys[gone.key].lock, &gone.slot, || last = true);
                 prop_assert_eq!(last, last_expected, "told whether it was the last waiter");
-                if gone.woken {
+                if gone.woken || was_first {
                     // A wake-up it never used goes to the next in line.
                     self.model.wake_first(gone.key);
                 }
@@ -219,7 +221,7 @@ impl Run {
                 }
                 let index = waiter.index(self.model.waiters.len());
                 let waiter = &mut self.model.waiters[index];
-                let woken = waiter.slot.released().now_or_never().is_some();
+                let woken = waiter.slot.woken().now_or_never().is_some();
                 prop_assert_eq!(
                     woken,
                     waiter.woken,
