@@ -852,4 +852,18 @@ mod tests {
         );
         assert_eq!(pretty(quote!([u8; 4])), "[u8; 4]");
     }
+
+    #[test]
+    fn placeholders_of_a_type_parameter_are_checked_as_display() {
+        let plan = plan(
+            quote!(key = "<a>:<b>:<c>:<d>:<e>:<f.0>"),
+            quote! {
+                async fn f<T, U>(a: T, b: &U, c: impl Sized, d: Order, e: Vec<T>, f: (T,))
+                    -> Result<(), E> { Ok(()) }
+            },
+        )
+        .expect("valid");
+        let type_param: Vec<bool> = plan.key.parts.iter().map(|part| part.type_param).collect();
+        assert_eq!(type_param, [true, true, true, false, false, false]);
+    }
 }
