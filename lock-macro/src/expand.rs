@@ -4,13 +4,21 @@
 //! ```ignore
 //! async fn withdraw(&self, amount: u64) -> Result<u64, AppError> {
 //!     use ::lock_runtime as __lock_runtime;
-//!     __lock_runtime::__private::assert_error_type::<AppError>();   // checked at `AppError`
-//!     let __lock_key: String = { /* "account:{}" with self.id, into one String */ };
+//!     // checked at the return type and at `AppError`
+//!     let __lock_wrap = <Result<u64, AppError> as __lock_runtime::__private::LockedReturn>::from_error;
+//!     let __lock_into = <AppError as __lock_runtime::__private::FromLockError>::from_lock_error;
+//!     let __lock_key: String = {
+//!         let __lock_key_value0: &dyn KeyPart = &self.id;   // checked at `self`
+//!         /* "account:{}" into one String */
+//!     };
 //!     let __lock_manager: &LockManager = &(self.locks);
-//!     __lock_runtime::__private::run_locked(__lock_manager, __lock_key, const { .. }, async move {
-//!         if false { return loop {} as Result<u64, AppError>; }  // fake return
-//!         { /* the original body */ }
-//!     })
+//!     __lock_runtime::__private::run_locked(
+//!         __lock_manager, __lock_key, const { .. }, __lock_wrap, __lock_into,
+//!         async move {
+//!             if false { return loop {} as Result<u64, AppError>; }  // fake return
+//!             { /* the original body */ }
+//!         },
+//!     )
 //!     .await
 //! }
 //! ```
@@ -26,14 +34,14 @@
 //!   error may point at one, it is located at the user's token that the error is about.
 
 use proc_macro2::{Literal, Span, TokenStream};
-use quote::{ToTokens, format_ident, quote, quote_spanned};
+use quote::{ToTokens, quote, quote_spanned};
 use syn::Ident;
 
 use crate::attr::{Args, OnLeaseLost};
 use crate::fallback;
 use crate::item::{self, LockedFn};
 use crate::params::KeyPlan;
-use crate::validate::{self, ErrorCheck, Form, ManagerPlan, OptionsPlan, Plan};
+use crate::validate::{self, ErrorCheck, Form, ManagerPlan, OptionsPlan, OutputPlan, Plan};
 
 /// The attribute, from tokens to tokens: parse, validate, then expand or fall back.
 pub(crate) fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
@@ -59,9 +67,7 @@ fn local(name: &str) -> Ident {
 
 /// The generated code's name for the runtime crate (a `use` alias), reported at `span`.
 ///
-/// Items are not hygienic, so this resolves from any context. It takes `span` whole (context
-/// included) because rustc merges two errors only when their spans are identical: the `Display`
-/// and `From<LockError>` checks rely on that.
+/// Items are not hygienic, so this resolves from any context.
 fn runtime(span: Span) -> Ident {
     Ident::new("__lock_runtime", span)
 }
@@ -176,39 +182,33 @@ pub(crate) fn expand(locked: &LockedFn, plan: &Plan) -> TokenStream {
     out
 }
 
-/// Statements that check the error type, render the key and run `body` under the lock.
+/// Statements that check the output type, render the key and run `body` under the lock.
 fn locked_section(plan: &Plan, body: TokenStream) -> TokenStream {
     let krate = &plan.krate;
     let runtime_here = runtime(Span::call_site());
     let key = local("__lock_key");
-
-    // The runtime's own `E: From<LockError>` bound is reported at the call and at its `.await`.
-    // Placed at the span of the check of `E`, rustc sees that it follows from the check's
-    // failure and drops it: a missing `From<LockError>` is one error, with the check's message.
-    let check_span = plan.output.error_check_span;
-    let error_check = match &plan.output.error_check {
-        ErrorCheck::ErrorType(error) => {
-            let runtime = runtime(check_span);
-            quote_spanned! {check_span=> #runtime::__private::assert_error_type::<#error>(); }
-        }
-        ErrorCheck::ThroughOutput | ErrorCheck::None => TokenStream::new(),
-    };
+    let wrap = local("__lock_wrap");
+    let into = local("__lock_into");
+    let checks = output_checks(&plan.output, &wrap, &into);
     let render = render_key(&plan.key);
     let options = options(&plan.options);
-    let runtime_check = runtime(check_span);
     let (manager, run) = match &plan.manager {
         None => (
             TokenStream::new(),
-            quote_spanned! {check_span=>
-                #runtime_check::__private::run_locked_global(#key, #options, #body).await
+            quote! {
+                #runtime_here::__private::run_locked_global(#key, #options, #wrap, #into, #body)
+                    .await
             },
         ),
         Some(manager) => {
             let binding = local_at("__lock_manager", syn::spanned::Spanned::span(&manager.expr));
             (
                 bind_manager(manager, &binding),
-                quote_spanned! {check_span=>
-                    #runtime_check::__private::run_locked(#binding, #key, #options, #body).await
+                quote! {
+                    #runtime_here::__private::run_locked(
+                        #binding, #key, #options, #wrap, #into, #body,
+                    )
+                    .await
                 },
             )
         }
@@ -221,11 +221,44 @@ fn locked_section(plan: &Plan, body: TokenStream) -> TokenStream {
     let import = quote_spanned!(krate_span=> use #krate as #alias;);
     quote! {
         #import
-        #error_check
+        #checks
         let #key: #runtime_here::__private::String = #render;
         #manager
         #run
     }
+}
+
+/// The two checks on the declared output, each spanned at what it is about, and each giving
+/// the runtime half of the conversion `LockError -> Result<T, E>`:
+///
+/// - `wrap = <Output as LockedReturn>::from_error`, at the return type: it is a `Result`.
+/// - `into = <E as FromLockError>::from_lock_error`, at `E`: it can carry a `LockError`. When
+///   `E` is a type parameter, `From<LockError>` itself, so that rustc's help proposes that
+///   bound; when `E` is not written (`io::Result<T>`), inferred through `wrap`.
+///
+/// The runtime asks nothing more of the output, so an unmet check is the only error: no
+/// cascade, whatever order rustc reports obligations in (incremental or not).
+fn output_checks(output: &OutputPlan, wrap: &Ident, into: &Ident) -> TokenStream {
+    let ty = &output.ty;
+    let result_span = output.result_check_span;
+    let runtime_at_result = runtime(result_span);
+    let wrap = quote_spanned! {result_span=>
+        let #wrap = <#ty as #runtime_at_result::__private::LockedReturn>::from_error as fn(_) -> _;
+    };
+    let span = output.error_check_span;
+    let runtime = runtime(span);
+    let into = match &output.error_check {
+        ErrorCheck::ErrorType(error) => quote_spanned! {span=>
+            let #into = <#error as #runtime::__private::FromLockError>::from_lock_error;
+        },
+        ErrorCheck::TypeParam(error) => quote_spanned! {span=>
+            let #into = <#error as ::core::convert::From<#runtime::__private::LockError>>::from;
+        },
+        ErrorCheck::ThroughOutput | ErrorCheck::None => quote_spanned! {span=>
+            let #into = <_ as #runtime::__private::FromLockError>::from_lock_error;
+        },
+    };
+    quote! { #wrap #into }
 }
 
 /// `let __lock_manager: &LockManager = ..;` so that a manager of the wrong type is reported at
@@ -256,60 +289,56 @@ fn bind_manager(manager: &ManagerPlan, binding: &Ident) -> TokenStream {
 
 /// One owned `String`, written in one `write_fmt` call.
 ///
-/// Each placeholder is first borrowed into a local (a missing field is rustc's own error, at
-/// the key), then passed through `key_part`, whose `KeyPart` bound reports a missing `Display`
-/// at the parameter. The values are formatted inside a generic fn whose parameters are bound by
-/// `KeyPart` and so, as a supertrait, by `Display`: the format string adds no obligation of its
-/// own, and a missing `Display` is one error, not two.
+/// Each placeholder is borrowed into a local (a missing field is rustc's own error, at the key),
+/// then coerced to `&dyn KeyPart` at the parameter's span: that coercion is the one place a
+/// missing `Display` is reported (with `KeyPart`'s message), and the format string, given
+/// trait objects that are `Display` whatever they hold, adds no obligation of its own. A value
+/// whose type is a type parameter is coerced to `&dyn Display` instead, so that rustc's help
+/// proposes `T: std::fmt::Display`.
 fn render_key(key: &KeyPlan) -> TokenStream {
     let runtime_here = runtime(Span::call_site());
     if let Some(literal) = &key.literal {
         return quote! { #runtime_here::__private::String::from(#literal) };
     }
-    let render = local("__lock_render_key");
     let buffer = local("__lock_key_buffer");
     let format = &key.format;
     let capacity = Literal::usize_unsuffixed(key.capacity);
-    let mut borrows = TokenStream::new();
-    let mut arguments = Vec::new();
-    let mut type_params = Vec::new();
+    let mut checks = TokenStream::new();
     let mut values = Vec::new();
     for (i, part) in key.parts.iter().enumerate() {
         let span = part.param_span;
         let root = &part.root;
         let accessors = &part.accessors;
         // Scoped to the rendering block, out of the body's sight: a plain span (not a hygienic
-        // one) keeps both `KeyPart` errors on the same span, where rustc merges them.
+        // one) keeps the coercion's error free of "in this macro expansion" notes.
         let borrowed = Ident::new(&format!("__lock_key_part{i}"), span);
-        borrows.extend(quote_spanned! {span=> let #borrowed = &#root #accessors; });
+        let value = Ident::new(&format!("__lock_key_value{i}"), span);
         let runtime = runtime(span);
-        arguments.push(quote_spanned! {span=> #runtime::__private::key_part(#borrowed) });
-        type_params.push(format_ident!(
-            "__LockKeyPart{}",
-            i,
-            span = Span::mixed_site()
-        ));
-        values.push(local(&format!("__lock_key_value{i}")));
+        let checked = if part.type_param {
+            quote_spanned!(span=> ::core::fmt::Display)
+        } else {
+            quote_spanned!(span=> #runtime::__private::KeyPart)
+        };
+        checks.extend(quote_spanned! {span=>
+            let #borrowed = &#root #accessors;
+            let #value: &dyn #checked = #borrowed;
+        });
+        values.push(value);
     }
     quote! {{
-        #borrows
-        fn #render<#(#type_params: #runtime_here::__private::KeyPart + ?::core::marker::Sized),*>(
-            #(#values: &#type_params),*
-        ) -> #runtime_here::__private::String {
-            let mut #buffer = #runtime_here::__private::String::with_capacity(#capacity);
-            if #runtime_here::__private::Write::write_fmt(
-                &mut #buffer,
-                ::core::format_args!(#format, #(#values),*),
-            )
-            .is_err()
-            {
-                ::core::panic!(
-                    "a Display implementation returned an error while rendering a #[distributed_lock] key"
-                );
-            }
-            #buffer
+        #checks
+        let mut #buffer = #runtime_here::__private::String::with_capacity(#capacity);
+        if #runtime_here::__private::Write::write_fmt(
+            &mut #buffer,
+            ::core::format_args!(#format, #(#values),*),
+        )
+        .is_err()
+        {
+            ::core::panic!(
+                "a Display implementation returned an error while rendering a #[distributed_lock] key"
+            );
         }
-        #render(#(#arguments),*)
+        #buffer
     }}
 }
 
@@ -359,28 +388,8 @@ fn options(options: &OptionsPlan) -> TokenStream {
 fn fake_return(plan: &Plan) -> TokenStream {
     let output = &plan.output.ty;
     let span = plan.output.span;
-    // Declared inside `if false { .. }`, so the body cannot see it: no hygiene needed, and a
-    // plain span lets the error-type check below point at the return type.
+    // Declared inside `if false { .. }`, so the body cannot see it: no hygiene needed.
     let value = Ident::new("__lock_fake_return", span);
-    let (check_fn, check_call) = match plan.output.error_check {
-        ErrorCheck::ThroughOutput => {
-            // `E` is not written in the signature (`io::Result<T>`): name it by inference.
-            let check_span = plan.output.error_check_span;
-            let runtime = runtime(check_span);
-            let check = Ident::new("__lock_check_output", check_span);
-            let value = Ident::new("__lock_fake_return", check_span);
-            (
-                quote_spanned! {check_span=>
-                    fn #check<T, E: #runtime::__private::FromLockError>(
-                        _: &::core::result::Result<T, E>,
-                    ) {
-                    }
-                },
-                quote_spanned! {check_span=> #check(&#value); },
-            )
-        }
-        ErrorCheck::ErrorType(_) | ErrorCheck::None => (TokenStream::new(), TokenStream::new()),
-    };
     quote_spanned! {span=>
         #[allow(
             unknown_lints,
@@ -393,9 +402,7 @@ fn fake_return(plan: &Plan) -> TokenStream {
             clippy::unreachable
         )]
         if false {
-            #check_fn
             let #value: #output = loop {};
-            #check_call
             return #value;
         }
     }
@@ -454,7 +461,7 @@ mod tests {
             quote! { async fn f(id: String) -> Result<(), E> { drop(id); Ok(()) } },
         );
         let body = expanded.block.to_token_stream().to_string();
-        let render = body.find("key_part").expect("renders the key");
+        let render = body.find("KeyPart").expect("renders the key");
         let user_body = body.find("drop (id)").expect("keeps the body");
         assert!(render < user_body, "{body}");
     }

@@ -11,7 +11,7 @@ use crate::attr::KeyArg;
 use crate::item::AsyncTraitBody;
 use crate::suggest;
 use crate::template::{Placeholder, Segment};
-use crate::validate::{pretty, strip_groups};
+use crate::validate::{is_type_param, pretty, strip_groups};
 
 /// Bytes reserved per placeholder in the rendered key: a `u64` in decimal takes up to 20.
 const PLACEHOLDER_CAPACITY: usize = 20;
@@ -33,6 +33,10 @@ pub(crate) struct KeyPart {
     /// `.field`, `.0` and `.method()`, spanned at the key.
     pub(crate) accessors: TokenStream,
     pub(crate) param_span: Span,
+    /// The value is a parameter whose type is one of the fn's type parameters (`id: T`,
+    /// `id: &T`, `id: impl Trait`): checked as `Display` itself, so that rustc's help proposes
+    /// `T: std::fmt::Display` rather than the runtime's support trait.
+    pub(crate) type_param: bool,
 }
 
 /// The parameters a placeholder may name, and those it may not.
@@ -93,10 +97,14 @@ impl<'a> Params<'a> {
     }
 
     fn named(&self, name: &str) -> Option<&'a Ident> {
+        self.named_typed(name).map(|(ident, _)| ident)
+    }
+
+    fn named_typed(&self, name: &str) -> Option<(&'a Ident, &'a Type)> {
         self.named
             .iter()
-            .map(|(ident, _)| *ident)
-            .find(|ident| ident.unraw() == name)
+            .copied()
+            .find(|(ident, _)| ident.unraw() == name)
     }
 
     /// Names to suggest: the user's own parameters, not the `__argN` that `#[async_trait]` makes
@@ -375,6 +383,7 @@ fn resolve_placeholder(
         .root
         .strip_prefix("r#")
         .unwrap_or(&placeholder.root);
+    let mut type_param = false;
     let (root, param_span) = if root_name == "self" {
         let receiver = params.receiver.ok_or_else(|| {
             error(format!(
@@ -408,8 +417,19 @@ fn resolve_placeholder(
              parameter that is always there, or remove the `#[cfg]` from `{ident}`",
             pretty(cfg.meta.to_token_stream())
         )));
-    } else if let Some(ident) = params.named(root_name) {
-        (ident.to_token_stream(), ident.span())
+    } else if let Some((ident, ty)) = params.named_typed(root_name) {
+        let generic = placeholder
+            .fields
+            .is_empty()
+            .then(|| generic_value(ty, sig))
+            .flatten();
+        type_param = generic.is_some();
+        let root = match generic {
+            // `id: &T`: read through the reference, so that the check is `T: Display`.
+            Some(GenericValue::Reference) => quote::quote_spanned!(ident.span()=> (*#ident)),
+            _ => ident.to_token_stream(),
+        };
+        (root, ident.span())
     } else if let Some(binding) = params
         .in_patterns
         .iter()
@@ -436,7 +456,27 @@ fn resolve_placeholder(
         root,
         accessors,
         param_span,
+        type_param,
     })
+}
+
+/// How a parameter's type is one of the fn's type parameters, if it is.
+enum GenericValue {
+    /// `T` or `impl Trait`.
+    Owned,
+    /// `&T`, `&mut T`, `&impl Trait`.
+    Reference,
+}
+
+fn generic_value(ty: &Type, sig: &Signature) -> Option<GenericValue> {
+    let generic = |ty: &Type| {
+        matches!(strip_groups(ty), Type::ImplTrait(_)) || is_type_param(ty, &sig.generics)
+    };
+    match strip_groups(ty) {
+        Type::Reference(reference) if generic(&reference.elem) => Some(GenericValue::Reference),
+        ty if generic(ty) => Some(GenericValue::Owned),
+        _ => None,
+    }
 }
 
 fn unknown_placeholder(

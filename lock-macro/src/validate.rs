@@ -6,7 +6,9 @@ use quote::ToTokens;
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::visit_mut::VisitMut;
-use syn::{FnArg, GenericArgument, Pat, Path, PathArguments, ReturnType, Signature, Type};
+use syn::{
+    FnArg, GenericArgument, Generics, Pat, Path, PathArguments, ReturnType, Signature, Type,
+};
 
 use crate::attr::{Args, DurationArg, OnLeaseLost};
 use crate::duration::format_millis;
@@ -50,6 +52,8 @@ pub(crate) struct OutputPlan {
     /// The declared output type `Result<T, E>`, with `impl Trait` replaced by `_`.
     pub(crate) ty: Type,
     pub(crate) span: Span,
+    /// Where a return type that is not a `Result` (a struct, an alias) is reported.
+    pub(crate) result_check_span: Span,
     pub(crate) error_check: ErrorCheck,
     /// Where a missing `E: From<LockError>` is reported: at `E`, or at the output type.
     pub(crate) error_check_span: Span,
@@ -59,6 +63,9 @@ pub(crate) struct OutputPlan {
 pub(crate) enum ErrorCheck {
     /// `E` is written in the signature: check it at its span.
     ErrorType(Box<Type>),
+    /// `E` is a type parameter of the fn: check `E: From<LockError>` itself, so that rustc's
+    /// help proposes that bound rather than the runtime's support trait.
+    TypeParam(Box<Type>),
     /// `E` is hidden behind an alias (`io::Result<T>`): check through the output type.
     ThroughOutput,
     /// `E` is `impl Trait`: nothing can name it; the runtime's own bound still applies.
@@ -345,7 +352,7 @@ fn check_shape(item: &LockedFn) -> syn::Result<(Form, OutputPlan)> {
              (the lock is acquired and released with `.await`)",
         ));
     };
-    Ok((form, output_plan(&output)?))
+    Ok((form, output_plan(&output, &sig.generics)?))
 }
 
 /// Types that are certainly not a `Result`, for an early message instead of a type error.
@@ -355,7 +362,7 @@ const NOT_RESULT: &[&str] = &[
     "i8", "i16", "i32", "i64", "i128", "isize", "f32", "f64",
 ];
 
-fn output_plan(ty: &Type) -> syn::Result<OutputPlan> {
+fn output_plan(ty: &Type, generics: &Generics) -> syn::Result<OutputPlan> {
     let error_check = match strip_groups(ty) {
         Type::Path(path) => {
             let last = path.path.segments.last().ok_or_else(|| not_result(ty))?;
@@ -376,6 +383,9 @@ fn output_plan(ty: &Type) -> syn::Result<OutputPlan> {
             };
             match types.as_slice() {
                 [_, error] if name == "Result" && contains_impl_trait(error) => ErrorCheck::None,
+                [_, error] if name == "Result" && is_type_param(error, generics) => {
+                    ErrorCheck::TypeParam(Box::new((*error).clone()))
+                }
                 [_, error] if name == "Result" => ErrorCheck::ErrorType(Box::new((*error).clone())),
                 _ => ErrorCheck::ThroughOutput,
             }
@@ -383,16 +393,31 @@ fn output_plan(ty: &Type) -> syn::Result<OutputPlan> {
         _ => return Err(not_result(ty)),
     };
     let error_check_span = match &error_check {
-        ErrorCheck::ErrorType(error) => type_span(error),
+        ErrorCheck::ErrorType(error) | ErrorCheck::TypeParam(error) => type_span(error),
         ErrorCheck::ThroughOutput => type_span(ty),
         ErrorCheck::None => Span::call_site(),
     };
     Ok(OutputPlan {
         ty: erase_impl_trait(ty),
         span: ty.span(),
+        result_check_span: type_span(ty),
         error_check,
         error_check_span,
     })
+}
+
+/// Whether `ty` is one of the fn's own type parameters (`E`, not `Vec<E>` or `app::E`).
+pub(crate) fn is_type_param(ty: &Type, generics: &Generics) -> bool {
+    let Type::Path(path) = strip_groups(ty) else {
+        return false;
+    };
+    let Some(ident) = path.path.get_ident() else {
+        return false;
+    };
+    path.qself.is_none()
+        && generics
+            .type_params()
+            .any(|param| param.ident.unraw() == ident.unraw())
 }
 
 /// The span to report a type at. Stable rustc cannot join spans, so a path is shown by its last
@@ -782,13 +807,14 @@ mod tests {
     #[test]
     fn error_type_is_taken_from_a_two_argument_result() {
         let check = |output: TokenStream| {
-            let item = quote! { async fn f() -> #output { todo!() } };
+            let item = quote! { async fn f<E>() -> #output { todo!() } };
             match plan(quote!(key = "k"), item)
                 .expect("valid")
                 .output
                 .error_check
             {
                 ErrorCheck::ErrorType(_) => "error type",
+                ErrorCheck::TypeParam(_) => "type parameter",
                 ErrorCheck::ThroughOutput => "through output",
                 ErrorCheck::None => "none",
             }
@@ -801,6 +827,8 @@ mod tests {
         assert_eq!(check(quote!(io::Result<u8>)), "through output");
         assert_eq!(check(quote!(AppResult<u8>)), "through output");
         assert_eq!(check(quote!(Result<u8, impl Error>)), "none");
+        assert_eq!(check(quote!(Result<u8, E>)), "type parameter");
+        assert_eq!(check(quote!(Result<u8, Vec<E>>)), "error type");
     }
 
     #[test]
@@ -823,5 +851,19 @@ mod tests {
             "std::io::Result<(u8, u16)>"
         );
         assert_eq!(pretty(quote!([u8; 4])), "[u8; 4]");
+    }
+
+    #[test]
+    fn placeholders_of_a_type_parameter_are_checked_as_display() {
+        let plan = plan(
+            quote!(key = "<a>:<b>:<c>:<d>:<e>:<f.0>"),
+            quote! {
+                async fn f<T, U>(a: T, b: &U, c: impl Sized, d: Order, e: Vec<T>, f: (T,))
+                    -> Result<(), E> { Ok(()) }
+            },
+        )
+        .expect("valid");
+        let type_param: Vec<bool> = plan.key.parts.iter().map(|part| part.type_param).collect();
+        assert_eq!(type_param, [true, true, true, false, false, false]);
     }
 }

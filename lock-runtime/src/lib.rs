@@ -67,6 +67,12 @@ mod watchdog;
 pub mod __private;
 
 pub use backend::replicas::ReplicaShortage;
+// rustc names a trait in an error by its shortest public path, and by its bare name when that
+// is unique among the crate roots it can see: re-exported here, an unmet check reads
+// "the trait `KeyPart` is not implemented", never `lock_runtime::__private::KeyPart`.
+#[doc(hidden)]
+pub use __private::{FromLockError, KeyPart, LockedReturn};
+
 pub use current::{CurrentLock, current};
 pub use error::{BoxError, LockError, LostReason};
 pub use guard::LockGuard;

@@ -314,22 +314,27 @@ impl LockManager {
         F: Future<Output = Result<T, E>>,
         E: From<LockError>,
     {
-        self.run_locked_boxed(key, options, box_body(body))
+        self.run_locked_boxed(key, options, |error| Err(E::from(error)), box_body(body))
     }
 
-    /// [`LockManager::run_locked`] on a body already boxed by [`box_body`].
+    /// [`LockManager::run_locked`] on a body already boxed by [`box_body`], for any output
+    /// `R` that `into` can make from a lock error.
+    ///
+    /// Generic over `R` rather than `Result<T, E>` so that the attribute's code asks nothing
+    /// of the fn's output here: its own checks, spanned in the user's code, are the only
+    /// places a wrong return or error type can be reported.
     ///
     /// A plain fn returning an `async move` block rather than an `async fn`: the block uses its
     /// captures in place, where an `async fn` would keep a second copy of each argument.
-    pub(crate) fn run_locked_boxed<F, T, E>(
+    pub(crate) fn run_locked_boxed<F, R>(
         &self,
         key: String,
         options: LockOptions,
+        into: impl FnOnce(LockError) -> R,
         body: Body<F>,
-    ) -> impl Future<Output = Result<T, E>>
+    ) -> impl Future<Output = R>
     where
-        F: Future<Output = Result<T, E>>,
-        E: From<LockError>,
+        F: Future<Output = R>,
     {
         // Boxed: the finished acquire's state (about 1 KB) would otherwise stay part of this
         // future for as long as the body runs. Made here, so the key and options are not kept
@@ -340,7 +345,10 @@ impl LockManager {
         async move {
             // Inside a section of this task that holds the key, this re-enters it: the guard
             // releases nothing and the outer section gives the lock back.
-            let guard = acquire.await?;
+            let guard = match acquire.await {
+                Ok(guard) => guard,
+                Err(error) => return into(error),
+            };
             let lease = guard.lease().clone();
             let outcome = current::scope(lease.clone(), async {
                 match on_lease_lost {
@@ -371,10 +379,10 @@ impl LockManager {
                 // than holding the caller up until the server answers.
                 Err(reason) => {
                     drop(guard);
-                    Err(E::from(LockError::LeaseLost {
+                    into(LockError::LeaseLost {
                         key: lease.key.clone(),
                         reason,
-                    }))
+                    })
                 }
             }
         }

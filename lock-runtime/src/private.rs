@@ -4,7 +4,7 @@
 use std::fmt::Display;
 use std::future::Future;
 
-use crate::LockError;
+pub use crate::LockError;
 use crate::manager::box_body;
 
 pub use crate::options::OnLeaseLost;
@@ -14,42 +14,51 @@ pub use std::fmt::Write;
 pub use std::string::String;
 
 /// Runs `body` while holding the lock `key` of `manager`; see [`LockManager::run_locked`].
-pub fn run_locked<F, T, E>(
+///
+/// A lock error `error` becomes the output `wrap(into(error))`, that is `Err(E::from(error))`.
+/// Both are given by the generated code's checks ([`LockedReturn::from_error`] and
+/// [`FromLockError::from_lock_error`]), so nothing here can fail to compile on a wrong return
+/// type: the checks, spanned in the user's code, are the only errors.
+pub fn run_locked<F, R, E>(
     manager: &LockManager,
     key: String,
     options: LockOptions,
+    wrap: fn(E) -> R,
+    into: fn(LockError) -> E,
     body: F,
-) -> impl Future<Output = Result<T, E>>
+) -> impl Future<Output = R>
 where
-    F: Future<Output = Result<T, E>>,
-    E: From<LockError>,
+    F: Future<Output = R>,
 {
-    manager.run_locked(key, options, body)
+    manager.run_locked_boxed(key, options, move |error| wrap(into(error)), box_body(body))
 }
 
 /// Runs `body` while holding the lock `key` of the process-wide default manager
 /// ([`set_global_default`](crate::set_global_default)). Without one, the body does not run and
 /// the caller gets [`LockError::Config`].
-pub fn run_locked_global<F, T, E>(
+pub fn run_locked_global<F, R, E>(
     key: String,
     options: LockOptions,
+    wrap: fn(E) -> R,
+    into: fn(LockError) -> E,
     body: F,
-) -> impl Future<Output = Result<T, E>>
+) -> impl Future<Output = R>
 where
-    F: Future<Output = Result<T, E>>,
-    E: From<LockError>,
+    F: Future<Output = R>,
 {
     // Boxed here, not inside the async block, so the body is kept once (see `box_body`).
     let body = box_body(body);
     async move {
-        let manager = crate::global_default().ok_or_else(|| {
-            LockError::Config(
+        let Some(manager) = crate::global_default() else {
+            return wrap(into(LockError::Config(
                 "#[distributed_lock] found no default LockManager: call \
                  lock_runtime::set_global_default(manager) at startup, or pass `manager = ...`"
                     .into(),
-            )
-        })?;
-        manager.run_locked_boxed(key, options, body).await
+            )));
+        };
+        manager
+            .run_locked_boxed(key, options, move |error| wrap(into(error)), body)
+            .await
     }
 }
 
@@ -64,23 +73,46 @@ pub trait KeyPart: Display {}
 #[diagnostic::do_not_recommend]
 impl<T: Display + ?Sized> KeyPart for T {}
 
-/// Passes a placeholder value through, checking that it can be rendered into a key.
-#[inline(always)]
-pub fn key_part<T: KeyPart + ?Sized>(value: &T) -> &T {
-    value
-}
-
-/// Checks at compile time that a locked fn's error type can carry a [`LockError`].
+/// Checks at compile time that a locked fn's error type can carry a [`LockError`], and converts
+/// one. Named by the generated code as `<E as FromLockError>::from_lock_error`, at `E`'s span.
 #[diagnostic::on_unimplemented(
     message = "the error type `{Self}` of a #[distributed_lock] fn must implement `From<lock_runtime::LockError>`",
     label = "this error type cannot carry a lock error",
     note = "add `impl From<lock_runtime::LockError> for {Self}` (or a `#[from] LockError` variant with thiserror), or return `Result<_, lock_runtime::LockError>`"
 )]
-pub trait FromLockError: From<LockError> {}
+pub trait FromLockError {
+    /// `Self::from(error)`.
+    fn from_lock_error(error: LockError) -> Self;
+}
 
 #[diagnostic::do_not_recommend]
-impl<E: From<LockError>> FromLockError for E {}
+impl<E: From<LockError>> FromLockError for E {
+    #[inline(always)]
+    fn from_lock_error(error: LockError) -> Self {
+        E::from(error)
+    }
+}
 
-/// Names the error type of a locked fn so that [`FromLockError`] is checked at its span.
-#[inline(always)]
-pub fn assert_error_type<E: FromLockError>() {}
+/// Checks at compile time that a locked fn returns a `Result`, whatever its name (`io::Result<T>`,
+/// an alias), and wraps an error in it. Named by the generated code at the return type's span.
+#[diagnostic::on_unimplemented(
+    message = "a #[distributed_lock] fn must return `Result<T, E>` with `E: From<lock_runtime::LockError>`, found `{Self}`",
+    label = "not a `Result`",
+    note = "acquiring the lock can fail (busy, lost, Redis unreachable) and the failure is returned as `E`; write e.g. `-> Result<{Self}, lock_runtime::LockError>`"
+)]
+pub trait LockedReturn {
+    /// The `E` of `Result<T, E>`.
+    type Error;
+    /// `Err(error)`.
+    fn from_error(error: Self::Error) -> Self;
+}
+
+#[diagnostic::do_not_recommend]
+impl<T, E> LockedReturn for Result<T, E> {
+    type Error = E;
+
+    #[inline(always)]
+    fn from_error(error: E) -> Self {
+        Err(error)
+    }
+}
