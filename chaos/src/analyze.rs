@@ -25,10 +25,13 @@ pub(crate) enum FaultKind {
     FailoverPause,
     /// A failover the deployment did on its own, seen by the failover watch.
     FailoverObserved,
+    /// One Cluster master, any of them, frozen for less than the failure detection (many-keys
+    /// mode): only the leases in its slots may be lost.
+    ShardStall,
 }
 
 impl FaultKind {
-    pub(crate) const ALL: [FaultKind; 12] = [
+    pub(crate) const ALL: [FaultKind; 13] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::RestartPersist,
@@ -41,6 +44,7 @@ impl FaultKind {
         FaultKind::FailoverKill,
         FaultKind::FailoverPause,
         FaultKind::FailoverObserved,
+        FaultKind::ShardStall,
     ];
 
     pub(crate) fn parse(name: &str) -> Result<Self, String> {
@@ -72,6 +76,7 @@ impl FaultKind {
             FaultKind::FailoverKill => "failover-kill",
             FaultKind::FailoverPause => "failover-pause",
             FaultKind::FailoverObserved => "failover-observed",
+            FaultKind::ShardStall => "shard-stall",
         }
     }
 }
@@ -87,13 +92,16 @@ pub(crate) enum Hit {
     /// One of Redlock's masters. Alone it takes no lock away (the others are a majority); only
     /// faults on a majority of the masters at once explain an overlap.
     Master(usize),
+    /// A Cluster master that does not serve the lock: it explains no overlap of the lock's
+    /// holders, only the loss of the many-keys leases in its slots (`Fault::slots`).
+    Shard,
 }
 
 impl Hit {
     pub(crate) fn worker(self) -> Option<usize> {
         match self {
             Hit::Worker(slot) => Some(slot),
-            Hit::Store | Hit::Master(_) => None,
+            Hit::Store | Hit::Master(_) | Hit::Shard => None,
         }
     }
 
@@ -102,7 +110,7 @@ impl Hit {
         match self {
             Hit::Worker(slot) => format!("worker {slot}: "),
             Hit::Master(node) => format!("master {node}: "),
-            Hit::Store => String::new(),
+            Hit::Store | Hit::Shard => String::new(),
         }
     }
 }
@@ -124,6 +132,9 @@ pub(crate) struct Fault {
     /// Redlock's other masters serve all along.
     pub(crate) serving: u64,
     pub(crate) detail: String,
+    /// The hash slots (inclusive ranges) of the Cluster master a `node-pause` or `shard-stall`
+    /// froze: the many-keys leases it may take. Empty for every other fault.
+    pub(crate) slots: Vec<(u16, u16)>,
 }
 
 /// One worker process, from spawn to exit.
@@ -191,6 +202,24 @@ pub(crate) struct Hold {
     pub(crate) token: u64,
     pub(crate) continues: bool,
     pub(crate) write: Option<Write>,
+}
+
+/// One lease of the many-keys mode (`--keys`): a key of its worker's own, held for a few
+/// seconds while the watchdog renews it, on whichever shard its slot lives.
+#[derive(Clone, Debug)]
+pub(crate) struct ShardLease {
+    pub(crate) slot: usize,
+    pub(crate) key: usize,
+    /// The hash slot of the stored key.
+    pub(crate) hash_slot: u16,
+    pub(crate) ttl: u64,
+    pub(crate) start: u64,
+    /// Released, or reported lost.
+    pub(crate) end: u64,
+    /// `Some(reason)` when the holder was told the lease was lost.
+    pub(crate) lost: Option<String>,
+    /// The fault that explains the loss (index into `faults`).
+    pub(crate) explained_by: Option<usize>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -261,6 +290,8 @@ pub(crate) struct Report {
     pub(crate) unlogged: Vec<usize>,
     /// Of those, the ones that arrived after the section that sent them had ended.
     pub(crate) late: Vec<usize>,
+    /// The many-keys leases, ended in the workers' logs.
+    pub(crate) leases: Vec<ShardLease>,
     pub(crate) failures: Vec<String>,
 }
 
@@ -275,6 +306,7 @@ fn field<T: std::str::FromStr>(parts: &[&str], i: usize, line: &str) -> Result<T
 fn read_log(
     inc: &Incarnation,
     holds: &mut Vec<Hold>,
+    leases: &mut Vec<ShardLease>,
     errors: &mut BTreeMap<String, u64>,
 ) -> Result<u64, String> {
     let text = fs::read_to_string(&inc.log).unwrap_or_default();
@@ -316,6 +348,21 @@ fn read_log(
                     holds[i].exit_logged = true;
                 }
             }
+            // `lease <key> <hash slot> <ttl ns> <start> <end> kept|lost [reason]`
+            Some("lease") => leases.push(ShardLease {
+                slot: inc.slot,
+                key: field(&parts, 1, line)?,
+                hash_slot: field(&parts, 2, line)?,
+                ttl: field(&parts, 3, line)?,
+                start: field(&parts, 4, line)?,
+                end: field(&parts, 5, line)?,
+                lost: match parts.get(6).copied() {
+                    Some("kept") => None,
+                    Some("lost") => Some(parts.get(7).copied().unwrap_or("?").to_owned()),
+                    _ => return Err(format!("bad worker log line: {line}")),
+                },
+                explained_by: None,
+            }),
             Some("violation") => violations += 1,
             Some("error") => {
                 let kind = parts.get(3).copied().unwrap_or("?").to_owned();
@@ -360,7 +407,7 @@ fn explanation(
         .filter(|f| active(f))
         .filter_map(|f| match f.hit {
             Hit::Master(node) => Some(node),
-            Hit::Worker(_) | Hit::Store => None,
+            Hit::Worker(_) | Hit::Store | Hit::Shard => None,
         })
         .collect();
     masters.sort_unstable();
@@ -376,6 +423,7 @@ fn explanation(
                 Hit::Worker(slot) => f.kind != FaultKind::Kill && slot == stale.slot,
                 Hit::Store => true,
                 Hit::Master(_) => masters.len() >= quorum,
+                Hit::Shard => false,
             }
     });
     if let Some(k) = certain {
@@ -390,10 +438,11 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
     let margin = input.config.margin.as_nanos() as u64;
     let mut failures = input.problems.clone();
     let mut holds = Vec::new();
+    let mut leases = Vec::new();
     let mut errors = BTreeMap::new();
     let mut violations = 0;
     for inc in input.incarnations {
-        violations += read_log(inc, &mut holds, &mut errors)?;
+        violations += read_log(inc, &mut holds, &mut leases, &mut errors)?;
         if !inc.killed && !inc.clean_exit {
             failures.push(format!(
                 "worker {} (pid {}) exited badly: {}",
@@ -594,6 +643,23 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
         takeovers.push(Takeover { fault: k, after });
     }
 
+    // Many keys: a lease is lost only to a fault that could take it.
+    for lease in &mut leases {
+        if lease.lost.is_some() {
+            lease.explained_by = lease_loss_explanation(input.faults, lease, margin);
+        }
+    }
+    let healthy = leases
+        .iter()
+        .filter(|l| l.lost.is_some() && l.explained_by.is_none())
+        .count();
+    if healthy > 0 {
+        failures.push(format!(
+            "{healthy} leases on a healthy shard were reported lost (no fault on their shard, \
+             their worker or the whole cluster explains it)"
+        ));
+    }
+
     Ok(Report {
         config: input.config.clone(),
         t0: input.t0,
@@ -609,8 +675,36 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
         journal: journal.clone(),
         unlogged: delivered.unlogged,
         late: delivered.late,
+        leases,
         failures,
     })
+}
+
+/// The fault that explains why a many-keys lease was reported lost, if any: one active between
+/// the last moment the lease could have been renewed and its loss (from the fault's start to a
+/// lease and the margin after its end) that could have stopped its renewals:
+///
+/// - a fault on its own worker (a kill reports nothing, so it is a pause);
+/// - a failover, injected or observed: between the failure detection and the promotion the
+///   whole cluster refuses requests (`CLUSTERDOWN`), every shard's leases with it;
+/// - a freeze of the master serving its slot (`node-pause`, `shard-stall`).
+///
+/// A freeze of another master explains nothing: that is the invariant "a lease on a healthy
+/// shard is never reported lost". Of several, the latest that started before the loss is named.
+fn lease_loss_explanation(faults: &[Fault], lease: &ShardLease, margin: u64) -> Option<usize> {
+    let lost = lease.end;
+    let active = |f: &Fault| f.start <= lost && lost <= f.end + lease.ttl + margin;
+    let takes = |f: &Fault| match f.hit {
+        Hit::Worker(slot) => slot == lease.slot && f.kind != FaultKind::Kill,
+        _ if f.kind.is_failover() => true,
+        Hit::Store | Hit::Shard | Hit::Master(_) => f
+            .slots
+            .iter()
+            .any(|&(first, last)| (first..=last).contains(&lease.hash_slot)),
+    };
+    (0..faults.len())
+        .filter(|&k| active(&faults[k]) && takes(&faults[k]))
+        .max_by_key(|&k| faults[k].start)
 }
 
 /// Which write of the journal each section made: the one it logged, or else an entry no worker
@@ -683,11 +777,22 @@ impl Report {
 
     fn faults_by_kind(&self) -> Vec<(FaultKind, usize)> {
         self.config
-            .topology
             .reported_kinds()
             .iter()
             .map(|&k| (k, self.faults.iter().filter(|f| f.kind == k).count()))
             .collect()
+    }
+
+    /// Many-keys leases reported lost, and of those the ones no fault explains.
+    fn leases_lost(&self) -> (usize, usize) {
+        let lost = self.leases.iter().filter(|l| l.lost.is_some());
+        let unexplained = lost.clone().filter(|l| l.explained_by.is_none()).count();
+        (lost.count(), unexplained)
+    }
+
+    fn lease_slots(&self) -> usize {
+        let slots: HashSet<u16> = self.leases.iter().map(|l| l.hash_slot).collect();
+        slots.len()
     }
 
     fn refused(&self, entries: impl IntoIterator<Item = usize>) -> usize {
@@ -783,6 +888,28 @@ impl Report {
         );
         println!("  stale tokens accepted: {}", self.stale_accepted);
         println!("  sections without the lock: {}", self.violations);
+        if !self.leases.is_empty() {
+            let (lost, healthy) = self.leases_lost();
+            let mut by_fault: BTreeMap<&str, usize> = BTreeMap::new();
+            for l in self.leases.iter().filter(|l| l.lost.is_some()) {
+                let name = l
+                    .explained_by
+                    .map_or("nothing", |f| self.faults[f].kind.name());
+                *by_fault.entry(name).or_default() += 1;
+            }
+            let by_fault: Vec<String> = by_fault.iter().map(|(k, n)| format!("{k} {n}")).collect();
+            println!(
+                "  many keys: {} leases over {} hash slots, {lost} reported lost{}",
+                self.leases.len(),
+                self.lease_slots(),
+                if by_fault.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (explained by: {})", by_fault.join(", "))
+                }
+            );
+            println!("  leases lost on a healthy shard: {healthy}");
+        }
         match self.worst_takeover() {
             Some(t) => println!(
                 "  worst takeover: {} ms after {} (limit {} ms = ttl + margin)",
@@ -814,6 +941,7 @@ impl Report {
             "workers": self.config.workers,
             "tasks_per_worker": self.config.tasks,
             "ttl_ms": TTL.as_millis() as u64,
+            "keys_per_worker": self.config.keys,
             "takeover_margin_ms": self.config.margin.as_millis() as u64,
             "start_unix_ns": self.t0,
             "end_unix_ns": self.t1,
@@ -839,6 +967,10 @@ impl Report {
                 "stale_tokens_accepted": self.stale_accepted,
                 "sections_without_lock": self.violations,
                 "worst_takeover_ms": self.worst_takeover().and_then(|t| t.after).map(|a| a as f64 / 1e6),
+                "shard_leases": self.leases.len(),
+                "shard_lease_slots": self.lease_slots(),
+                "shard_leases_lost": self.leases_lost().0,
+                "shard_leases_lost_on_healthy_shards": self.leases_lost().1,
             },
             "failures": self.failures,
             "faults": self.faults.iter().zip(&self.takeovers).map(|(f, t)| json!({
@@ -853,6 +985,7 @@ impl Report {
                 "start_unix_ns": f.start,
                 "end_unix_ns": f.end,
                 "detail": f.detail,
+                "slots": f.slots,
                 "takeover_ms": t.after.map(|a| a as f64 / 1e6),
             })).collect::<Vec<_>>(),
             "overlaps": self.overlaps.iter().map(|o| {
@@ -868,6 +1001,16 @@ impl Report {
                     "out_of_token_order": o.out_of_order,
                 })
             }).collect::<Vec<_>>(),
+            "leases_lost": self.leases.iter().filter(|l| l.lost.is_some()).map(|l| json!({
+                "worker": l.slot,
+                "key": l.key,
+                "hash_slot": l.hash_slot,
+                "ttl_ms": l.ttl / 1_000_000,
+                "start_s": rel(l.start),
+                "lost_s": rel(l.end),
+                "reason": l.lost,
+                "explained_by": l.explained_by.map(|f| self.faults[f].kind.name()),
+            })).collect::<Vec<_>>(),
             "workers": self.incarnations.iter().map(|i| json!({
                 "worker": i.slot,
                 "incarnation": i.incarnation,
@@ -904,6 +1047,7 @@ mod tests {
             topology: Topology::Single,
             masters: 3,
             faults: Vec::new(),
+            keys: 0,
         }
     }
 
@@ -1055,6 +1199,7 @@ mod tests {
             end: 2 * S + 500 * MS,
             serving: S + MS,
             detail: String::new(),
+            slots: Vec::new(),
         }
     }
 
@@ -1069,6 +1214,7 @@ mod tests {
             end,
             serving,
             detail: String::new(),
+            slots: Vec::new(),
         }
     }
 
@@ -1115,6 +1261,7 @@ mod tests {
             end: 2_900 * MS,
             serving: 1_100 * MS,
             detail: String::new(),
+            slots: Vec::new(),
         };
         let name = format!("delayed-{name}");
         two_workers(&config(), &name, [stale, newer], &[partition], journal)
@@ -1452,5 +1599,181 @@ mod tests {
         assert!(report.overlaps.is_empty());
         assert_eq!(report.takeovers[0].after, Some(200 * MS));
         assert!(report.ok(), "{:?}", report.failures);
+    }
+    fn many_keys_config() -> Config {
+        Config {
+            topology: Topology::Cluster,
+            keys: 2,
+            ..config()
+        }
+    }
+
+    /// Two cluster masters' slots, as `redis-cli --cluster create` splits them over three.
+    const FIRST_SHARD: (u16, u16) = (0, 5460);
+    const SECOND_SHARD: (u16, u16) = (5461, 10922);
+
+    /// A freeze of one Cluster master (`hit`: `Store` if it serves the lock) serving `slots`,
+    /// from `start` to `end`.
+    fn stall(kind: FaultKind, hit: Hit, slots: (u16, u16), start: u64, end: u64) -> Fault {
+        Fault {
+            slots: vec![slots],
+            ..store_fault(kind, hit, start, end, start)
+        }
+    }
+
+    /// Worker 0 holds a 1 s lease in hash slot `hash_slot` from 2 s until it is reported lost
+    /// at 3 s, and another in the same slot kept from 2 s to 4 s. Both workers take the main
+    /// lock in turn, at 1 s, 2 s and 3.2 s, so every fault from 1.7 s on has its takeover.
+    fn lease_lost(name: &str, hash_slot: u16, faults: &[Fault]) -> Report {
+        let worker_0 = vec![
+            format!("enter 0 1 {S} 10 abort"),
+            format!("exit 0 1 {}", S + 10 * MS),
+            format!("lease 3 {hash_slot} {S} {} {} lost Expired", 2 * S, 3 * S),
+            format!("lease 4 {hash_slot} {S} {} {} kept", 2 * S, 4 * S),
+        ];
+        let worker_1 = vec![
+            format!("enter 0 1 {} 20 abort", 2 * S),
+            format!("exit 0 1 {}", 2 * S + 10 * MS),
+            format!("enter 0 2 {} 30 abort", 3_200 * MS),
+            format!("exit 0 2 {}", 3_210 * MS),
+        ];
+        let report = two_workers(
+            &many_keys_config(),
+            name,
+            [worker_0, worker_1],
+            faults,
+            Vec::new(),
+        );
+        assert_eq!(report.leases.len(), 2, "both leases are read back");
+        report
+    }
+
+    fn lost_lease_explained_by(report: &Report) -> Option<FaultKind> {
+        let lost = report.leases.iter().find(|l| l.lost.is_some());
+        lost.and_then(|l| l.explained_by)
+            .map(|f| report.faults[f].kind)
+    }
+
+    #[test]
+    fn a_lease_lost_while_another_shard_was_stalled_fails_the_run() {
+        let other = stall(
+            FaultKind::ShardStall,
+            Hit::Shard,
+            SECOND_SHARD,
+            2_500 * MS,
+            3_200 * MS,
+        );
+        let report = lease_lost("lease-healthy-shard", 100, &[other]);
+        assert_fails_with(&report, "1 leases on a healthy shard were reported lost");
+        assert_eq!(lost_lease_explained_by(&report), None);
+    }
+
+    #[test]
+    fn a_lease_lost_while_its_own_shard_was_stalled_passes() {
+        let own = stall(
+            FaultKind::ShardStall,
+            Hit::Shard,
+            FIRST_SHARD,
+            2_500 * MS,
+            3_200 * MS,
+        );
+        let report = lease_lost("lease-own-shard", 100, &[own]);
+        assert!(report.ok(), "{:?}", report.failures);
+        assert_eq!(
+            lost_lease_explained_by(&report),
+            Some(FaultKind::ShardStall)
+        );
+    }
+
+    #[test]
+    fn a_node_pause_of_the_locks_master_explains_lost_leases_in_its_slots_only() {
+        let lock_master = stall(
+            FaultKind::NodePause,
+            Hit::Store,
+            FIRST_SHARD,
+            2_500 * MS,
+            3_200 * MS,
+        );
+        let report = lease_lost(
+            "lease-node-pause-own",
+            5460,
+            std::slice::from_ref(&lock_master),
+        );
+        assert!(report.ok(), "{:?}", report.failures);
+        let report = lease_lost("lease-node-pause-other", 5461, &[lock_master]);
+        assert_fails_with(&report, "healthy shard");
+    }
+
+    #[test]
+    fn a_stall_of_its_shard_over_for_longer_than_a_lease_explains_no_lost_lease() {
+        // Over at 1.2 s: renewals went through again long before the loss at 3 s (the lease's
+        // ttl of 1 s and the 500 ms margin end at 2.7 s).
+        let own = stall(
+            FaultKind::ShardStall,
+            Hit::Shard,
+            FIRST_SHARD,
+            800 * MS,
+            1_200 * MS,
+        );
+        let report = lease_lost("lease-stall-long-over", 100, &[own]);
+        assert_fails_with(&report, "healthy shard");
+    }
+
+    #[test]
+    fn a_failover_explains_lost_leases_on_every_shard() {
+        // Between the failure detection and the promotion the whole cluster refuses requests.
+        let failover = store_fault(
+            FaultKind::FailoverKill,
+            Hit::Store,
+            2_500 * MS,
+            3_400 * MS,
+            2_900 * MS,
+        );
+        let report = lease_lost("lease-failover", 9000, &[failover]);
+        assert!(report.ok(), "{:?}", report.failures);
+        assert_eq!(
+            lost_lease_explained_by(&report),
+            Some(FaultKind::FailoverKill)
+        );
+    }
+
+    #[test]
+    fn only_a_pause_of_the_leases_own_worker_explains_its_loss() {
+        let pause = |slot: usize| Fault {
+            hit: Hit::Worker(slot),
+            pid: Some(100 + slot as u32),
+            ..store_fault(
+                FaultKind::Pause,
+                Hit::Store,
+                2_200 * MS,
+                2_900 * MS,
+                2_200 * MS,
+            )
+        };
+        let report = lease_lost("lease-own-worker-paused", 100, &[pause(0)]);
+        assert!(report.ok(), "{:?}", report.failures);
+        assert_eq!(lost_lease_explained_by(&report), Some(FaultKind::Pause));
+        let report = lease_lost("lease-other-worker-paused", 100, &[pause(1)]);
+        assert_fails_with(&report, "healthy shard");
+    }
+
+    #[test]
+    fn lease_lines_parse_and_a_bad_one_is_an_error() {
+        let dir =
+            std::env::temp_dir().join(format!("lock-chaos-unit-bad-lease-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("temp dir");
+        let bad = worker(&dir, 0, &[format!("lease 1 100 {S} 0 {S} vanished")]);
+        let outcome = analyze(&Input {
+            config: &many_keys_config(),
+            incarnations: &[bad],
+            faults: &[],
+            problems: Vec::new(),
+            t0: 0,
+            t1: 20 * S,
+            final_token: None,
+            journal: Vec::new(),
+        });
+        let _ = fs::remove_dir_all(&dir);
+        assert!(outcome.is_err_and(|e| e.contains("bad worker log line")));
     }
 }

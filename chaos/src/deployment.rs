@@ -151,6 +151,8 @@ pub(crate) struct StoreFault {
     /// When the lock could be taken again (see `analyze::Fault::serving`).
     pub(crate) serving: u64,
     pub(crate) detail: String,
+    /// The hash slots of a frozen Cluster master (see `analyze::Fault::slots`).
+    pub(crate) slots: Vec<(u16, u16)>,
 }
 
 /// The running deployment.
@@ -186,6 +188,8 @@ trait Replicated {
     /// Brings a replaced master back as a replica.
     fn rejoin(&self, node: &RedisServer);
     fn log(&self) -> String;
+    /// Every master now: Sentinel's one, each shard's on Cluster.
+    fn masters(&self) -> Vec<&RedisServer>;
 }
 
 impl Replicated for SentinelSetup {
@@ -228,6 +232,10 @@ impl Replicated for SentinelSetup {
     fn log(&self) -> String {
         SentinelSetup::log(self)
     }
+
+    fn masters(&self) -> Vec<&RedisServer> {
+        vec![self.master()]
+    }
 }
 
 impl Replicated for RedisCluster {
@@ -269,6 +277,35 @@ impl Replicated for RedisCluster {
     fn log(&self) -> String {
         RedisCluster::log(self)
     }
+
+    fn masters(&self) -> Vec<&RedisServer> {
+        RedisCluster::masters(self)
+    }
+}
+
+/// The hash slots `node` serves by its own `CLUSTER NODES` line (`myself`), as inclusive
+/// ranges; empty if it does not answer or is no cluster node.
+fn served_slots(node: &RedisServer) -> Vec<(u16, u16)> {
+    let Ok(Reply::Bulk(nodes)) = node.try_cmd(&["CLUSTER", "NODES"]) else {
+        return Vec::new();
+    };
+    let nodes = String::from_utf8_lossy(&nodes);
+    let Some(me) = nodes.lines().find(|line| line.contains("myself")) else {
+        return Vec::new();
+    };
+    parse_slot_ranges(me)
+}
+
+/// The slot ranges at the end of a `CLUSTER NODES` line (`0-5460 5461 [93->-id]`): the ninth
+/// field on; slots being imported or migrated (in brackets) are left out.
+fn parse_slot_ranges(line: &str) -> Vec<(u16, u16)> {
+    line.split_whitespace()
+        .skip(8)
+        .filter_map(|range| match range.split_once('-') {
+            Some((first, last)) => Some((first.parse().ok()?, last.parse().ok()?)),
+            None => range.parse().ok().map(|slot| (slot, slot)),
+        })
+        .collect()
 }
 
 /// Runs a harness step, whose failures are panics carrying the servers' logs, as a `Result`.
@@ -299,7 +336,7 @@ fn pick(count: usize, rng: &mut Rng) -> (usize, Hit) {
 /// others serve all along.
 fn serving(hit: Hit, start: u64, end: u64) -> u64 {
     match hit {
-        Hit::Master(_) => start,
+        Hit::Master(_) | Hit::Shard => start,
         Hit::Store | Hit::Worker(_) => end,
     }
 }
@@ -438,6 +475,7 @@ impl Deployment {
             end,
             serving: serving(hit, start, end),
             detail: detail.into(),
+            slots: Vec::new(),
         })
     }
 
@@ -449,7 +487,8 @@ impl Deployment {
         rng: &mut Rng,
     ) -> Result<StoreFault, String> {
         let what = format!("SIGSTOP for {} ms", pause.as_millis());
-        let (hit, start, detail) = match &mut self.store {
+        let mut slots = Vec::new();
+        let (hit, start, detail) = match &self.store {
             Store::Servers { servers, .. } => {
                 let (node, hit) = pick(servers.len(), rng);
                 let start = now_ns();
@@ -463,6 +502,7 @@ impl Deployment {
                 // Freeze the master that serves now, not one a failover is still replacing.
                 harness("let the deployment settle", || store.wait_settled())?;
                 let master = harness("find the lock's master", || store.lock_master())?;
+                slots = self.slots_of(master);
                 let start = now_ns();
                 harness("pause the lock's master", || master.pause())?;
                 std::thread::sleep(pause);
@@ -481,6 +521,70 @@ impl Deployment {
             end,
             serving: serving(hit, start, end),
             detail,
+            slots,
+        })
+    }
+
+    /// The slots `master` serves, on Cluster (none elsewhere).
+    fn slots_of(&self, master: &RedisServer) -> Vec<(u16, u16)> {
+        match self.topology {
+            Topology::Cluster => served_slots(master),
+            Topology::Single | Topology::Sentinel | Topology::Redlock => Vec::new(),
+        }
+    }
+
+    /// SIGSTOP one Cluster master, picked at random, for `pause` (less than the failure
+    /// detection, see [`Topology::node_pause_pct`]), then SIGCONT: every client stalls on its
+    /// shard, no failover follows, and the other shards serve all along. If it serves the lock
+    /// it is a `node-pause` of the lock's master as far as the lock goes; otherwise the lock
+    /// does not notice, and only the many-keys leases in its slots are at stake.
+    pub(crate) fn stall_shard(
+        &mut self,
+        pause: Duration,
+        rng: &mut Rng,
+    ) -> Result<StoreFault, String> {
+        let Store::Replicated(store) = &self.store else {
+            return Err(format!(
+                "no shards on the {} topology",
+                self.topology.name()
+            ));
+        };
+        let store = store.as_ref();
+        harness("let the deployment settle", || store.wait_settled())?;
+        let masters = harness("list the masters", || store.masters())?;
+        let lock_master = harness("find the lock's master", || store.lock_master())?.addr();
+        let Some(&master) = masters.get(rng.below(masters.len().max(1) as u64) as usize) else {
+            return Err("no master to stall".into());
+        };
+        let hit = if master.addr() == lock_master {
+            Hit::Store
+        } else {
+            Hit::Shard
+        };
+        let slots = self.slots_of(master);
+        let start = now_ns();
+        harness("pause a master", || master.pause())?;
+        std::thread::sleep(pause);
+        harness("resume the master", || master.resume())?;
+        let end = now_ns();
+        let ranges: Vec<String> = slots.iter().map(|(a, b)| format!("{a}-{b}")).collect();
+        Ok(StoreFault {
+            hit,
+            start,
+            end,
+            serving: start,
+            detail: format!(
+                "master {} (slots {}{}): SIGSTOP for {} ms",
+                master.addr(),
+                ranges.join(","),
+                if hit == Hit::Store {
+                    ", the lock's"
+                } else {
+                    ""
+                },
+                pause.as_millis()
+            ),
+            slots,
         })
     }
 
@@ -520,6 +624,7 @@ impl Deployment {
                 promotion.as_millis(),
                 began.elapsed().as_millis()
             ),
+            slots: Vec::new(),
         })
     }
 
@@ -613,6 +718,7 @@ impl Change {
                 self.serving.saturating_sub(self.start) / 1_000_000,
                 end.saturating_sub(self.serving) / 1_000_000
             ),
+            slots: Vec::new(),
         }
     }
 }
@@ -737,5 +843,14 @@ mod tests {
         let (node, hit) = pick(3, &mut rng);
         assert_eq!(hit, Hit::Master(node));
         assert!(node < 3);
+    }
+
+    #[test]
+    fn a_cluster_nodes_line_gives_its_slot_ranges_without_slots_in_migration() {
+        let line = "07c37dfeb2 127.0.0.1:30004@31004 myself,master - 0 0 1 connected \
+                    0-5460 6000 [93->-292f8b365bb]";
+        assert_eq!(parse_slot_ranges(line), [(0, 5460), (6000, 6000)]);
+        let replica = "e7d1eecce 127.0.0.1:30005@31005 myself,slave 07c37dfeb2 0 0 1 connected";
+        assert!(parse_slot_ranges(replica).is_empty());
     }
 }

@@ -70,6 +70,7 @@ impl Run<'_> {
             .arg("--log")
             .arg(&log)
             .args(["--seed", &seed.to_string()])
+            .args(["--keys", &self.config.keys.to_string()])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(stderr)
@@ -135,6 +136,7 @@ impl Run<'_> {
             end: now_ns(),
             serving: start,
             detail,
+            slots: Vec::new(),
         }
     }
 
@@ -256,6 +258,12 @@ impl Run<'_> {
                 let pause = self.ttl_times(lo, hi);
                 store(self.deployment.pause_node(pause, &mut self.rng)?)
             }
+            FaultKind::ShardStall => {
+                // As long as a node-pause: under the failure detection, no failover follows.
+                let (lo, hi) = self.config.topology.node_pause_pct();
+                let pause = self.ttl_times(lo, hi);
+                store(self.deployment.stall_shard(pause, &mut self.rng)?)
+            }
             FaultKind::FailoverKill => store(self.deployment.fail_over(Stop::Kill)?),
             FaultKind::FailoverPause => store(self.deployment.fail_over(Stop::Pause)?),
             FaultKind::FailoverObserved => {
@@ -272,6 +280,7 @@ impl Run<'_> {
             Hit::Worker(slot) => format!("worker-{slot}"),
             Hit::Master(node) => format!("master-{node}"),
             Hit::Store => "store".into(),
+            Hit::Shard => "shard".into(),
         };
         let line = format!(
             "{} {} {} {} {} {}\n",
@@ -356,6 +365,7 @@ fn on_store(kind: FaultKind, fault: StoreFault) -> Fault {
         end: fault.end,
         serving: fault.serving,
         detail: fault.detail,
+        slots: fault.slots,
     }
 }
 
@@ -365,9 +375,11 @@ fn on_store(kind: FaultKind, fault: StoreFault) -> Fault {
 fn budget(kind: FaultKind) -> Duration {
     let gap = TTL + Duration::from_millis(800);
     gap + match kind {
-        FaultKind::Pause | FaultKind::Stall | FaultKind::Partition | FaultKind::NodePause => {
-            TTL * 22 / 10
-        }
+        FaultKind::Pause
+        | FaultKind::Stall
+        | FaultKind::Partition
+        | FaultKind::NodePause
+        | FaultKind::ShardStall => TTL * 22 / 10,
         FaultKind::Delay => TTL * 15 / 10,
         FaultKind::RestartPersist | FaultKind::RestartNoPersist => Duration::from_millis(500),
         FaultKind::Kill | FaultKind::Cut => Duration::from_millis(100),

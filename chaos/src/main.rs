@@ -27,6 +27,7 @@
 //!       --quick [--seconds N] ...                      (at most a minute)
 //! chaos [--topology ...] [--minutes N] [--workers N] [--tasks N] [--seed N] [--json PATH]
 //!       [--svg PATH] [--dir PATH] [--margin-ms N]      (the full run, 30 minutes by default)
+//!       [--keys N]                                     (Cluster: N leases per worker on every shard)
 //! ```
 //!
 //! Exits 0 when every invariant holds, 1 when one fails, 2 on bad usage or a setup failure.
@@ -93,19 +94,42 @@ pub(crate) struct Config {
     pub(crate) masters: usize,
     /// The kinds the injector may pick (`--faults`); empty: every kind of the topology.
     pub(crate) faults: Vec<FaultKind>,
+    /// Many-keys mode (`--keys N`, Cluster only): each worker also holds N leases of its own,
+    /// spread over every shard, and `shard-stall` joins the faults.
+    pub(crate) keys: usize,
 }
 
 impl Config {
     /// The kinds the injector picks from, in the order a round starts from before the shuffle.
     pub(crate) fn fault_kinds(&self) -> Vec<FaultKind> {
-        let all = self.topology.fault_kinds();
+        let all = self.available_kinds();
         if self.faults.is_empty() {
-            return all.to_vec();
+            return all;
         }
-        all.iter()
-            .copied()
+        all.into_iter()
             .filter(|kind| self.faults.contains(kind))
             .collect()
+    }
+
+    /// The topology's kinds, and `shard-stall` in many-keys mode (only then is there anything
+    /// on the other shards for it to threaten; without `--keys` the schedule of a seed stays
+    /// what it was).
+    fn available_kinds(&self) -> Vec<FaultKind> {
+        let mut kinds = self.topology.fault_kinds().to_vec();
+        if self.keys > 0 {
+            kinds.push(FaultKind::ShardStall);
+        }
+        kinds
+    }
+
+    /// The faults a report counts: those the injector may pick, and failovers the deployment
+    /// did on its own.
+    pub(crate) fn reported_kinds(&self) -> Vec<FaultKind> {
+        let mut kinds = self.topology.reported_kinds();
+        if self.keys > 0 {
+            kinds.push(FaultKind::ShardStall);
+        }
+        kinds
     }
 
     /// How many of the lock store's nodes a lock is granted on: a majority of Redlock's
@@ -120,7 +144,7 @@ impl Config {
 
 const USAGE: &str = "usage: chaos [--topology single|sentinel|cluster|redlock] [--masters N] \
 [--faults KIND,KIND,...] [--quick] [--seconds N | --minutes N] [--workers N] [--tasks N] \
-[--seed N] [--json PATH] [--svg PATH] [--dir PATH] [--margin-ms N]";
+[--seed N] [--json PATH] [--svg PATH] [--dir PATH] [--margin-ms N] [--keys N]";
 
 fn parse(args: &[String]) -> Result<Config, String> {
     let mut config = Config {
@@ -136,6 +160,7 @@ fn parse(args: &[String]) -> Result<Config, String> {
         topology: Topology::Single,
         masters: 3,
         faults: Vec::new(),
+        keys: 0,
     };
     let mut duration = None;
     let mut it = args.iter();
@@ -164,6 +189,7 @@ fn parse(args: &[String]) -> Result<Config, String> {
             "--margin-ms" => config.margin = Duration::from_millis(number()?),
             "--topology" => config.topology = Topology::parse(value)?,
             "--masters" => config.masters = number()? as usize,
+            "--keys" => config.keys = number()? as usize,
             "--faults" => {
                 config.faults = value
                     .split(',')
@@ -185,13 +211,19 @@ fn parse(args: &[String]) -> Result<Config, String> {
     if config.workers < 2 || config.tasks == 0 {
         return Err(format!("at least 2 workers and 1 task each\n{USAGE}"));
     }
-    let kinds = config.topology.fault_kinds();
+    if config.keys > 0 && config.topology != Topology::Cluster {
+        return Err(format!(
+            "--keys spreads leases over the shards of a cluster: use it with --topology cluster\n{USAGE}"
+        ));
+    }
+    let kinds = config.available_kinds();
     if let Some(kind) = config.faults.iter().find(|kind| !kinds.contains(kind)) {
         let names: Vec<&str> = kinds.iter().map(|kind| kind.name()).collect();
         return Err(format!(
-            "--faults: {} is not a fault of the {} topology, which has {}",
+            "--faults: {} is not a fault of the {} topology{}, which has {}",
             kind.name(),
             config.topology.name(),
+            if config.keys > 0 { " with --keys" } else { "" },
             names.join(", ")
         ));
     }
@@ -231,5 +263,34 @@ fn main() -> ExitCode {
             eprintln!("chaos: {e}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn many_keys_add_the_shard_stall_to_the_clusters_faults_and_only_there() {
+        let plain = parse(&args("--topology cluster")).expect("valid");
+        assert!(!plain.fault_kinds().contains(&FaultKind::ShardStall));
+        let many = parse(&args("--topology cluster --keys 12")).expect("valid");
+        assert_eq!(many.keys, 12);
+        assert!(many.fault_kinds().contains(&FaultKind::ShardStall));
+        assert!(many.reported_kinds().contains(&FaultKind::ShardStall));
+        let only = parse(&args("--topology cluster --faults shard-stall --keys 3")).expect("valid");
+        assert_eq!(only.fault_kinds(), [FaultKind::ShardStall]);
+    }
+
+    #[test]
+    fn many_keys_need_a_cluster_and_the_shard_stall_needs_many_keys() {
+        let err = parse(&args("--topology single --keys 4")).expect_err("not a cluster");
+        assert!(err.contains("--topology cluster"), "{err}");
+        let err = parse(&args("--topology cluster --faults shard-stall")).expect_err("no keys");
+        assert!(err.contains("shard-stall is not a fault"), "{err}");
     }
 }

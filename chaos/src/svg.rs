@@ -24,6 +24,7 @@ fn color(kind: FaultKind) -> &'static str {
         FaultKind::FailoverKill => "#7f7f7f",
         FaultKind::FailoverPause => "#393b79",
         FaultKind::FailoverObserved => "#000000",
+        FaultKind::ShardStall => "#aec7e8",
     }
 }
 

@@ -11,8 +11,14 @@
 //! exit <task> <n> <ns>
 //! violation <task> <n> <ns>
 //! error <task> <ns> <busy|lease_lost|backend|config|resource>
+//! lease <key> <hash slot> <ttl ns> <start ns> <end ns> kept|lost [reason]
 //! stop <ns>
 //! ```
+//!
+//! With `--keys N` (many-keys mode, on Cluster) the worker also holds N locks of its own,
+//! `chaos:shard:<pid>:<i>:<n>`, lease `i` on shard `i % 3`: each held a few
+//! seconds at a time while the watchdog renews it, then released and taken again. Nobody else
+//! takes them, so a lease can only be lost to a fault; `lease` records how each hold ended.
 //!
 //! Times are wall-clock nanoseconds (`SystemTime`), shared by every process on the machine.
 //! The worker stops when its stdin closes: each task finishes the section it is in, then exits.
@@ -23,7 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lock_runtime::{LockError, LockManager, distributed_lock};
+use lock_runtime::{LockError, LockManager, LockOptions, distributed_lock};
 
 use crate::now_ns;
 use crate::rng::Rng;
@@ -61,6 +67,8 @@ pub(crate) struct WorkerArgs {
     pub(crate) tasks: usize,
     pub(crate) log: String,
     pub(crate) seed: u64,
+    /// Many-keys mode: this many leases of the worker's own.
+    pub(crate) keys: usize,
 }
 
 impl WorkerArgs {
@@ -71,6 +79,7 @@ impl WorkerArgs {
             tasks: 3,
             log: String::new(),
             seed: 0,
+            keys: 0,
         };
         let mut it = args.iter();
         while let Some(flag) = it.next() {
@@ -84,6 +93,7 @@ impl WorkerArgs {
                 "--tasks" => parsed.tasks = value.parse().map_err(|e| format!("--tasks: {e}"))?,
                 "--log" => parsed.log = value,
                 "--seed" => parsed.seed = value.parse().map_err(|e| format!("--seed: {e}"))?,
+                "--keys" => parsed.keys = value.parse().map_err(|e| format!("--keys: {e}"))?,
                 other => return Err(format!("unknown worker option {other}")),
             }
         }
@@ -248,6 +258,87 @@ async fn task_loop(ctx: Arc<Ctx>, stop: Arc<AtomicBool>, task: usize, seed: u64)
     }
 }
 
+/// Many-keys mode: holds lease `key` (its own lock, ttl 1 s or 2 s by parity, so that one
+/// renewal batch mixes ttls) for 2 to 4 s at a time while the watchdog renews it, releases it,
+/// and takes it again, logging how each hold ended.
+async fn hold_key(ctx: Arc<Ctx>, locks: LockManager, stop: Arc<AtomicBool>, key: usize, seed: u64) {
+    let mut rng = Rng::new(seed ^ 0x5EED ^ (key as u64).wrapping_mul(0x9E37_79B9));
+    let (name, hash_slot) = name_on_shard(key);
+    let ttl = if key.is_multiple_of(2) {
+        Duration::from_secs(1)
+    } else {
+        Duration::from_secs(2)
+    };
+    // Staggered, so that renewals fall due all through the cycle.
+    tokio::time::sleep(Duration::from_millis(rng.range(0, 1000))).await;
+    while !stop.load(Ordering::Relaxed) {
+        let options = LockOptions::new().ttl(ttl).wait(Duration::from_secs(5));
+        let guard = match locks.lock(name.as_str(), options).await {
+            Ok(guard) => guard,
+            Err(err) => {
+                ctx.log(format!(
+                    "error keys {} {}",
+                    now_ns(),
+                    error_kind(&WorkerError::Lock(err))
+                ));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let start = now_ns();
+        let hold = Duration::from_millis(rng.range(2000, 4000));
+        let lost = tokio::select! {
+            () = sleep_unless_stopped(hold, &stop) => None,
+            reason = guard.lost() => Some(reason),
+        };
+        let end = now_ns();
+        let how = match lost {
+            None => "kept".to_owned(),
+            Some(reason) => format!("lost {reason:?}"),
+        };
+        ctx.log(format!(
+            "lease {key} {hash_slot} {} {start} {end} {how}",
+            ttl.as_nanos()
+        ));
+        // A lost lease's release reports the loss: already logged.
+        let _ = guard.release().await;
+        tokio::time::sleep(Duration::from_millis(rng.range(0, 200))).await;
+    }
+}
+
+/// The name of lease `key` and its hash slot: the first `chaos:shard:<pid>:<key>:<n>` whose slot
+/// lies on shard `key % 3` of the harness's three-master cluster (`redis-cli --cluster create`
+/// gives the masters slots 0-5460, 5461-10922 and 10923-16383, and failovers move a shard whole),
+/// so that the leases of every worker cover every shard.
+fn name_on_shard(key: usize) -> (String, u16) {
+    let shard = |slot: u16| match slot {
+        0..=5460 => 0,
+        5461..=10922 => 1,
+        _ => 2,
+    };
+    let pid = std::process::id();
+    (0..)
+        .map(|n| {
+            let name = format!("chaos:shard:{pid}:{key}:{n}");
+            let slot = lock_tests::key_slot(format!("lock:{{{name}}}"));
+            (name, slot)
+        })
+        .find(|&(_, slot)| shard(slot) == key % 3)
+        .unwrap_or_else(|| unreachable!("some name lands on every shard"))
+}
+
+/// Sleeps for `length`, or until the worker is told to stop: a hold ends with the run.
+async fn sleep_unless_stopped(length: Duration, stop: &AtomicBool) {
+    let until = tokio::time::Instant::now() + length;
+    while !stop.load(Ordering::Relaxed) {
+        let left = until.saturating_duration_since(tokio::time::Instant::now());
+        if left.is_zero() {
+            return;
+        }
+        tokio::time::sleep(left.min(Duration::from_millis(100))).await;
+    }
+}
+
 async fn connect_locks(url: &str) -> Result<LockManager, LockError> {
     // A worker respawned while the lock server restarts keeps trying for a while.
     let mut tries = 0;
@@ -284,7 +375,7 @@ pub(crate) fn run(args: WorkerArgs) -> Result<(), String> {
         let locks = connect_locks(&args.lock_url)
             .await
             .map_err(|e| format!("lock server: {e}"))?;
-        lock_runtime::set_global_default(locks).map_err(|e| e.to_string())?;
+        lock_runtime::set_global_default(locks.clone()).map_err(|e| e.to_string())?;
         let client = redis::Client::open(args.resource_url.as_str())
             .map_err(|e| format!("resource server: {e}"))?;
         let resource = client
@@ -307,9 +398,18 @@ pub(crate) fn run(args: WorkerArgs) -> Result<(), String> {
                 stop.store(true, Ordering::Relaxed);
             });
         }
-        let handles: Vec<_> = (0..args.tasks)
+        let mut handles: Vec<_> = (0..args.tasks)
             .map(|task| tokio::spawn(task_loop(ctx.clone(), stop.clone(), task, args.seed)))
             .collect();
+        handles.extend((0..args.keys).map(|key| {
+            tokio::spawn(hold_key(
+                ctx.clone(),
+                locks.clone(),
+                stop.clone(),
+                key,
+                args.seed,
+            ))
+        }));
         for handle in handles {
             handle.await.map_err(|e| format!("task failed: {e}"))?;
         }

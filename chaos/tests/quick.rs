@@ -1,6 +1,7 @@
 //! The chaos experiment in a very reduced form on every topology, so `cargo test --workspace`
-//! runs it: two workers, 15 s on a single Redis, 30 s on Sentinel and 20 s on Cluster and
-//! Redlock, fixed seeds, every invariant checked by the binary itself.
+//! runs it: two workers, 15 s on a single Redis, 30 s on Sentinel and on Cluster (in the
+//! many-keys mode) and 20 s on Redlock, fixed seeds, every invariant checked by the binary
+//! itself.
 //!
 //! The runs measure timing (1 s leases, the lock taken again within 2 s of a fault) and each
 //! starts several servers and worker processes: on a two-core machine, two at once would starve
@@ -94,15 +95,29 @@ fn a_short_run_on_sentinel_fails_over_pauses_the_master_and_keeps_every_invarian
     assert_eq!(faults(&report, &["stall", "delay", "cut"]), 0, "{stdout}");
 }
 
+/// In the many-keys mode: each worker also holds 8 leases spread over the three shards, and
+/// `shard-stall` freezes any master. Seed 2 fails the lock's master over twice and stalls
+/// another shard at about 17 s (30 s leave room for it after two failovers of up to 3.5 s):
+/// no lease on the healthy shards may be lost.
 #[test]
 fn a_short_run_on_cluster_fails_over_pauses_the_master_and_keeps_every_invariant() {
-    let (report, stdout) = quick_run("cluster", 20, 2, &[]);
+    let (report, stdout) = quick_run("cluster", 30, 2, &["--keys", "8"]);
     assert!(
         faults(&report, &["failover-kill", "failover-pause"]) >= 1,
         "{stdout}"
     );
     assert!(faults(&report, &["node-pause"]) >= 1, "{stdout}");
+    assert!(faults(&report, &["shard-stall"]) >= 1, "{stdout}");
     assert_eq!(faults(&report, &["stall", "delay", "cut"]), 0, "{stdout}");
+    let summary = &report["summary"];
+    assert!(
+        summary["shard_leases"].as_u64().unwrap_or(0) > 30,
+        "{stdout}"
+    );
+    assert_eq!(
+        summary["shard_leases_lost_on_healthy_shards"], 0,
+        "{stdout}"
+    );
 }
 
 /// The faults that act on one master (a restart with and without its data, a `node-pause`),

@@ -2,6 +2,11 @@
 //! sending the renewals that fall due together as one pipelined round trip, and declares a lease
 //! lost when renewal proves it gone or its local deadline passes without a successful renewal.
 //!
+//! Each lease waits for its own renewal's answer, and only for a third of its own ttl: answers
+//! are booked as each node or slot group delivers them, so a stalled shard of a cluster delays
+//! the leases it serves and no others. An unanswered renewal is sent again after that wait,
+//! until the lease's local deadline.
+//!
 //! A lease is registered before its acquire is sent and unregistered synchronously when it is
 //! released, so no renewal is ever sent for a lock that was already given back. Renewals check the
 //! owner token on the server, so even one that crosses a release on the wire cannot extend anyone
@@ -15,7 +20,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::LostReason;
-use crate::backend::{Backend, Renewal};
+use crate::backend::{Backend, Failure, Renewal};
 use crate::lease::{Lease, drift_margin};
 
 /// Retry a failed renewal this often (bounded by the lease's own deadline).
@@ -28,8 +33,9 @@ const MAX_COALESCE: Duration = Duration::from_secs(1);
 /// first deadline is further away than this does not have to wake it.
 const IDLE_LOOK: Duration = Duration::from_secs(1);
 
-/// Renewals go out in pipelines of at most this many, one after the other: still one round trip
-/// per thousand leases, without building one huge request (and its answer) for ten thousand.
+/// Renewals go out in pipelines of at most this many, all at once: still one round trip per
+/// thousand leases, without building one huge request (and its answer) for ten thousand, and
+/// without the last thousand waiting for the first nine to be answered.
 const PIPELINE: usize = 1000;
 
 pub(crate) struct Watchdog {
@@ -64,11 +70,25 @@ struct Entry {
     renew: bool,
     /// The acquire is on the wire: only the deadline is watched until it is answered.
     acquiring: bool,
-    /// A renewal is on the wire: wait for its answer (or the deadline).
-    in_flight: bool,
+    /// A renewal is on the wire: its answer is waited for until then (or the deadline), and
+    /// after that the renewal is sent again.
+    awaiting: Option<Instant>,
+    /// The number of the latest renewal sent: only its answer moves the deadline (an earlier
+    /// one's "renewed" may predate a renewal that shortened the lease for max_hold).
+    request: u64,
     hold_until: Option<Instant>,
     /// max_hold has shortened or stopped the renewals: the coming loss is its doing.
     capped: bool,
+}
+
+/// One renewal of a batch on the wire.
+struct Sent {
+    id: u64,
+    /// The entry's `request` when it was sent.
+    request: u64,
+    ttl: Duration,
+    /// When the driver stops waiting for its answer.
+    give_up: Instant,
 }
 
 impl Drop for Shared {
@@ -106,7 +126,8 @@ impl Watchdog {
                 ttl,
                 renew: lease.options.watchdog,
                 acquiring: true,
-                in_flight: false,
+                awaiting: None,
+                request: 0,
                 capped: false,
                 hold_until: lease
                     .options
@@ -214,6 +235,7 @@ impl Shared {
         let mut lost = Vec::new();
         let mut batch = Vec::new();
         let mut ids = Vec::new();
+        let mut unanswered = 0;
         let next = {
             let mut guard = self.lock();
             let State { entries, queue, .. } = &mut *guard;
@@ -238,10 +260,16 @@ impl Shared {
                     lost.push((lease, reason));
                     continue;
                 }
-                // Whatever happens next, the deadline is watched.
-                entry.due = entry.lost_at;
-                queue.insert((entry.lost_at, id));
-                if entry.acquiring || entry.in_flight || !entry.renew || capped {
+                let waiting = entry.awaiting.filter(|&until| now < until);
+                if entry.awaiting.is_some() && waiting.is_none() {
+                    // No answer within a third of the ttl: sent again below.
+                    entry.awaiting = None;
+                    unanswered += 1;
+                }
+                // Whatever happens next, the deadline is watched, and the wait for an answer.
+                entry.due = waiting.map_or(entry.lost_at, |until| until.min(entry.lost_at));
+                queue.insert((entry.due, id));
+                if entry.acquiring || waiting.is_some() || !entry.renew || capped {
                     continue;
                 }
                 let ttl = match entry.hold_until {
@@ -255,13 +283,20 @@ impl Shared {
                     entry.capped = true;
                     entry.lost_at = entry.lost_at.min(now + ttl - drift_margin(ttl));
                     lease.set_deadline(entry.lost_at);
-                    queue.remove(&(entry.due, id));
-                    entry.due = entry.lost_at;
-                    queue.insert((entry.due, id));
                 }
-                entry.in_flight = true;
+                let give_up = (now + answer_wait(entry.ttl)).min(entry.lost_at);
+                entry.awaiting = Some(give_up);
+                entry.request += 1;
+                queue.remove(&(entry.due, id));
+                entry.due = give_up;
+                queue.insert((give_up, id));
                 batch.push(Renewal { lease, ttl });
-                ids.push((id, ttl));
+                ids.push(Sent {
+                    id,
+                    request: entry.request,
+                    ttl,
+                    give_up,
+                });
             }
             let next = queue.first().map_or(now + IDLE_LOOK, |&(due, _)| due);
             guard.next_look = Some(next);
@@ -272,78 +307,94 @@ impl Shared {
                 tracing::warn!(key = %lease.key, %reason, "lease lost");
             }
         }
-        if !batch.is_empty() {
-            let shared = self.clone();
-            tokio::spawn(async move {
-                let mut ids = ids.as_slice();
-                for batch in batch.chunks(PIPELINE) {
-                    let (these, rest) = ids.split_at(batch.len());
-                    ids = rest;
-                    shared.clone().send(batch, these, Instant::now()).await;
-                }
-            });
+        if unanswered > 0 {
+            tracing::warn!(
+                server = self.backend.server(),
+                leases = unanswered,
+                "no answer to lease renewals within a third of their ttl; retrying until the \
+                 leases run out"
+            );
+        }
+        let mut ids = ids.into_iter();
+        for batch in batch.chunks(PIPELINE) {
+            let these: Vec<Sent> = ids.by_ref().take(batch.len()).collect();
+            tokio::spawn(self.clone().send(batch.to_vec(), these));
         }
         next
     }
 
-    /// Sends one batch of renewals and books the answers.
-    async fn send(self: Arc<Self>, batch: &[Renewal], ids: &[(u64, Duration)], sent: Instant) {
-        let shortest = ids.iter().map(|&(_, ttl)| ttl).min().unwrap_or_default();
-        let answer =
-            match tokio::time::timeout((shortest / 3).max(RETRY_FLOOR), self.backend.renew(batch))
-                .await
-            {
-                Ok(Ok(renewed)) if renewed.len() == ids.len() => Ok(renewed),
-                Ok(Ok(renewed)) => Err(format!(
-                    "{} answers to {} renewals",
-                    renewed.len(),
-                    ids.len()
-                )),
-                Ok(Err(err)) => Err(err.to_string()),
-                Err(_) => Err(format!(
-                    "no answer within {:?}",
-                    (shortest / 3).max(RETRY_FLOOR)
-                )),
-            };
+    /// Sends one batch of renewals and books each part's answers as they arrive. Gives up
+    /// when no lease of the batch waits for an answer any more: by then each has been sent
+    /// again or lost, and only the latest renewal of a lease is booked.
+    async fn send(self: Arc<Self>, batch: Vec<Renewal>, ids: Vec<Sent>) {
+        let sent = Instant::now();
+        let Some(last) = ids.iter().map(|sent| sent.give_up).max() else {
+            return;
+        };
+        let book = |indices: &[usize], answer: Result<Vec<Option<bool>>, Failure>| {
+            self.book(&ids, indices, answer, sent);
+        };
+        let _ = tokio::time::timeout_at(last, self.backend.renew(&batch, &book)).await;
+    }
+
+    /// Books the answers to the renewals `indices` of a batch sent at `sent` (`answer` holds one
+    /// per index, in the same order, or why that part of the batch got none).
+    fn book(
+        &self,
+        ids: &[Sent],
+        indices: &[usize],
+        answer: Result<Vec<Option<bool>>, Failure>,
+        sent: Instant,
+    ) {
         let now = Instant::now();
         let mut lost = Vec::new();
+        let mut wake = false;
         {
             let mut state = self.lock();
-            for (i, &(id, ttl)) in ids.iter().enumerate() {
-                let Some(entry) = state.entries.get_mut(&id) else {
+            for (k, &i) in indices.iter().enumerate() {
+                let Some(this) = ids.get(i) else {
                     continue;
                 };
-                entry.in_flight = false;
-                let next = match &answer {
-                    Ok(renewed) if renewed[i] == Some(true) => {
-                        entry.lost_at = sent + ttl - drift_margin(ttl);
-                        if let Some(lease) = entry.lease.upgrade() {
-                            lease.set_deadline(entry.lost_at);
-                        }
-                        Some(sent + entry.ttl / 3)
-                    }
-                    Ok(renewed) if renewed[i] == Some(false) => None,
-                    // No answer for this lease (its node or shard failed): try again soon.
-                    _ => Some(now + (entry.ttl / 10).max(RETRY_FLOOR)),
+                let Some(entry) = state.entries.get_mut(&this.id) else {
+                    continue;
                 };
-                match next {
-                    Some(next) => {
-                        let due = next.min(entry.lost_at);
-                        state.reschedule(id, due);
+                let verdict = match &answer {
+                    Ok(renewed) => renewed.get(k).copied().flatten(),
+                    Err(_) => None,
+                };
+                // "Not ours" is final whichever renewal says it: a token is never granted
+                // again once the lock was activated.
+                if verdict == Some(false) {
+                    if let Some(entry) = state.entries.remove(&this.id) {
+                        state.queue.remove(&(entry.due, this.id));
+                        lost.extend(entry.lease.upgrade());
                     }
-                    None => {
-                        if let Some(entry) = state.entries.remove(&id) {
-                            state.queue.remove(&(entry.due, id));
-                            lost.extend(entry.lease.upgrade());
-                        }
-                    }
+                    continue;
                 }
+                if entry.request != this.request {
+                    // A later renewal is on the wire; its answer is the one that counts.
+                    continue;
+                }
+                entry.awaiting = None;
+                let next = if verdict == Some(true) {
+                    entry.lost_at = sent + this.ttl - drift_margin(this.ttl);
+                    if let Some(lease) = entry.lease.upgrade() {
+                        lease.set_deadline(entry.lost_at);
+                    }
+                    sent + entry.ttl / 3
+                } else {
+                    // No answer for this lease (its node or shard failed): try again soon.
+                    now + (entry.ttl / 10).max(RETRY_FLOOR)
+                };
+                let due = next.min(entry.lost_at);
+                wake |= state.next_look.is_none_or(|look| due < look);
+                state.reschedule(this.id, due);
             }
         }
         if let Err(err) = &answer {
             tracing::warn!(
                 server = self.backend.server(),
-                leases = ids.len(),
+                leases = indices.len(),
                 error = %err,
                 "lease renewal failed; retrying until the leases run out"
             );
@@ -353,8 +404,17 @@ impl Shared {
                 tracing::warn!(key = %lease.key, reason = %LostReason::NotOwner, "lease lost");
             }
         }
-        self.wake.notify_one();
+        if wake {
+            self.wake.notify_one();
+        }
     }
+}
+
+/// How long a renewal's answer is waited for before it is sent again: a third of the lease's
+/// own ttl, so that a lease still gets two tries before its deadline, whatever the other
+/// leases of its batch.
+fn answer_wait(ttl: Duration) -> Duration {
+    (ttl / 3).max(RETRY_FLOOR)
 }
 
 /// The entries to handle at `now`: those due, and those whose renewal falls due soon (within a
@@ -376,7 +436,7 @@ fn due_now(
         let renewal_soon = entries.get(&id).is_some_and(|entry| {
             entry.renew
                 && !entry.acquiring
-                && !entry.in_flight
+                && entry.awaiting.is_none()
                 && when < entry.lost_at
                 && when <= now + entry.ttl / 12
         });
@@ -399,6 +459,150 @@ async fn drive(shared: Weak<Shared>, wake: Arc<Notify>) {
         tokio::select! {
             () = tokio::time::sleep_until(next) => {}
             () = &mut notified => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::LockOptions;
+    use crate::backend::{Acquire, Booking, BoxFuture, Release};
+    use crate::key::StoredKey;
+    use crate::lease::Status;
+
+    /// Two shards, as a cluster would have: renewals of `healthy:` keys are answered at once,
+    /// those of `stalled:` keys only at `resumes` (a frozen master), each shard booked apart.
+    struct OneShardStalled {
+        resumes: Instant,
+        healthy_rounds: AtomicUsize,
+    }
+
+    impl Backend for OneShardStalled {
+        fn describe(&self) -> &str {
+            "two fake shards"
+        }
+
+        fn server(&self) -> &str {
+            "fake"
+        }
+
+        fn acquire<'a>(
+            &'a self,
+            _key: &'a StoredKey,
+            _token: &'a str,
+            _ttl: Duration,
+        ) -> BoxFuture<'a, Result<Acquire, Failure>> {
+            Box::pin(async { Ok(Acquire::Acquired { fence: 1 }) })
+        }
+
+        fn renew<'a>(&'a self, batch: &'a [Renewal], book: Booking<'a>) -> BoxFuture<'a, ()> {
+            Box::pin(async move {
+                let (stalled, healthy): (Vec<usize>, Vec<usize>) =
+                    (0..batch.len()).partition(|&i| batch[i].key().contains("stalled"));
+                if !healthy.is_empty() {
+                    self.healthy_rounds.fetch_add(1, Ordering::SeqCst);
+                    book(&healthy, Ok(vec![Some(true); healthy.len()]));
+                }
+                if !stalled.is_empty() {
+                    tokio::time::sleep_until(self.resumes).await;
+                    book(&stalled, Ok(vec![Some(true); stalled.len()]));
+                }
+            })
+        }
+
+        fn release<'a>(
+            &'a self,
+            _key: &'a StoredKey,
+            _token: &'a str,
+            _keep: Duration,
+        ) -> BoxFuture<'a, Result<Release, Failure>> {
+            Box::pin(async { Ok(Release::Released) })
+        }
+
+        fn watch<'a>(&'a self, _key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {
+            Box::pin(async { Ok(()) })
+        }
+
+        fn unwatch(&self, _key: &str) {}
+    }
+
+    /// Holds `healthy:0..4` and `stalled:0..4` at `ttl` under a watchdog over `backend`.
+    fn hold_eight(watchdog: &Watchdog, ttl: Duration) -> Vec<Arc<Lease>> {
+        let mut leases = Vec::new();
+        for shard in ["healthy", "stalled"] {
+            for i in 0..4 {
+                let key = format!("{shard}:{i}");
+                let stored = StoredKey::new("lock:", &key).expect("a valid key");
+                let options = LockOptions::new().ttl(ttl);
+                let lease = Arc::new(Lease::new(
+                    key,
+                    stored,
+                    format!("token-{shard}-{i}"),
+                    0,
+                    options,
+                    Instant::now(),
+                ));
+                let id = watchdog.register(&lease);
+                lease.mark_held(1);
+                watchdog.activate(id);
+                leases.push(lease);
+            }
+        }
+        leases
+    }
+
+    fn watchdog_over(backend: &Arc<OneShardStalled>) -> Watchdog {
+        Watchdog::new(backend.clone())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shard_that_never_answers_costs_only_its_own_leases() {
+        let backend = Arc::new(OneShardStalled {
+            resumes: Instant::now() + Duration::from_secs(3600),
+            healthy_rounds: AtomicUsize::new(0),
+        });
+        let watchdog = watchdog_over(&backend);
+        let ttl = Duration::from_millis(900);
+        let leases = hold_eight(&watchdog, ttl);
+        let started = Instant::now();
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        for lease in &leases {
+            if lease.key.starts_with("healthy") {
+                assert!(lease.is_held(), "{} lost with its shard healthy", lease.key);
+            } else {
+                assert_eq!(
+                    lease.status(),
+                    Status::Lost(LostReason::Expired),
+                    "{}",
+                    lease.key
+                );
+                // Never renewed: its deadline is the first one, a ttl after the start.
+                assert_eq!(lease.deadline(), started + ttl - drift_margin(ttl));
+            }
+        }
+        // Renewed about every ttl / 3 all along, never held up by the silent shard.
+        let rounds = backend.healthy_rounds.load(Ordering::SeqCst);
+        assert!((8..=12).contains(&rounds), "{rounds} rounds in 3 s");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_shard_that_answers_before_the_deadline_keeps_its_leases() {
+        let ttl = Duration::from_millis(900);
+        let backend = Arc::new(OneShardStalled {
+            // The first renewal goes out at 300 ms and waits until 700 ms for an answer: it
+            // is sent again at 600 ms, and that second renewal's answer is booked.
+            resumes: Instant::now() + Duration::from_millis(700),
+            healthy_rounds: AtomicUsize::new(0),
+        });
+        let watchdog = watchdog_over(&backend);
+        let leases = hold_eight(&watchdog, ttl);
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        for lease in &leases {
+            assert!(lease.is_held(), "{} lost", lease.key);
+            assert!(lease.remaining() > ttl / 2, "{}", lease.key);
         }
     }
 }

@@ -1,6 +1,7 @@
 //! Locks on a real Redis Cluster (`redis+cluster://`): the basic behaviour on slots spread over
-//! three masters, sharded release notifications, renewal batches that span every master, script
-//! reloads, and failover of the master that serves a held lock.
+//! three masters, sharded release notifications, renewal batches that span every master, a master
+//! frozen under the failure detection (its leases alone are at stake), script reloads, and
+//! failover of the master that serves a held lock.
 //!
 //! The tests that leave the topology alone share one 3-master cluster (each with its own key
 //! prefix); a failover test forms its own cluster with one replica per master.
@@ -675,4 +676,172 @@ async fn scripts_are_reloaded_on_the_slots_master_while_another_node_hangs() {
     elsewhere.resume();
     let guard = acquired.unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
     guard.release().await.expect("release");
+}
+
+/// A held lock watched for its loss: when and why it was told, if it was.
+struct Watched {
+    guard: Arc<LockGuard>,
+    master_port: u16,
+    told_lost: Arc<Mutex<Option<(Instant, LostReason)>>>,
+}
+
+impl Watched {
+    fn told_lost(&self) -> Option<(Instant, LostReason)> {
+        *self
+            .told_lost
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Freezes `frozen` (SIGSTOP) for `pause`, well under the cluster's 1 s failure detection, and
+/// checks what the renewal driver made of it: no lease on another master is lost, and a lease
+/// on the frozen master is lost only once its own local deadline (as it stood when the master
+/// froze) has passed, and kept when that deadline lies clearly after the master resumed.
+/// Returns (leases on the frozen master kept, lost).
+async fn freeze_one_master(
+    cluster: &Arc<RedisCluster>,
+    held: &[Watched],
+    frozen: u16,
+    pause: Duration,
+) -> (usize, usize) {
+    // Where each frozen lease's deadline stood when its master stopped: nothing renews it
+    // during the pause, so the holder may give it up from then on, not before.
+    let froze_at = Instant::now();
+    let deadlines: Vec<Instant> = held
+        .iter()
+        .map(|watched| froze_at + watched.guard.remaining())
+        .collect();
+    let stopped = cluster.clone();
+    let resumed_at = tokio::task::spawn_blocking(move || {
+        let node = stopped
+            .nodes()
+            .iter()
+            .find(|node| node.port() == frozen)
+            .expect("a node of the cluster");
+        node.pause();
+        std::thread::sleep(pause);
+        node.resume();
+        Instant::now()
+    })
+    .await
+    .expect("pause and resume");
+    // Several renewal rounds after the pause, so that late answers and retries are booked.
+    tokio::time::sleep(ms(1200)).await;
+
+    let (mut kept, mut lost) = (0, 0);
+    for (watched, &deadline) in held.iter().zip(&deadlines) {
+        let key = watched.guard.key();
+        let told = watched.told_lost();
+        if watched.master_port != frozen {
+            assert!(
+                told.is_none() && watched.guard.is_held(),
+                "{key} lives on a healthy master, yet its lease was lost ({told:?}) while \
+                 master {frozen} was frozen for {pause:?}\n{}",
+                cluster.log()
+            );
+            continue;
+        }
+        match told {
+            None => {
+                assert!(watched.guard.is_held(), "{key}: not held, never told");
+                kept += 1;
+            }
+            Some((at, reason)) => {
+                assert_eq!(reason, LostReason::Expired, "{key}");
+                // 20 ms for the driver's wake-up and the test's own clock reading above.
+                assert!(
+                    at + ms(20) >= deadline,
+                    "{key} was given up {:?} before its deadline",
+                    deadline - at
+                );
+                assert!(
+                    deadline < resumed_at + ms(250),
+                    "{key}: its deadline lay {:?} after the master resumed, yet it was lost",
+                    deadline - resumed_at
+                );
+                lost += 1;
+            }
+        }
+    }
+    (kept, lost)
+}
+
+/// Issue 12, item 2: with locks on every master, one master frozen for most of a ttl (under the
+/// failure detection, so no failover and no cluster-wide outage) stalls the renewals sent to it.
+/// The answers of the other masters must still be booked as they arrive: a batch timed out as
+/// a whole lost every lease on the healthy masters too (9 of 9 in the report).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_master_costs_only_its_own_leases_never_those_on_healthy_masters() {
+    // A cluster of its own: the frozen master would stall the other tests' locks.
+    let cluster = tokio::task::spawn_blocking(|| Arc::new(RedisCluster::start(3, 0)))
+        .await
+        .expect("cluster start");
+    let locks = manager(&cluster, "stall:").await;
+    // Four locks on each master, found by the slot of their stored key.
+    let owners = cluster.clone();
+    let placed: Vec<(String, u16)> = tokio::task::spawn_blocking(move || {
+        let masters: Vec<u16> = owners.masters().iter().map(|m| m.port()).collect();
+        let mut placed = Vec::new();
+        for port in masters {
+            let mine = (0..)
+                .map(|i| format!("job:{i}"))
+                .filter(|key| owners.master_for_key(format!("stall:{{{key}}}")).port() == port)
+                .take(4);
+            placed.extend(mine.map(|key| (key, port)));
+        }
+        placed
+    })
+    .await
+    .expect("place keys");
+    assert_eq!(placed.len(), 12);
+
+    let mut held = Vec::new();
+    for (key, master_port) in placed {
+        let guard = locks
+            .lock(&key, LockOptions::new().ttl(ms(900)))
+            .await
+            .unwrap_or_else(|err| panic!("{key}: {err}\n{}", cluster.log()));
+        let guard = Arc::new(guard);
+        let told_lost = Arc::new(Mutex::new(None));
+        let (watched, told) = (guard.clone(), told_lost.clone());
+        tokio::spawn(async move {
+            let reason = watched.lost().await;
+            *told.lock().unwrap_or_else(PoisonError::into_inner) = Some((Instant::now(), reason));
+        });
+        held.push(Watched {
+            guard,
+            master_port,
+            told_lost,
+        });
+        // Acquired 25 ms apart, the leases fall due for renewal at different moments of the
+        // ttl / 3 cycle, so the freezes below strike them at different points of it.
+        tokio::time::sleep(ms(25)).await;
+    }
+    tokio::time::sleep(ms(400)).await;
+    let masters: Vec<u16> = {
+        let mut ports: Vec<u16> = held.iter().map(|w| w.master_port).collect();
+        ports.dedup();
+        ports
+    };
+    assert_eq!(masters.len(), 3, "{masters:?}");
+
+    // A short freeze: every lease outlives it, on the frozen master too.
+    let (kept, lost) = freeze_one_master(&cluster, &held, masters[0], ms(400)).await;
+    eprintln!("frozen 400 ms: {kept} leases on the frozen master kept, {lost} lost");
+    assert_eq!((kept, lost), (4, 0), "{}", cluster.log());
+
+    // Most of a ttl: the frozen master's leases run out if their deadline passes first, the
+    // healthy masters' leases are renewed all along.
+    let (kept, lost) = freeze_one_master(&cluster, &held, masters[1], ms(800)).await;
+    eprintln!("frozen 800 ms: {kept} leases on the frozen master kept, {lost} lost");
+
+    for watched in held {
+        let was_lost = watched.told_lost().is_some();
+        let guard = Arc::try_unwrap(watched.guard).ok();
+        if let Some(guard) = guard {
+            let released = guard.release().await;
+            assert_eq!(released.is_ok(), !was_lost, "{released:?}");
+        }
+    }
 }

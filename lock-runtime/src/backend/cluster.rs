@@ -36,7 +36,7 @@ use super::redis::{
     unwatch_through, watch_through,
 };
 use super::replicas::{Pool, Replication};
-use super::{Acquire, Backend, BoxFuture, Failure, Release, Renewal, acquire_answer};
+use super::{Acquire, Backend, Booking, BoxFuture, Failure, Release, Renewal, acquire_answer};
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
 use crate::{LockError, url};
@@ -252,6 +252,42 @@ fn settle_noscript<T>(answer: RedisResult<T>) -> RedisResult<T> {
     })
 }
 
+impl ClusterBackend {
+    /// Renews the leases of `batch` at `indices`, which share one slot, in one pipeline sent to
+    /// the master serving it.
+    async fn renew_slot(
+        &self,
+        batch: &[Renewal],
+        indices: &[usize],
+    ) -> RedisResult<Vec<Option<bool>>> {
+        let Some(&first) = indices.first() else {
+            return Ok(Vec::new());
+        };
+        let mut pipe = redis::pipe();
+        for &i in indices {
+            let renewal = &batch[i];
+            pipe.invoke_script(
+                RENEW
+                    .key(renewal.key())
+                    .arg(renewal.token())
+                    .arg(millis(renewal.ttl)),
+            );
+        }
+        let mut conn = self.routed(batch[first].key());
+        let answers: Vec<i64> = settle_noscript(query_loading(&pipe, &RENEW, &mut conn).await)?;
+        if answers.len() != indices.len() {
+            return Err(RedisError::from((
+                ErrorKind::UnexpectedReturnType,
+                "renewal pipeline answered with the wrong number of results",
+            )));
+        }
+        Ok(answers
+            .into_iter()
+            .map(|answer| Some(answer == 1))
+            .collect())
+    }
+}
+
 impl Backend for ClusterBackend {
     fn describe(&self) -> &str {
         &self.describe
@@ -293,10 +329,7 @@ impl Backend for ClusterBackend {
         })
     }
 
-    fn renew<'a>(
-        &'a self,
-        batch: &'a [Renewal],
-    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, Failure>> {
+    fn renew<'a>(&'a self, batch: &'a [Renewal], book: Booking<'a>) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             // One pipeline per slot, all in flight at once: a pipeline must not span slots (a
             // redirect moves it whole), and requests to one node share its multiplexed
@@ -308,45 +341,14 @@ impl Backend for ClusterBackend {
                     .or_default()
                     .push(i);
             }
-            let sent = groups.into_values().map(|indices| async move {
-                let mut pipe = redis::pipe();
-                for &i in &indices {
-                    let renewal = &batch[i];
-                    pipe.invoke_script(
-                        RENEW
-                            .key(renewal.key())
-                            .arg(renewal.token())
-                            .arg(millis(renewal.ttl)),
-                    );
-                }
-                let mut conn = self.routed(batch[indices[0]].key());
-                let answers: Vec<i64> =
-                    settle_noscript(query_loading(&pipe, &RENEW, &mut conn).await)?;
-                if answers.len() != indices.len() {
-                    return Err(RedisError::from((
-                        ErrorKind::UnexpectedReturnType,
-                        "renewal pipeline answered with the wrong number of results",
-                    )));
-                }
-                Ok((indices, answers))
-            });
-            // A shard in failover leaves its leases unanswered; the others are booked.
-            let mut renewed = vec![None; batch.len()];
-            let mut failure = None;
-            for group in future::join_all(sent).await {
-                match group {
-                    Ok((indices, answers)) => {
-                        for (i, answer) in indices.into_iter().zip(answers) {
-                            renewed[i] = Some(answer == 1);
-                        }
-                    }
-                    Err(err) => failure = Some(err),
-                }
-            }
-            match failure {
-                Some(err) if renewed.iter().all(Option::is_none) => Err(err.into()),
-                _ => Ok(renewed),
-            }
+            // Each group is booked the moment its node answers: a stalled shard (frozen, or
+            // failing over) holds back its own leases only, and the watchdog retries those until
+            // their own deadlines.
+            future::join_all(groups.into_values().map(|indices| async move {
+                let answer = self.renew_slot(batch, &indices).await;
+                book(&indices, answer.map_err(Failure::from));
+            }))
+            .await;
         })
     }
 

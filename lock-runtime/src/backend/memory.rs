@@ -12,7 +12,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Failure;
-use super::{Acquire, Backend, BoxFuture, Release, Renewal};
+use super::{Acquire, Backend, Booking, BoxFuture, Release, Renewal, whole};
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
 
@@ -151,23 +151,24 @@ impl Backend for MemoryBackend {
         ready(Ok(Acquire::Acquired { fence }))
     }
 
-    fn renew<'a>(
-        &'a self,
-        batch: &'a [Renewal],
-    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, Failure>> {
+    fn renew<'a>(&'a self, batch: &'a [Renewal], book: Booking<'a>) -> BoxFuture<'a, ()> {
         let now = Instant::now();
-        let mut state = self.state();
-        let renewed = batch
-            .iter()
-            .map(|renewal| match state.live(renewal.key(), now) {
-                Some(entry) if entry.token == renewal.token() => {
-                    entry.expires = now + renewal.ttl;
-                    Some(true)
-                }
-                _ => Some(false),
-            })
-            .collect();
-        ready(Ok(renewed))
+        let renewed = {
+            let mut state = self.state();
+            batch
+                .iter()
+                .map(|renewal| match state.live(renewal.key(), now) {
+                    Some(entry) if entry.token == renewal.token() => {
+                        entry.expires = now + renewal.ttl;
+                        Some(true)
+                    }
+                    _ => Some(false),
+                })
+                .collect()
+        };
+        // Booked after the table's lock is let go: booking takes the watchdog's.
+        book(&whole(batch), Ok(renewed));
+        ready(())
     }
 
     fn release<'a>(

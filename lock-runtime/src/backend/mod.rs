@@ -89,6 +89,16 @@ impl Renewal {
     }
 }
 
+/// Where a renewal batch's answers go as they arrive: `(indices into the batch, the answer
+/// for each of them, or why that part of the batch got none)`. See [`Backend::renew`].
+pub(crate) type Booking<'a> =
+    &'a (dyn Fn(&[usize], Result<Vec<Option<bool>>, Failure>) + Send + Sync);
+
+/// Every index of `batch`: for a backend that answers the whole batch at once.
+pub(crate) fn whole(batch: &[Renewal]) -> Vec<usize> {
+    (0..batch.len()).collect()
+}
+
 /// A deployment that can hold locks. Implementations never block and never panic on I/O.
 pub(crate) trait Backend: Send + Sync + 'static {
     /// What this is, for the startup log: `redis 127.0.0.1:6379`, `memory`.
@@ -105,13 +115,20 @@ pub(crate) trait Backend: Send + Sync + 'static {
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Acquire, Failure>>;
 
-    /// One round trip for the whole batch (per node or slot where the deployment has several):
-    /// per lease, `Some(true)` if renewed, `Some(false)` if not ours, `None` if its part of the
-    /// batch got no answer (the lease is tried again; the others are not held back by it).
-    fn renew<'a>(
-        &'a self,
-        batch: &'a [Renewal],
-    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, Failure>>;
+    /// Renews a batch, one round trip per node or slot group where the deployment has several,
+    /// and hands each group's answers to `book` as soon as they arrive: per listed index into
+    /// `batch`, `Some(true)` if renewed, `Some(false)` if not ours, `None` if no verdict (the
+    /// lease is tried again); `Err` when that group got no answer at all. Every index is booked
+    /// at most once. The future ends when every group has been booked; the caller may drop it
+    /// sooner, and then the groups not yet booked simply never are.
+    ///
+    /// Why a callback rather than one answer for the whole batch: on a cluster one stalled
+    /// shard would otherwise hold back (or, under a timeout, throw away) the answers of the
+    /// healthy ones. The caller keeps the deadlines, one per lease (it knows each lease's ttl
+    /// and local deadline), so the backends need none of their own beyond their request
+    /// timeouts; a backend that needs all its answers first (Redlock's majority per lease)
+    /// books once at the end, as before.
+    fn renew<'a>(&'a self, batch: &'a [Renewal], book: Booking<'a>) -> BoxFuture<'a, ()>;
 
     /// One round trip: release the lock if `token` owns it; with `keep > 0` leave it to expire then.
     fn release<'a>(

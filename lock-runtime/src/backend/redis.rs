@@ -16,7 +16,9 @@ use redis::{
 use tokio::sync::{mpsc, oneshot};
 
 use super::replicas::{Pool, ReplicaAcks, Replication};
-use super::{Acquire, Backend, BoxFuture, Failure, Release, Renewal, acquire_answer};
+use super::{
+    Acquire, Backend, Booking, BoxFuture, Failure, Release, Renewal, acquire_answer, whole,
+};
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
 use crate::{LockError, url};
@@ -487,33 +489,9 @@ impl Backend for RedisBackend {
         })
     }
 
-    fn renew<'a>(
-        &'a self,
-        batch: &'a [Renewal],
-    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, Failure>> {
-        Box::pin(async move {
-            let invocations: Vec<_> = batch
-                .iter()
-                .map(|renewal| {
-                    let mut invocation = RENEW.prepare_invoke();
-                    invocation
-                        .key(renewal.key())
-                        .arg(renewal.token())
-                        .arg(millis(renewal.ttl));
-                    invocation
-                })
-                .collect();
-            let mut pipe = redis::pipe();
-            for invocation in &invocations {
-                pipe.invoke_script(invocation);
-            }
-            let mut conn = self.conn.clone();
-            let answers: Vec<i64> = query_loading(&pipe, &RENEW, &mut conn).await?;
-            Ok(answers
-                .into_iter()
-                .map(|answer| Some(answer == 1))
-                .collect())
-        })
+    fn renew<'a>(&'a self, batch: &'a [Renewal], book: Booking<'a>) -> BoxFuture<'a, ()> {
+        // One server, one round trip: the whole batch is answered at once.
+        Box::pin(async move { book(&whole(batch), self.renew_pipelined(batch).await) })
     }
 
     fn release<'a>(
@@ -539,6 +517,38 @@ impl Backend for RedisBackend {
 
     fn notifies(&self) -> bool {
         self.notifies
+    }
+}
+
+impl RedisBackend {
+    /// The whole batch in one pipeline, answered together: for [`Backend::renew`], and for the
+    /// deployments built of several servers (Redlock, Sentinel), which weigh each server's
+    /// answers before booking them.
+    pub(super) async fn renew_pipelined(
+        &self,
+        batch: &[Renewal],
+    ) -> Result<Vec<Option<bool>>, Failure> {
+        let invocations: Vec<_> = batch
+            .iter()
+            .map(|renewal| {
+                let mut invocation = RENEW.prepare_invoke();
+                invocation
+                    .key(renewal.key())
+                    .arg(renewal.token())
+                    .arg(millis(renewal.ttl));
+                invocation
+            })
+            .collect();
+        let mut pipe = redis::pipe();
+        for invocation in &invocations {
+            pipe.invoke_script(invocation);
+        }
+        let mut conn = self.conn.clone();
+        let answers: Vec<i64> = query_loading(&pipe, &RENEW, &mut conn).await?;
+        Ok(answers
+            .into_iter()
+            .map(|answer| Some(answer == 1))
+            .collect())
     }
 }
 

@@ -22,7 +22,7 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use super::redis::{RedisBackend, RedisSettings};
-use super::{Acquire, Backend, BoxFuture, Failure, Release, Renewal};
+use super::{Acquire, Backend, Booking, BoxFuture, Failure, Release, Renewal, whole};
 use crate::key::StoredKey;
 use crate::lease::drift_margin;
 use crate::waiters::Waiters;
@@ -295,6 +295,43 @@ fn node_urls(url: &str) -> Result<Vec<String>, LockError> {
     Ok(nodes)
 }
 
+impl RedlockBackend {
+    /// Per lease: renewed on a majority, refused by so many that no majority is left, or
+    /// neither (`None`: tried again).
+    async fn renew_on_majority(&self, batch: &[Renewal]) -> Result<Vec<Option<bool>>, Failure> {
+        let shortest = batch.iter().map(|r| r.ttl).min().unwrap_or_default();
+        let answers = self
+            .all(&self.asked(), node_timeout(shortest), |node| {
+                Box::pin(node.renew_pipelined(batch))
+            })
+            .await;
+        let answered = answers.iter().filter(|answer| answer.is_ok()).count();
+        if answered < self.quorum {
+            return Err(self.too_few(answered, answers));
+        }
+        let unanswered = self.nodes.len() - answered;
+        let renewed = (0..batch.len())
+            .map(|i| {
+                let granted = answers
+                    .iter()
+                    .filter(|answer| {
+                        matches!(answer, Ok(renewed) if renewed.get(i) == Some(&Some(true)))
+                    })
+                    .count();
+                if granted >= self.quorum {
+                    Some(true)
+                } else if granted + unanswered < self.quorum {
+                    // Even the masters that did not answer could not make a majority.
+                    Some(false)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        Ok(renewed)
+    }
+}
+
 impl Backend for RedlockBackend {
     fn describe(&self) -> &str {
         &self.describe
@@ -393,42 +430,13 @@ impl Backend for RedlockBackend {
         })
     }
 
-    fn renew<'a>(
-        &'a self,
-        batch: &'a [Renewal],
-    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, Failure>> {
-        Box::pin(async move {
-            let shortest = batch.iter().map(|r| r.ttl).min().unwrap_or_default();
-            let answers = self
-                .all(&self.asked(), node_timeout(shortest), |node| {
-                    node.renew(batch)
-                })
-                .await;
-            let answered = answers.iter().filter(|answer| answer.is_ok()).count();
-            if answered < self.quorum {
-                return Err(self.too_few(answered, answers));
-            }
-            let unanswered = self.nodes.len() - answered;
-            let renewed = (0..batch.len())
-                .map(|i| {
-                    let granted = answers
-                        .iter()
-                        .filter(|answer| {
-                            matches!(answer, Ok(renewed) if renewed.get(i) == Some(&Some(true)))
-                        })
-                        .count();
-                    if granted >= self.quorum {
-                        Some(true)
-                    } else if granted + unanswered < self.quorum {
-                        // Even the masters that did not answer could not make a majority.
-                        Some(false)
-                    } else {
-                        None
-                    }
-                })
-                .collect();
-            Ok(renewed)
-        })
+    /// Booked once, when every master has answered or timed out: a lease's verdict needs a
+    /// majority of the masters. That costs no lease more than its own bound: the node timeout
+    /// (a tenth of the shortest ttl in the batch, at most 250 ms) is within a tenth of every
+    /// lease's ttl, well inside the third of it the watchdog waits for an answer, and a master
+    /// that gives none falls silent and is left out of the next batches.
+    fn renew<'a>(&'a self, batch: &'a [Renewal], book: Booking<'a>) -> BoxFuture<'a, ()> {
+        Box::pin(async move { book(&whole(batch), self.renew_on_majority(batch).await) })
     }
 
     fn release<'a>(

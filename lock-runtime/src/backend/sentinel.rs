@@ -31,7 +31,7 @@ use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServer
 use tokio::time::Instant;
 
 use super::redis::{RedisBackend, RedisSettings};
-use super::{Acquire, Backend, BoxFuture, Failure, Release, Renewal};
+use super::{Acquire, Backend, Booking, BoxFuture, Failure, Release, Renewal, whole};
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
 use crate::{BoxError, LockError, url};
@@ -393,20 +393,23 @@ impl Backend for SentinelBackend {
         })
     }
 
-    fn renew<'a>(
-        &'a self,
-        batch: &'a [Renewal],
-    ) -> BoxFuture<'a, Result<Vec<Option<bool>>, Failure>> {
+    fn renew<'a>(&'a self, batch: &'a [Renewal], book: Booking<'a>) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let (master, answer) = self
                 .shared
-                .on_master(move |master| Box::pin(async move { master.renew(batch).await }))
+                .on_master(move |master| {
+                    Box::pin(async move { master.renew_pipelined(batch).await })
+                })
                 .await;
-            if answer.is_ok() && self.shared.left(&master) {
+            // Booked only once the master is known to still count: one master, one answer.
+            let answer = match answer {
                 // Renewed on a master that no longer counts: the watchdog asks the new one.
-                return Err(self.shared.answered_by_old_master(&master));
-            }
-            answer
+                Ok(_) if self.shared.left(&master) => {
+                    Err(self.shared.answered_by_old_master(&master))
+                }
+                answer => answer,
+            };
+            book(&whole(batch), answer);
         })
     }
 

@@ -335,12 +335,30 @@ impl Run {
                 ttl,
             })
             .collect();
-        let answers = self
-            .backend
-            .renew(&renewals)
-            .await
-            .map_err(|err| TestCaseError::fail(err.to_string()))?;
-        prop_assert_eq!(answers.len(), batch.len(), "one answer per renewal");
+        let booked = std::sync::Mutex::new(vec![None; batch.len()]);
+        let book = |indices: &[usize], answer: Result<Vec<Option<bool>>, Failure>| {
+            let mut booked = booked
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            for (k, &i) in indices.iter().enumerate() {
+                booked[i] = Some(match &answer {
+                    Ok(renewed) => Ok(renewed.get(k).copied().flatten()),
+                    Err(err) => Err(err.to_string()),
+                });
+            }
+        };
+        self.backend.renew(&renewals, &book).await;
+        let booked = booked
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut answers = Vec::new();
+        for answer in booked {
+            match answer {
+                Some(Ok(renewed)) => answers.push(renewed),
+                Some(Err(err)) => return Err(TestCaseError::fail(err)),
+                None => return Err(TestCaseError::fail("a renewal was never booked")),
+            }
+        }
         let now = self.model.now;
         for (&(key, token, ttl), renewed) in batch.iter().zip(answers) {
             let expected = match self.model.live(key) {
