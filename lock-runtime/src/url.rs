@@ -59,6 +59,80 @@ pub(crate) fn normalized(url: &str) -> Result<String, LockError> {
     Ok(format!("{scheme}://{rest}"))
 }
 
+/// A lock URL that names several servers, `scheme://[userinfo@]h1[:p1],h2[:p2],...[tail]`:
+/// Redis Cluster seeds, Sentinels, Redlock masters. One reading for all of them:
+/// - everything up to the last `@` is credentials, whatever it holds (a password may contain
+///   `/`, `?` or `#`), as for [`redact`];
+/// - the hosts end at the first `/`, `?` or `#` after that, and `tail` is the rest;
+/// - hosts are trimmed; an empty one is an error; one without a port gets `default_port`
+///   (`[::1]` is an address without a port, `[::1]:7000` one with).
+pub(crate) struct HostList<'a> {
+    pub(crate) userinfo: Option<&'a str>,
+    pub(crate) hosts: Vec<String>,
+    pub(crate) tail: &'a str,
+}
+
+impl HostList<'_> {
+    /// `node_scheme://[userinfo@]host{tail}` for each host: a URL the redis client connects with.
+    /// Never shown: it carries the credentials.
+    pub(crate) fn node_urls(&self, node_scheme: &str) -> Vec<String> {
+        let credentials = self
+            .userinfo
+            .map_or(String::new(), |userinfo| format!("{userinfo}@"));
+        self.hosts
+            .iter()
+            .map(|host| format!("{node_scheme}://{credentials}{host}{}", self.tail))
+            .collect()
+    }
+
+    /// `h1:p1,h2:p2`: how the deployment is named in messages, without credentials.
+    pub(crate) fn shown(&self) -> String {
+        self.hosts.join(",")
+    }
+}
+
+/// Reads the part of `url` after `scheme://` as a [`HostList`]; `example` is the form shown in
+/// errors (`redis+cluster://host:port,host:port`).
+pub(crate) fn host_list<'a>(
+    url: &'a str,
+    default_port: u16,
+    example: &str,
+) -> Result<HostList<'a>, LockError> {
+    let invalid =
+        |why: &str| LockError::Config(format!("`{}` {why}: write {example}", redact(url)));
+    let (_, rest) = split_scheme(url).ok_or_else(|| invalid("is not a URL"))?;
+    let (userinfo, rest) = match rest.rsplit_once('@') {
+        Some((userinfo, rest)) => (Some(userinfo), rest),
+        None => (None, rest),
+    };
+    let hosts_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (hosts, tail) = rest.split_at(hosts_end);
+    if hosts.trim().is_empty() {
+        return Err(invalid("names no servers"));
+    }
+    let mut listed = Vec::new();
+    for host in hosts.split(',') {
+        let host = host.trim();
+        if host.is_empty() {
+            return Err(invalid("lists an empty server"));
+        }
+        let has_port = match host.rsplit_once(':') {
+            Some((before, _)) => !host.starts_with('[') || before.ends_with(']'),
+            None => false,
+        };
+        listed.push(if has_port {
+            host.to_owned()
+        } else {
+            format!("{host}:{default_port}")
+        });
+    }
+    Ok(HostList {
+        userinfo,
+        hosts: listed,
+        tail,
+    })
+}
+
 /// The longest URL shown in a message; the rest is counted, not shown.
 const URL_SHOWN: usize = 256;
 
@@ -199,6 +273,22 @@ mod tests {
         assert_eq!(server_of("redis://example.org"), "example.org:6379");
         assert_eq!(server_of("redis+unix:///tmp/r.sock"), "/tmp/r.sock");
         assert_eq!(server_of("redis://u:pa/ss@h:1/0"), "h:1");
+    }
+
+    #[test]
+    fn every_multi_server_url_is_read_by_the_same_rules() {
+        let listed =
+            host_list("x://u:p/w?d#@a, b:2,[::1],[::1]:3/0?q=1", 6379, "x://h:p").expect("valid");
+        assert_eq!(listed.userinfo, Some("u:p/w?d#"));
+        assert_eq!(listed.hosts, ["a:6379", "b:2", "[::1]:6379", "[::1]:3"]);
+        assert_eq!(listed.tail, "/0?q=1");
+        assert_eq!(listed.shown(), "a:6379,b:2,[::1]:6379,[::1]:3");
+        assert_eq!(listed.node_urls("redis")[1], "redis://u:p/w?d#@b:2/0?q=1");
+        for bad in ["x://u:s3cret@", "x://u:s3cret@a,,b", "x://u:s3cret@ /0"] {
+            let err = host_list(bad, 1, "x://h:p").err().expect(bad).to_string();
+            assert!(!err.contains("s3cret"), "{err}");
+            assert!(err.contains("x://h:p"), "{err}");
+        }
     }
 
     #[test]

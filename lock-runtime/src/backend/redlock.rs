@@ -23,6 +23,7 @@ use tokio::time::Instant;
 
 use super::redis::{RedisBackend, RedisSettings};
 use super::{Acquire, Backend, Booking, BoxFuture, Failure, Release, Renewal, whole};
+use crate::backoff::jitter;
 use crate::key::StoredKey;
 use crate::lease::drift_margin;
 use crate::waiters::Waiters;
@@ -248,19 +249,10 @@ fn majority_holder(
         })
 }
 
-/// A short random pause, so that clients that split the masters between them do not retry in
-/// lockstep.
-fn jitter(max: Duration) -> Duration {
-    let random = uuid::Uuid::new_v4().as_u128() as u64;
-    let max_micros = u64::try_from(max.as_micros()).unwrap_or(u64::MAX).max(1);
-    Duration::from_micros(random % max_micros)
-}
-
 /// `redlock://[user:pass@]h1:p1,h2:p2,...[/db][?query]` as one `redis://` URL per master
-/// (`redlocks://` gives `rediss://`).
+/// (`redlocks://` gives `rediss://`); see [`url::host_list`].
 fn node_urls(url: &str) -> Result<Vec<String>, LockError> {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("", url));
-    let node_scheme = match scheme {
+    let node_scheme = match url::scheme(url)? {
         "redlock" => "redis",
         "redlocks" => "rediss",
         _ => {
@@ -270,29 +262,8 @@ fn node_urls(url: &str) -> Result<Vec<String>, LockError> {
             )));
         }
     };
-    // Everything up to the last `@` is credentials, whatever it holds, as for `url::redact`: a
-    // `/` or `?` in a password must not end the list of masters.
-    let (userinfo, rest) = match rest.rsplit_once('@') {
-        Some((userinfo, rest)) => (Some(userinfo), rest),
-        None => (None, rest),
-    };
-    let hosts_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (hosts, tail) = rest.split_at(hosts_end);
-    let nodes: Vec<String> = hosts
-        .split(',')
-        .filter(|host| !host.is_empty())
-        .map(|host| match userinfo {
-            Some(userinfo) => format!("{node_scheme}://{userinfo}@{host}{tail}"),
-            None => format!("{node_scheme}://{host}{tail}"),
-        })
-        .collect();
-    if nodes.is_empty() {
-        return Err(LockError::Config(format!(
-            "`{}` names no masters: write redlock://host1:port1,host2:port2,host3:port3",
-            url::redact(url)
-        )));
-    }
-    Ok(nodes)
+    let masters = url::host_list(url, 6379, "redlock://host1:port1,host2:port2,host3:port3")?;
+    Ok(masters.node_urls(node_scheme))
 }
 
 impl RedlockBackend {
@@ -569,13 +540,6 @@ mod tests {
             None
         );
         assert_eq!(majority_holder(&[], 2), None);
-    }
-
-    #[test]
-    fn jitter_stays_below_its_bound() {
-        for _ in 0..100 {
-            assert!(jitter(Duration::from_millis(10)) < Duration::from_millis(10));
-        }
     }
 
     /// A short fuzz run (see `url::fuzz`).

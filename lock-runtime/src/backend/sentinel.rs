@@ -32,6 +32,7 @@ use tokio::time::Instant;
 
 use super::redis::{RedisBackend, RedisSettings};
 use super::{Acquire, Backend, Booking, BoxFuture, Failure, Release, Renewal, whole};
+use crate::backoff::Backoff;
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
 use crate::{BoxError, LockError, url};
@@ -79,34 +80,22 @@ struct SentinelUrl {
     node_suffix: String,
 }
 
+/// Reads `redis+sentinel://[user:password@]s1:p1,s2:p2/<master>[/db][?query]` (see
+/// [`url::host_list`]; a sentinel without a port gets 26379). The credentials are the
+/// master's.
 fn parse(url: &str) -> Result<SentinelUrl, LockError> {
-    let bad = |why: &str| {
-        LockError::Config(format!(
-            "`{}` {why}: write redis+sentinel://host1:port1,host2:port2/<master-name>",
-            url::redact(url)
-        ))
-    };
-    let (scheme, rest) = url.split_once("://").ok_or_else(|| bad("is not a URL"))?;
-    let node_scheme = match scheme {
+    const FORM: &str = "redis+sentinel://host1:port1,host2:port2/<master-name>";
+    let bad = |why: &str| LockError::Config(format!("`{}` {why}: write {FORM}", url::redact(url)));
+    let node_scheme = match url::scheme(url)? {
         "redis+sentinel" => "redis",
         "rediss+sentinel" => "rediss",
         _ => return Err(bad("is not a sentinel URL")),
     };
-    // Everything up to the last `@` is credentials, whatever it holds, as for `url::redact`: a
-    // `/` in a password must not start the master name, which names the backend in messages.
-    let (userinfo, rest) = match rest.rsplit_once('@') {
-        Some((userinfo, rest)) => (Some(userinfo), rest),
-        None => (None, rest),
-    };
-    let (hosts, path) = rest.split_once('/').ok_or_else(|| bad("names no master"))?;
-    let sentinels: Vec<String> = hosts
-        .split(',')
-        .filter(|host| !host.is_empty())
-        .map(|host| format!("{node_scheme}://{host}"))
-        .collect();
-    if sentinels.is_empty() {
-        return Err(bad("names no sentinels"));
-    }
+    let listed = url::host_list(url, 26379, FORM)?;
+    let path = listed
+        .tail
+        .strip_prefix('/')
+        .ok_or_else(|| bad("names no master"))?;
     let (path, query) = match path.split_once('?') {
         Some((path, query)) => (path, format!("?{query}")),
         None => (path, String::new()),
@@ -119,9 +108,13 @@ fn parse(url: &str) -> Result<SentinelUrl, LockError> {
         return Err(bad("names no master"));
     }
     Ok(SentinelUrl {
-        sentinels,
+        sentinels: listed
+            .hosts
+            .iter()
+            .map(|host| format!("{node_scheme}://{host}"))
+            .collect(),
         master_name: master_name.to_owned(),
-        node_prefix: match userinfo {
+        node_prefix: match listed.userinfo {
             Some(userinfo) => format!("{node_scheme}://{userinfo}@"),
             None => format!("{node_scheme}://"),
         },
@@ -204,15 +197,10 @@ impl Drop for SentinelBackend {
     }
 }
 
-/// How long to wait before subscribing again to a sentinel that dropped or refused the
-/// connection (doubling up to [`MAX_LISTEN_BACKOFF`]).
-const LISTEN_BACKOFF: Duration = Duration::from_millis(100);
-const MAX_LISTEN_BACKOFF: Duration = Duration::from_secs(5);
-
 /// Listens to one sentinel for `+switch-master` announcements of this master, and follows each
 /// one at once. Runs until the backend is dropped; reconnects with backoff.
 async fn follow_announcements(shared: std::sync::Weak<Shared>, sentinel: String) {
-    let mut backoff = LISTEN_BACKOFF;
+    let mut backoff = Backoff::connections();
     loop {
         let Some(timeout) = shared.upgrade().map(|s| s.nodes.request_timeout) else {
             return;
@@ -223,7 +211,7 @@ async fn follow_announcements(shared: std::sync::Weak<Shared>, sentinel: String)
             && let Ok(Ok(())) =
                 tokio::time::timeout(timeout, pubsub.subscribe("+switch-master")).await
         {
-            backoff = LISTEN_BACKOFF;
+            backoff.reset();
             let mut messages = pubsub.on_message();
             while let Some(message) = messages.next().await {
                 // "<master-name> <old-ip> <old-port> <new-ip> <new-port>"
@@ -239,8 +227,7 @@ async fn follow_announcements(shared: std::sync::Weak<Shared>, sentinel: String)
         if shared.strong_count() == 0 {
             return;
         }
-        tokio::time::sleep(backoff).await;
-        backoff = (backoff * 2).min(MAX_LISTEN_BACKOFF);
+        tokio::time::sleep(backoff.pause()).await;
     }
 }
 
