@@ -7,8 +7,9 @@ use tokio::runtime::Handle;
 use tokio::time::Instant;
 
 use crate::backend::Release;
+use crate::backoff::Backoff;
+use crate::client::Inner;
 use crate::lease::{Lease, Status};
-use crate::manager::Inner;
 use crate::{LockError, LostReason};
 
 /// A held lock. Release it with [`LockGuard::release`]; if the guard is dropped instead (an early
@@ -230,7 +231,7 @@ impl Drop for LockGuard {
 /// Releases a dropped guard's lock, retrying with backoff until the lease would have run out.
 async fn release_in_background(manager: Arc<Inner>, lease: Arc<Lease>, granted: bool) {
     let give_up = lease.deadline();
-    let mut backoff = Duration::from_millis(25);
+    let mut backoff = Backoff::requests();
     loop {
         match manager.release(&lease, granted).await {
             Ok(Release::Released) => return,
@@ -242,13 +243,12 @@ async fn release_in_background(manager: Arc<Inner>, lease: Arc<Lease>, granted: 
                 return;
             }
             Err(err) => {
-                if Instant::now() + backoff >= give_up {
+                if Instant::now() + backoff.peek() >= give_up {
                     tracing::warn!(key = %lease.key, error = %err, "release failed; the lock expires with its lease");
                     return;
                 }
                 tracing::debug!(key = %lease.key, error = %err, "release failed; retrying");
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(Duration::from_secs(1));
+                tokio::time::sleep(backoff.pause()).await;
             }
         }
     }

@@ -51,6 +51,8 @@
 #![warn(missing_docs)]
 
 mod backend;
+mod backoff;
+mod client;
 mod current;
 mod error;
 mod guard;

@@ -18,7 +18,9 @@ use crate::backend::redis::{RedisBackend, RedisSettings};
 use crate::backend::redlock::RedlockBackend;
 use crate::backend::replicas::{ReplicaAcks, ReplicaShortage};
 use crate::backend::sentinel::SentinelBackend;
-use crate::backend::{Acquire, Backend, Failure, Release};
+use crate::backend::{Acquire, Backend, Failure};
+use crate::backoff::Backoff;
+use crate::client::{Inner, without_token};
 use crate::guard::LockGuard;
 use crate::key::StoredKey;
 use crate::lease::Lease;
@@ -45,10 +47,6 @@ const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
 /// notification, look again this often.
 const BLIND_WAIT: Duration = Duration::from_secs(1);
 
-/// Between acquire attempts that failed on a transient error (within the wait budget).
-const MIN_RETRY_BACKOFF: Duration = Duration::from_millis(20);
-const MAX_RETRY_BACKOFF: Duration = Duration::from_millis(500);
-
 /// A handle to one lock deployment: Redis, or memory for tests and demos.
 ///
 /// Cheap to clone: clones share one connection, one subscription connection and one renewal
@@ -69,19 +67,6 @@ const MAX_RETRY_BACKOFF: Duration = Duration::from_millis(500);
 #[derive(Clone)]
 pub struct LockManager {
     inner: Arc<Inner>,
-}
-
-pub(crate) struct Inner {
-    id: u64,
-    /// Set by [`LockManager::shutdown`]: no more acquisitions.
-    closed: std::sync::atomic::AtomicBool,
-    pub(crate) backend: Arc<dyn Backend>,
-    pub(crate) watchdog: Watchdog,
-    waiters: Arc<Waiters>,
-    prefix: String,
-    request_timeout: Duration,
-    /// How much longer than a request an acquire may take: its `WAIT` for replicas.
-    replica_wait: Duration,
 }
 
 impl std::fmt::Debug for LockManager {
@@ -412,10 +397,6 @@ fn reenter(lease: Arc<Lease>) -> Result<Arc<Lease>, LockError> {
 }
 
 impl Inner {
-    pub(crate) fn is_closed(&self) -> bool {
-        self.closed.load(Ordering::Acquire)
-    }
-
     async fn acquire(
         self: Arc<Self>,
         key: String,
@@ -431,7 +412,7 @@ impl Inner {
             .unwrap_or_else(|| start + FOREVER);
         let mut lease = Arc::new(Lease::new(key, stored, token, self.id, options, start));
         let mut waiting: Option<Waiting> = None;
-        let mut retry_backoff = MIN_RETRY_BACKOFF;
+        let mut backoff = Backoff::requests();
         let mut first = true;
         loop {
             if !first && !self.backend.retry_with_same_token() {
@@ -491,11 +472,10 @@ impl Inner {
                     // Within the wait budget a dropped connection or a failover is waited out
                     // like a busy lock. The retry reuses the owner token where the backend
                     // allows it, so an attempt that landed unseen is simply confirmed.
-                    if failure.is_transient() && Instant::now() + retry_backoff < give_up {
+                    if failure.is_transient() && Instant::now() + backoff.peek() < give_up {
                         tracing::debug!(key = %lease_ref.key, error = %without_token(&failure.to_string(), &lease_ref.token), "acquire failed; retrying");
                         lease = guard.disarm();
-                        tokio::time::sleep(retry_backoff).await;
-                        retry_backoff = (retry_backoff * 2).min(MAX_RETRY_BACKOFF);
+                        tokio::time::sleep(backoff.pause()).await;
                         continue;
                     }
                     record(start, "error");
@@ -551,49 +531,6 @@ impl Inner {
             }
         }
     }
-
-    /// One release round trip, bounded by the request timeout. `hold` applies `hold_at_least`;
-    /// an acquire that never completed has nothing to hold.
-    pub(crate) async fn release(&self, lease: &Lease, hold: bool) -> Result<Release, LockError> {
-        let keep = if hold {
-            lease
-                .options
-                .hold_at_least
-                .saturating_sub(lease.started().elapsed())
-        } else {
-            Duration::ZERO
-        };
-        let answer = tokio::time::timeout(
-            self.request_timeout,
-            self.backend.release(&lease.stored, &lease.token, keep),
-        )
-        .await;
-        match answer {
-            Ok(Ok(release)) => Ok(release),
-            Ok(Err(failure)) => Err(self.error("release", lease, failure)),
-            Err(_) => Err(self.error("release", lease, Failure::timed_out(self.request_timeout))),
-        }
-    }
-
-    /// The error a caller sees for `failure` during `operation` on `lease`: never with the
-    /// owner token (a server error may echo a command's arguments), and a timeout of the
-    /// connection's own reads as one of ours (whichever gave up first, the message is the same).
-    fn error(&self, operation: &'static str, lease: &Lease, failure: Failure) -> LockError {
-        let shown = failure.to_string();
-        let source: crate::BoxError = if failure.timeout() == Some(None) {
-            format!("no answer within {:?}", self.request_timeout).into()
-        } else if shown.contains(lease.token.as_str()) {
-            without_token(&shown, &lease.token).into()
-        } else {
-            failure.into_source()
-        };
-        LockError::backend(operation, Some(&lease.key), self.backend.server(), source)
-    }
-}
-
-/// `text` with every occurrence of the owner token `token` masked.
-fn without_token(text: &str, token: &str) -> String {
-    text.replace(token, "<owner token>")
 }
 
 fn record(start: Instant, outcome: &'static str) {

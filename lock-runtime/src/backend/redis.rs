@@ -19,6 +19,7 @@ use super::replicas::{Pool, ReplicaAcks, Replication};
 use super::{
     Acquire, Backend, Booking, BoxFuture, Failure, Release, Renewal, acquire_answer, whole,
 };
+use crate::backoff::Backoff;
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
 use crate::{LockError, url};
@@ -565,7 +566,7 @@ async fn subscriber(
     let mut channels: HashSet<String> = HashSet::new();
     let mut conn: Option<(PubSubSink, PubSubStream)> = None;
     let mut retry_at: Option<tokio::time::Instant> = None;
-    let mut backoff = Duration::from_millis(50);
+    let mut backoff = Backoff::connections();
     loop {
         tokio::select! {
             command = commands.recv() => {
@@ -582,7 +583,7 @@ async fn subscriber(
                                 tracing::debug!(server, error = %err, "release subscription lost");
                                 channels.insert(channel);
                                 waiters.wake_all();
-                                retry_at.get_or_insert(tokio::time::Instant::now() + backoff);
+                                retry_at.get_or_insert(tokio::time::Instant::now() + backoff.peek());
                             }
                             // Refused for this key alone (an ACL, say): the others keep working.
                             Err(_) => {}
@@ -600,7 +601,7 @@ async fn subscriber(
                             // No answer: treat the connection as lost.
                             conn = None;
                             waiters.wake_all();
-                            retry_at.get_or_insert(tokio::time::Instant::now() + backoff);
+                            retry_at.get_or_insert(tokio::time::Instant::now() + backoff.peek());
                         }
                     }
                 }
@@ -611,7 +612,7 @@ async fn subscriber(
                     tracing::warn!(server, "release subscription lost; waiters fall back to lease expiry until it is back");
                     conn = None;
                     waiters.wake_all();
-                    retry_at = Some(tokio::time::Instant::now() + backoff);
+                    retry_at = Some(tokio::time::Instant::now() + backoff.peek());
                 }
             },
             () = sleep_until(retry_at), if retry_at.is_some() => {
@@ -625,14 +626,13 @@ async fn subscriber(
                 }
                 match restored {
                     Ok(()) => {
-                        backoff = Duration::from_millis(50);
+                        backoff.reset();
                         // Releases during the outage went unheard.
                         waiters.wake_all();
                     }
                     Err(_) => {
                         conn = None;
-                        backoff = (backoff * 2).min(Duration::from_secs(2));
-                        retry_at = Some(tokio::time::Instant::now() + backoff);
+                        retry_at = Some(tokio::time::Instant::now() + backoff.pause());
                     }
                 }
             }

@@ -1,0 +1,81 @@
+//! The state a manager and its clones share, and what its guards need of it: releasing a lock
+//! and reporting a failure. Kept apart from `manager` so that guards, which the manager hands
+//! out, depend on this and not back on the manager.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::LockError;
+use crate::backend::{Backend, Failure, Release};
+use crate::lease::Lease;
+use crate::waiters::Waiters;
+use crate::watchdog::Watchdog;
+
+/// What every clone of one `LockManager` shares.
+pub(crate) struct Inner {
+    pub(crate) id: u64,
+    /// Set by [`LockManager::shutdown`](crate::LockManager::shutdown): no more acquisitions.
+    pub(crate) closed: AtomicBool,
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) watchdog: Watchdog,
+    pub(crate) waiters: Arc<Waiters>,
+    pub(crate) prefix: String,
+    pub(crate) request_timeout: Duration,
+    /// How much longer than a request an acquire may take: its `WAIT` for replicas.
+    pub(crate) replica_wait: Duration,
+}
+
+impl Inner {
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// One release round trip, bounded by the request timeout. `hold` applies `hold_at_least`;
+    /// an acquire that never completed has nothing to hold.
+    pub(crate) async fn release(&self, lease: &Lease, hold: bool) -> Result<Release, LockError> {
+        let keep = if hold {
+            lease
+                .options
+                .hold_at_least
+                .saturating_sub(lease.started().elapsed())
+        } else {
+            Duration::ZERO
+        };
+        let answer = tokio::time::timeout(
+            self.request_timeout,
+            self.backend.release(&lease.stored, &lease.token, keep),
+        )
+        .await;
+        match answer {
+            Ok(Ok(release)) => Ok(release),
+            Ok(Err(failure)) => Err(self.error("release", lease, failure)),
+            Err(_) => Err(self.error("release", lease, Failure::timed_out(self.request_timeout))),
+        }
+    }
+
+    /// The error a caller sees for `failure` during `operation` on `lease`: never with the
+    /// owner token (a server error may echo a command's arguments), and a timeout of the
+    /// connection's own reads as one of ours (whichever gave up first, the message is the same).
+    pub(crate) fn error(
+        &self,
+        operation: &'static str,
+        lease: &Lease,
+        failure: Failure,
+    ) -> LockError {
+        let shown = failure.to_string();
+        let source: crate::BoxError = if failure.timeout() == Some(None) {
+            format!("no answer within {:?}", self.request_timeout).into()
+        } else if shown.contains(lease.token.as_str()) {
+            without_token(&shown, &lease.token).into()
+        } else {
+            failure.into_source()
+        };
+        LockError::backend(operation, Some(&lease.key), self.backend.server(), source)
+    }
+}
+
+/// `text` with every occurrence of the owner token `token` masked.
+pub(crate) fn without_token(text: &str, token: &str) -> String {
+    text.replace(token, "<owner token>")
+}
