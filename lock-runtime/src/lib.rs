@@ -51,6 +51,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+mod background;
 mod current;
 mod error;
 mod guard;

@@ -16,6 +16,7 @@ use tokio::time::Instant;
 
 use crate::LostReason;
 use crate::backend::{Backend, Renewal};
+use crate::background::Background;
 use crate::lease::{Lease, drift_margin};
 
 /// Retry a failed renewal this often (bounded by the lease's own deadline).
@@ -40,6 +41,7 @@ struct Shared {
     state: Mutex<State>,
     wake: Arc<Notify>,
     backend: Arc<dyn Backend>,
+    background: Background,
 }
 
 #[derive(Default)]
@@ -79,12 +81,13 @@ impl Drop for Shared {
 }
 
 impl Watchdog {
-    pub(crate) fn new(backend: Arc<dyn Backend>) -> Self {
+    pub(crate) fn new(backend: Arc<dyn Backend>, background: Background) -> Self {
         Watchdog {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::default()),
                 wake: Arc::new(Notify::new()),
                 backend,
+                background,
             }),
         }
     }
@@ -206,7 +209,15 @@ impl Shared {
             return;
         }
         state.next_look = None;
-        state.driver = Some(tokio::spawn(drive(Arc::downgrade(self), self.wake.clone())));
+        if state.driver.is_some() {
+            // The runtime the driver ran on shut down, and the renewals it had sent went with
+            // it: their answers will never be booked, so send them again.
+            for entry in state.entries.values_mut() {
+                entry.in_flight = false;
+            }
+        }
+        let driver = drive(Arc::downgrade(self), self.wake.clone());
+        state.driver = Some(self.background.spawn(driver));
     }
 
     /// Does what is due at `now`; returns when to look again.
