@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use crate::LockError;
 use crate::backend::{Backend, Failure, Release};
+use crate::background::Background;
 use crate::lease::Lease;
 use crate::waiters::Waiters;
 use crate::watchdog::Watchdog;
@@ -19,6 +20,8 @@ pub(crate) struct Inner {
     pub(crate) closed: AtomicBool,
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) watchdog: Watchdog,
+    /// Where background tasks run: the pinned runtime, or the caller's.
+    pub(crate) background: Background,
     pub(crate) waiters: Arc<Waiters>,
     pub(crate) prefix: String,
     pub(crate) request_timeout: Duration,

@@ -43,7 +43,8 @@ pub struct LockGuard {
 struct Owner {
     manager: Arc<Inner>,
     watch_id: u64,
-    /// The runtime the lock was taken on: Drop spawns the release there.
+    /// The runtime the lock was taken on: Drop spawns the release there if it has no runtime
+    /// of its own to spawn it on.
     runtime: Option<Handle>,
 }
 
@@ -215,7 +216,16 @@ impl Drop for LockGuard {
         // hold_at_least, since nobody held it.
         let granted = self.lease.was_granted();
         self.lease.mark_released();
-        let Some(runtime) = owner.runtime else {
+        // The pinned runtime, else the one dropping the guard (alive, since it runs this),
+        // else the one the lock was taken on, which may have shut down since.
+        let runtime = owner
+            .manager
+            .background
+            .pinned()
+            .cloned()
+            .or_else(|| Handle::try_current().ok())
+            .or(owner.runtime);
+        let Some(runtime) = runtime else {
             tracing::warn!(key = %self.lease.key, "no tokio runtime to release the lock on; it expires with its lease");
             return;
         };

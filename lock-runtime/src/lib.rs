@@ -51,6 +51,7 @@
 #![warn(missing_docs)]
 
 mod backend;
+mod background;
 mod backoff;
 mod client;
 mod current;

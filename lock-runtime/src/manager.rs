@@ -19,6 +19,7 @@ use crate::backend::redlock::RedlockBackend;
 use crate::backend::replicas::{ReplicaAcks, ReplicaShortage};
 use crate::backend::sentinel::SentinelBackend;
 use crate::backend::{Acquire, Backend, Failure};
+use crate::background::Background;
 use crate::backoff::Backoff;
 use crate::client::{Inner, without_token};
 use crate::guard::LockGuard;
@@ -50,7 +51,15 @@ const BLIND_WAIT: Duration = Duration::from_secs(1);
 /// A handle to one lock deployment: Redis, or memory for tests and demos.
 ///
 /// Cheap to clone: clones share one connection, one subscription connection and one renewal
-/// driver. A manager belongs to the tokio runtime it was created on.
+/// driver.
+///
+/// A manager may outlive the tokio runtime it was created on, and may be used from several
+/// runtimes: each background task (connection drivers, the release subscriber, Sentinel's
+/// failover listeners, the renewal driver) runs on the runtime of the call that started it, and
+/// when that runtime shuts down it is started again at the next use, from the caller's runtime,
+/// before any request would meet a dead connection. A global default shared by many
+/// `#[tokio::test]`s (one runtime each) works that way. Where one runtime outlives the others,
+/// [`LockManagerBuilder::runtime`] pins all of it there instead.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -604,6 +613,7 @@ pub struct LockManagerBuilder {
     fence_retention: Duration,
     replica_acks: Option<ReplicaAcks>,
     replica_shortage: ReplicaShortage,
+    runtime: Option<tokio::runtime::Handle>,
 }
 
 impl std::fmt::Debug for LockManagerBuilder {
@@ -615,6 +625,7 @@ impl std::fmt::Debug for LockManagerBuilder {
             .field("request_timeout", &self.request_timeout)
             .field("fence_retention", &self.fence_retention)
             .field("replica_acks", &self.replica_acks)
+            .field("runtime", &self.runtime.is_some())
             .finish()
     }
 }
@@ -629,6 +640,7 @@ impl Default for LockManagerBuilder {
             fence_retention: Duration::from_secs(24 * 3600),
             replica_acks: None,
             replica_shortage: ReplicaShortage::Fail,
+            runtime: None,
         }
     }
 }
@@ -738,6 +750,53 @@ impl LockManagerBuilder {
         self
     }
 
+    /// Runs all of the manager's background I/O on `runtime`: the connections' drivers, the
+    /// release subscriber, Sentinel's failover listeners, Redlock's probes of silent masters,
+    /// the renewal driver and the releases of dropped guards. Default: none, see below.
+    ///
+    /// Use it when one runtime outlives the others that use the manager: a dedicated runtime
+    /// for I/O, or the main runtime of a program that also runs short-lived ones. Then a held
+    /// lock keeps being renewed, and waiters keep hearing of releases, whichever other runtime
+    /// shuts down. The pinned runtime must run as long as the manager is used; once it has
+    /// shut down, requests fail with [`LockError::Backend`].
+    ///
+    /// The cost: each request is sent from a task spawned on that runtime (so that a reconnect
+    /// lands there too), a few microseconds and one cross-thread wake-up per request on top of
+    /// the round trip. Without it, requests go straight to the connection, and every background
+    /// task runs on the runtime of the call that started it and is started again on the
+    /// caller's runtime at its next use after that runtime shut down (as with one runtime per
+    /// `#[tokio::test]`); a lock held on one runtime while another, which ran the renewal
+    /// driver, shuts down is renewed again only once the manager is next used.
+    ///
+    /// ```
+    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// use lock_runtime::{LockManager, LockOptions};
+    ///
+    /// // A runtime of its own for the lock manager's I/O, alive as long as the program.
+    /// let io = tokio::runtime::Builder::new_multi_thread()
+    ///     .worker_threads(1)
+    ///     .enable_all()
+    ///     .build()?;
+    /// let locks = io.block_on(
+    ///     LockManager::builder()
+    ///         .url("memory://")
+    ///         .runtime(io.handle().clone())
+    ///         .build(),
+    /// )?;
+    /// // Any other runtime, however short-lived, uses it.
+    /// let short_lived = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    /// short_lived.block_on(async {
+    ///     let guard = locks.lock("report", LockOptions::new()).await?;
+    ///     guard.release().await
+    /// })?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn runtime(mut self, runtime: tokio::runtime::Handle) -> Self {
+        self.runtime = Some(runtime);
+        self
+    }
+
     /// Connects and returns the manager.
     pub async fn build(self) -> Result<LockManager, LockError> {
         self.validate()?;
@@ -753,6 +812,7 @@ impl LockManagerBuilder {
                     .into(),
             ));
         }
+        let background = Background::pinned_to(self.runtime.clone());
         match scheme {
             "memory" => {
                 let name = url.split_once("://").map_or("", |(_, name)| name);
@@ -762,25 +822,25 @@ impl LockManagerBuilder {
             }
             "redis" | "rediss" | "redis+unix" | "unix" => {
                 let waiters = Arc::new(Waiters::default());
-                let settings = self.redis_settings(&url);
+                let settings = self.redis_settings(&url, &background);
                 let backend = RedisBackend::connect(settings, waiters.clone()).await?;
                 Ok(self.finish(Arc::new(backend), waiters))
             }
             "redis+sentinel" | "rediss+sentinel" => {
                 let waiters = Arc::new(Waiters::default());
-                let settings = self.redis_settings(&url);
+                let settings = self.redis_settings(&url, &background);
                 let backend = SentinelBackend::connect(settings, waiters.clone()).await?;
                 Ok(self.finish(Arc::new(backend), waiters))
             }
             "redlock" | "redlocks" => {
                 let waiters = Arc::new(Waiters::default());
-                let settings = self.redis_settings(&url);
+                let settings = self.redis_settings(&url, &background);
                 let backend = RedlockBackend::connect(settings, waiters.clone()).await?;
                 Ok(self.finish(Arc::new(backend), waiters))
             }
             "redis+cluster" | "rediss+cluster" => {
                 let waiters = Arc::new(Waiters::default());
-                let settings = self.redis_settings(&url);
+                let settings = self.redis_settings(&url, &background);
                 let backend = ClusterBackend::connect(settings, waiters.clone()).await?;
                 Ok(self.finish(Arc::new(backend), waiters))
             }
@@ -824,8 +884,9 @@ impl LockManagerBuilder {
         Ok(())
     }
 
-    fn redis_settings<'a>(&'a self, url: &'a str) -> RedisSettings<'a> {
+    fn redis_settings<'a>(&'a self, url: &'a str, background: &'a Background) -> RedisSettings<'a> {
         RedisSettings {
+            background,
             url,
             app_name: self.app_name.as_deref().unwrap_or(""),
             request_timeout: self.request_timeout,
@@ -843,11 +904,13 @@ impl LockManagerBuilder {
 
     fn finish(self, backend: Arc<dyn Backend>, waiters: Arc<Waiters>) -> LockManager {
         tracing::info!(backend = backend.describe(), prefix = %self.prefix, "lock manager ready");
+        let background = Background::pinned_to(self.runtime);
         LockManager {
             inner: Arc::new(Inner {
                 id: next_manager_id(),
                 closed: std::sync::atomic::AtomicBool::new(false),
-                watchdog: Watchdog::new(backend.clone()),
+                watchdog: Watchdog::new(backend.clone(), background.clone()),
+                background,
                 backend,
                 waiters,
                 prefix: self.prefix,

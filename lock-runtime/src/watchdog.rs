@@ -21,6 +21,7 @@ use tokio::time::Instant;
 
 use crate::LostReason;
 use crate::backend::{Backend, Failure, Renewal};
+use crate::background::Background;
 use crate::lease::{Lease, drift_margin};
 
 /// Retry a failed renewal this often (bounded by the lease's own deadline).
@@ -46,6 +47,7 @@ struct Shared {
     state: Mutex<State>,
     wake: Arc<Notify>,
     backend: Arc<dyn Backend>,
+    background: Background,
 }
 
 #[derive(Default)]
@@ -99,12 +101,13 @@ impl Drop for Shared {
 }
 
 impl Watchdog {
-    pub(crate) fn new(backend: Arc<dyn Backend>) -> Self {
+    pub(crate) fn new(backend: Arc<dyn Backend>, background: Background) -> Self {
         Watchdog {
             shared: Arc::new(Shared {
                 state: Mutex::new(State::default()),
                 wake: Arc::new(Notify::new()),
                 backend,
+                background,
             }),
         }
     }
@@ -227,7 +230,15 @@ impl Shared {
             return;
         }
         state.next_look = None;
-        state.driver = Some(tokio::spawn(drive(Arc::downgrade(self), self.wake.clone())));
+        if state.driver.is_some() {
+            // The runtime the driver ran on shut down, and the renewals it had sent went with
+            // it: their answers will never be booked, so send them again.
+            for entry in state.entries.values_mut() {
+                entry.awaiting = None;
+            }
+        }
+        let driver = drive(Arc::downgrade(self), self.wake.clone());
+        state.driver = Some(self.background.spawn(driver));
     }
 
     /// Does what is due at `now`; returns when to look again.
@@ -318,7 +329,9 @@ impl Shared {
         let mut ids = ids.into_iter();
         for batch in batch.chunks(PIPELINE) {
             let these: Vec<Sent> = ids.by_ref().take(batch.len()).collect();
-            tokio::spawn(self.clone().send(batch.to_vec(), these));
+            // On the driver's runtime (the pinned one, when pinned): step runs there.
+            self.background
+                .spawn(self.clone().send(batch.to_vec(), these));
         }
         next
     }
@@ -555,7 +568,10 @@ mod tests {
     }
 
     fn watchdog_over(backend: &Arc<OneShardStalled>) -> Watchdog {
-        Watchdog::new(backend.clone())
+        Watchdog::new(
+            backend.clone(),
+            crate::background::Background::pinned_to(None),
+        )
     }
 
     #[tokio::test(start_paused = true)]

@@ -31,12 +31,12 @@ use redis::{
 use tokio::sync::mpsc;
 
 use super::redis::{
-    ACQUIRE, Holder, RELEASE, RENEW, RedisSettings, Subscription, acquire_confirmed,
+    ACQUIRE, Holder, RELEASE, RENEW, RedisSettings, Subscription, Subscriptions, acquire_confirmed,
     describe_error, enable_tls, invoke, is_noscript, millis, query_loading, release_answer,
-    unwatch_through, watch_through,
 };
 use super::replicas::{Pool, Replication};
 use super::{Acquire, Backend, Booking, BoxFuture, Failure, Release, Renewal, acquire_answer};
+use crate::background::{Background, Lifeline, Revivable};
 use crate::backoff::Backoff;
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
@@ -46,18 +46,50 @@ use crate::{LockError, url};
 const SHARDED: &str = "sharded";
 
 pub(crate) struct ClusterBackend {
-    conn: ClusterConnection,
+    conn: Arc<Commands>,
     client: ClusterClient,
     server: String,
     describe: String,
     holder: Holder,
     /// With `wait_for_replicas`: the policy, and the connections acquires wait on.
-    replication: Option<(Replication, Pool<ClusterConnection>)>,
-    subscriptions: mpsc::UnboundedSender<Subscription>,
+    replication: Option<(Replication, Pool<(ClusterConnection, Lifeline)>)>,
+    subscriptions: Subscriptions,
+    background: Background,
+}
+
+/// The script connection. Its driver task, which also owns the node connections, dies with the
+/// runtime it was spawned on; the connection is then made again, from the caller's runtime (or
+/// the pinned one), before a request is sent.
+struct Commands {
+    conn: Revivable<ClusterConnection>,
+    client: ClusterClient,
+    background: Background,
+    /// One reconnect at a time.
+    reconnecting: tokio::sync::Mutex<()>,
+}
+
+impl Commands {
+    async fn live(&self) -> RedisResult<ClusterConnection> {
+        if let Some(conn) = self.conn.live() {
+            return Ok(conn);
+        }
+        let _one = self.reconnecting.lock().await;
+        if let Some(conn) = self.conn.live() {
+            return Ok(conn);
+        }
+        let client = self.client.clone();
+        let conn = self
+            .background
+            .run(async move { client.get_async_connection().await })
+            .await
+            .map_err(|err| RedisError::from(std::io::Error::other(err.to_string())))??;
+        self.conn.replace(conn.clone(), self.background.lifeline());
+        Ok(conn)
+    }
 }
 
 /// The seed nodes of a `redis+cluster://` or `rediss+cluster://` URL.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Seeds {
     /// One `redis://` (or `rediss://`) URL per seed, with the credentials, path and query of the
     /// cluster URL: what the cluster client connects with. Never shown.
@@ -99,27 +131,51 @@ impl ClusterBackend {
             enable_tls(settings.url)?;
         }
         let timeout = settings.request_timeout;
+        let background = settings.background.clone();
         let commands_client = build_client(&seeds, settings.url, timeout, |builder| builder)?;
-        let (pushes, pushed) = mpsc::unbounded_channel();
-        let subscriber_client = build_client(&seeds, settings.url, timeout, |builder| {
+        // Fails now on a configuration it cannot use, rather than in the subscription task.
+        build_client(&seeds, settings.url, timeout, |builder| {
             builder
                 .use_protocol(ProtocolVersion::RESP3)
-                .push_sender(pushes)
+                .push_sender(mpsc::unbounded_channel::<PushInfo>().0)
         })?;
-        let conn = commands_client
-            .get_async_connection()
+        let connecting = commands_client.clone();
+        let conn = background
+            .run(async move { connecting.get_async_connection().await })
             .await
+            .map_err(|err| LockError::backend("connect", None, &seeds.shown, err.into_source()))?
             .map_err(|err| {
                 LockError::backend("connect", None, &seeds.shown, describe_error(&err))
             })?;
-        let (subscriptions, commands) = mpsc::unbounded_channel();
-        tokio::spawn(subscriber(
-            subscriber_client,
-            commands,
-            pushed,
-            waiters,
-            seeds.shown.clone(),
-        ));
+        let subscriptions = {
+            let (seeds, url, background) =
+                (seeds.clone(), settings.url.to_owned(), background.clone());
+            Subscriptions::start(move |requests, watched| {
+                // Each task has a push channel of its own, so a client of its own.
+                let (pushes, pushed) = mpsc::unbounded_channel();
+                let client = build_client(&seeds, &url, timeout, |builder| {
+                    builder
+                        .use_protocol(ProtocolVersion::RESP3)
+                        .push_sender(pushes)
+                });
+                match client {
+                    Ok(client) => {
+                        background.spawn(subscriber(
+                            client,
+                            requests,
+                            watched,
+                            pushed,
+                            waiters.clone(),
+                            seeds.shown.clone(),
+                        ));
+                    }
+                    // Checked at connect; should it fail anyway, waiters wait on leases.
+                    Err(err) => {
+                        tracing::warn!(error = %err, "cannot start the release subscription")
+                    }
+                }
+            })
+        };
         let replication = settings.replica_acks.map(|acks| {
             (
                 Replication::new(acks, &seeds.shown, Some(SHARDED)),
@@ -127,7 +183,13 @@ impl ClusterBackend {
             )
         });
         Ok(ClusterBackend {
-            conn,
+            conn: Arc::new(Commands {
+                conn: Revivable::new(conn, background.lifeline()),
+                client: commands_client.clone(),
+                background: background.clone(),
+                reconnecting: tokio::sync::Mutex::new(()),
+            }),
+            background,
             client: commands_client,
             describe: format!("redis cluster {}", seeds.shown),
             server: seeds.shown,
@@ -140,7 +202,7 @@ impl ClusterBackend {
     /// The script connection, with every request sent to the master serving `key`'s slot.
     fn routed(&self, key: &str) -> SlotConnection {
         SlotConnection {
-            conn: self.conn.clone(),
+            conn: SlotConn::Shared(self.conn.clone()),
             route: Route::with_key(key, SlotAddr::Master),
         }
     }
@@ -169,14 +231,32 @@ fn build_client(
 /// cluster client would send to every node, failing while any one of them is down (a failover),
 /// and not necessarily reaching the node that answered NOSCRIPT.
 struct SlotConnection {
-    conn: ClusterConnection,
+    conn: SlotConn,
     route: Route,
+}
+
+/// The shared script connection (made again when its runtime is gone), or one of its own.
+enum SlotConn {
+    Shared(Arc<Commands>),
+    Own(ClusterConnection),
+}
+
+impl SlotConn {
+    async fn get(&self) -> RedisResult<ClusterConnection> {
+        match self {
+            SlotConn::Shared(commands) => commands.live().await,
+            SlotConn::Own(conn) => Ok(conn.clone()),
+        }
+    }
 }
 
 impl ConnectionLike for SlotConnection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         let routing = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(self.route));
-        Box::pin(self.conn.route_command(cmd.clone(), routing))
+        Box::pin(async move {
+            let mut conn = self.conn.get().await?;
+            conn.route_command(cmd.clone(), routing).await
+        })
     }
 
     fn req_packed_commands<'a>(
@@ -186,10 +266,11 @@ impl ConnectionLike for SlotConnection {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         let routing = SingleNodeRoutingInfo::SpecificNode(self.route);
-        Box::pin(
-            self.conn
-                .route_pipeline(pipeline.clone(), offset, count, routing),
-        )
+        Box::pin(async move {
+            let mut conn = self.conn.get().await?;
+            conn.route_pipeline(pipeline.clone(), offset, count, routing)
+                .await
+        })
     }
 
     fn get_db(&self) -> i64 {
@@ -268,24 +349,34 @@ impl Backend for ClusterBackend {
         Box::pin(async move {
             // Both keys carry the same hash tag, so they share the slot the call is routed by.
             let invocation = self.holder.acquire(key, token, ttl);
+            self.subscriptions.revive();
             let Some((replication, pool)) = &self.replication else {
                 let mut conn = self.routed(&key.lock);
                 let answer = settle_noscript(invoke(&invocation, &ACQUIRE, &mut conn).await)?;
                 return acquire_answer(key, answer);
             };
-            // WAIT blocks the node connection it is sent on: never the shared one.
-            let conn = match pool.take() {
-                Some(conn) => conn,
-                None => self.client.get_async_connection().await?,
+            // WAIT blocks the node connection it is sent on: never the shared one. An idle one
+            // whose runtime shut down is dropped.
+            let idle = std::iter::from_fn(|| pool.take()).find(|(_, lifeline)| !lifeline.is_cut());
+            let (conn, lifeline) = match idle {
+                Some(idle) => idle,
+                None => {
+                    let client = self.client.clone();
+                    let conn = self
+                        .background
+                        .run(async move { client.get_async_connection().await })
+                        .await??;
+                    (conn, self.background.lifeline())
+                }
             };
             let mut routed = SlotConnection {
-                conn,
+                conn: SlotConn::Own(conn.clone()),
                 route: Route::with_key(&key.lock, SlotAddr::Master),
             };
             let answer =
                 acquire_confirmed(&mut routed, &invocation, key, token, ttl, replication).await;
             if answer.is_ok() {
-                pool.put(routed.conn);
+                pool.put((conn, lifeline));
             }
             answer
         })
@@ -335,11 +426,11 @@ impl Backend for ClusterBackend {
     }
 
     fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {
-        Box::pin(watch_through(&self.subscriptions, key))
+        Box::pin(self.subscriptions.watch(key))
     }
 
     fn unwatch(&self, key: &str) {
-        unwatch_through(&self.subscriptions, key);
+        self.subscriptions.unwatch(key);
     }
 }
 
@@ -350,13 +441,15 @@ impl Backend for ClusterBackend {
 async fn subscriber(
     client: ClusterClient,
     mut commands: mpsc::UnboundedReceiver<Subscription>,
+    watched: HashSet<String>,
     mut pushes: mpsc::UnboundedReceiver<PushInfo>,
     waiters: Arc<Waiters>,
     server: String,
 ) {
-    let mut channels: HashSet<String> = HashSet::new();
+    // Started again for keys already watched: subscribe to them at once.
+    let mut resubscribe_at = (!watched.is_empty()).then(tokio::time::Instant::now);
+    let mut channels = watched;
     let mut conn: Option<ClusterConnection> = None;
-    let mut resubscribe_at: Option<tokio::time::Instant> = None;
     let mut delay = Backoff::connections();
     loop {
         tokio::select! {

@@ -3,7 +3,7 @@
 //! release notifications, opened when the first waiter needs it.
 
 use std::collections::HashSet;
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -11,14 +11,17 @@ use redis::aio::{
     ConnectionManager, ConnectionManagerConfig, MultiplexedConnection, PubSubSink, PubSubStream,
 };
 use redis::{
-    Client, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisResult, Script, ServerErrorKind,
+    Client, Cmd, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisFuture, RedisResult, Script,
+    ServerErrorKind, Value,
 };
+use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
 
 use super::replicas::{Pool, ReplicaAcks, Replication};
 use super::{
     Acquire, Backend, Booking, BoxFuture, Failure, Release, Renewal, acquire_answer, whole,
 };
+use crate::background::{Background, Lifeline, Revivable};
 use crate::backoff::Backoff;
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
@@ -76,21 +79,24 @@ pub(crate) struct RedisSettings<'a> {
     pub(crate) replica_acks: Option<ReplicaAcks>,
     /// Prepended to lock keys, and so to the release channels.
     pub(crate) key_prefix: &'a str,
+    /// Where connections' drivers and the subscriber run.
+    pub(crate) background: &'a Background,
 }
 
 pub(crate) struct RedisBackend {
-    conn: ConnectionManager,
+    conn: Arc<SharedConn>,
+    background: Background,
     client: Client,
     server: String,
     describe: String,
     holder: Holder,
     /// With `wait_for_replicas`: the policy, and the connections acquires wait on.
-    replication: Option<(Replication, Pool<MultiplexedConnection>)>,
+    replication: Option<(Replication, Pool<(MultiplexedConnection, Lifeline)>)>,
     request_timeout: Duration,
     /// The user may publish and subscribe to lock channels (see [`probe`]): otherwise waiters
     /// wait on leases alone, and nothing asks for subscriptions the server would refuse.
     notifies: bool,
-    subscriptions: mpsc::UnboundedSender<Subscription>,
+    subscriptions: Subscriptions,
 }
 
 /// Who takes the locks, as acquire.lua records it, and how long fence counters are kept.
@@ -167,23 +173,213 @@ pub(super) enum Subscription {
     Unwatch(String),
 }
 
-/// Asks the subscription task to deliver releases of `key`; resolves once it is subscribed.
-pub(super) async fn watch_through(
-    subscriptions: &mpsc::UnboundedSender<Subscription>,
-    key: &str,
-) -> Result<(), Failure> {
-    let stopped = || Failure::transient("the subscription task has stopped");
-    let (ack, acked) = oneshot::channel();
-    subscriptions
-        .send(Subscription::Watch(key.to_owned(), ack))
-        .map_err(|_| stopped())?;
-    acked.await.map_err(|_| stopped())??;
-    Ok(())
+/// The way to a backend's subscription task. The task dies with the runtime it was spawned on;
+/// it is started again on the caller's runtime at the next use, subscribed at once to every key
+/// still watched (its waiters, on other runtimes, may still be waiting for a release).
+pub(super) struct Subscriptions {
+    state: Mutex<SubscriptionState>,
+    /// Spawns a subscription task that takes its requests from the receiver and starts out
+    /// subscribed to the given keys.
+    start: Box<dyn Fn(mpsc::UnboundedReceiver<Subscription>, HashSet<String>) + Send + Sync>,
 }
 
-/// Asks the subscription task to stop delivering releases of `key`. Never blocks.
-pub(super) fn unwatch_through(subscriptions: &mpsc::UnboundedSender<Subscription>, key: &str) {
-    let _ = subscriptions.send(Subscription::Unwatch(key.to_owned()));
+struct SubscriptionState {
+    requests: mpsc::UnboundedSender<Subscription>,
+    /// Every key watched and not unwatched since, for a task started again.
+    watched: HashSet<String>,
+}
+
+impl Subscriptions {
+    /// Starts the task with `start`, as it will be started again when needed.
+    pub(super) fn start(
+        start: impl Fn(mpsc::UnboundedReceiver<Subscription>, HashSet<String>) + Send + Sync + 'static,
+    ) -> Self {
+        let (requests, receiver) = mpsc::unbounded_channel();
+        start(receiver, HashSet::new());
+        Subscriptions {
+            state: Mutex::new(SubscriptionState {
+                requests,
+                watched: HashSet::new(),
+            }),
+            start: Box::new(start),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, SubscriptionState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The task's requests, starting the task again first if it stopped (its runtime shut
+    /// down: the receiver was dropped with it).
+    fn requests(&self, state: &mut SubscriptionState) -> mpsc::UnboundedSender<Subscription> {
+        if state.requests.is_closed() {
+            let (requests, receiver) = mpsc::unbounded_channel();
+            (self.start)(receiver, state.watched.clone());
+            state.requests = requests;
+        }
+        state.requests.clone()
+    }
+
+    /// Starts the task again if it stopped while keys are watched: waiters that subscribed
+    /// before hear of releases again (and are woken once, since some may have gone unheard).
+    /// Cheap when the task runs: a lock and an atomic load.
+    pub(super) fn revive(&self) {
+        let mut state = self.state();
+        if !state.watched.is_empty() && state.requests.is_closed() {
+            self.requests(&mut state);
+        }
+    }
+
+    /// Asks the task to deliver releases of `key`; resolves once it is subscribed.
+    pub(super) async fn watch(&self, key: &str) -> Result<(), Failure> {
+        // A task that dies between the send and its answer (its runtime shut down just then)
+        // is started again, once.
+        for _ in 0..2 {
+            let requests = {
+                let mut state = self.state();
+                state.watched.insert(key.to_owned());
+                self.requests(&mut state)
+            };
+            let (ack, acked) = oneshot::channel();
+            if requests
+                .send(Subscription::Watch(key.to_owned(), ack))
+                .is_err()
+            {
+                continue;
+            }
+            match acked.await {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(err)) => {
+                    if !super::is_transient(&err) {
+                        // Refused for this key: a task started again must not ask again.
+                        self.state().watched.remove(key);
+                    }
+                    return Err(err.into());
+                }
+                Err(_) => continue,
+            }
+        }
+        Err(Failure::transient("the subscription task has stopped"))
+    }
+
+    /// Asks the task to stop delivering releases of `key`. Never blocks.
+    pub(super) fn unwatch(&self, key: &str) {
+        let mut state = self.state();
+        state.watched.remove(key);
+        let _ = state.requests.send(Subscription::Unwatch(key.to_owned()));
+    }
+}
+
+/// The connection acquires, renewals and releases share, made again when the runtime its
+/// driver ran on shut down (see `background`).
+struct SharedConn {
+    conn: Revivable<ConnectionManager>,
+    client: Client,
+    config: ConnectionManagerConfig,
+    background: Background,
+    server: String,
+}
+
+impl SharedConn {
+    /// The shared connection; if the runtime its driver ran on has shut down, a new one that
+    /// connects on first use, from the caller (so no request meets the dead one).
+    fn get(&self) -> Conn {
+        let (manager, lifeline) = self.conn.live_or(|| {
+            // Whatever the manager spawns now goes to the pinned runtime, if any.
+            let _entered = self.background.pinned().map(Handle::enter);
+            let fresh = ConnectionManager::new_lazy_with_config(
+                self.client.clone(),
+                self.config.clone(),
+            );
+            match fresh {
+                Ok(fresh) => {
+                    tracing::debug!(server = %self.server, "the runtime of the lock connection shut down; connecting again from this one");
+                    Some((fresh, self.background.lifeline()))
+                }
+                // Only push settings can fail here, and none are made; should it happen, the
+                // old connection answers with its own error.
+                Err(err) => {
+                    tracing::warn!(server = %self.server, error = %describe_error(&err), "cannot make a new connection");
+                    None
+                }
+            }
+        });
+        Conn {
+            manager,
+            pinned: self.background.pinned().cloned(),
+            lifeline,
+        }
+    }
+
+    /// Runs `request` on the connection, and once more on a fresh one if the runtime of the
+    /// first shut down while the request was out (in a multi-runtime program, or a test suite
+    /// whose first test made the connection): the caller never sees that runtime's
+    /// `broken pipe`. Every request here may be sent twice: an acquire with the same token
+    /// confirms its own grant, a renewal extends its own lease again, and a release that had
+    /// landed answers that the lock is gone.
+    async fn send<T, F: Future<Output = RedisResult<T>>>(
+        &self,
+        request: impl Fn(Conn) -> F,
+    ) -> RedisResult<T> {
+        let conn = self.get();
+        let lifeline = conn.lifeline.clone();
+        match request(conn).await {
+            Err(err) if lifeline.is_cut() => {
+                tracing::debug!(server = %self.server, error = %describe_error(&err), "the runtime of the lock connection shut down during a request; sending it again");
+                request(self.get()).await
+            }
+            answer => answer,
+        }
+    }
+}
+
+/// The shared connection as requests use it. Pinned to a runtime, each request is sent from a
+/// task on that runtime, so that a reconnect, which spawns the new connection's driver where
+/// the request runs, lands there too: one task spawn per request, a few microseconds against a
+/// round trip's tens to hundreds. Unpinned, requests go straight to the connection.
+#[derive(Clone)]
+pub(super) struct Conn {
+    manager: ConnectionManager,
+    pinned: Option<Handle>,
+    lifeline: Arc<Lifeline>,
+}
+
+fn pinned_runtime_gone() -> RedisError {
+    RedisError::from(std::io::Error::other(
+        crate::background::pinned_runtime_gone().to_string(),
+    ))
+}
+
+impl redis::aio::ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        let Some(handle) = &self.pinned else {
+            return self.manager.req_packed_command(cmd);
+        };
+        let mut manager = self.manager.clone();
+        let cmd = cmd.clone();
+        let sent = handle.spawn(async move { manager.send_packed_command(&cmd).await });
+        Box::pin(async move { sent.await.map_err(|_| pinned_runtime_gone())? })
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        let Some(handle) = &self.pinned else {
+            return self.manager.req_packed_commands(pipeline, offset, count);
+        };
+        let mut manager = self.manager.clone();
+        let pipeline = pipeline.clone();
+        let sent = handle
+            .spawn(async move { manager.send_packed_commands(&pipeline, offset, count).await });
+        Box::pin(async move { sent.await.map_err(|_| pinned_runtime_gone())? })
+    }
+
+    fn get_db(&self) -> i64 {
+        self.manager.get_db()
+    }
 }
 
 /// The release script's answer (see release.lua).
@@ -223,21 +419,30 @@ impl RedisBackend {
     async fn wait_connection(
         &self,
         replication: &Replication,
-    ) -> Result<MultiplexedConnection, Failure> {
+    ) -> Result<(MultiplexedConnection, Lifeline), Failure> {
         let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.request_timeout))
             .set_response_timeout(Some(self.request_timeout + replication.acks.timeout));
-        Ok(self
-            .client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await?)
+        let client = self.client.clone();
+        let conn = self
+            .background
+            .run(async move {
+                client
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await
+            })
+            .await??;
+        Ok((conn, self.background.lifeline()))
     }
 
     /// One `PING`: whether the server answers at all.
     pub(super) fn ping(&self) -> impl Future<Output = Result<(), Failure>> + Send + use<> {
-        let mut conn = self.conn.clone();
+        let conn = self.shared_conn();
         async move {
-            redis::cmd("PING").query_async::<()>(&mut conn).await?;
+            conn.send(
+                |mut conn| async move { redis::cmd("PING").query_async::<()>(&mut conn).await },
+            )
+            .await?;
             Ok(())
         }
     }
@@ -250,16 +455,26 @@ impl RedisBackend {
         keep_ms: u64,
         mode: Option<&str>,
     ) -> impl Future<Output = Result<Release, Failure>> + Send + use<> {
-        let mut conn = self.conn.clone();
+        let conn = self.shared_conn();
         let mut invocation = RELEASE.key(&key.lock);
         invocation.arg(token).arg(keep_ms);
         if let Some(mode) = mode {
             invocation.arg(mode);
         }
         async move {
-            let answer: i64 = invoke(&invocation, &RELEASE, &mut conn).await?;
+            let invocation = &invocation;
+            let answer: i64 = conn
+                .send(|mut conn| async move { invoke(invocation, &RELEASE, &mut conn).await })
+                .await?;
             Ok(release_answer(answer))
         }
+    }
+
+    /// The shared connection (see [`SharedConn`]); also starts the subscription task again if
+    /// its runtime is gone while keys are watched.
+    fn shared_conn(&self) -> Arc<SharedConn> {
+        self.subscriptions.revive();
+        self.conn.clone()
     }
 
     /// Connects now: fails if the server cannot be reached or refuses the credentials.
@@ -299,30 +514,55 @@ impl RedisBackend {
             .set_connection_timeout(Some(settings.request_timeout))
             .set_response_timeout(Some(settings.request_timeout))
             .set_number_of_retries(2);
+        let background = settings.background.clone();
+        let connect_error =
+            |err: &RedisError| LockError::backend("connect", None, &server, describe_error(err));
         let conn = if eager {
-            ConnectionManager::new_with_config(client.clone(), config).await
+            // The driver task belongs to the runtime the connect runs on.
+            background
+                .run(ConnectionManager::new_with_config(
+                    client.clone(),
+                    config.clone(),
+                ))
+                .await
+                .map_err(|err| LockError::backend("connect", None, &server, err.into_source()))?
         } else {
-            ConnectionManager::new_lazy_with_config(client.clone(), config)
+            let _entered = background.pinned().map(Handle::enter);
+            ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
         }
-        .map_err(|err| LockError::backend("connect", None, &server, describe_error(&err)))?;
+        .map_err(|err| connect_error(&err))?;
+        let conn = Arc::new(SharedConn {
+            conn: Revivable::new(conn, background.lifeline()),
+            client: client.clone(),
+            config,
+            background: background.clone(),
+            server: server.clone(),
+        });
         let notifies = if eager {
-            probe(&mut conn.clone(), &server, settings.key_prefix).await?
+            probe(&mut conn.get(), &server, settings.key_prefix).await?
         } else {
             true
         };
-        let (subscriptions, commands) = mpsc::unbounded_channel();
-        tokio::spawn(subscriber(
-            client.clone(),
-            commands,
-            waiters,
-            server.clone(),
-            settings.request_timeout,
-        ));
+        let subscriptions = {
+            let (client, server, background) = (client.clone(), server.clone(), background.clone());
+            let timeout = settings.request_timeout;
+            Subscriptions::start(move |requests, watched| {
+                background.spawn(subscriber(
+                    client.clone(),
+                    requests,
+                    watched,
+                    waiters.clone(),
+                    server.clone(),
+                    timeout,
+                ));
+            })
+        };
         let replication = settings
             .replica_acks
             .map(|acks| (Replication::new(acks, &server, None), Pool::default()));
         Ok(RedisBackend {
             conn,
+            background,
             client,
             describe: format!("redis {server}"),
             server,
@@ -339,11 +579,7 @@ impl RedisBackend {
 /// connection is authenticated, that the server does not evict lock keys, and whether the user
 /// may publish to lock channels (a Redis 7 ACL user is created without channel rights).
 /// Returns whether release notifications can flow.
-async fn probe(
-    conn: &mut ConnectionManager,
-    server: &str,
-    key_prefix: &str,
-) -> Result<bool, LockError> {
+async fn probe(conn: &mut Conn, server: &str, key_prefix: &str) -> Result<bool, LockError> {
     if let Err(err) = redis::cmd("PING").query_async::<()>(conn).await {
         let reason = if err.code() == Some("NOAUTH") {
             "authentication required: the server asks for a password and the URL gives none;              write redis://:PASSWORD@host:port, or redis://USER:PASSWORD@host:port for an ACL              user"
@@ -473,18 +709,25 @@ impl Backend for RedisBackend {
         Box::pin(async move {
             let invocation = self.holder.acquire(key, token, ttl);
             let Some((replication, pool)) = &self.replication else {
-                let answer = invoke(&invocation, &ACQUIRE, &mut self.conn.clone()).await?;
+                let invocation = &invocation;
+                let answer = self
+                    .shared_conn()
+                    .send(|mut conn| async move { invoke(invocation, &ACQUIRE, &mut conn).await })
+                    .await?;
                 return acquire_answer(key, answer);
             };
             // WAIT blocks the connection it is sent on: never the shared one.
-            let mut conn = match pool.take() {
-                Some(conn) => conn,
+            // An idle one whose runtime shut down is dropped.
+            let idle = std::iter::from_fn(|| pool.take()).find(|(_, lifeline)| !lifeline.is_cut());
+            let (mut conn, lifeline) = match idle {
+                Some(idle) => idle,
                 None => self.wait_connection(replication).await?,
             };
+            self.subscriptions.revive();
             let answer =
                 acquire_confirmed(&mut conn, &invocation, key, token, ttl, replication).await;
             if answer.is_ok() {
-                pool.put(conn);
+                pool.put((conn, lifeline));
             }
             answer
         })
@@ -509,11 +752,11 @@ impl Backend for RedisBackend {
             // Reported once at connect; waiters wake at the end of the lease they were told.
             return Box::pin(std::future::ready(Ok(())));
         }
-        Box::pin(watch_through(&self.subscriptions, key))
+        Box::pin(self.subscriptions.watch(key))
     }
 
     fn unwatch(&self, key: &str) {
-        unwatch_through(&self.subscriptions, key);
+        self.subscriptions.unwatch(key);
     }
 
     fn notifies(&self) -> bool {
@@ -544,7 +787,7 @@ impl RedisBackend {
         for invocation in &invocations {
             pipe.invoke_script(invocation);
         }
-        let mut conn = self.conn.clone();
+        let mut conn = self.shared_conn().get();
         let answers: Vec<i64> = query_loading(&pipe, &RENEW, &mut conn).await?;
         Ok(answers
             .into_iter()
@@ -559,13 +802,15 @@ impl RedisBackend {
 async fn subscriber(
     client: Client,
     mut commands: mpsc::UnboundedReceiver<Subscription>,
+    watched: HashSet<String>,
     waiters: Arc<Waiters>,
     server: String,
     timeout: Duration,
 ) {
-    let mut channels: HashSet<String> = HashSet::new();
+    // Started again for keys already watched: subscribe to them at once.
+    let mut retry_at = (!watched.is_empty()).then(tokio::time::Instant::now);
+    let mut channels = watched;
     let mut conn: Option<(PubSubSink, PubSubStream)> = None;
-    let mut retry_at: Option<tokio::time::Instant> = None;
     let mut backoff = Backoff::connections();
     loop {
         tokio::select! {

@@ -14,7 +14,7 @@
 //! in its sockets, and when it resumed it would grant the lock to attempts given up long ago.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use futures_util::FutureExt;
@@ -23,6 +23,7 @@ use tokio::time::Instant;
 
 use super::redis::{RedisBackend, RedisSettings};
 use super::{Acquire, Backend, Booking, BoxFuture, Failure, Release, Renewal, whole};
+use crate::background::Background;
 use crate::backoff::jitter;
 use crate::key::StoredKey;
 use crate::lease::drift_margin;
@@ -50,6 +51,9 @@ struct Node {
     redis: RedisBackend,
     /// Gave no answer within the node timeout, and has not answered a probe since.
     silent: AtomicBool,
+    /// The probe of a silent master; started again when the runtime it ran on shut down.
+    probe: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    background: Background,
 }
 
 impl Node {
@@ -62,11 +66,31 @@ impl Node {
             server = self.redis.server(),
             "redlock master gives no answer; leaving it out until it answers a PING"
         );
-        tokio::spawn(probe(Arc::downgrade(self)));
+        self.start_probe();
     }
 
-    fn is_silent(&self) -> bool {
-        self.silent.load(Ordering::Acquire)
+    fn start_probe(self: &Arc<Self>) {
+        let probing = self.background.spawn(probe(Arc::downgrade(self)));
+        *self.probe.lock().unwrap_or_else(PoisonError::into_inner) = Some(probing);
+    }
+
+    /// Whether the master is left out; a silent master whose probe died with its runtime is
+    /// probed again from the caller's.
+    fn is_silent(self: &Arc<Self>) -> bool {
+        if !self.silent.load(Ordering::Acquire) {
+            return false;
+        }
+        let probe_gone = self
+            .probe
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .is_none_or(tokio::task::JoinHandle::is_finished);
+        // A finished probe also clears `silent` first: look again before starting one.
+        if probe_gone && self.silent.load(Ordering::Acquire) {
+            self.start_probe();
+        }
+        true
     }
 }
 
@@ -89,11 +113,11 @@ async fn probe(node: Weak<Node>) {
 
 /// Runs `request` in the background, bounded by `limit`: for a silent master, whose answer
 /// nobody waits for. The request is still sent, and served when the master resumes.
-fn in_background<F>(limit: Duration, request: F)
+fn in_background<F>(background: &Background, limit: Duration, request: F)
 where
     F: std::future::Future + Send + 'static,
 {
-    tokio::spawn(async move {
+    background.spawn(async move {
         let _ = tokio::time::timeout(limit, request).await;
     });
 }
@@ -151,6 +175,8 @@ impl RedlockBackend {
             nodes.push(Arc::new(Node {
                 redis,
                 silent: AtomicBool::new(false),
+                probe: Mutex::new(None),
+                background: settings.background.clone(),
             }));
         }
         if nodes.len() % 2 == 0 {
@@ -369,7 +395,7 @@ impl Backend for RedlockBackend {
             // the socket of a paused one): the give-back follows it there, unwaited for.
             for ((node, &asked), answer) in self.nodes.iter().zip(&asked).zip(&answers) {
                 if asked && answer.is_err() {
-                    in_background(BACKGROUND_LIMIT, give_back(&node.redis));
+                    in_background(&node.background, BACKGROUND_LIMIT, give_back(&node.redis));
                 }
             }
             if granted > 0 {
@@ -420,7 +446,11 @@ impl Backend for RedlockBackend {
             let asked = self.asked();
             for (node, &asked) in self.nodes.iter().zip(&asked) {
                 if !asked {
-                    in_background(BACKGROUND_LIMIT, node.redis.release_owned(key, token, keep));
+                    in_background(
+                        &node.background,
+                        BACKGROUND_LIMIT,
+                        node.redis.release_owned(key, token, keep),
+                    );
                 }
             }
             let answers = self

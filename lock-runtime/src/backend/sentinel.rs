@@ -32,6 +32,7 @@ use tokio::time::Instant;
 
 use super::redis::{RedisBackend, RedisSettings};
 use super::{Acquire, Backend, Booking, BoxFuture, Failure, Release, Renewal, whole};
+use crate::background::Background;
 use crate::backoff::Backoff;
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
@@ -42,8 +43,9 @@ const REFRESH_INTERVAL: Duration = Duration::from_millis(100);
 
 pub(crate) struct SentinelBackend {
     shared: Arc<Shared>,
-    /// The `+switch-master` listeners, one per sentinel; stopped when the backend is dropped.
-    listeners: Vec<tokio::task::AbortHandle>,
+    /// The `+switch-master` listeners, one per sentinel; stopped when the backend is dropped,
+    /// started again on the caller's runtime when the runtime they ran on shut down.
+    listeners: Mutex<Vec<(String, tokio::task::JoinHandle<()>)>>,
 }
 
 struct Shared {
@@ -69,6 +71,7 @@ struct NodeTemplate {
     fence_retention: Duration,
     replica_acks: Option<super::replicas::ReplicaAcks>,
     key_prefix: String,
+    background: Background,
 }
 
 /// The parts of `redis+sentinel://[userinfo@]s1:p1,s2:p2/<master>[/db][?query]`.
@@ -163,6 +166,7 @@ impl SentinelBackend {
             fence_retention: settings.fence_retention,
             replica_acks: settings.replica_acks,
             key_prefix: settings.key_prefix.to_owned(),
+            background: settings.background.clone(),
         };
         let master = resolve(&sentinels, &nodes, &waiters)
             .await
@@ -182,16 +186,40 @@ impl SentinelBackend {
             .sentinels
             .into_iter()
             .map(|sentinel| {
-                tokio::spawn(follow_announcements(Arc::downgrade(&shared), sentinel)).abort_handle()
+                let listener = shared.listen(&sentinel);
+                (sentinel, listener)
             })
             .collect();
-        Ok(SentinelBackend { shared, listeners })
+        Ok(SentinelBackend {
+            shared,
+            listeners: Mutex::new(listeners),
+        })
+    }
+
+    /// Starts again, on the caller's runtime (or the pinned one), every listener whose runtime
+    /// shut down: a listener ends by itself only when the backend is gone. Cheap when they
+    /// run: a lock and an atomic load per sentinel.
+    fn revive_listeners(&self) {
+        let mut listeners = self
+            .listeners
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for (sentinel, listener) in listeners.iter_mut() {
+            if listener.is_finished() {
+                tracing::debug!(sentinel = %url::server_of(sentinel), "the runtime of a failover listener shut down; listening again from this one");
+                *listener = self.shared.listen(sentinel);
+            }
+        }
     }
 }
 
 impl Drop for SentinelBackend {
     fn drop(&mut self) {
-        for listener in &self.listeners {
+        let listeners = self
+            .listeners
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner);
+        for (_, listener) in listeners.iter() {
             listener.abort();
         }
     }
@@ -232,6 +260,14 @@ async fn follow_announcements(shared: std::sync::Weak<Shared>, sentinel: String)
 }
 
 impl Shared {
+    /// Spawns a `+switch-master` listener on `sentinel`.
+    fn listen(self: &Arc<Self>, sentinel: &str) -> tokio::task::JoinHandle<()> {
+        self.nodes.background.spawn(follow_announcements(
+            Arc::downgrade(self),
+            sentinel.to_owned(),
+        ))
+    }
+
     fn current(&self) -> Arc<RedisBackend> {
         self.master
             .read()
@@ -337,6 +373,7 @@ async fn resolve(
         fence_retention: nodes.fence_retention,
         replica_acks: nodes.replica_acks,
         key_prefix: &nodes.key_prefix,
+        background: &nodes.background,
     };
     Ok(RedisBackend::connect(settings, waiters.clone()).await?)
 }
@@ -356,6 +393,7 @@ impl Backend for SentinelBackend {
         token: &'a str,
         ttl: Duration,
     ) -> BoxFuture<'a, Result<Acquire, Failure>> {
+        self.revive_listeners();
         Box::pin(async move {
             let (master, answer) = self
                 .shared
@@ -406,6 +444,7 @@ impl Backend for SentinelBackend {
         token: &'a str,
         keep: Duration,
     ) -> BoxFuture<'a, Result<Release, Failure>> {
+        self.revive_listeners();
         Box::pin(async move {
             let release = move |master: Arc<RedisBackend>| -> BoxFuture<'a, _> {
                 Box::pin(async move { master.release(key, token, keep).await })
@@ -421,6 +460,7 @@ impl Backend for SentinelBackend {
     }
 
     fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {
+        self.revive_listeners();
         Box::pin(async move {
             self.shared
                 .watched

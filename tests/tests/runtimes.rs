@@ -1,0 +1,256 @@
+//! A manager outlives the runtime that made it: `#[tokio::test]` builds a runtime per test and
+//! the global default is set once per process; other programs run several runtimes. Used from a
+//! later runtime, it works on the first request, waiters are woken by releases, and on Sentinel
+//! a failover is followed; pinned to a runtime of its own, it keeps renewing a lock held on one
+//! runtime while another shuts down.
+//!
+//! The tests build their runtimes themselves (plain `#[test]`), to shut one down in the middle.
+
+use std::time::Duration;
+
+use lock_runtime::{LockError, LockManager, LockOptions};
+use lock_tests::{RedisServer, SentinelSetup};
+use tokio::runtime::Runtime;
+use tokio::time::Instant;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// A runtime like the one `#[tokio::test]` builds.
+fn test_runtime() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+fn multi_thread_runtime() -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime")
+}
+
+/// Starts every background task a manager has on the current runtime: the connection's driver,
+/// the renewal driver (a lease renewed once), the release subscriber (a waiter woken).
+async fn use_everything(locks: &LockManager) {
+    let renewed = locks
+        .lock("warm-up", LockOptions::new().ttl(ms(300)))
+        .await
+        .expect("lock");
+    tokio::time::sleep(ms(400)).await;
+    assert!(renewed.is_held(), "renewed past its ttl");
+    renewed.release().await.expect("release");
+    let waited = handover(locks, "warm-up-handover").await;
+    assert!(waited < Duration::from_secs(5), "{waited:?}");
+}
+
+/// Holds `key` with a 30 s lease, lets another task wait for it, releases it, and returns how
+/// long the waiter took to get it after the release: well under the lease only if the release
+/// notification reached it.
+async fn handover(locks: &LockManager, key: &'static str) -> Duration {
+    // A wait rides over a transient failure; what is measured is the waiter.
+    let options = LockOptions::new()
+        .ttl(Duration::from_secs(30))
+        .wait(Duration::from_secs(5));
+    let held = locks.lock(key, options).await.expect("holder");
+    let waiter = locks.clone();
+    let waiting = tokio::spawn(async move {
+        let guard = waiter
+            .lock(key, LockOptions::new().wait(Duration::from_secs(20)))
+            .await?;
+        let entered = Instant::now();
+        guard.release().await?;
+        Ok::<_, LockError>(entered)
+    });
+    // The waiter is subscribed and asleep on the 30 s lease.
+    tokio::time::sleep(ms(300)).await;
+    let released = Instant::now();
+    held.release().await.expect("release");
+    let entered = waiting.await.expect("waiter task").expect("waiter");
+    entered.saturating_duration_since(released)
+}
+
+#[test]
+fn a_manager_from_a_runtime_that_shut_down_locks_on_the_first_request_of_the_next() {
+    let server = RedisServer::start();
+    let first = test_runtime();
+    let locks = first.block_on(async {
+        let locks = LockManager::connect(&server.url())
+            .await
+            .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()));
+        use_everything(&locks).await;
+        locks
+    });
+    drop(first);
+    let second = test_runtime();
+    second.block_on(async {
+        // `wait` is zero: a single attempt, which must not meet the dead connection.
+        let guard = locks
+            .lock("first-try", LockOptions::new())
+            .await
+            .unwrap_or_else(|err| panic!("first request: {err}\n{}", server.log()));
+        guard.release().await.expect("release on the first try too");
+        let renewed = locks
+            .lock("renewed", LockOptions::new().ttl(ms(300)))
+            .await
+            .expect("lock");
+        tokio::time::sleep(ms(400)).await;
+        assert!(renewed.is_held(), "the renewal driver runs again");
+        renewed.release().await.expect("release");
+    });
+}
+
+#[test]
+fn a_waiter_on_a_later_runtime_is_woken_by_the_release_not_the_lease() {
+    let server = RedisServer::start();
+    let first = test_runtime();
+    let locks = first.block_on(async {
+        let locks = LockManager::connect(&server.url())
+            .await
+            .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()));
+        use_everything(&locks).await;
+        locks
+    });
+    drop(first);
+    for round in 0..2 {
+        let next = test_runtime();
+        let waited = next.block_on(handover(&locks, "handover"));
+        assert!(
+            waited < Duration::from_secs(5),
+            "runtime {round} after the first: the waiter took {waited:?} after the release\n{}",
+            server.log()
+        );
+    }
+}
+
+/// The `+switch-master` listeners die with the runtime that made the manager; the next use
+/// from another runtime starts them again, so an idle client still follows an announced
+/// failover before the old master is demoted (see `sentinel.rs` for the scenario).
+#[test]
+fn failover_listeners_come_back_on_a_later_runtime() {
+    let setup = SentinelSetup::start(1, 3);
+    let first = multi_thread_runtime();
+    let locks = first.block_on(async {
+        LockManager::builder()
+            .url(setup.url())
+            .request_timeout(ms(500))
+            .build()
+            .await
+            .unwrap_or_else(|err| panic!("connect: {err}\n{}", setup.log()))
+    });
+    drop(first);
+    let second = multi_thread_runtime();
+    second.block_on(async {
+        let before = locks
+            .lock("before", LockOptions::new().wait(Duration::from_secs(5)))
+            .await
+            .unwrap_or_else(|err| panic!("lock: {err}\n{}", setup.log()));
+        before.release().await.expect("release");
+        let old_addr = setup.current_master_addr();
+        let old = setup
+            .nodes()
+            .iter()
+            .find(|node| node.addr() == old_addr)
+            .expect("a data node of the setup");
+        let new = tokio::task::block_in_place(|| setup.pause_master_and_wait_failover());
+        assert_ne!(new.addr(), old.addr(), "{}", setup.log());
+        // The announcement is published as the replica is promoted; give the client a moment.
+        tokio::time::sleep(ms(500)).await;
+        old.resume();
+        let after = locks
+            .lock("after", LockOptions::new())
+            .await
+            .unwrap_or_else(|err| panic!("lock: {err}\n{}", setup.log()));
+        let exists = |node: &RedisServer| node.cmd(&["EXISTS", "lock:{after}"]);
+        assert_eq!(
+            exists(new),
+            "1",
+            "the lock is on the new master\n{}",
+            setup.log()
+        );
+        assert_eq!(exists(old), "0", "nothing was granted by the old one");
+        after.release().await.expect("release");
+    });
+}
+
+/// A program with a long-lived runtime and short-lived ones: the manager is made and first used
+/// on a short-lived one, but pinned to the long-lived one. A lock taken on a third runtime is
+/// still renewed, and its waiters still hear of releases, after the first runtime shut down,
+/// without any other use of the manager in between.
+#[test]
+fn a_manager_pinned_to_a_runtime_keeps_renewing_when_the_runtime_that_used_it_shuts_down() {
+    let server = RedisServer::start();
+    let io = multi_thread_runtime();
+    // Multi-threaded, so that it runs its tasks while idle: a current-thread runtime runs them
+    // only inside `block_on`, and a manager unpinned would stall on it even before it is gone.
+    let short_lived = multi_thread_runtime();
+    let locks = short_lived.block_on(async {
+        let locks = LockManager::builder()
+            .url(server.url())
+            .runtime(io.handle().clone())
+            .build()
+            .await
+            .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()));
+        use_everything(&locks).await;
+        locks
+    });
+    let (taken, take) = std::sync::mpsc::channel();
+    let (dropped, drop_done) = std::sync::mpsc::channel::<()>();
+    let holder = {
+        let locks = locks.clone();
+        std::thread::spawn(move || {
+            test_runtime().block_on(async {
+                let held = locks
+                    .lock("held", LockOptions::new().ttl(ms(300)))
+                    .await
+                    .expect("lock");
+                taken.send(()).expect("main thread");
+                // No other use of the manager while the first runtime shuts down.
+                tokio::task::spawn_blocking(move || drop_done.recv())
+                    .await
+                    .expect("join")
+                    .expect("main thread");
+                tokio::time::sleep(ms(900)).await;
+                let held_on = held.is_held();
+                let released = held.release().await;
+                (held_on, released)
+            })
+        })
+    };
+    take.recv().expect("holder thread");
+    drop(short_lived);
+    dropped.send(()).expect("holder thread");
+    let (held_on, released) = holder.join().expect("holder thread");
+    assert!(
+        held_on,
+        "renewed on the pinned runtime past three ttls\n{}",
+        server.log()
+    );
+    released.unwrap_or_else(|err| panic!("release: {err}\n{}", server.log()));
+    let waited = test_runtime().block_on(handover(&locks, "pinned-handover"));
+    assert!(waited < Duration::from_secs(5), "{waited:?}");
+    drop(io);
+}
+
+#[test]
+fn a_memory_manager_works_from_runtime_to_runtime() {
+    let first = test_runtime();
+    let locks = first.block_on(async {
+        let locks = LockManager::connect("memory://runtimes")
+            .await
+            .expect("memory");
+        use_everything(&locks).await;
+        locks
+    });
+    drop(first);
+    let second = test_runtime();
+    second.block_on(async {
+        let guard = locks.lock("k", LockOptions::new()).await.expect("lock");
+        guard.release().await.expect("release");
+        let waited = handover(&locks, "memory-handover").await;
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+    });
+}
