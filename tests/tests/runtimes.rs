@@ -35,6 +35,21 @@ fn multi_thread_runtime() -> Runtime {
 
 /// Starts every background task a manager has on the current runtime: the connection's driver,
 /// the renewal driver (a lease renewed once), the release subscriber (a waiter woken).
+/// A manager connected to `url` and used (locks, renewals, waiting) on a runtime that has shut
+/// down since.
+fn made_on_a_runtime_that_shut_down(url: &str) -> LockManager {
+    let first = test_runtime();
+    let locks = first.block_on(async {
+        let locks = LockManager::connect(url)
+            .await
+            .unwrap_or_else(|err| panic!("connect to {url}: {err}"));
+        use_everything(&locks).await;
+        locks
+    });
+    drop(first);
+    locks
+}
+
 async fn use_everything(locks: &LockManager) {
     let renewed = locks
         .lock("warm-up", LockOptions::new().ttl(ms(300)))
@@ -76,15 +91,7 @@ async fn handover(locks: &LockManager, key: &'static str) -> Duration {
 #[test]
 fn a_manager_from_a_runtime_that_shut_down_locks_on_the_first_request_of_the_next() {
     let server = RedisServer::start();
-    let first = test_runtime();
-    let locks = first.block_on(async {
-        let locks = LockManager::connect(&server.url())
-            .await
-            .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()));
-        use_everything(&locks).await;
-        locks
-    });
-    drop(first);
+    let locks = made_on_a_runtime_that_shut_down(&server.url());
     let second = test_runtime();
     second.block_on(async {
         // `wait` is zero: a single attempt, which must not meet the dead connection.
@@ -106,15 +113,7 @@ fn a_manager_from_a_runtime_that_shut_down_locks_on_the_first_request_of_the_nex
 #[test]
 fn a_waiter_on_a_later_runtime_is_woken_by_the_release_not_the_lease() {
     let server = RedisServer::start();
-    let first = test_runtime();
-    let locks = first.block_on(async {
-        let locks = LockManager::connect(&server.url())
-            .await
-            .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()));
-        use_everything(&locks).await;
-        locks
-    });
-    drop(first);
+    let locks = made_on_a_runtime_that_shut_down(&server.url());
     for round in 0..2 {
         let next = test_runtime();
         let waited = next.block_on(handover(&locks, "handover"));
@@ -237,15 +236,7 @@ fn a_manager_pinned_to_a_runtime_keeps_renewing_when_the_runtime_that_used_it_sh
 
 #[test]
 fn a_memory_manager_works_from_runtime_to_runtime() {
-    let first = test_runtime();
-    let locks = first.block_on(async {
-        let locks = LockManager::connect("memory://runtimes")
-            .await
-            .expect("memory");
-        use_everything(&locks).await;
-        locks
-    });
-    drop(first);
+    let locks = made_on_a_runtime_that_shut_down("memory://runtimes");
     let second = test_runtime();
     second.block_on(async {
         let guard = locks.lock("k", LockOptions::new()).await.expect("lock");
