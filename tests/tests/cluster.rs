@@ -845,3 +845,53 @@ async fn a_frozen_master_costs_only_its_own_leases_never_those_on_healthy_master
         }
     }
 }
+
+/// After a failover the promoted replica has no replica of its own: with `UseConnected`, locks
+/// on its slots are taken with the acknowledgements of those connected (none), and with the
+/// default policy they are refused within the wait budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_failover_the_replica_shortage_policy_decides() {
+    let cluster = cluster_with_replicas().await;
+    let build = |policy| {
+        LockManager::builder()
+            .url(cluster.url())
+            .request_timeout(Duration::from_secs(1))
+            .wait_for_replicas(1, ms(200))
+            .replica_shortage(policy)
+            .build()
+    };
+    let lenient = build(lock_runtime::ReplicaShortage::UseConnected)
+        .await
+        .unwrap_or_else(|err| panic!("connect: {err}\n{}", cluster.log()));
+    let strict = build(lock_runtime::ReplicaShortage::Fail)
+        .await
+        .unwrap_or_else(|err| panic!("connect: {err}\n{}", cluster.log()));
+    let warm = lenient
+        .lock("orphaned", LockOptions::new())
+        .await
+        .expect("free");
+    warm.release().await.expect("release");
+    kill_master_of(&cluster, "lock:{orphaned}").await;
+    let options = LockOptions::new().wait(Duration::from_secs(5));
+    let guard = lenient
+        .lock("orphaned", options)
+        .await
+        .unwrap_or_else(|err| {
+            panic!(
+                "taken with the replicas connected: {err}\n{}",
+                cluster.log()
+            )
+        });
+    guard.release().await.expect("release");
+    let started = Instant::now();
+    let err = strict
+        .lock("orphaned", LockOptions::new().wait(ms(800)))
+        .await
+        .expect_err("no replica to acknowledge");
+    assert!(err.to_string().contains("replicas acknowledged"), "{err}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+}
