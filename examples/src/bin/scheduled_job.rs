@@ -87,17 +87,13 @@ async fn fire(instances: &[Arc<Instance>]) -> Result<usize, LockError> {
 }
 
 async fn run() -> Result<ExitCode, LockError> {
-    let url = std::env::var("REDIS_URL").ok();
-    // On Redis each instance opens its own connections; memory locks live in one manager, so
-    // the instances share clones of it.
-    let memory = LockManager::memory();
+    // Each instance connects on its own, as separate processes would: to Redis, or to the
+    // process-wide memory:// table, which every manager connected to it shares.
+    let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "memory://".into());
     let draws = Arc::new(Draws::default());
     let mut instances = Vec::new();
     for n in 1..=INSTANCES {
-        let locks = match &url {
-            Some(url) => LockManager::connect(url).await?,
-            None => memory.clone(),
-        };
+        let locks = LockManager::connect(&url).await?;
         let (name, draws) = (format!("instance-{n}"), draws.clone());
         instances.push(Arc::new(Instance { name, locks, draws }));
     }
