@@ -259,6 +259,9 @@ pub(crate) struct Takeover {
     pub(crate) fault: usize,
     /// ns from the fault's reference point to the next section entered; `None`: never.
     pub(crate) after: Option<u64>,
+    /// A later fault took the store away before the lock was taken again within the limit:
+    /// the wait is that fault's, judged by its own takeover.
+    pub(crate) superseded: bool,
 }
 
 pub(crate) struct Input<'a> {
@@ -624,6 +627,26 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
             .fold(f.serving, u64::max);
         let next = enters.partition_point(|&e| e <= from);
         let after = enters.get(next).map(|e| e - from);
+        // A later fault that made the store unavailable (a failover, a restart) before the lock
+        // was taken again within the limit holds everyone out itself: the wait is then judged
+        // by that fault's own takeover, counted from when the store served again.
+        let deadline = from + ttl + margin;
+        let superseded = input.faults[k + 1..].iter().any(|later| {
+            later.pid.is_none()
+                && later.serving > later.start
+                && later.start < deadline
+                && enters
+                    .get(next)
+                    .is_none_or(|&entered| later.start < entered)
+        });
+        if superseded {
+            takeovers.push(Takeover {
+                fault: k,
+                after,
+                superseded,
+            });
+            continue;
+        }
         match after {
             Some(after) if after <= ttl + margin => {}
             Some(after) => failures.push(format!(
@@ -640,7 +663,11 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
                 (f.start.saturating_sub(input.t0)) as f64 / 1e9
             )),
         }
-        takeovers.push(Takeover { fault: k, after });
+        takeovers.push(Takeover {
+            fault: k,
+            after,
+            superseded,
+        });
     }
 
     // Many keys: a lease is lost only to a fault that could take it.
@@ -771,7 +798,7 @@ impl Report {
     fn worst_takeover(&self) -> Option<&Takeover> {
         self.takeovers
             .iter()
-            .filter(|t| t.after.is_some())
+            .filter(|t| t.after.is_some() && !t.superseded)
             .max_by_key(|t| t.after)
     }
 
@@ -987,6 +1014,7 @@ impl Report {
                 "detail": f.detail,
                 "slots": f.slots,
                 "takeover_ms": t.after.map(|a| a as f64 / 1e6),
+                "takeover_superseded": t.superseded,
             })).collect::<Vec<_>>(),
             "overlaps": self.overlaps.iter().map(|o| {
                 let (a, b) = (&self.holds[o.stale], &self.holds[o.newer]);
@@ -1582,6 +1610,58 @@ mod tests {
         early.start = 100 * MS;
         let report = two_holders("failover-early", 2 * S + 600 * MS, 2, 0, &[early]);
         assert_eq!(report.overlaps[0].explained_by, None);
+    }
+
+    /// A worker killed at 2.15 s, when the lock was free; the next section starts at 5 s.
+    fn kill_at_2_15s() -> Fault {
+        Fault {
+            kind: FaultKind::Kill,
+            hit: Hit::Worker(1),
+            pid: Some(101),
+            start: 2_150 * MS,
+            end: 2_150 * MS,
+            serving: 2_150 * MS,
+            detail: String::new(),
+            slots: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_failover_that_began_before_the_takeover_was_due_takes_the_takeover_over() {
+        // Alone, the kill's takeover (2.85 s) is too long.
+        let report = two_holders("kill-alone", 1_500 * MS, 0, 1, &[kill_at_2_15s()]);
+        assert_fails_with(&report, "taken again only after 2850 ms");
+        // A failover from 2.8 s, serving again at 4.9 s, held everyone out meanwhile: the wait is
+        // the failover's, 100 ms after the store served again.
+        let failover = store_fault(
+            FaultKind::FailoverPause,
+            Hit::Store,
+            2_800 * MS,
+            5 * S + 200 * MS,
+            4_900 * MS,
+        );
+        let report = two_holders(
+            "kill-then-failover",
+            1_500 * MS,
+            0,
+            1,
+            &[kill_at_2_15s(), failover],
+        );
+        assert!(report.ok(), "{:?}", report.failures);
+        assert!(report.takeovers[0].superseded);
+        assert_eq!(report.takeovers[1].after, Some(100 * MS));
+        // A later fault of a worker does not hold the store: it takes nothing over.
+        let mut pause = pause_of_worker_0();
+        pause.start = 2_800 * MS;
+        pause.serving = 2_800 * MS;
+        let report = two_holders(
+            "kill-then-pause",
+            1_500 * MS,
+            0,
+            1,
+            &[kill_at_2_15s(), pause],
+        );
+        assert_fails_with(&report, "taken again only after 2850 ms");
     }
 
     #[test]
