@@ -57,7 +57,8 @@ if stored then
   last = tonumber(stored)
   -- Not a number, or too large for a Lua number to count on exactly (2^53): handing out a
   -- token from it could make tokens go down. Leave it, and the lock, untouched.
-  if not last or last < 0 or last >= 9007199254740991 then
+  -- (`last ~= last` is NaN, which tonumber accepts and every comparison lets through.)
+  if not last or last ~= last or last < 0 or last >= 9007199254740991 then
     return {-2, 0, 0}
   end
 end

@@ -227,7 +227,17 @@ impl LockManager {
         if self.inner.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        let leases = self.inner.watchdog.drain();
+        // An acquire still on the wire is left to its own clean-up: it sees the manager closed
+        // when its answer comes and drops its attempt, whose guard releases whatever it took.
+        // Released here instead, the release could overtake the acquire on the way and the
+        // grant would then be left behind for its whole lease.
+        let leases: Vec<_> = self
+            .inner
+            .watchdog
+            .drain()
+            .into_iter()
+            .filter(|lease| lease.status() != crate::lease::Status::Acquiring)
+            .collect();
         for lease in &leases {
             lease.mark_lost(crate::LostReason::ShutDown);
         }
@@ -585,7 +595,7 @@ impl Waiting {
     /// This waiter leaves the line: if it watched the lease's expiry, the next one does now,
     /// looking again at `until`.
     fn hand_over(&self, until: Instant) {
-        self.manager.waiters.hand_over(&self.key, &self.slot, until);
+        self.manager.waiters.hand_over(&self.slot, until);
     }
 }
 

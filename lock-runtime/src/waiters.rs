@@ -50,8 +50,8 @@ pub(crate) struct Slot {
     retry: AtomicBool,
     /// Handed the expiry watch: look again at this time.
     watch: Mutex<Option<Instant>>,
-    /// This waiter handed its watch on already.
-    handed: AtomicBool,
+    /// The watch this waiter hands on when it leaves the line as its first: look again then.
+    hand_on: Mutex<Option<Instant>>,
 }
 
 /// Why a waiter was woken.
@@ -122,31 +122,19 @@ impl Waiters {
             .is_some_and(|first| Arc::ptr_eq(first, slot))
     }
 
-    /// `slot` is about to leave the line: if it watched the expiry, the next waiter watches it
-    /// from now on, looking again at `until` (when the lease it knows of ends).
-    pub(crate) fn hand_over(&self, key: &str, slot: &Arc<Slot>, until: Instant) {
-        let keys = self.keys();
-        let Some(entry) = keys.get(key) else {
-            return;
-        };
-        if !entry
-            .line
-            .front()
-            .is_some_and(|first| Arc::ptr_eq(first, slot))
-        {
-            return;
-        }
-        slot.handed.store(true, Ordering::Release);
-        if let Some(next) = entry.line.get(1) {
-            *next.watch.lock().unwrap_or_else(PoisonError::into_inner) = Some(until);
-            next.notify.notify_one();
-        }
+    /// `slot` is about to leave the line: if it watches the expiry when it leaves, the waiter
+    /// behind it watches from then on, looking again at `until` (when the lease it knows of
+    /// ends). Handed over in [`Waiters::leave`], under the same lock as the leaving, so that it
+    /// always reaches the waiter that is first once this one is gone.
+    pub(crate) fn hand_over(&self, slot: &Arc<Slot>, until: Instant) {
+        *slot.hand_on.lock().unwrap_or_else(PoisonError::into_inner) = Some(until);
     }
 
     /// Takes a waiter out of line. If it was the last one for `key`, runs `last` (which stops
     /// the notifications) before anyone can join again, so a stop can never overtake the next
-    /// start. A wake-up the waiter received but did not use goes to the next in line, and so
-    /// does the expiry watch if it had it and did not hand it over.
+    /// start. A wake-up the waiter received but did not use goes to the next in line; if it was
+    /// first, the new first watches the expiry: from the time it was handed
+    /// ([`Waiters::hand_over`]), or after looking at once.
     pub(crate) fn leave(&self, key: &str, slot: &Arc<Slot>, last: impl FnOnce()) {
         let mut keys = self.keys();
         let Some(entry) = keys.get_mut(key) else {
@@ -162,9 +150,26 @@ impl Waiters {
             last();
             return;
         }
-        let watched = was_first && !slot.handed.load(Ordering::Acquire);
-        if slot.woken.load(Ordering::Acquire) || watched {
+        if slot.woken.load(Ordering::Acquire) {
+            // The release it did not use goes on; the waiter it wakes looks at once, and if it
+            // is first, watches from there.
             wake_first(entry);
+            return;
+        }
+        if !was_first {
+            return;
+        }
+        let handed = slot
+            .hand_on
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        match (handed, entry.line.front()) {
+            (Some(until), Some(next)) => {
+                *next.watch.lock().unwrap_or_else(PoisonError::into_inner) = Some(until);
+                next.notify.notify_one();
+            }
+            _ => wake_first(entry),
         }
     }
 
@@ -175,8 +180,12 @@ impl Waiters {
         let Some(entry) = keys.get_mut(key) else {
             return;
         };
-        if let Some(id) = release.filter(|id| !id.is_empty()) {
-            let quorum = self.quorum.load(Ordering::Acquire).max(1);
+        let quorum = self.quorum.load(Ordering::Acquire).max(1);
+        // Only a deployment that announces one release several times (Redlock, once per
+        // master, and never twice under one owner token) counts announcements. Elsewhere an
+        // owner token can announce twice (a grant given back for want of replica
+        // acknowledgements, then the release of the same token's retry), and both must wake.
+        if let Some(id) = release.filter(|id| !id.is_empty() && quorum > 1) {
             let heard = match entry.recent.iter_mut().find(|(seen, _)| seen == id) {
                 Some((_, heard)) => {
                     *heard += 1;
@@ -282,6 +291,7 @@ mod tests {
     #[tokio::test]
     async fn the_same_release_announced_by_several_masters_wakes_one_waiter() {
         let waiters = Waiters::default();
+        waiters.set_quorum(2);
         let (first, _) = waiters.join("k");
         let (second, _) = waiters.join("k");
         for _master in 0..3 {
@@ -289,7 +299,9 @@ mod tests {
         }
         assert!(is_woken(&first).await);
         assert!(!is_woken(&second).await, "one release woke two waiters");
-        waiters.wake_one("k", Some(b"release-b"));
+        for _master in 0..3 {
+            waiters.wake_one("k", Some(b"release-b"));
+        }
         assert!(is_woken(&first).await, "a new release wakes again");
     }
 
@@ -319,7 +331,7 @@ mod tests {
         assert!(waiters.is_first("k", &first));
         assert!(!waiters.is_first("k", &second));
         let until = Instant::now() + Duration::from_secs(1);
-        waiters.hand_over("k", &first, until);
+        waiters.hand_over(&first, until);
         waiters.leave("k", &first, || {});
         let handed = tokio::time::timeout(Duration::from_millis(20), second.woken()).await;
         assert_eq!(handed.ok(), Some(Wake::WatchUntil(until)));
@@ -339,12 +351,51 @@ mod tests {
         assert!(is_woken(&second).await);
     }
 
+    /// Found by review: the watch was handed to the waiter behind when `hand_over` ran, not
+    /// when the first left; one that joined or left in between ended with nobody watching.
+    #[tokio::test]
+    async fn the_watch_reaches_whoever_is_first_when_the_watcher_leaves() {
+        let waiters = Waiters::default();
+        // A lone waiter hands over; another joins before it leaves.
+        let (alone, _) = waiters.join("k");
+        let until = Instant::now() + Duration::from_secs(1);
+        waiters.hand_over(&alone, until);
+        let (joined, _) = waiters.join("k");
+        waiters.leave("k", &alone, || {});
+        let handed = tokio::time::timeout(Duration::from_millis(20), joined.woken()).await;
+        assert_eq!(handed.ok(), Some(Wake::WatchUntil(until)));
+        // The waiter right behind leaves between the hand-over and the leaving.
+        let (behind, _) = waiters.join("k");
+        let (last, _) = waiters.join("k");
+        waiters.hand_over(&joined, until);
+        waiters.leave("k", &behind, || {});
+        waiters.leave("k", &joined, || {});
+        let handed = tokio::time::timeout(Duration::from_millis(20), last.woken()).await;
+        assert_eq!(handed.ok(), Some(Wake::WatchUntil(until)));
+    }
+
+    /// Found by review: a grant given back for want of replica acknowledgements announces its
+    /// owner token's release, and the retry under the same token announces it again when it is
+    /// released: without a quorum, both wake a waiter.
+    #[tokio::test]
+    async fn without_a_quorum_every_announcement_wakes() {
+        let waiters = Waiters::default();
+        let (waiter, _) = waiters.join("k");
+        waiters.wake_one("k", Some(b"token-a"));
+        assert!(is_woken(&waiter).await);
+        waiters.wake_one("k", Some(b"token-a"));
+        assert!(
+            is_woken(&waiter).await,
+            "the second release of one token woke nobody"
+        );
+    }
+
     #[tokio::test]
     async fn a_release_outranks_a_handed_watch() {
         let waiters = Waiters::default();
         let (first, _) = waiters.join("k");
         let (second, _) = waiters.join("k");
-        waiters.hand_over("k", &first, Instant::now() + Duration::from_secs(5));
+        waiters.hand_over(&first, Instant::now() + Duration::from_secs(5));
         waiters.leave("k", &first, || {});
         waiters.wake_one("k", None);
         assert!(

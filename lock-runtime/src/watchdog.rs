@@ -158,10 +158,9 @@ impl Watchdog {
         };
         let first = (lease.started() + entry.ttl / 3).min(entry.lost_at);
         state.reschedule(id, first);
-        if state.next_look.is_none_or(|look| first < look) {
-            drop(state);
-            self.shared.wake.notify_one();
-        }
+        // Also starts the driver again if the runtime it ran on has shut down since the acquire
+        // was registered (another test's runtime, say): this lease must be renewed.
+        self.shared.start_driver(&mut state, first);
     }
 
     /// Stops all work for a lease. Synchronous: once it returns, no renewal of it will be sent.
