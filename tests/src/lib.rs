@@ -33,6 +33,7 @@
 mod cluster;
 mod masters;
 mod port;
+mod probe;
 mod proxy;
 pub mod resp;
 mod sentinel;
@@ -44,6 +45,7 @@ mod wait;
 pub use cluster::{RedisCluster, SLOT_COUNT, key_slot};
 pub use masters::Masters;
 pub use port::free_port;
+pub use probe::{busy_elsewhere, is_free};
 pub use proxy::FaultProxy;
 pub use resp::Reply;
 pub use sentinel::{MASTER_NAME, SentinelSetup};

@@ -22,30 +22,12 @@ use std::task::Poll;
 use std::time::Duration;
 
 use lock_runtime::{LockError, LockManager, LockOptions, distributed_lock};
+use lock_tests::{busy_elsewhere, is_free};
 use tokio::sync::Barrier;
 use tokio::time::timeout;
 
 /// Bounds a call that would hang if the behaviour under test were broken.
 const PATIENCE: Duration = Duration::from_secs(10);
-
-/// Takes and gives back `key` at once: true if nobody held it.
-async fn is_free(locks: &LockManager, key: &str) -> bool {
-    match locks.lock(key, LockOptions::new()).await {
-        Ok(guard) => {
-            guard.release().await.expect("release the probe");
-            true
-        }
-        Err(err) if err.is_busy() => false,
-        Err(err) => panic!("probe of `{key}` failed: {err}"),
-    }
-}
-
-/// True if another task, a different owner, finds `key` held.
-async fn busy_elsewhere(locks: &LockManager, key: &str) -> bool {
-    let (locks, key) = (locks.clone(), key.to_owned());
-    let probe = tokio::spawn(async move { !is_free(&locks, &key).await });
-    probe.await.expect("probe task")
-}
 
 /// From inside a locked body: the key `current()` reports, and whether others see it held.
 async fn observe(locks: &LockManager) -> (String, bool) {

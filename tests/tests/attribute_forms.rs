@@ -15,7 +15,8 @@ use std::task::Poll;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_runtime::{LockError, LockManager, LockOptions, distributed_lock};
+use lock_runtime::{LockError, LockManager, distributed_lock};
+use lock_tests::{busy_elsewhere, is_free};
 use tokio::time::{sleep, timeout};
 
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -69,23 +70,6 @@ async fn body(locks: &LockManager, exit: Exit) -> Result<Seen, AppError> {
             pending().await
         }
     }
-}
-
-async fn is_free(locks: &LockManager, key: &str) -> bool {
-    match locks.lock(key, LockOptions::new()).await {
-        Ok(guard) => {
-            guard.release().await.expect("release the probe");
-            true
-        }
-        Err(err) if err.is_busy() => false,
-        Err(err) => panic!("probe of `{key}` failed: {err}"),
-    }
-}
-
-async fn busy_elsewhere(locks: &LockManager, key: &str) -> bool {
-    let (locks, key) = (locks.clone(), key.to_owned());
-    let probe = tokio::spawn(async move { !is_free(&locks, &key).await });
-    probe.await.expect("probe task")
 }
 
 /// Runs `call` with each exit and checks the lock `key` of `locks` around it.
