@@ -432,8 +432,8 @@ impl Deployment {
         let nodes = self.lock_nodes().ok()?;
         let pids: Vec<u32> = nodes
             .iter()
-            .filter_map(|&node| match ask(node, &["HGET", &stored_key(), "pid"]) {
-                Ok(Reply::Bulk(pid)) => String::from_utf8_lossy(&pid).trim().parse().ok(),
+            .filter_map(|&node| match ask(node, &["GET", &stored_key()]) {
+                Ok(Reply::Bulk(value)) => holder_pid_in(&String::from_utf8_lossy(&value)),
                 _ => None,
             })
             .collect();
@@ -443,14 +443,16 @@ impl Deployment {
             .find(|&pid| pids.iter().filter(|&&other| other == pid).count() >= majority)
     }
 
-    /// Where the lock key still exists, as `node address` descriptions; empty when nowhere.
+    /// Where the lock is still held (or kept), as `node address` descriptions; empty when
+    /// nowhere. A released lock that only keeps its last token (`free fence=..`) is not one.
     pub(crate) fn locks_left(&self) -> Result<Vec<String>, String> {
         let mut left = Vec::new();
         for node in self.lock_nodes()? {
-            match ask(node, &["EXISTS", &stored_key()]) {
-                Ok(Reply::Integer(0)) => {}
-                Ok(Reply::Integer(_)) => left.push(node.to_string()),
-                other => return Err(format!("EXISTS on {node}: {other:?}")),
+            match ask(node, &["GET", &stored_key()]) {
+                Ok(Reply::Nil) => {}
+                Ok(Reply::Bulk(value)) if value.starts_with(b"free ") => {}
+                Ok(Reply::Bulk(_)) => left.push(node.to_string()),
+                other => return Err(format!("GET on {node}: {other:?}")),
             }
         }
         Ok(left)
@@ -664,6 +666,18 @@ impl Deployment {
             )),
         }
     }
+}
+
+/// The `pid=` of a held lock as acquire.lua stores it (`held fence=.. token=.. waiting=.. since=..
+/// host=.. pid=<pid> app=..`); `None` for a released one.
+fn holder_pid_in(value: &str) -> Option<u32> {
+    if !value.starts_with("held ") {
+        return None;
+    }
+    value
+        .split(' ')
+        .find_map(|field| field.strip_prefix("pid="))
+        .and_then(|pid| pid.parse().ok())
 }
 
 /// A running failover watch (see [`Deployment::watch_failovers`]).

@@ -6,13 +6,15 @@
 --
 -- Returns  1  renewed
 --          0  not renewed: the lock is gone, held under another token, or the key holds other data
+--
+-- Redis calls: GET, PEXPIRE.
 -- Sent with no keys only to put the script in the server's cache (by a client whose user may
 -- not run SCRIPT LOAD): does nothing.
 if #KEYS == 0 then
   return 0
 end
-local owner = redis.pcall('HGET', KEYS[1], 'token')
-if owner == ARGV[1] then
+local value = redis.pcall('GET', KEYS[1])
+if type(value) == 'string' and string.match(value, '^held fence=%d+ token=(%S+)') == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end

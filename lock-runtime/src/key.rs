@@ -1,4 +1,4 @@
-//! How a lock key is stored: `<prefix>{<key>}`, so that the lock and its fence counter share one
+//! How a lock key is stored: `<prefix>{<key>}`, so that the lock and the fence counter of earlier versions share one
 //! Redis Cluster slot (the part in braces is the hash tag).
 
 use crate::LockError;
@@ -32,7 +32,8 @@ impl StoredKey {
         Ok(StoredKey { lock })
     }
 
-    /// The fence counter's name: the lock's name plus `:fence`, in the same hash slot.
+    /// The fence counter of versions before the string format (read, never written, by
+    /// acquire.lua): the lock's name plus `:fence`, in the same hash slot.
     pub(crate) fn fence(&self) -> String {
         let mut fence = String::with_capacity(self.lock.len() + 6);
         fence.push_str(&self.lock);

@@ -30,12 +30,15 @@
 //!   before the lease would end, the holder is told *before* the server-side expiry
 //!   ([`LockGuard::lost`], [`CurrentLock::is_held`]) and a locked section is aborted by default.
 //! * **Fencing tokens.** Each acquisition returns a number strictly greater than every token
-//!   handed out before it for the same key on the same server. With the default 24 h
-//!   [`fence_retention`](LockManagerBuilder::fence_retention), the token is
-//!   `max(last + 1, server time in µs)`: strictly increasing as long as the key was used within the
-//!   retention period, and after that as long as the server clock did not step back. After a
-//!   failover to a replica that had not yet received the last acquisitions, tokens keep rising
-//!   only if the new master's clock is not behind the old one's.
+//!   handed out before it for the same key on the same server. The token is
+//!   `max(last + 1, server time in µs)`, `last` being the token the key still records: the held
+//!   lock's, or the one a release leaves for
+//!   [`fence_retention`](LockManagerBuilder::fence_retention) (default 24 h). Tokens rise
+//!   strictly across releases within the retention whatever the clock does; when the key records
+//!   nothing (first use, idle past the retention, a holder that died and whose lease ran out),
+//!   they rise as long as the server clock did not step back. After a failover to a replica that
+//!   had not yet received the last acquisitions, tokens keep rising only if the new master's
+//!   clock is not behind the old one's.
 //! * **Release that cannot be skipped.** Released when the section ends (value, error or panic);
 //!   a dropped guard (cancellation) stops renewal at once and releases in the background.
 //!

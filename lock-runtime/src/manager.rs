@@ -452,8 +452,12 @@ impl Inner {
             let limit = (self.request_timeout + self.replica_wait).min(options.ttl);
             let answer = tokio::time::timeout(
                 limit,
-                self.backend
-                    .acquire(&lease_ref.stored, &lease_ref.token, options.ttl),
+                self.backend.acquire(
+                    &lease_ref.stored,
+                    &lease_ref.token,
+                    options.ttl,
+                    waiting.is_some(),
+                ),
             )
             .await;
             let answer = match answer {
@@ -621,6 +625,7 @@ pub struct LockManagerBuilder {
     app_name: Option<String>,
     request_timeout: Duration,
     fence_retention: Duration,
+    holder_metadata: bool,
     replica_acks: Option<ReplicaAcks>,
     replica_shortage: ReplicaShortage,
     runtime: Option<tokio::runtime::Handle>,
@@ -634,6 +639,7 @@ impl std::fmt::Debug for LockManagerBuilder {
             .field("app_name", &self.app_name)
             .field("request_timeout", &self.request_timeout)
             .field("fence_retention", &self.fence_retention)
+            .field("holder_metadata", &self.holder_metadata)
             .field("replica_acks", &self.replica_acks)
             .field("runtime", &self.runtime.is_some())
             .finish()
@@ -648,6 +654,7 @@ impl Default for LockManagerBuilder {
             app_name: None,
             request_timeout: Duration::from_secs(3),
             fence_retention: Duration::from_secs(24 * 3600),
+            holder_metadata: true,
             replica_acks: None,
             replica_shortage: ReplicaShortage::Fail,
             runtime: None,
@@ -709,12 +716,36 @@ impl LockManagerBuilder {
         self
     }
 
-    /// How long a key's fence counter outlives its last acquisition (default 24 h). Fencing
-    /// tokens of a key rise strictly while the counter exists; after it expired they rise with
-    /// the server clock, so this is how far the server clock may step back without breaking the
-    /// order. One small key per lock key used within this period stays in Redis.
+    /// How long a released lock keeps its last fencing token (default 24 h): the release leaves
+    /// `free fence=<token>` at the key for this long, and the next acquisition continues from
+    /// it. Fencing tokens of a key rise strictly while the lock or that marker exists; when
+    /// neither does (the key was never used, it was idle this long, or a holder died and its
+    /// lease ran out), the next token is the server's clock in microseconds, which is above
+    /// every earlier token unless the server's clock stepped back. One small key per lock key
+    /// released within this period stays in Redis. `Duration::ZERO` deletes the key at release:
+    /// no key outlives its lock, and tokens rest on the server's clock after every release.
+    ///
+    /// ```
+    /// # async fn example() -> Result<(), lock_runtime::LockError> {
+    /// use std::time::Duration;
+    /// let locks = lock_runtime::LockManager::builder()
+    ///     .url("redis://127.0.0.1:6379")
+    ///     .fence_retention(Duration::from_secs(3600))
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
     pub fn fence_retention(mut self, retention: Duration) -> Self {
         self.fence_retention = retention;
+        self
+    }
+
+    /// Whether each lock records who holds it (default `true`): ` since=<ms> host=<h> pid=<p>
+    /// app=<a>` after its token, so that `GET lock:{key}` (or `lockctl`) names the holder. Off,
+    /// a lock is only `held fence=<F> token=<T> waiting=<0|1>`: about 60 bytes less to send and
+    /// store per acquisition, and the holder cannot be told apart but by its token.
+    pub fn holder_metadata(mut self, record: bool) -> Self {
+        self.holder_metadata = record;
         self
     }
 
@@ -901,6 +932,7 @@ impl LockManagerBuilder {
             app_name: self.app_name.as_deref().unwrap_or(""),
             request_timeout: self.request_timeout,
             fence_retention: self.fence_retention,
+            holder_metadata: self.holder_metadata,
             replica_acks: self.replica_acks,
             key_prefix: &self.prefix,
         }
@@ -1009,7 +1041,7 @@ mod tests {
         // The stalled acquire lands on the server ...
         let landed = inner
             .backend
-            .acquire(&lease.stored, &lease.token, options.ttl)
+            .acquire(&lease.stored, &lease.token, options.ttl, false)
             .await
             .expect("memory answers");
         assert!(matches!(landed, Acquire::Acquired { .. }));

@@ -506,6 +506,7 @@ mod tests {
             _key: &'a StoredKey,
             _token: &'a str,
             _ttl: Duration,
+            _waited: bool,
         ) -> BoxFuture<'a, Result<Acquire, Failure>> {
             Box::pin(async { Ok(Acquire::Acquired { fence: 1 }) })
         }

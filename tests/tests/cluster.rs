@@ -50,12 +50,14 @@ async fn fixture(prefix: &str) -> (Arc<RedisCluster>, LockManager) {
     (cluster, locks)
 }
 
-/// The stored keys on `node` that start with `prefix` and are locks (not fence counters).
+/// The stored keys on `node` that start with `prefix` and hold a lock (not released ones that
+/// only keep their last fencing token).
 fn lock_keys(node: &RedisServer, prefix: &str) -> Vec<String> {
     let listed = node.cmd(&["KEYS", &format!("{prefix}*")]);
     listed
         .lines()
-        .filter(|key| !key.is_empty() && !key.ends_with(":fence") && *key != "(empty array)")
+        .filter(|key| !key.is_empty() && *key != "(empty array)")
+        .filter(|key| node.holds_lock(key))
         .map(str::to_owned)
         .collect()
 }

@@ -116,9 +116,8 @@ async fn a_lease_that_runs_out_sends_one_waiter_of_a_process() {
     tokio::time::sleep(ms(500)).await;
     server.cmd(&["CONFIG", "RESETSTAT"]);
     tokio::time::sleep(ms(1500)).await;
-    assert_eq!(
-        server.cmd(&["EXISTS", "lock:{expiring}"]),
-        "1",
+    assert!(
+        server.holds_lock("lock:{expiring}"),
         "a waiter took the lock after the expiry"
     );
     let calls = script_calls(&server);

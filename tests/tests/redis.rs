@@ -150,7 +150,13 @@ async fn overwriting_the_owner_from_outside_is_reported_and_left_alone() {
         .lock("stolen", LockOptions::new().ttl(ms(600)))
         .await
         .expect("free");
-    server.cmd(&["HSET", "lock:{stolen}", "token", "someone-else"]);
+    server.cmd(&[
+        "SET",
+        "lock:{stolen}",
+        "held fence=1 token=someone-else waiting=0",
+        "PX",
+        "60000",
+    ]);
     let reason = tokio::time::timeout(Duration::from_secs(2), guard.lost())
         .await
         .expect("told at the next renewal");
@@ -159,8 +165,10 @@ async fn overwriting_the_owner_from_outside_is_reported_and_left_alone() {
     assert!(err.is_lease_lost(), "{err}");
     // The other owner's lock was not touched.
     assert_eq!(
-        server.cmd(&["HGET", "lock:{stolen}", "token"]),
-        "someone-else"
+        server
+            .stored_lock("lock:{stolen}")
+            .and_then(|lock| lock.token),
+        Some("someone-else".to_owned())
     );
 }
 
@@ -389,11 +397,11 @@ async fn reentering_a_held_key_sends_nothing() {
 }
 
 #[tokio::test]
-async fn the_lock_says_who_holds_it_and_per_key_state_expires() {
+async fn the_lock_says_who_holds_it_and_its_release_keeps_only_the_last_token_for_a_while() {
     let server = RedisServer::start();
     let locks = LockManager::builder()
         .url(server.url())
-        .app_name("billing")
+        .app_name("billing jobs")
         .build()
         .await
         .expect("connect");
@@ -401,30 +409,159 @@ async fn the_lock_says_who_holds_it_and_per_key_state_expires() {
         .lock("visible", LockOptions::new())
         .await
         .expect("free");
-    let fields = server.cmd(&["HGETALL", "lock:{visible}"]);
-    for field in [
-        "token",
-        "fence",
-        "host",
-        "pid",
-        "app",
-        "acquired_at_ms",
-        "billing",
-    ] {
-        assert!(fields.contains(field), "{field} missing in {fields}");
-    }
-    assert!(fields.contains(&std::process::id().to_string()), "{fields}");
+    let value = server.cmd(&["GET", "lock:{visible}"]);
+    let lock = server.stored_lock("lock:{visible}").expect("a lock");
+    assert_eq!(lock.state, "held", "{value}");
+    assert_eq!(lock.fence, guard.fencing_token(), "{value}");
+    assert!(lock.token.is_some(), "{value}");
+    assert_eq!(lock.holder_field("app"), Some("billing jobs"), "{value}");
     assert_eq!(
-        server.cmd(&["HGET", "lock:{visible}", "fence"]),
-        guard.fencing_token().to_string()
+        lock.holder_field("pid"),
+        Some(std::process::id().to_string().as_str()),
+        "{value}"
     );
+    assert!(lock.holder_field("host").is_some(), "{value}");
+    assert!(lock.holder_field("since").is_some(), "{value}");
     guard.release().await.expect("release");
-    assert_eq!(server.cmd(&["EXISTS", "lock:{visible}"]), "0");
-    let fence_ttl: i64 = server
-        .cmd(&["PTTL", "lock:{visible}:fence"])
+    let released = server
+        .stored_lock("lock:{visible}")
+        .expect("the last token");
+    assert_eq!(released.state, "free");
+    assert_eq!(released.fence, lock.fence);
+    assert_eq!(released.token, None, "no owner token is left behind");
+    let ttl: i64 = server
+        .cmd(&["PTTL", "lock:{visible}"])
         .parse()
         .expect("integer");
-    assert!(fence_ttl > 0, "the fence counter must expire: {fence_ttl}");
+    assert!(ttl > 0, "the released lock must expire: {ttl}");
+    // The next holder continues from it.
+    let next = locks
+        .lock("visible", LockOptions::new())
+        .await
+        .expect("free");
+    assert!(next.fencing_token() > lock.fence);
+    next.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn with_no_fence_retention_a_release_leaves_nothing_and_without_metadata_only_the_owner() {
+    let server = RedisServer::start();
+    let locks = LockManager::builder()
+        .url(server.url())
+        .fence_retention(Duration::ZERO)
+        .holder_metadata(false)
+        .build()
+        .await
+        .expect("connect");
+    let first = locks.lock("lean", LockOptions::new()).await.expect("free");
+    let lock = server.stored_lock("lock:{lean}").expect("a lock");
+    assert!(lock.holder.is_empty(), "{lock:?}");
+    assert_eq!(lock.fence, first.fencing_token());
+    first.release().await.expect("release");
+    assert_eq!(server.cmd(&["EXISTS", "lock:{lean}"]), "0");
+    // Tokens still rise, from the server's clock.
+    let second = locks.lock("lean", LockOptions::new()).await.expect("free");
+    assert!(second.fencing_token() > lock.fence);
+    second.release().await.expect("release");
+}
+
+/// A deployment upgraded one instance at a time: a lock an earlier version holds (a hash with a
+/// token) is waited for, never overwritten, and tokens continue above its fence counter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_held_in_the_earlier_format_is_busy_until_it_expires_and_tokens_continue_above_it() {
+    let server = RedisServer::start();
+    let locks = connect(&server).await;
+    // Far above the server clock in microseconds, still below 2^53.
+    let old_fence: u64 = 8_000_000_000_000_000;
+    server.cmd(&[
+        "HSET",
+        "lock:{upgrade}",
+        "token",
+        "their-token",
+        "fence",
+        &old_fence.to_string(),
+        "host",
+        "old-host",
+    ]);
+    server.cmd(&["PEXPIRE", "lock:{upgrade}", "700"]);
+    server.cmd(&[
+        "SET",
+        "lock:{upgrade}:fence",
+        &old_fence.to_string(),
+        "PX",
+        "60000",
+    ]);
+
+    let busy = locks
+        .lock("upgrade", LockOptions::new())
+        .await
+        .expect_err("held by the earlier version");
+    assert!(busy.is_busy(), "{busy}");
+    assert_eq!(
+        server.cmd(&["HGET", "lock:{upgrade}", "token"]),
+        "their-token",
+        "overwritten"
+    );
+    let started = Instant::now();
+    let guard = locks
+        .lock("upgrade", LockOptions::new().wait(Duration::from_secs(5)))
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    assert!(
+        started.elapsed() >= ms(300),
+        "entered before the old lease ran out"
+    );
+    assert!(
+        guard.fencing_token() > old_fence,
+        "{} after {old_fence}",
+        guard.fencing_token()
+    );
+    guard.release().await.expect("release");
+}
+
+#[tokio::test]
+async fn an_uncontended_pair_costs_redis_seven_calls_and_announces_nothing() {
+    let server = RedisServer::start();
+    let locks = connect(&server).await;
+    let warm = locks.lock("pair", LockOptions::new()).await.expect("free");
+    warm.release().await.expect("release");
+    server.cmd(&["CONFIG", "RESETSTAT"]);
+
+    let guard = locks.lock("pair", LockOptions::new()).await.expect("free");
+    guard.release().await.expect("release");
+
+    // Top level and inside the scripts: EVALSHA, GET, TIME, SET to take it; EVALSHA, GET, SET
+    // to release it. Nobody waited, so no PUBLISH.
+    let calls = command_calls(&server);
+    let total: u64 = calls.iter().map(|(_, count)| count).sum();
+    assert_eq!(total, 7, "{calls:?}");
+    assert!(
+        !calls.iter().any(|(name, _)| name == "publish"),
+        "{calls:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_is_announced_when_someone_was_told_the_lock_is_busy() {
+    let server = RedisServer::start();
+    let holder = connect(&server).await;
+    let other = connect(&server).await;
+    let guard = holder.lock("told", LockOptions::new()).await.expect("free");
+    assert!(!server.stored_lock("lock:{told}").expect("held").waiting);
+    let busy = other
+        .lock("told", LockOptions::new())
+        .await
+        .expect_err("held");
+    assert!(busy.is_busy(), "{busy}");
+    let lock = server.stored_lock("lock:{told}").expect("held");
+    assert!(lock.waiting, "the busy answer is recorded: {lock:?}");
+    server.cmd(&["CONFIG", "RESETSTAT"]);
+    guard.release().await.expect("release");
+    let published = command_calls(&server)
+        .into_iter()
+        .find(|(name, _)| name == "publish")
+        .map_or(0, |(_, count)| count);
+    assert_eq!(published, 1);
 }
 
 #[test]

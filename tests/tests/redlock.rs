@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use lock_runtime::{LockError, LockManager, LockOptions, LostReason};
-use lock_tests::Masters;
+use lock_tests::{Masters, RedisServer};
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -129,7 +129,7 @@ async fn a_master_that_gave_no_answer_is_left_out_until_it_answers_again() {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
         let guard = locks.lock("k", options).await.expect("lock");
-        let on_it = masters.nodes()[0].cmd(&["EXISTS", "lock:{k}"]) == "1";
+        let on_it = masters.nodes()[0].holds_lock("lock:{k}");
         guard.release().await.expect("release");
         if on_it {
             break;
@@ -148,8 +148,7 @@ async fn a_minority_grant_is_given_back_on_every_master() {
     let masters = Masters::start(5);
     // Someone else holds the lock on three masters.
     for server in &masters.nodes()[..3] {
-        server.cmd(&["HSET", "lock:{k}", "token", "theirs", "fence", "1"]);
-        server.cmd(&["PEXPIRE", "lock:{k}", "30000"]);
+        hold_for(server, "theirs");
     }
     let locks = manager(&masters).await;
     let err = locks
@@ -158,10 +157,11 @@ async fn a_minority_grant_is_given_back_on_every_master() {
         .expect_err("held by a majority");
     assert!(err.is_busy(), "{err}");
     for server in &masters.nodes()[3..] {
-        assert_eq!(server.cmd(&["EXISTS", "lock:{k}"]), "0", "{}", server.log());
+        assert!(!server.holds_lock("lock:{k}"), "{}", server.log());
     }
     for server in &masters.nodes()[..3] {
-        assert_eq!(server.cmd(&["HGET", "lock:{k}", "token"]), "theirs");
+        let lock = server.stored_lock("lock:{k}").expect("theirs");
+        assert_eq!(lock.token.as_deref(), Some("theirs"));
     }
 }
 
@@ -204,7 +204,7 @@ async fn the_builder_names_the_masters_without_a_url() {
     );
     let guard = locks.lock("k", LockOptions::new()).await.expect("free");
     for node in masters.nodes() {
-        assert_eq!(node.cmd(&["EXISTS", "lock:{k}"]), "1", "{}", node.log());
+        assert!(node.holds_lock("lock:{k}"), "{}", node.log());
     }
     guard.release().await.expect("release");
 }
@@ -213,11 +213,14 @@ async fn the_builder_names_the_masters_without_a_url() {
 /// free: no one holds a majority of `lock:{k}`.
 fn split_between_two_contenders(masters: &Masters) {
     for (node, token) in [(0, "contender-x"), (1, "contender-y")] {
-        masters
-            .node(node)
-            .cmd(&["HSET", "lock:{k}", "token", token, "fence", "1"]);
-        masters.node(node).cmd(&["PEXPIRE", "lock:{k}", "30000"]);
+        hold_for(masters.node(node), token);
     }
+}
+
+/// Stores `lock:{k}` on `server` as held by `token` for 30 s, as another contender's grant.
+fn hold_for(server: &RedisServer, token: &str) {
+    let value = format!("held fence=1 token={token} waiting=0");
+    server.cmd(&["SET", "lock:{k}", &value, "PX", "30000"]);
 }
 
 /// Masters split between two other contenders, one master each, both with a long lease: no one

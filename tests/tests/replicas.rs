@@ -38,12 +38,7 @@ async fn an_acknowledged_lock_is_on_the_replica_when_acquire_returns() {
     let (master, replica) = master_and_replica();
     let locks = manager(&master).await;
     let guard = locks.lock("acked", LockOptions::new()).await.expect("free");
-    assert_eq!(
-        replica.cmd(&["EXISTS", "lock:{acked}"]),
-        "1",
-        "{}",
-        replica.log()
-    );
+    assert!(replica.holds_lock("lock:{acked}"), "{}", replica.log());
     guard.release().await.expect("release");
 }
 
@@ -64,12 +59,7 @@ async fn with_the_replica_paused_acquire_fails_cleanly_and_leaves_no_lock() {
     assert!(matches!(err, LockError::Backend { .. }), "{err}");
     assert!(err.to_string().contains("replicas acknowledged"), "{err}");
     assert!(!ran.load(std::sync::atomic::Ordering::SeqCst));
-    assert_eq!(
-        master.cmd(&["EXISTS", "lock:{unacked}"]),
-        "0",
-        "{}",
-        master.log()
-    );
+    assert!(!master.holds_lock("lock:{unacked}"), "{}", master.log());
 }
 
 /// `WAIT` blocks the connection it is sent on: a lock waiting for a paused replica must not hold
@@ -165,7 +155,7 @@ async fn a_replica_back_within_the_wait_budget_lets_the_acquire_succeed() {
         .await
         .expect("task")
         .unwrap_or_else(|err| panic!("{err}\n{}", master.log()));
-    assert_eq!(replica.cmd(&["EXISTS", "lock:{retried}"]), "1");
+    assert!(replica.holds_lock("lock:{retried}"));
     guard.release().await.expect("release");
 }
 
@@ -185,11 +175,7 @@ async fn with_no_replica_connected_the_shortage_policy_decides() {
         .await
         .expect_err("no replica to acknowledge");
     assert!(err.to_string().contains("0 of 1 replicas"), "{err}");
-    assert_eq!(
-        lonely.cmd(&["EXISTS", "lock:{k}"]),
-        "0",
-        "the grant was given back"
-    );
+    assert!(!lonely.holds_lock("lock:{k}"), "the grant was given back");
     let lenient = LockManager::builder()
         .url(lonely.url())
         .wait_for_replicas(1, Duration::from_millis(100))

@@ -31,8 +31,9 @@ use redis::{
 use tokio::sync::mpsc;
 
 use super::redis::{
-    ACQUIRE, Holder, RELEASE, RENEW, RedisSettings, Subscription, Subscriptions, acquire_confirmed,
-    describe_error, enable_tls, invoke, is_noscript, millis, query_loading, release_answer,
+    ACQUIRE, Announce, Holder, RELEASE, RENEW, RedisSettings, Subscription, Subscriptions,
+    acquire_confirmed, describe_error, enable_tls, invoke, is_noscript, millis, query_loading,
+    release_answer,
 };
 use super::replicas::{Pool, Replication};
 use super::{Acquire, Backend, Booking, BoxFuture, Failure, Release, Renewal, acquire_answer};
@@ -41,9 +42,6 @@ use crate::backoff::Backoff;
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
 use crate::{LockError, url};
-
-/// Passed to the release script so that it announces with SPUBLISH.
-const SHARDED: &str = "sharded";
 
 pub(crate) struct ClusterBackend {
     conn: Arc<Commands>,
@@ -178,7 +176,7 @@ impl ClusterBackend {
         };
         let replication = settings.replica_acks.map(|acks| {
             (
-                Replication::new(acks, &seeds.shown, Some(SHARDED)),
+                Replication::new(acks, &seeds.shown, Announce::Sharded),
                 Pool::default(),
             )
         });
@@ -345,10 +343,11 @@ impl Backend for ClusterBackend {
         key: &'a StoredKey,
         token: &'a str,
         ttl: Duration,
+        waited: bool,
     ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         Box::pin(async move {
             // Both keys carry the same hash tag, so they share the slot the call is routed by.
-            let invocation = self.holder.acquire(key, token, ttl);
+            let invocation = self.holder.acquire(key, token, ttl, waited);
             self.subscriptions.revive();
             let Some((replication, pool)) = &self.replication else {
                 let mut conn = self.routed(&key.lock);
@@ -373,8 +372,16 @@ impl Backend for ClusterBackend {
                 conn: SlotConn::Own(conn.clone()),
                 route: Route::with_key(&key.lock, SlotAddr::Master),
             };
-            let answer =
-                acquire_confirmed(&mut routed, &invocation, key, token, ttl, replication).await;
+            let answer = acquire_confirmed(
+                &mut routed,
+                &self.holder,
+                &invocation,
+                key,
+                token,
+                ttl,
+                replication,
+            )
+            .await;
             if answer.is_ok() {
                 pool.put((conn, lifeline));
             }
@@ -414,12 +421,7 @@ impl Backend for ClusterBackend {
         Box::pin(async move {
             let keep_ms = if keep.is_zero() { 0 } else { millis(keep) };
             let mut conn = self.routed(&key.lock);
-            let mut invocation = RELEASE.prepare_invoke();
-            invocation
-                .key(&key.lock)
-                .arg(token)
-                .arg(keep_ms)
-                .arg(SHARDED);
+            let invocation = self.holder.release(key, token, keep_ms, Announce::Sharded);
             let answer: i64 = settle_noscript(invoke(&invocation, &RELEASE, &mut conn).await)?;
             Ok(release_answer(answer))
         })

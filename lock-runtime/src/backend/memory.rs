@@ -123,6 +123,7 @@ impl Backend for MemoryBackend {
         key: &'a StoredKey,
         token: &'a str,
         ttl: Duration,
+        _waited: bool,
     ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         let now = Instant::now();
         let mut state = self.state();

@@ -48,9 +48,11 @@ pub(crate) fn acquire_answer(
             holder: u64::try_from(holder).ok(),
         }),
         -2 => Err(Failure::permanent(format!(
-            "the fence counter `{}` holds a value fencing tokens cannot continue from (not a \
-             number, or 2^53 and above); the lock was not taken and nothing was written. Delete \
-             the counter only once no storage still checks tokens of this lock",
+            "the last fencing token recorded for `{}` (in the lock, or in the fence counter `{}` \
+             an earlier version kept) is one tokens cannot continue from (not a number, or 2^53 and \
+             above); the lock was not taken and nothing was written. Delete it only once no \
+             storage still checks tokens of this lock",
+            key.lock.escape_debug(),
             key.fence().escape_debug()
         ))),
         _ => Err(Failure::permanent(format!(
@@ -107,12 +109,15 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// The server named in error messages (host and port, never credentials).
     fn server(&self) -> &str;
 
-    /// One round trip: take the lock with `token` for `ttl`, or report the holder's remaining lease.
+    /// One round trip: take the lock with `token` for `ttl`, or report the holder's remaining
+    /// lease. `waited` says the caller has waited for this lock (others of its process may still
+    /// wait): its release is then announced even if nobody else is told the lock is busy.
     fn acquire<'a>(
         &'a self,
         key: &'a StoredKey,
         token: &'a str,
         ttl: Duration,
+        waited: bool,
     ) -> BoxFuture<'a, Result<Acquire, Failure>>;
 
     /// Renews a batch, one round trip per node or slot group where the deployment has several,

@@ -76,6 +76,8 @@ pub(crate) struct RedisSettings<'a> {
     pub(crate) app_name: &'a str,
     pub(crate) request_timeout: Duration,
     pub(crate) fence_retention: Duration,
+    /// Record host, pid, app and time in each lock (see acquire.lua).
+    pub(crate) holder_metadata: bool,
     pub(crate) replica_acks: Option<ReplicaAcks>,
     /// Prepended to lock keys, and so to the release channels.
     pub(crate) key_prefix: &'a str,
@@ -99,30 +101,79 @@ pub(crate) struct RedisBackend {
     subscriptions: Subscriptions,
 }
 
-/// Who takes the locks, as acquire.lua records it, and how long fence counters are kept.
+/// Who takes the locks, as acquire.lua records it, and how long a released lock keeps its last
+/// fencing token: the arguments of the lock scripts that are the same for every call.
 pub(super) struct Holder {
-    host: String,
-    pid: String,
-    app: String,
+    /// ` host=<h> pid=<p> app=<a>`, or empty with holder metadata off.
+    metadata: String,
+    /// 0: a release deletes the lock.
     fence_retention_ms: u64,
+}
+
+/// How a release tells waiters (release.lua's ARGV[3]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Announce {
+    /// `PUBLISH` on the lock's channel.
+    Publish,
+    /// `SPUBLISH`: Redis Cluster 7+, where the channel lives in the lock's slot.
+    Sharded,
+    /// Not at all: a Redlock minority grant given back while another owner holds the majority.
+    Quiet,
+}
+
+impl Announce {
+    fn as_arg(self) -> &'static str {
+        match self {
+            Announce::Publish => "",
+            Announce::Sharded => "sharded",
+            Announce::Quiet => "quiet",
+        }
+    }
 }
 
 impl Holder {
     pub(super) fn new(settings: &RedisSettings<'_>) -> Self {
+        let metadata = if settings.holder_metadata {
+            let host = gethostname::gethostname().to_string_lossy().into_owned();
+            // One word each but the app name, which comes last and may hold anything printable.
+            let word = |text: &str| -> String {
+                text.chars()
+                    .map(|c| {
+                        if c.is_whitespace() || c.is_control() {
+                            '_'
+                        } else {
+                            c
+                        }
+                    })
+                    .collect()
+            };
+            let app: String = settings
+                .app_name
+                .chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect();
+            format!(" host={} pid={} app={app}", word(&host), std::process::id())
+        } else {
+            String::new()
+        };
         Holder {
-            host: gethostname::gethostname().to_string_lossy().into_owned(),
-            pid: std::process::id().to_string(),
-            app: settings.app_name.to_owned(),
-            fence_retention_ms: millis(settings.fence_retention),
+            metadata,
+            fence_retention_ms: if settings.fence_retention.is_zero() {
+                0
+            } else {
+                millis(settings.fence_retention)
+            },
         }
     }
 
-    /// The call of acquire.lua that takes `key` for `token` and `ttl`.
+    /// The call of acquire.lua that takes `key` for `token` and `ttl`; `waited` says that the
+    /// caller waited for it, so that its release announces itself to whoever still waits.
     pub(super) fn acquire<'a>(
         &'a self,
         key: &StoredKey,
         token: &str,
         ttl: Duration,
+        waited: bool,
     ) -> redis::ScriptInvocation<'a> {
         let mut invocation = ACQUIRE.prepare_invoke();
         invocation
@@ -130,9 +181,26 @@ impl Holder {
             .key(key.fence())
             .arg(token)
             .arg(millis(ttl))
-            .arg(&self.host)
-            .arg(&self.pid)
-            .arg(&self.app)
+            .arg(&self.metadata)
+            .arg(if waited { "1" } else { "0" });
+        invocation
+    }
+
+    /// The call of release.lua that releases `key` if `token` holds it, keeping it busy for
+    /// `keep_ms` more (hold_at_least) when that is not 0.
+    pub(super) fn release(
+        &self,
+        key: &StoredKey,
+        token: &str,
+        keep_ms: u64,
+        announce: Announce,
+    ) -> redis::ScriptInvocation<'static> {
+        let mut invocation = RELEASE.prepare_invoke();
+        invocation
+            .key(&key.lock)
+            .arg(token)
+            .arg(keep_ms)
+            .arg(announce.as_arg())
             .arg(self.fence_retention_ms);
         invocation
     }
@@ -143,6 +211,7 @@ impl Holder {
 /// backend that speaks to Redis with `wait_for_replicas`.
 pub(super) async fn acquire_confirmed<C: redis::aio::ConnectionLike>(
     conn: &mut C,
+    holder: &Holder,
     invocation: &redis::ScriptInvocation<'_>,
     key: &StoredKey,
     token: &str,
@@ -157,11 +226,7 @@ pub(super) async fn acquire_confirmed<C: redis::aio::ConnectionLike>(
     let Err(failure) = replication.confirm(conn, ttl).await else {
         return Ok(acquired);
     };
-    let mut give_back = RELEASE.prepare_invoke();
-    give_back.key(&key.lock).arg(token).arg(0);
-    if let Some(mode) = replication.release_mode {
-        give_back.arg(mode);
-    }
+    let give_back = holder.release(key, token, 0, replication.announce);
     // If this fails too, the caller's clean-up of a failed attempt releases it.
     let _: RedisResult<i64> = invoke(&give_back, &RELEASE, conn).await;
     Err(failure)
@@ -400,7 +465,7 @@ impl RedisBackend {
         key: &StoredKey,
         token: &str,
     ) -> impl Future<Output = Result<Release, Failure>> + Send + use<> {
-        self.run_release(key, token, 0, Some("quiet"))
+        self.run_release(key, token, 0, Announce::Quiet)
     }
 
     /// Releases as [`Backend::release`] does, as a future that borrows nothing: for a request
@@ -412,7 +477,7 @@ impl RedisBackend {
         keep: Duration,
     ) -> impl Future<Output = Result<Release, Failure>> + Send + use<> {
         let keep_ms = if keep.is_zero() { 0 } else { millis(keep) };
-        self.run_release(key, token, keep_ms, None)
+        self.run_release(key, token, keep_ms, Announce::Publish)
     }
 
     /// A connection of its own for an acquire that waits for replicas.
@@ -447,20 +512,16 @@ impl RedisBackend {
         }
     }
 
-    /// Runs release.lua; `mode` is its optional ARGV[3].
+    /// Runs release.lua.
     fn run_release(
         &self,
         key: &StoredKey,
         token: &str,
         keep_ms: u64,
-        mode: Option<&str>,
+        announce: Announce,
     ) -> impl Future<Output = Result<Release, Failure>> + Send + use<> {
         let conn = self.shared_conn();
-        let mut invocation = RELEASE.key(&key.lock);
-        invocation.arg(token).arg(keep_ms);
-        if let Some(mode) = mode {
-            invocation.arg(mode);
-        }
+        let invocation = self.holder.release(key, token, keep_ms, announce);
         async move {
             let invocation = &invocation;
             let answer: i64 = conn
@@ -557,9 +618,12 @@ impl RedisBackend {
                 ));
             })
         };
-        let replication = settings
-            .replica_acks
-            .map(|acks| (Replication::new(acks, &server, None), Pool::default()));
+        let replication = settings.replica_acks.map(|acks| {
+            (
+                Replication::new(acks, &server, Announce::Publish),
+                Pool::default(),
+            )
+        });
         Ok(RedisBackend {
             conn,
             background,
@@ -705,9 +769,10 @@ impl Backend for RedisBackend {
         key: &'a StoredKey,
         token: &'a str,
         ttl: Duration,
+        waited: bool,
     ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         Box::pin(async move {
-            let invocation = self.holder.acquire(key, token, ttl);
+            let invocation = self.holder.acquire(key, token, ttl, waited);
             let Some((replication, pool)) = &self.replication else {
                 let invocation = &invocation;
                 let answer = self
@@ -724,8 +789,16 @@ impl Backend for RedisBackend {
                 None => self.wait_connection(replication).await?,
             };
             self.subscriptions.revive();
-            let answer =
-                acquire_confirmed(&mut conn, &invocation, key, token, ttl, replication).await;
+            let answer = acquire_confirmed(
+                &mut conn,
+                &self.holder,
+                &invocation,
+                key,
+                token,
+                ttl,
+                replication,
+            )
+            .await;
             if answer.is_ok() {
                 pool.put((conn, lifeline));
             }

@@ -350,13 +350,14 @@ impl Backend for RedlockBackend {
         key: &'a StoredKey,
         token: &'a str,
         ttl: Duration,
+        waited: bool,
     ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         Box::pin(async move {
             let start = Instant::now();
             let limit = node_timeout(ttl);
             let asked = self.asked();
             let answers = self
-                .all(&asked, limit, |node| node.acquire(key, token, ttl))
+                .all(&asked, limit, |node| node.acquire(key, token, ttl, waited))
                 .await;
             let mut granted = 0;
             let mut fence = 0;

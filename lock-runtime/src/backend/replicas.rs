@@ -7,6 +7,7 @@
 //! half the lease, and a shortfall is a transient failure (the grant is given back and the
 //! acquire retries within its wait budget).
 
+use super::redis::Announce;
 use std::sync::Mutex;
 use std::sync::PoisonError;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -71,18 +72,18 @@ pub(super) struct Replication {
     pub(super) acks: ReplicaAcks,
     /// The deployment, for the log.
     server: String,
-    /// How a grant given back is announced (release.lua's ARGV[3]; `None`: PUBLISH).
-    pub(super) release_mode: Option<&'static str>,
+    /// How a grant given back is announced.
+    pub(super) announce: Announce,
     /// Locks are being accepted with fewer acknowledgements than asked for (`UseConnected`).
     degraded: AtomicBool,
 }
 
 impl Replication {
-    pub(super) fn new(acks: ReplicaAcks, server: &str, release_mode: Option<&'static str>) -> Self {
+    pub(super) fn new(acks: ReplicaAcks, server: &str, announce: Announce) -> Self {
         Replication {
             acks,
             server: server.to_owned(),
-            release_mode,
+            announce,
             degraded: AtomicBool::new(false),
         }
     }

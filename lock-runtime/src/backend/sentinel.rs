@@ -69,6 +69,7 @@ struct NodeTemplate {
     app_name: String,
     request_timeout: Duration,
     fence_retention: Duration,
+    holder_metadata: bool,
     replica_acks: Option<super::replicas::ReplicaAcks>,
     key_prefix: String,
     background: Background,
@@ -164,6 +165,7 @@ impl SentinelBackend {
             app_name: settings.app_name.to_owned(),
             request_timeout: settings.request_timeout,
             fence_retention: settings.fence_retention,
+            holder_metadata: settings.holder_metadata,
             replica_acks: settings.replica_acks,
             key_prefix: settings.key_prefix.to_owned(),
             background: settings.background.clone(),
@@ -371,6 +373,7 @@ async fn resolve(
         app_name: &nodes.app_name,
         request_timeout: nodes.request_timeout,
         fence_retention: nodes.fence_retention,
+        holder_metadata: nodes.holder_metadata,
         replica_acks: nodes.replica_acks,
         key_prefix: &nodes.key_prefix,
         background: &nodes.background,
@@ -392,13 +395,14 @@ impl Backend for SentinelBackend {
         key: &'a StoredKey,
         token: &'a str,
         ttl: Duration,
+        waited: bool,
     ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         self.revive_listeners();
         Box::pin(async move {
             let (master, answer) = self
                 .shared
                 .on_master(move |master| {
-                    Box::pin(async move { master.acquire(key, token, ttl).await })
+                    Box::pin(async move { master.acquire(key, token, ttl, waited).await })
                 })
                 .await;
             if matches!(answer, Ok(Acquire::Acquired { .. })) && self.shared.left(&master) {
