@@ -51,6 +51,15 @@ impl Inner {
         )
         .await;
         match answer {
+            Ok(Ok(Release::Released)) => {
+                if self.backend.hands_off() {
+                    // Waiters of this process may wait without having told the server (see
+                    // `waiters`): the release nobody may announce to them is theirs at once.
+                    self.waiters
+                        .released_here(&lease.stored.lock, &release_id(&lease.token), true);
+                }
+                Ok(Release::Released)
+            }
             Ok(Ok(release)) => Ok(release),
             Ok(Err(failure)) => Err(self.error("release", lease, failure)),
             Err(_) => Err(self.error("release", lease, Failure::timed_out(self.request_timeout))),
@@ -78,7 +87,23 @@ impl Inner {
     }
 }
 
+/// The id a release of `token` announces (release.lua): the first 12 hex digits of the SHA-1 of
+/// the owner token.
+pub(crate) fn release_id(token: &str) -> Vec<u8> {
+    let digest = sha1_smol::Sha1::from(token).digest().to_string();
+    digest.as_bytes()[..12].to_vec()
+}
+
 /// `text` with every occurrence of the owner token `token` masked.
 pub(crate) fn without_token(text: &str, token: &str) -> String {
     text.replace(token, "<owner token>")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_release_id_is_what_the_release_script_announces() {
+        // release.lua: string.sub(redis.sha1hex(token), 1, 12); SHA-1("abc") = a9993e36 4706...
+        assert_eq!(super::release_id("abc"), b"a9993e364706");
+    }
 }

@@ -6,10 +6,11 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
-use crate::backend::Release;
+use crate::backend::{Failure, HandOff, Release};
 use crate::backoff::Backoff;
-use crate::client::Inner;
+use crate::client::{Inner, release_id};
 use crate::lease::{Lease, Status};
+use crate::waiters::Slot;
 use crate::{LockError, LostReason};
 
 /// A held lock. Release it with [`LockGuard::release`]; if the guard is dropped instead (an early
@@ -177,7 +178,10 @@ impl LockGuard {
             });
         }
         let manager = owner.manager.clone();
-        let answer = manager.release(&self.lease, true).await?;
+        let answer = match hand_off(&manager, &self.lease).await {
+            Some(answer) => answer?,
+            None => manager.release(&self.lease, true).await?,
+        };
         // Released or not ours: either way there is nothing left to retry.
         self.owner = None;
         match answer {
@@ -235,6 +239,98 @@ impl Drop for LockGuard {
             self.lease.clone(),
             granted,
         ));
+    }
+}
+
+/// Hands the lock of `lease` straight to the first waiter of this process that offered to take
+/// it (see `waiters`), in one script call, instead of releasing it: `None` if nobody offered
+/// (or the lock must be kept for `hold_at_least`, or the backend cannot), and the caller
+/// releases as usual. The release answers of the holder's side are those of a release: a lock
+/// released instead (someone elsewhere waits) is `Released` too.
+async fn hand_off(manager: &Arc<Inner>, lease: &Lease) -> Option<Result<Release, LockError>> {
+    let hold = lease
+        .options
+        .hold_at_least
+        .saturating_sub(lease.started().elapsed());
+    if !manager.backend.hands_off() || !hold.is_zero() || manager.is_closed() {
+        return None;
+    }
+    let (slot, next) = manager.waiters.take_offer(&lease.stored.lock)?;
+    // Settled on every way out, a cancelled release included: the waiter then tries itself.
+    let mut settling = Settling {
+        slot: &slot,
+        settled: false,
+    };
+    // Registered before the request is sent, as for any acquire.
+    next.restart(Instant::now());
+    let watch_id = manager.watchdog.register(&next);
+    let answer = tokio::time::timeout(
+        manager.request_timeout,
+        manager
+            .backend
+            .hand_off(&lease.stored, &lease.token, &next.token, next.options.ttl),
+    )
+    .await;
+    let answer = match answer {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(failure)) => {
+            manager.watchdog.unregister(watch_id);
+            return Some(Err(manager.error("release", lease, failure)));
+        }
+        Err(_) => {
+            manager.watchdog.unregister(watch_id);
+            let failure = Failure::timed_out(manager.request_timeout);
+            return Some(Err(manager.error("release", lease, failure)));
+        }
+    };
+    match answer {
+        // In time: the waiter's lease is held from now on. (Too late, the waiter's own retry
+        // under the same token confirms it, as after any late grant.)
+        HandOff::Handed { fence } if Instant::now() < next.deadline() => {
+            next.mark_held(fence);
+            manager.watchdog.activate(watch_id);
+            settling.settled = true;
+            if slot.settle(Some(watch_id)) {
+                // The waiter left meanwhile: nobody takes it, so it is given back.
+                drop(LockGuard::pending(manager.clone(), next, watch_id));
+            }
+            Some(Ok(Release::Released))
+        }
+        HandOff::Handed { .. } => {
+            manager.watchdog.unregister(watch_id);
+            Some(Ok(Release::Released))
+        }
+        HandOff::Released => {
+            manager.watchdog.unregister(watch_id);
+            // The waiter is woken by the settling; the announcement wakes nobody else here.
+            manager
+                .waiters
+                .released_here(&lease.stored.lock, &release_id(&lease.token), false);
+            Some(Ok(Release::Released))
+        }
+        HandOff::NotOwner => {
+            manager.watchdog.unregister(watch_id);
+            Some(Ok(Release::NotOwner))
+        }
+        HandOff::Gone => {
+            manager.watchdog.unregister(watch_id);
+            Some(Ok(Release::Gone))
+        }
+    }
+}
+
+/// Declines a taken offer when dropped, unless it was settled.
+struct Settling<'a> {
+    slot: &'a Slot,
+    settled: bool,
+}
+
+impl Drop for Settling<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            // Declined: nothing was handed over, so the waiter has nothing to give back.
+            self.slot.settle(None);
+        }
     }
 }
 

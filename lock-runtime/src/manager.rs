@@ -25,7 +25,7 @@ use crate::client::{Inner, without_token};
 use crate::guard::LockGuard;
 use crate::key::StoredKey;
 use crate::lease::Lease;
-use crate::waiters::{Slot, Waiters, Wake};
+use crate::waiters::{Slot, Waiters, Wake, Withdrawn};
 use crate::watchdog::Watchdog;
 use crate::{LockError, LockOptions, OnLeaseLost, current, url};
 
@@ -433,7 +433,30 @@ impl Inner {
         let mut waiting: Option<Waiting> = None;
         let mut backoff = Backoff::requests();
         let mut first = true;
+        // This manager holds the key, or others of this process wait for it already: take a
+        // place in line rather than ask the server (which would only say "busy", and mark the
+        // lock as awaited from elsewhere), so that the line is served in order and the holder
+        // can hand the lock to the first in one step. A task that holds the key itself asks,
+        // and is told so below.
+        let mut join_line = self.backend.hands_off() && !options.wait.is_zero() && {
+            match self.watchdog.held_lease(&lease.stored.lock) {
+                // Held by this task: asking the server ends in `HeldByThisTask`.
+                Some(held) => held.task != lease.task,
+                None => self.waiters.has_line(&lease.stored.lock),
+            }
+        };
         loop {
+            if join_line {
+                join_line = false;
+                first = false;
+                let joined = Waiting::join(&self, &lease.stored.lock, give_up).await;
+                if let Some(guard) = self.wait_in_line(&joined, &lease, None, give_up).await {
+                    record(start, "acquired");
+                    return Ok(guard);
+                }
+                waiting = Some(joined);
+                continue;
+            }
             if !first && !self.backend.retry_with_same_token() {
                 lease = Arc::new(lease.with_new_token(Instant::now()));
             }
@@ -456,7 +479,9 @@ impl Inner {
                     &lease_ref.stored,
                     &lease_ref.token,
                     options.ttl,
-                    waiting.is_some(),
+                    // A waiter's release must be announced for those behind it in this
+                    // process, unless releases here wake them without the server.
+                    waiting.is_some() && !self.backend.hands_off(),
                 ),
             )
             .await;
@@ -531,28 +556,66 @@ impl Inner {
                 waiting = Some(Waiting::join(&self, &lease.stored.lock, give_up).await);
                 continue;
             };
-            // The first waiter in line watches the lease's expiry, which nobody announces; the
-            // others wait for a release (or for the watch to be handed to them), so that one
-            // expiry costs one attempt, not one per waiter. Without notifications, everyone
-            // watches.
-            let watches = !waiting.notified || self.waiters.is_first(&waiting.key, &waiting.slot);
-            let mut wake_at = match expires {
-                Some(expires) if watches => expires,
-                Some(_) => give_up,
-                None => now + BLIND_WAIT,
-            }
-            .min(give_up);
-            loop {
-                tokio::select! {
-                    biased;
-                    wake = waiting.slot.woken() => match wake {
-                        Wake::Retry => break,
-                        Wake::WatchUntil(at) => wake_at = at.min(give_up),
-                    },
-                    () = tokio::time::sleep_until(wake_at) => break,
-                }
+            if let Some(guard) = self.wait_in_line(waiting, &lease, expires, give_up).await {
+                record(start, "acquired");
+                return Ok(guard);
             }
         }
+    }
+
+    /// Sleeps in line until this waiter should try again: a release, the lease it knows of
+    /// running out (`expires`, if it watches), or `give_up`. Where the backend hands locks
+    /// over, a holder of this process may hand it the lock meanwhile, under `lease`: then the
+    /// guard is returned.
+    async fn wait_in_line(
+        self: &Arc<Self>,
+        waiting: &Waiting,
+        lease: &Arc<Lease>,
+        expires: Option<Instant>,
+        give_up: Instant,
+    ) -> Option<LockGuard> {
+        let now = Instant::now();
+        // The first waiter in line watches the lease's expiry, which nobody announces; the
+        // others wait for a release (or for the watch to be handed to them), so that one
+        // expiry costs one attempt, not one per waiter. Without notifications, everyone
+        // watches.
+        let watches = !waiting.notified || self.waiters.is_first(&waiting.key, &waiting.slot);
+        let mut wake_at = match expires {
+            Some(expires) if watches => expires,
+            Some(_) => give_up,
+            None if watches => now + BLIND_WAIT,
+            None => give_up,
+        }
+        .min(give_up);
+        if self.backend.hands_off() {
+            waiting.slot.open_offer(lease.clone());
+        }
+        loop {
+            tokio::select! {
+                biased;
+                wake = waiting.slot.woken() => match wake {
+                    Wake::Retry => break,
+                    Wake::WatchUntil(at) => wake_at = at.min(give_up),
+                },
+                () = tokio::time::sleep_until(wake_at) => break,
+            }
+        }
+        let granted = match waiting.slot.withdraw_offer() {
+            Withdrawn::Nothing => return None,
+            Withdrawn::Granted(lease, watch_id) => (lease, watch_id),
+            Withdrawn::InFlight => {
+                // A holder is handing the lock over right now: its answer decides.
+                waiting.slot.settled().await;
+                match waiting.slot.withdraw_offer() {
+                    Withdrawn::Granted(lease, watch_id) => (lease, watch_id),
+                    Withdrawn::Nothing | Withdrawn::InFlight => return None,
+                }
+            }
+        };
+        let (lease, watch_id) = granted;
+        // The next local waiter watches our lease: nobody announces its expiry.
+        waiting.hand_over(lease.deadline());
+        Some(LockGuard::pending(self.clone(), lease, watch_id))
     }
 }
 
@@ -605,6 +668,10 @@ impl Waiting {
 
 impl Drop for Waiting {
     fn drop(&mut self) {
+        if let Some((lease, watch_id)) = self.slot.abandon() {
+            // Handed the lock as it left (cancelled, or gave up): nobody holds it, give it back.
+            drop(LockGuard::pending(self.manager.clone(), lease, watch_id));
+        }
         let backend = &self.manager.backend;
         self.manager
             .waiters

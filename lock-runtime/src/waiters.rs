@@ -12,6 +12,13 @@
 //! On Redlock one release is announced by every master: the announcement carries an id of the
 //! release (a hash of its owner token), and a release already handed to a waiter is not handed
 //! out again.
+//!
+//! A holder in this process that releases a lock others here wait for does not make them hear
+//! of it through the server: where the backend can, it hands the lock straight to the first
+//! waiter that offered to take it ([`Slot::open_offer`], [`Waiters::take_offer`]), in one
+//! script call and without the lock ever being free; otherwise it wakes that waiter itself
+//! ([`Waiters::wake_released_here`]), and the announcement of the same release that may follow
+//! wakes nobody else.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -19,6 +26,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::{Notify, OnceCell};
 use tokio::time::Instant;
+
+use crate::lease::Lease;
 
 /// Release ids remembered per key, to recognise the same release announced again.
 const RECENT_RELEASES: usize = 8;
@@ -38,6 +47,10 @@ struct KeyWaiters {
     watched: Arc<OnceCell<()>>,
     /// Ids of the last releases announced, with how many announcements of each arrived.
     recent: VecDeque<(Vec<u8>, usize)>,
+    /// Releases made in this process whose waiter was woken here, and releases announced whose
+    /// local release was not seen yet: whichever of the two comes second wakes nobody.
+    released_here: VecDeque<Vec<u8>>,
+    announced: VecDeque<Vec<u8>>,
 }
 
 /// One waiting task's place in line.
@@ -52,6 +65,38 @@ pub(crate) struct Slot {
     watch: Mutex<Option<Instant>>,
     /// The watch this waiter hands on when it leaves the line as its first: look again then.
     hand_on: Mutex<Option<Instant>>,
+    /// This waiter's offer to be handed the lock by a holder of this process.
+    offer: Mutex<Offer>,
+    /// Signalled when a taken offer is settled.
+    settled: Notify,
+}
+
+/// A waiter's offer to be handed the lock (see the module docs), as it goes from the waiter to
+/// a releasing holder and back.
+#[derive(Default)]
+pub(crate) enum Offer {
+    #[default]
+    None,
+    /// The waiter sleeps and may be handed the lock under this lease.
+    Open(Arc<Lease>),
+    /// A holder took it and is handing the lock over.
+    Taken(Arc<Lease>),
+    /// The lock was handed over: the lease is held, registered with the watchdog under this id.
+    Granted(Arc<Lease>, u64),
+    /// Not handed over: the waiter tries the server itself.
+    Declined,
+    /// The waiter left while the offer was taken: whoever took it gives back what it gets.
+    Abandoned,
+}
+
+/// What a waiter finds when it takes its offer back.
+pub(crate) enum Withdrawn {
+    /// Nothing was handed over and nothing is on its way: go on as without an offer.
+    Nothing,
+    /// A holder is handing the lock over right now: wait for [`Slot::settled`].
+    InFlight,
+    /// The lock is the waiter's: the lease is held, under this watchdog id.
+    Granted(Arc<Lease>, u64),
 }
 
 /// Why a waiter was woken.
@@ -86,6 +131,87 @@ impl Slot {
         self.retry.store(true, Ordering::Release);
         self.notify.notify_one();
     }
+
+    fn offer(&self) -> std::sync::MutexGuard<'_, Offer> {
+        self.offer.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// While it sleeps, this waiter may be handed the lock under `lease` (its next attempt's
+    /// owner token and ttl) by a holder of this process.
+    pub(crate) fn open_offer(&self, lease: Arc<Lease>) {
+        let mut offer = self.offer();
+        if matches!(*offer, Offer::None | Offer::Declined) {
+            *offer = Offer::Open(lease);
+        }
+    }
+
+    /// Takes the offer back, before the waiter tries the server itself or leaves.
+    pub(crate) fn withdraw_offer(&self) -> Withdrawn {
+        let mut offer = self.offer();
+        match std::mem::take(&mut *offer) {
+            Offer::Taken(lease) => {
+                *offer = Offer::Taken(lease);
+                Withdrawn::InFlight
+            }
+            Offer::Granted(lease, watch_id) => Withdrawn::Granted(lease, watch_id),
+            Offer::None | Offer::Open(_) | Offer::Declined | Offer::Abandoned => Withdrawn::Nothing,
+        }
+    }
+
+    /// Resolves once a taken offer is settled (granted or declined).
+    pub(crate) async fn settled(&self) {
+        loop {
+            let settled = self.settled.notified();
+            if !matches!(*self.offer(), Offer::Taken(_)) {
+                return;
+            }
+            settled.await;
+        }
+    }
+
+    /// The waiter leaves for good (it gave up, was cancelled, or took the lock): an offer being
+    /// handed over is abandoned, and a lock already handed over is returned, for the caller to
+    /// give back.
+    pub(crate) fn abandon(&self) -> Option<(Arc<Lease>, u64)> {
+        let mut offer = self.offer();
+        match std::mem::take(&mut *offer) {
+            Offer::Taken(_) => {
+                *offer = Offer::Abandoned;
+                None
+            }
+            Offer::Granted(lease, watch_id) => Some((lease, watch_id)),
+            _ => None,
+        }
+    }
+
+    /// The holder that took this offer settles it: `Some(watch_id)` if the lock was handed
+    /// over, `None` if not, and wakes the waiter (which counts as woken: the announcement of a
+    /// release goes to the next). Returns `true` if the waiter left meanwhile: then nobody takes
+    /// what was handed over, and the holder gives it back.
+    pub(crate) fn settle(&self, granted: Option<u64>) -> bool {
+        let mut offer = self.offer();
+        let abandoned = match std::mem::take(&mut *offer) {
+            Offer::Taken(lease) => {
+                *offer = match granted {
+                    Some(watch_id) => Offer::Granted(lease, watch_id),
+                    None => Offer::Declined,
+                };
+                false
+            }
+            Offer::Abandoned => true,
+            other => {
+                *offer = other;
+                false
+            }
+        };
+        drop(offer);
+        self.settled.notify_waiters();
+        if !abandoned {
+            self.woken.store(true, Ordering::Release);
+            self.wake_to_retry();
+        }
+        abandoned
+    }
 }
 
 impl Waiters {
@@ -109,6 +235,8 @@ impl Waiters {
             line: VecDeque::new(),
             watched: Arc::new(OnceCell::new()),
             recent: VecDeque::new(),
+            released_here: VecDeque::new(),
+            announced: VecDeque::new(),
         });
         entry.line.push_back(slot.clone());
         (slot, entry.watched.clone())
@@ -185,6 +313,13 @@ impl Waiters {
         // master, and never twice under one owner token) counts announcements. Elsewhere an
         // owner token can announce twice (a grant given back for want of replica
         // acknowledgements, then the release of the same token's retry), and both must wake.
+        if let Some(id) = release.filter(|id| !id.is_empty() && quorum == 1) {
+            // Woken here already by the process that released it?
+            if take(&mut entry.released_here, id) {
+                return;
+            }
+            remember(&mut entry.announced, id);
+        }
         if let Some(id) = release.filter(|id| !id.is_empty() && quorum > 1) {
             let heard = match entry.recent.iter_mut().find(|(seen, _)| seen == id) {
                 Some((_, heard)) => {
@@ -206,6 +341,45 @@ impl Waiters {
         wake_first(entry);
     }
 
+    /// A holder of this process released `key` (`release`: the id its announcement carries):
+    /// with `wake`, wake the first waiter here at once (without, one was woken already),
+    /// unless the announcement came first and did; the announcement that may follow wakes
+    /// nobody.
+    pub(crate) fn released_here(&self, key: &str, release: &[u8], wake: bool) {
+        let mut keys = self.keys();
+        let Some(entry) = keys.get_mut(key) else {
+            return;
+        };
+        if take(&mut entry.announced, release) {
+            return;
+        }
+        remember(&mut entry.released_here, release);
+        if wake {
+            wake_first(entry);
+        }
+    }
+
+    /// The first waiter of `key` with an open offer, whose offer is now taken: the holder
+    /// releasing `key` hands the lock to it, and settles the offer with [`Slot::settle`].
+    pub(crate) fn take_offer(&self, key: &str) -> Option<(Arc<Slot>, Arc<Lease>)> {
+        let keys = self.keys();
+        let entry = keys.get(key)?;
+        entry.line.iter().find_map(|slot| {
+            let mut offer = slot.offer();
+            let Offer::Open(lease) = &*offer else {
+                return None;
+            };
+            let lease = lease.clone();
+            *offer = Offer::Taken(lease.clone());
+            Some((slot.clone(), lease))
+        })
+    }
+
+    /// Whether anyone in this process waits for `key`.
+    pub(crate) fn has_line(&self, key: &str) -> bool {
+        self.keys().contains_key(key)
+    }
+
     /// Notifications may have been missed (the subscription connection dropped): wake everyone,
     /// each retries once and waits again.
     pub(crate) fn wake_all(&self) {
@@ -215,6 +389,25 @@ impl Waiters {
             slot.wake_to_retry();
         }
     }
+}
+
+/// Takes `id` out of `ids` if it is there.
+fn take(ids: &mut VecDeque<Vec<u8>>, id: &[u8]) -> bool {
+    match ids.iter().position(|seen| seen == id) {
+        Some(at) => {
+            ids.remove(at);
+            true
+        }
+        None => false,
+    }
+}
+
+/// Adds `id` to `ids`, forgetting the oldest beyond [`RECENT_RELEASES`].
+fn remember(ids: &mut VecDeque<Vec<u8>>, id: &[u8]) {
+    if ids.len() == RECENT_RELEASES {
+        ids.pop_front();
+    }
+    ids.push_back(id.to_vec());
 }
 
 /// Wakes the first waiter of a line that is not awake already.
@@ -237,6 +430,91 @@ mod tests {
         tokio::time::timeout(Duration::from_millis(20), slot.woken())
             .await
             .is_ok_and(|wake| wake == Wake::Retry)
+    }
+
+    fn a_lease() -> Arc<Lease> {
+        let stored = crate::key::StoredKey::new("lock:", "k").expect("key");
+        Arc::new(Lease::new(
+            "k".into(),
+            stored,
+            "token".into(),
+            1,
+            crate::LockOptions::new(),
+            Instant::now(),
+        ))
+    }
+
+    #[tokio::test]
+    async fn a_granted_offer_is_the_waiters_and_wakes_it() {
+        let waiters = Waiters::default();
+        let (slot, _) = waiters.join("k");
+        slot.open_offer(a_lease());
+        let (taken, _) = waiters.take_offer("k").expect("an open offer");
+        assert!(Arc::ptr_eq(&taken, &slot));
+        assert!(waiters.take_offer("k").is_none(), "taken once");
+        assert!(matches!(slot.withdraw_offer(), Withdrawn::InFlight));
+        assert!(!slot.settle(Some(7)), "the waiter is still there");
+        assert!(is_woken(&slot).await);
+        match slot.withdraw_offer() {
+            Withdrawn::Granted(_, watch_id) => assert_eq!(watch_id, 7),
+            _ => panic!("not granted"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_declined_offer_leaves_the_waiter_to_try_itself() {
+        let waiters = Waiters::default();
+        let (slot, _) = waiters.join("k");
+        slot.open_offer(a_lease());
+        waiters.take_offer("k").expect("an open offer");
+        assert!(!slot.settle(None));
+        slot.settled().await;
+        assert!(matches!(slot.withdraw_offer(), Withdrawn::Nothing));
+    }
+
+    #[tokio::test]
+    async fn a_withdrawn_offer_is_never_taken() {
+        let waiters = Waiters::default();
+        let (slot, _) = waiters.join("k");
+        slot.open_offer(a_lease());
+        assert!(matches!(slot.withdraw_offer(), Withdrawn::Nothing));
+        assert!(waiters.take_offer("k").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_lock_handed_to_a_waiter_that_left_goes_back_to_the_holder_to_release() {
+        let waiters = Waiters::default();
+        let (slot, _) = waiters.join("k");
+        slot.open_offer(a_lease());
+        waiters.take_offer("k").expect("an open offer");
+        // The waiter is cancelled while the hand-off is on the wire.
+        assert!(slot.abandon().is_none(), "nothing was handed over yet");
+        assert!(slot.settle(Some(3)), "the holder must give it back");
+        // Granted before the waiter left: the waiter gives it back itself.
+        let (slot, _) = waiters.join("k");
+        slot.open_offer(a_lease());
+        waiters.take_offer("k").expect("an open offer");
+        assert!(!slot.settle(Some(4)));
+        assert!(matches!(slot.abandon(), Some((_, 4))));
+    }
+
+    #[tokio::test]
+    async fn a_release_woken_here_is_not_woken_again_by_its_announcement_nor_the_reverse() {
+        let waiters = Waiters::default();
+        let (first, _) = waiters.join("k");
+        let (second, _) = waiters.join("k");
+        waiters.released_here("k", b"aaaaaaaaaaaa", true);
+        assert!(is_woken(&first).await);
+        waiters.wake_one("k", Some(b"aaaaaaaaaaaa"));
+        assert!(
+            !is_woken(&second).await,
+            "the same release woke a second waiter"
+        );
+        // Announced first, then released here: one wake-up again.
+        waiters.wake_one("k", Some(b"bbbbbbbbbbbb"));
+        waiters.released_here("k", b"bbbbbbbbbbbb", true);
+        assert!(is_woken(&first).await || is_woken(&second).await);
+        assert!(!is_woken(&first).await && !is_woken(&second).await);
     }
 
     #[tokio::test]

@@ -61,6 +61,15 @@ struct State {
     /// When the driver will look again by itself (None: not known, so wake it). Work due later
     /// than this needs no wake-up: most locks are released long before their first renewal.
     next_look: Option<Instant>,
+    /// The entry last granted for each stored key, by a hash of the key: which lock this
+    /// manager holds, without a copy of every key. (Two keys with one hash keep only the
+    /// later: then the other is not found, which only costs a waiter an attempt.)
+    held: HashMap<u64, u64>,
+}
+
+fn key_hash(stored: &str) -> u64 {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(stored)
 }
 
 struct Entry {
@@ -150,10 +159,15 @@ impl Watchdog {
             return;
         };
         entry.acquiring = false;
-        if !entry.renew {
+        let Some(lease) = entry.lease.upgrade() else {
+            return;
+        };
+        let renew = entry.renew;
+        state.held.insert(key_hash(&lease.stored.lock), id);
+        if !renew {
             return;
         }
-        let Some(lease) = entry.lease.upgrade() else {
+        let Some(entry) = state.entries.get(&id) else {
             return;
         };
         let first = (lease.started() + entry.ttl / 3).min(entry.lost_at);
@@ -168,7 +182,31 @@ impl Watchdog {
         let mut state = self.shared.lock();
         if let Some(entry) = state.entries.remove(&id) {
             state.queue.remove(&(entry.due, id));
+            if let Some(lease) = entry.lease.upgrade() {
+                let hash = key_hash(&lease.stored.lock);
+                if state.held.get(&hash) == Some(&id) {
+                    state.held.remove(&hash);
+                }
+            }
         }
+    }
+
+    /// The lease under which this manager holds the stored key `stored`, if it does.
+    pub(crate) fn held_lease(&self, stored: &str) -> Option<Arc<Lease>> {
+        let mut state = self.shared.lock();
+        let hash = key_hash(stored);
+        let id = *state.held.get(&hash)?;
+        let Some(lease) = state
+            .entries
+            .get(&id)
+            .and_then(|entry| entry.lease.upgrade())
+        else {
+            // Its lease was lost (and so no longer tracked) or dropped.
+            state.held.remove(&hash);
+            return None;
+        };
+        (lease.stored.lock == stored && lease.status() == crate::lease::Status::Held)
+            .then_some(lease)
     }
 
     /// Whether task `task` holds the lock `key` through this manager with a lease the watchdog
@@ -192,6 +230,7 @@ impl Watchdog {
     pub(crate) fn drain(&self) -> Vec<Arc<Lease>> {
         let mut state = self.shared.lock();
         state.queue.clear();
+        state.held.clear();
         state
             .entries
             .drain()

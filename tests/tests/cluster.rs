@@ -897,3 +897,41 @@ async fn after_a_failover_the_replica_shortage_policy_decides() {
         started.elapsed()
     );
 }
+
+/// A task of this process waiting for a key it holds is handed the lock by the release, on the
+/// master of the key's slot, with a higher fencing token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_hands_the_lock_to_a_waiter_of_this_process() {
+    let prefix = "handoff:";
+    let (cluster, locks) = fixture(prefix).await;
+    let held = locks.lock("hot", LockOptions::new()).await.expect("free");
+    let waiter = {
+        let locks = locks.clone();
+        tokio::spawn(async move {
+            locks
+                .lock("hot", LockOptions::new().wait(Duration::from_secs(10)))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let stored = format!("{prefix}{{hot}}");
+    let master = cluster.master_for_key(&stored);
+    assert!(
+        master
+            .stored_lock(&stored)
+            .is_some_and(|lock| !lock.waiting),
+        "the waiter asked the server although this process holds the lock"
+    );
+    let before = held.fencing_token();
+    held.release().await.expect("release");
+    let next = tokio::time::timeout(Duration::from_secs(3), waiter)
+        .await
+        .expect("handed over at once")
+        .expect("task")
+        .unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
+    assert!(next.fencing_token() > before);
+    let lock = master.stored_lock(&stored).expect("held");
+    assert_eq!(lock.state, "held");
+    assert_eq!(lock.fence, next.fencing_token());
+    next.release().await.expect("release");
+}

@@ -31,12 +31,15 @@ use redis::{
 use tokio::sync::mpsc;
 
 use super::redis::{
-    ACQUIRE, Announce, Holder, RELEASE, RENEW, RedisSettings, Subscription, Subscriptions,
+    ACQUIRE, Announce, HANDOFF, Holder, RELEASE, RENEW, RedisSettings, Subscription, Subscriptions,
     acquire_confirmed, describe_error, enable_tls, invoke, is_noscript, millis, query_loading,
     release_answer,
 };
 use super::replicas::{Pool, Replication};
-use super::{Acquire, Backend, Booking, BoxFuture, Failure, Release, Renewal, acquire_answer};
+use super::{
+    Acquire, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal, acquire_answer,
+    hand_off_answer,
+};
 use crate::background::{Background, Lifeline, Revivable};
 use crate::backoff::Backoff;
 use crate::key::StoredKey;
@@ -424,6 +427,25 @@ impl Backend for ClusterBackend {
             let invocation = self.holder.release(key, token, keep_ms, Announce::Sharded);
             let answer: i64 = settle_noscript(invoke(&invocation, &RELEASE, &mut conn).await)?;
             Ok(release_answer(answer))
+        })
+    }
+
+    fn hands_off(&self) -> bool {
+        self.replication.is_none()
+    }
+
+    fn hand_off<'a>(
+        &'a self,
+        key: &'a StoredKey,
+        from: &'a str,
+        to: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<HandOff, Failure>> {
+        Box::pin(async move {
+            let mut conn = self.routed(&key.lock);
+            let invocation = self.holder.hand_off(key, from, to, ttl, Announce::Sharded);
+            let answer = settle_noscript(invoke(&invocation, &HANDOFF, &mut conn).await)?;
+            hand_off_answer(answer)
         })
     }
 

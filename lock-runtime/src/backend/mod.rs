@@ -72,6 +72,34 @@ pub(crate) enum Release {
     Gone,
 }
 
+/// The answer to a hand-off (see [`Backend::hand_off`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HandOff {
+    /// The waiter holds the lock now, with this fencing token.
+    Handed {
+        fence: u64,
+    },
+    /// Someone else was told the lock is busy, so it was released (and announced) instead.
+    Released,
+    /// As for a release.
+    NotOwner,
+    Gone,
+}
+
+/// What handoff.lua answered, `{status, fence}`, as a [`HandOff`].
+pub(crate) fn hand_off_answer((status, fence): (i64, i64)) -> Result<HandOff, Failure> {
+    match status {
+        1 => Ok(HandOff::Handed {
+            fence: u64::try_from(fence).map_err(|_| {
+                Failure::permanent(format!("the server handed out fencing token {fence}"))
+            })?,
+        }),
+        2 => Ok(HandOff::Released),
+        0 => Ok(HandOff::NotOwner),
+        _ => Ok(HandOff::Gone),
+    }
+}
+
 /// One lease to renew. It shares the lease rather than copying its key and token: a batch may
 /// hold ten thousand of these at once.
 #[derive(Clone)]
@@ -142,6 +170,30 @@ pub(crate) trait Backend: Send + Sync + 'static {
         token: &'a str,
         keep: Duration,
     ) -> BoxFuture<'a, Result<Release, Failure>>;
+
+    /// Whether [`hand_off`](Backend::hand_off) works here: where one script on one server can
+    /// move a lock from one owner to the next (not Redlock, whose majority would need every
+    /// master to agree; not with `wait_for_replicas`, whose grants wait for replicas).
+    fn hands_off(&self) -> bool {
+        false
+    }
+
+    /// One round trip: if `from` holds `key` and nobody else was told it is busy, give it to
+    /// `to` for `ttl` at once, with a new fencing token; otherwise release it as
+    /// [`release`](Backend::release) does. Only called where [`hands_off`](Backend::hands_off).
+    fn hand_off<'a>(
+        &'a self,
+        key: &'a StoredKey,
+        from: &'a str,
+        to: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<HandOff, Failure>> {
+        let _ = (key, from, to, ttl);
+        Box::pin(std::future::ready(Err(Failure::permanent(format!(
+            "{} cannot hand a lock over",
+            self.describe()
+        )))))
+    }
 
     /// Start delivering release notifications for `key` to the manager's waiters; resolves once
     /// notifications are flowing, so a retry after it cannot miss a release.

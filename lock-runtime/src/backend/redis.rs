@@ -19,7 +19,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::replicas::{Pool, ReplicaAcks, Replication};
 use super::{
-    Acquire, Backend, Booking, BoxFuture, Failure, Release, Renewal, acquire_answer, whole,
+    Acquire, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal, acquire_answer,
+    hand_off_answer, whole,
 };
 use crate::background::{Background, Lifeline, Revivable};
 use crate::backoff::Backoff;
@@ -33,6 +34,8 @@ pub(super) static RENEW: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../scripts/renew.lua")));
 pub(super) static RELEASE: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../scripts/release.lua")));
+pub(super) static HANDOFF: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(include_str!("../../scripts/handoff.lua")));
 
 /// One of the lock scripts, with its source kept for putting it in a server's cache.
 pub(super) struct Lua {
@@ -183,6 +186,27 @@ impl Holder {
             .arg(millis(ttl))
             .arg(&self.metadata)
             .arg(if waited { "1" } else { "0" });
+        invocation
+    }
+
+    /// The call of handoff.lua that moves `key` from `from` to `to` for `ttl`.
+    pub(super) fn hand_off(
+        &self,
+        key: &StoredKey,
+        from: &str,
+        to: &str,
+        ttl: Duration,
+        announce: Announce,
+    ) -> redis::ScriptInvocation<'static> {
+        let mut invocation = HANDOFF.prepare_invoke();
+        invocation
+            .key(&key.lock)
+            .arg(from)
+            .arg(to)
+            .arg(millis(ttl))
+            .arg(&self.metadata)
+            .arg(announce.as_arg())
+            .arg(self.fence_retention_ms);
         invocation
     }
 
@@ -818,6 +842,28 @@ impl Backend for RedisBackend {
         keep: Duration,
     ) -> BoxFuture<'a, Result<Release, Failure>> {
         Box::pin(self.release_owned(key, token, keep))
+    }
+
+    fn hands_off(&self) -> bool {
+        self.replication.is_none()
+    }
+
+    fn hand_off<'a>(
+        &'a self,
+        key: &'a StoredKey,
+        from: &'a str,
+        to: &'a str,
+        ttl: Duration,
+    ) -> BoxFuture<'a, Result<HandOff, Failure>> {
+        let invocation = self.holder.hand_off(key, from, to, ttl, Announce::Publish);
+        let conn = self.shared_conn();
+        Box::pin(async move {
+            let invocation = &invocation;
+            let answer = conn
+                .send(|mut conn| async move { invoke(invocation, &HANDOFF, &mut conn).await })
+                .await?;
+            hand_off_answer(answer)
+        })
     }
 
     fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {

@@ -1,0 +1,275 @@
+//! A hot key inside one process: a holder that releases a lock others of its process wait for
+//! hands it to the first of them in one script call, without the lock ever being free; waiters
+//! elsewhere still get their turn. (The attribute and `run_locked` release through the same path.)
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::time::Duration;
+
+use lock_runtime::{LockManager, LockOptions};
+use lock_tests::{RedisServer, wait_until_async};
+
+async fn connect(server: &RedisServer) -> LockManager {
+    LockManager::connect(&server.url())
+        .await
+        .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()))
+}
+
+/// Every call the server counted since the last `CONFIG RESETSTAT`, inside scripts too, without
+/// the harness's own probes.
+fn calls(server: &RedisServer) -> Vec<(String, u64)> {
+    server
+        .cmd(&["INFO", "commandstats"])
+        .lines()
+        .filter_map(|line| {
+            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = stats
+                .strip_prefix("calls=")?
+                .split(',')
+                .next()?
+                .parse()
+                .ok()?;
+            Some((name.to_owned(), calls))
+        })
+        .filter(|(name, _)| !name.starts_with("config") && name != "info")
+        .collect()
+}
+
+fn total(calls: &[(String, u64)]) -> u64 {
+    calls.iter().map(|(_, count)| count).sum()
+}
+
+fn count(calls: &[(String, u64)], command: &str) -> u64 {
+    calls
+        .iter()
+        .find(|(name, _)| name == command)
+        .map_or(0, |(_, count)| *count)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_hands_the_lock_to_a_waiter_of_the_same_process_in_one_call() {
+    let server = RedisServer::start();
+    let locks = connect(&server).await;
+    let first = locks.lock("hot", LockOptions::new()).await.expect("free");
+    let waiter = {
+        let locks = locks.clone();
+        tokio::spawn(async move {
+            locks
+                .lock("hot", LockOptions::new().wait(Duration::from_secs(10)))
+                .await
+        })
+    };
+    // The waiter is in line once the server was told the lock is busy.
+    let told = wait_until_async(Duration::from_secs(3), || {
+        server
+            .stored_lock("lock:{hot}")
+            .is_some_and(|lock| lock.waiting)
+    })
+    .await;
+    assert!(told, "the waiter never asked\n{}", server.log());
+    // Let it fall asleep in line.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    server.cmd(&["CONFIG", "RESETSTAT"]);
+    let first_token = first.fencing_token();
+    first.release().await.expect("release");
+    let second = waiter
+        .await
+        .expect("waiter task")
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    assert!(second.fencing_token() > first_token);
+    let lock = server.stored_lock("lock:{hot}").expect("held");
+    assert_eq!(lock.state, "held");
+    assert_eq!(lock.fence, second.fencing_token());
+    // The waiter had told the server (waiting=1), so this first release gave it its chance
+    // as a release does (announced) rather than handing over.
+    let after_first = calls(&server);
+    assert_eq!(count(&after_first, "publish"), 1, "{after_first:?}");
+
+    // From now on only this process waits: a second task in line is handed the lock.
+    let third = {
+        let locks = locks.clone();
+        tokio::spawn(async move {
+            locks
+                .lock("hot", LockOptions::new().wait(Duration::from_secs(10)))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    server.cmd(&["CONFIG", "RESETSTAT"]);
+    let second_token = second.fencing_token();
+    second.release().await.expect("release");
+    let third = third
+        .await
+        .expect("task")
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    assert!(third.fencing_token() > second_token);
+    // One script call took it from the holder and gave it to the waiter: EVALSHA GET TIME SET.
+    // (The line being empty now, the manager may also unsubscribe from the key's channel.)
+    let handed: Vec<_> = calls(&server)
+        .into_iter()
+        .filter(|(name, _)| name != "unsubscribe")
+        .collect();
+    assert_eq!(total(&handed), 4, "{handed:?}");
+    assert_eq!(count(&handed, "publish"), 0, "{handed:?}");
+    assert_eq!(
+        server.stored_lock("lock:{hot}").map(|lock| lock.fence),
+        Some(third.fencing_token())
+    );
+    third.release().await.expect("release");
+}
+
+/// Eight tasks of one process, each taking the lock again right after it released it: they are
+/// served in turn, at no more than five Redis calls per critical section, and never overlap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_of_one_process_on_a_hot_key_take_turns_at_five_calls_a_section_or_fewer() {
+    const TASKS: u32 = 8;
+    const ROUNDS: u32 = 25;
+    let server = RedisServer::start();
+    let locks = connect(&server).await;
+    let inside = Arc::new(AtomicU32::new(0));
+    let overlaps = Arc::new(AtomicU32::new(0));
+    let last = Arc::new(AtomicU64::new(u64::MAX));
+    let again = Arc::new(AtomicU32::new(0));
+    let warm = locks.lock("turns", LockOptions::new()).await.expect("free");
+    warm.release().await.expect("release");
+    server.cmd(&["CONFIG", "RESETSTAT"]);
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|task| {
+            let (locks, inside, overlaps, last, again) = (
+                locks.clone(),
+                inside.clone(),
+                overlaps.clone(),
+                last.clone(),
+                again.clone(),
+            );
+            tokio::spawn(async move {
+                for _ in 0..ROUNDS {
+                    let options = LockOptions::new().wait(Duration::from_secs(30));
+                    let guard = locks.lock("turns", options).await.expect("lock");
+                    if inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                        overlaps.fetch_add(1, Ordering::SeqCst);
+                    }
+                    if last.swap(u64::from(task), Ordering::SeqCst) == u64::from(task) {
+                        again.fetch_add(1, Ordering::SeqCst);
+                    }
+                    tokio::task::yield_now().await;
+                    inside.fetch_sub(1, Ordering::SeqCst);
+                    guard.release().await.expect("release");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("task");
+    }
+    let sections = u64::from(TASKS * ROUNDS);
+    assert_eq!(overlaps.load(Ordering::SeqCst), 0);
+    let calls = calls(&server);
+    let per_section = total(&calls) as f64 / sections as f64;
+    assert!(
+        per_section <= 5.0,
+        "{per_section} calls a section: {calls:?}"
+    );
+    // While others wait, the releaser goes to the back of the line: a task wins twice in a row
+    // only when nobody else was waiting (at the start and the end of the run).
+    let twice = again.load(Ordering::SeqCst);
+    assert!(
+        u64::from(twice) * 5 <= sections,
+        "{twice} of {sections} sections went to the task that had just released"
+    );
+}
+
+/// A waiter in another process is told the lock is busy, so the holder's release is a real,
+/// announced release and not a hand-off to its own waiter: the other process gets its turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_elsewhere_turns_the_next_hand_off_into_a_release_it_can_win() {
+    let server = RedisServer::start();
+    let here = connect(&server).await;
+    let elsewhere = connect(&server).await;
+    let held = here.lock("shared", LockOptions::new()).await.expect("free");
+    let local = {
+        let here = here.clone();
+        tokio::spawn(async move {
+            here.lock("shared", LockOptions::new().wait(Duration::from_secs(10)))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let remote = {
+        let elsewhere = elsewhere.clone();
+        tokio::spawn(async move {
+            elsewhere
+                .lock("shared", LockOptions::new().wait(Duration::from_secs(10)))
+                .await
+        })
+    };
+    let told = wait_until_async(Duration::from_secs(3), || {
+        server
+            .stored_lock("lock:{shared}")
+            .is_some_and(|lock| lock.waiting)
+    })
+    .await;
+    assert!(told, "{}", server.log());
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    server.cmd(&["CONFIG", "RESETSTAT"]);
+    held.release().await.expect("release");
+    assert_eq!(
+        count(&calls(&server), "publish"),
+        1,
+        "announced for the other process"
+    );
+    // Both get the lock in turn, whichever first.
+    let (local, remote) = tokio::join!(
+        async {
+            let guard = local.await.expect("task").expect("local waiter");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            guard.release().await.expect("release");
+        },
+        async {
+            let guard = remote.await.expect("task").expect("remote waiter");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            guard.release().await.expect("release");
+        }
+    );
+    let ((), ()) = (local, remote);
+}
+
+/// A waiter that gives up (its wait runs out) while others wait leaves the line without
+/// taking the lock with it: the next waiter still gets it from the holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_gives_up_leaves_the_lock_to_the_next() {
+    let server = RedisServer::start();
+    let locks = connect(&server).await;
+    let held = locks.lock("brief", LockOptions::new()).await.expect("free");
+    let impatient = {
+        let locks = locks.clone();
+        tokio::spawn(async move {
+            locks
+                .lock("brief", LockOptions::new().wait(Duration::from_millis(200)))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let patient = {
+        let locks = locks.clone();
+        tokio::spawn(async move {
+            locks
+                .lock("brief", LockOptions::new().wait(Duration::from_secs(10)))
+                .await
+        })
+    };
+    let err = impatient
+        .await
+        .expect("task")
+        .expect_err("gave up while it was held");
+    assert!(err.is_busy(), "{err}");
+    held.release().await.expect("release");
+    let next = tokio::time::timeout(Duration::from_secs(3), patient)
+        .await
+        .expect("handed over promptly, not after the lease")
+        .expect("task")
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    let lock = server.stored_lock("lock:{brief}").expect("held");
+    assert_eq!(lock.fence, next.fencing_token());
+    next.release().await.expect("release");
+}
