@@ -438,19 +438,27 @@ impl Inner {
         // lock as awaited from elsewhere), so that the line is served in order and the holder
         // can hand the lock to the first in one step. A task that holds the key itself asks,
         // and is told so below.
-        let mut join_line = self.backend.hands_off() && !options.wait.is_zero() && {
+        let mut join_line = None;
+        if self.backend.hands_off() && !options.wait.is_zero() {
             match self.watchdog.held_lease(&lease.stored.lock) {
                 // Held by this task: asking the server ends in `HeldByThisTask`.
-                Some(held) => held.task != lease.task,
-                None => self.waiters.has_line(&lease.stored.lock),
+                Some(held) if held.task == lease.task => {}
+                Some(held) => join_line = Some(Some(held)),
+                None if self.waiters.has_line(&lease.stored.lock) => join_line = Some(None),
+                None => {}
             }
-        };
+        }
         loop {
-            if join_line {
-                join_line = false;
+            if let Some(holder) = join_line.take() {
                 first = false;
                 let joined = Waiting::join(&self, &lease.stored.lock, give_up).await;
-                if let Some(guard) = self.wait_in_line(&joined, &lease, None, give_up).await {
+                // The holder's lease ends (by the local clock) at its deadline, which its
+                // renewals move on: that is when the watch looks, not at a blind guess.
+                let expires = holder.as_ref().map(|holder| holder.deadline());
+                let waited = self
+                    .wait_in_line(&joined, &lease, expires, holder.as_ref(), give_up)
+                    .await;
+                if let Some(guard) = waited {
                     record(start, "acquired");
                     return Ok(guard);
                 }
@@ -556,7 +564,10 @@ impl Inner {
                 waiting = Some(Waiting::join(&self, &lease.stored.lock, give_up).await);
                 continue;
             };
-            if let Some(guard) = self.wait_in_line(waiting, &lease, expires, give_up).await {
+            if let Some(guard) = self
+                .wait_in_line(waiting, &lease, expires, None, give_up)
+                .await
+            {
                 record(start, "acquired");
                 return Ok(guard);
             }
@@ -566,12 +577,14 @@ impl Inner {
     /// Sleeps in line until this waiter should try again: a release, the lease it knows of
     /// running out (`expires`, if it watches), or `give_up`. Where the backend hands locks
     /// over, a holder of this process may hand it the lock meanwhile, under `lease`: then the
-    /// guard is returned.
+    /// guard is returned. `holder` is the lease of this process that holds the lock, if one
+    /// does: while it is renewed, its expiry is watched here without asking the server.
     async fn wait_in_line(
         self: &Arc<Self>,
         waiting: &Waiting,
         lease: &Arc<Lease>,
         expires: Option<Instant>,
+        holder: Option<&Arc<Lease>>,
         give_up: Instant,
     ) -> Option<LockGuard> {
         let now = Instant::now();
@@ -597,7 +610,16 @@ impl Inner {
                     Wake::Retry => break,
                     Wake::WatchUntil(at) => wake_at = at.min(give_up),
                 },
-                () = tokio::time::sleep_until(wake_at) => break,
+                () = tokio::time::sleep_until(wake_at) => {
+                    let renewed = holder
+                        .filter(|holder| holder.is_held())
+                        .map(|holder| holder.deadline())
+                        .filter(|&deadline| deadline > wake_at);
+                    match renewed {
+                        Some(deadline) if wake_at < give_up => wake_at = deadline.min(give_up),
+                        _ => break,
+                    }
+                }
             }
         }
         let granted = match waiting.slot.withdraw_offer() {
