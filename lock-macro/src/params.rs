@@ -513,6 +513,12 @@ fn unknown_placeholder(
 /// `.field`, `.0` or `.method()`. The names carry the key's location with the macro's
 /// resolution context: rustc reports a missing field or method at the key, but offers no
 /// "replace with" suggestion there, which would overwrite the whole key literal.
+///
+/// The price is that a misspelled field gets no hint. rustc (1.95) names a type's fields only
+/// to a field name in the user's own context, and then offers a similar one as a replacement
+/// of that name's span, wherever it points (`key = name`); it lists them in a note only when
+/// none is similar, which the macro cannot know. `offset_of!` takes the same path, a struct
+/// pattern names no field at all, and a span inside the literal is nightly-only.
 fn accessor(field: &str, placeholder: &Placeholder, span: Span) -> syn::Result<TokenStream> {
     let at = Span::mixed_site().located_at(span);
     let dot = syn::Token![.](at);
