@@ -108,16 +108,21 @@ else
 end
 
 -- Redis 5+ replicates a script by its effects, so reading TIME before writing is allowed.
+-- The token is built as text: the server time in microseconds is the seconds followed by the
+-- microseconds on six digits, and it wins over `last + 1` in all but rare cases. (Lua numbers
+-- are doubles: exact up to 2^53, but printing one with %.0f costs more than the rest of the
+-- script.)
 local time = redis.call('TIME')
-local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
-local fence = math.max(last + 1, now_us)
+local now = time[1] .. string.sub('00000' .. time[2], -6)
+local fence = now
+if last > 0 and tonumber(now) <= last then
+  fence = string.format('%.0f', last + 1)
+end
 local holder = ''
 if ARGV[3] ~= '' then
-  holder = ' since=' .. string.format('%.0f', math.floor(now_us / 1000)) .. ARGV[3]
+  holder = ' since=' .. string.sub(now, 1, -4) .. ARGV[3]
 end
--- %.0f keeps all digits; tostring would print 1.7e+15.
 redis.call('SET', KEYS[1],
-  'held fence=' .. string.format('%.0f', fence) .. ' token=' .. ARGV[1] ..
-  ' waiting=' .. ARGV[4] .. holder,
+  'held fence=' .. fence .. ' token=' .. ARGV[1] .. ' waiting=' .. ARGV[4] .. holder,
   'PX', ARGV[2])
 return {1, fence, 0}

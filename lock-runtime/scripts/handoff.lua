@@ -57,15 +57,18 @@ if waiting == '1' then
   return {2, 0}
 end
 
+-- As in acquire.lua, the token is built as text.
 local time = redis.call('TIME')
-local now_us = tonumber(time[1]) * 1000000 + tonumber(time[2])
-local next_fence = math.max(tonumber(fence) + 1, now_us)
+local now = time[1] .. string.sub('00000' .. time[2], -6)
+local next_fence = now
+if tonumber(now) <= tonumber(fence) then
+  next_fence = string.format('%.0f', tonumber(fence) + 1)
+end
 local holder = ''
 if ARGV[4] ~= '' then
-  holder = ' since=' .. string.format('%.0f', math.floor(now_us / 1000)) .. ARGV[4]
+  holder = ' since=' .. string.sub(now, 1, -4) .. ARGV[4]
 end
 redis.call('SET', KEYS[1],
-  'held fence=' .. string.format('%.0f', next_fence) .. ' token=' .. ARGV[2] ..
-  ' waiting=0' .. holder,
+  'held fence=' .. next_fence .. ' token=' .. ARGV[2] .. ' waiting=0' .. holder,
   'PX', ARGV[3])
 return {1, next_fence}
