@@ -52,7 +52,7 @@ impl Inner {
         .await;
         match answer {
             Ok(Ok(Release::Released)) => {
-                if self.backend.hands_off() {
+                if self.backend.hands_off() && self.waiters.has_line(&lease.stored.lock) {
                     // Waiters of this process may wait without having told the server (see
                     // `waiters`): the release nobody may announce to them is theirs at once.
                     self.waiters
