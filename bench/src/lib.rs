@@ -45,6 +45,9 @@ pub struct Plan {
     pub parallel_tasks: usize,
     pub contended: Duration,
     pub contended_tasks: usize,
+    /// The natural contention scenario: its length and tasks.
+    pub natural: Duration,
+    pub natural_tasks: usize,
     /// The hung holder's lease (one of [`contender::FIXED_LEASES`]).
     pub expiry_lease: Duration,
     pub hold_locks: usize,
@@ -67,6 +70,8 @@ impl Plan {
             parallel_tasks: 64,
             contended: Duration::from_secs(5),
             contended_tasks: 8,
+            natural: Duration::from_secs(5),
+            natural_tasks: 8,
             expiry_lease: Duration::from_secs(1),
             hold_locks: 10_000,
             hold_lease: Duration::from_secs(30),
@@ -86,6 +91,8 @@ impl Plan {
             parallel_tasks: 64,
             contended: Duration::from_millis(1500),
             contended_tasks: 8,
+            natural: Duration::from_millis(1500),
+            natural_tasks: 8,
             expiry_lease: Duration::from_millis(200),
             hold_locks: 1_000,
             hold_lease: Duration::from_secs(3),
@@ -105,6 +112,8 @@ impl Plan {
             parallel_tasks: 8,
             contended: Duration::from_millis(300),
             contended_tasks: 4,
+            natural: Duration::from_millis(300),
+            natural_tasks: 4,
             expiry_lease: Duration::from_millis(200),
             hold_locks: 50,
             hold_lease: Duration::from_millis(300),
@@ -120,16 +129,18 @@ pub enum Scenario {
     Uncontended,
     Parallel,
     Contended,
+    Natural,
     ExpiryTakeover,
     HoldMany,
     Ceiling,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 6] = [
+    pub const ALL: [Scenario; 7] = [
         Scenario::Uncontended,
         Scenario::Parallel,
         Scenario::Contended,
+        Scenario::Natural,
         Scenario::ExpiryTakeover,
         Scenario::HoldMany,
         Scenario::Ceiling,
@@ -141,6 +152,7 @@ impl Scenario {
             Scenario::Uncontended => "uncontended",
             Scenario::Parallel => "parallel",
             Scenario::Contended => "contended",
+            Scenario::Natural => "natural_contention",
             Scenario::ExpiryTakeover => "expiry_takeover",
             Scenario::HoldMany => "hold_many",
             Scenario::Ceiling => "redis_benchmark",
@@ -243,7 +255,12 @@ pub async fn run(target: &Target, options: &Options) -> Result<Report, BenchErro
                         for (contender, pairs) in order.iter().zip(&mut pairs) {
                             let slice = plan.uncontended / plan.slices;
                             pairs
-                                .run_slice(contender.as_ref(), &key(contender.as_ref(), 0), slice)
+                                .run_slice(
+                                    contender.as_ref(),
+                                    &mut probe.clone(),
+                                    &key(contender.as_ref(), 0),
+                                    slice,
+                                )
                                 .await?;
                         }
                     }
@@ -272,7 +289,10 @@ pub async fn run(target: &Target, options: &Options) -> Result<Report, BenchErro
                         measured.push((contender.name(), rate.metrics()));
                     }
                 }
-                Scenario::Contended | Scenario::ExpiryTakeover | Scenario::HoldMany => {
+                Scenario::Contended
+                | Scenario::Natural
+                | Scenario::ExpiryTakeover
+                | Scenario::HoldMany => {
                     for contender in &order {
                         let keys = |count| (0..count).map(|i| key(contender.as_ref(), i));
                         let metrics = match scenario {
@@ -283,6 +303,25 @@ pub async fn run(target: &Target, options: &Options) -> Result<Report, BenchErro
                                     &key(contender.as_ref(), 0),
                                     plan.contended_tasks,
                                     plan.contended,
+                                )
+                                .await?;
+                                if outcome.violations > 0 {
+                                    eprintln!(
+                                        "MUTUAL EXCLUSION VIOLATED: {} let {} sections overlap",
+                                        contender.name(),
+                                        outcome.violations
+                                    );
+                                }
+                                violations += outcome.violations;
+                                outcome.metrics
+                            }
+                            Scenario::Natural => {
+                                let outcome = scenario::natural::measure(
+                                    contender,
+                                    probe.clone(),
+                                    &key(contender.as_ref(), 0),
+                                    plan.natural_tasks,
+                                    plan.natural,
                                 )
                                 .await?;
                                 if outcome.violations > 0 {

@@ -20,8 +20,8 @@ usage: lock-bench [--quick] [--json PATH] [--svg PATH] [--markdown PATH] [--only
   --svg PATH         chart of handover latency (default target/lock-bench/handover.svg)
   --markdown PATH    machine, tables and targets as markdown (default: not written)
   --replot JSON      run nothing: draw the chart (--svg) from the results of an earlier run
-  --only SCENARIOS   comma-separated: uncontended, parallel, contended, expiry_takeover,
-                     hold_many, redis_benchmark
+  --only SCENARIOS   comma-separated: uncontended, parallel, contended, natural_contention,
+                     expiry_takeover, hold_many, redis_benchmark
   --repetitions N    repetitions of every scenario (default 5, hold_many 2; quick 1)
   --contenders NAMES comma-separated: distributed_lock, LockManager::lock, hand-rolled, rslock
 

@@ -193,6 +193,31 @@ impl Info {
         self.get(field).and_then(|v| v.parse().ok()).unwrap_or(0)
     }
 
+    /// A field in seconds, such as `used_cpu_user` in `INFO cpu`; 0 when absent.
+    pub fn seconds(&self, field: &str) -> f64 {
+        self.get(field).and_then(|v| v.parse().ok()).unwrap_or(0.0)
+    }
+
+    /// The calls of every command in `INFO commandstats` but `except`. Redis 7 counts a
+    /// command a script runs under its own name besides the script's `EVALSHA`, so this is the
+    /// calls at the top level plus those inside scripts, each counted once.
+    pub fn total_calls(&self, except: &[&str]) -> u64 {
+        self.fields
+            .iter()
+            .filter_map(|(field, stat)| {
+                let command = field.strip_prefix("cmdstat_")?;
+                // Redis 7 names subcommands `config|resetstat`.
+                let base = command.split('|').next().unwrap_or(command);
+                if except.contains(&base) {
+                    return None;
+                }
+                stat.split(',')
+                    .find_map(|pair| pair.strip_prefix("calls="))
+                    .and_then(|calls| calls.parse::<u64>().ok())
+            })
+            .sum()
+    }
+
     /// `calls=` of `cmdstat_<command>` in `INFO commandstats`; 0 when never called.
     pub fn calls(&self, command: &str) -> u64 {
         self.get(&format!("cmdstat_{command}"))
@@ -218,6 +243,16 @@ mod tests {
         assert_eq!(info.calls("evalsha"), 1200);
         assert_eq!(info.calls("ping"), 3);
         assert_eq!(info.calls("eval"), 0);
+    }
+
+    #[test]
+    fn total_calls_count_every_command_once_but_the_excepted() {
+        let info = Info::parse(
+            "# Commandstats\r\ncmdstat_evalsha:calls=2,usec=9\r\ncmdstat_get:calls=2,usec=1\r\n\
+             cmdstat_set:calls=2,usec=1\r\ncmdstat_time:calls=1,usec=1\r\n\
+             cmdstat_ping:calls=5,usec=1\r\ncmdstat_config|resetstat:calls=1,usec=1\r\n",
+        );
+        assert_eq!(info.total_calls(&["ping", "config"]), 7);
     }
 
     #[test]

@@ -5,6 +5,7 @@ pub mod ceiling;
 pub mod contended;
 pub mod expiry;
 pub mod hold_many;
+pub mod natural;
 pub mod parallel;
 pub mod uncontended;
 

@@ -1,0 +1,185 @@
+//! Several tasks compete for one key as real code does: each takes the lock again right after
+//! it released it. The body inside the lock is one Redis PING on a side connection.
+//!
+//! Unlike `contended` (which holds the releaser back to time the handover alone), the releaser
+//! is free to barge in again, so this shows what a hot key costs and how fair it is: critical
+//! sections per second, the handover from one holder's exit to the next holder's entry, the
+//! share of sections won again by the task that had just released, the longest wait for the
+//! lock, and the Redis calls (top level and inside scripts, from `INFO commandstats`) and
+//! server CPU (`INFO cpu`) per section.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::Metric;
+use crate::BenchError;
+use crate::contender::{Contender, Work};
+use crate::server::Probe;
+use crate::stats::{percentile, sorted_micros};
+
+/// How long after the end of the run the tasks still waiting may take to get through.
+const DRAIN: Duration = Duration::from_secs(30);
+
+/// Commands the measurement itself sends: the body's PING and the probe's INFO.
+const NOT_THE_LOCKS: [&str; 3] = ["ping", "info", "config"];
+
+struct Sections {
+    deadline: Instant,
+    probe: Probe,
+    inside: AtomicU32,
+    overlaps: AtomicU64,
+    counter: AtomicU64,
+    entries: AtomicU64,
+    log: Mutex<Log>,
+}
+
+#[derive(Default)]
+struct Log {
+    last_holder: Option<usize>,
+    left_at: Option<Instant>,
+    handovers: Vec<Duration>,
+    /// Counted sections (entered before the deadline) and those won by the last holder.
+    counted: u64,
+    won_again: u64,
+    longest_wait: Duration,
+    section_time: Duration,
+}
+
+impl Sections {
+    fn log(&self) -> std::sync::MutexGuard<'_, Log> {
+        self.log.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn body(self: &Arc<Self>, task: usize, asked: Instant) -> Work<'static> {
+        let this = self.clone();
+        Box::pin(async move {
+            let entered = Instant::now();
+            if this.inside.fetch_add(1, Ordering::SeqCst) != 0 {
+                this.overlaps.fetch_add(1, Ordering::SeqCst);
+            }
+            if entered < this.deadline {
+                let mut log = this.log();
+                if let Some(left) = log.left_at.take() {
+                    log.handovers.push(entered - left);
+                }
+                log.counted += 1;
+                if log.last_holder == Some(task) {
+                    log.won_again += 1;
+                }
+                log.longest_wait = log.longest_wait.max(entered - asked);
+                log.last_holder = Some(task);
+            }
+            let seen = this.counter.load(Ordering::SeqCst);
+            let _ = this.probe.clone().ping().await;
+            this.counter.store(seen + 1, Ordering::SeqCst);
+            this.entries.fetch_add(1, Ordering::SeqCst);
+            this.inside.fetch_sub(1, Ordering::SeqCst);
+            let left = Instant::now();
+            let mut log = this.log();
+            log.section_time += left - entered;
+            log.left_at = Some(left);
+        })
+    }
+}
+
+/// The outcome of one run, with the violations apart for the caller to report.
+pub struct Outcome {
+    pub metrics: Vec<Metric>,
+    pub violations: u64,
+}
+
+pub async fn measure(
+    contender: &Arc<dyn Contender>,
+    mut probe: Probe,
+    key: &str,
+    tasks: usize,
+    duration: Duration,
+) -> Result<Outcome, BenchError> {
+    let before_calls = probe.info("commandstats").await?;
+    let before_cpu = probe.info("cpu").await?;
+    let sections = Arc::new(Sections {
+        deadline: Instant::now() + duration,
+        probe: probe.clone(),
+        inside: AtomicU32::new(0),
+        overlaps: AtomicU64::new(0),
+        counter: AtomicU64::new(0),
+        entries: AtomicU64::new(0),
+        log: Mutex::new(Log::default()),
+    });
+    let handles: Vec<_> = (0..tasks)
+        .map(|task| {
+            let contender = contender.clone();
+            let sections = sections.clone();
+            let key = key.to_owned();
+            tokio::spawn(async move {
+                while Instant::now() < sections.deadline {
+                    let asked = Instant::now();
+                    contender
+                        .exclusive(&key, sections.body(task, asked))
+                        .await?;
+                }
+                Ok::<_, BenchError>(())
+            })
+        })
+        .collect();
+    for handle in handles {
+        tokio::time::timeout_at(sections.deadline + DRAIN, handle)
+            .await
+            .map_err(|_| BenchError::new("natural: tasks still waiting 30 s after the run"))?
+            .map_err(|err| BenchError::new(format!("natural task: {err}")))??;
+    }
+    let after_calls = probe.info("commandstats").await?;
+    let after_cpu = probe.info("cpu").await?;
+    let entries = sections.entries.load(Ordering::SeqCst);
+    let lost_updates = entries - sections.counter.load(Ordering::SeqCst).min(entries);
+    let violations = sections.overlaps.load(Ordering::SeqCst) + lost_updates;
+    let calls = after_calls
+        .total_calls(&NOT_THE_LOCKS)
+        .saturating_sub(before_calls.total_calls(&NOT_THE_LOCKS));
+    let cpu = after_cpu.seconds("used_cpu_user") + after_cpu.seconds("used_cpu_sys")
+        - before_cpu.seconds("used_cpu_user")
+        - before_cpu.seconds("used_cpu_sys");
+    let log = sections.log();
+    let handovers = sorted_micros(&log.handovers);
+    let counted = log.counted.max(1) as f64;
+    let all = entries.max(1) as f64;
+    let metrics = vec![
+        Metric::new(
+            "sections_per_s",
+            "sections/s",
+            log.counted as f64 / duration.as_secs_f64(),
+        ),
+        Metric::new(
+            "handover_p50",
+            "µs",
+            percentile(&handovers, 0.50).unwrap_or(f64::NAN),
+        ),
+        Metric::new(
+            "handover_p99",
+            "µs",
+            percentile(&handovers, 0.99).unwrap_or(f64::NAN),
+        ),
+        Metric::new("won_again", "%", 100.0 * log.won_again as f64 / counted),
+        Metric::new(
+            "longest_wait",
+            "ms",
+            log.longest_wait.as_secs_f64() * 1000.0,
+        ),
+        Metric::new(
+            "mean_section",
+            "µs",
+            log.section_time.as_secs_f64() * 1e6 / counted,
+        ),
+        // Over every section of the run, the drain included, as the counters are.
+        Metric::new("redis_calls_per_section", "calls", calls as f64 / all),
+        Metric::new("redis_cpu_per_section", "µs", cpu * 1e6 / all),
+        Metric::new("violations", "count", violations as f64),
+    ];
+    Ok(Outcome {
+        metrics,
+        violations,
+    })
+}
