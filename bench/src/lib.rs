@@ -296,34 +296,29 @@ pub async fn run(target: &Target, options: &Options) -> Result<Report, BenchErro
                     for contender in &order {
                         let keys = |count| (0..count).map(|i| key(contender.as_ref(), i));
                         let metrics = match scenario {
-                            Scenario::Contended => {
-                                let outcome = scenario::contended::measure(
-                                    contender,
-                                    probe.clone(),
-                                    &key(contender.as_ref(), 0),
-                                    plan.contended_tasks,
-                                    plan.contended,
-                                )
-                                .await?;
-                                if outcome.violations > 0 {
-                                    eprintln!(
-                                        "MUTUAL EXCLUSION VIOLATED: {} let {} sections overlap",
-                                        contender.name(),
-                                        outcome.violations
-                                    );
-                                }
-                                violations += outcome.violations;
-                                outcome.metrics
-                            }
-                            Scenario::Natural => {
-                                let outcome = scenario::natural::measure(
-                                    contender,
-                                    probe.clone(),
-                                    &key(contender.as_ref(), 0),
-                                    plan.natural_tasks,
-                                    plan.natural,
-                                )
-                                .await?;
+                            Scenario::Contended | Scenario::Natural => {
+                                let key = key(contender.as_ref(), 0);
+                                let outcome = if scenario == Scenario::Contended {
+                                    let (tasks, length) = (plan.contended_tasks, plan.contended);
+                                    scenario::contended::measure(
+                                        contender,
+                                        probe.clone(),
+                                        &key,
+                                        tasks,
+                                        length,
+                                    )
+                                    .await?
+                                } else {
+                                    let (tasks, length) = (plan.natural_tasks, plan.natural);
+                                    scenario::natural::measure(
+                                        contender,
+                                        probe.clone(),
+                                        &key,
+                                        tasks,
+                                        length,
+                                    )
+                                    .await?
+                                };
                                 if outcome.violations > 0 {
                                     eprintln!(
                                         "MUTUAL EXCLUSION VIOLATED: {} let {} sections overlap",

@@ -15,26 +15,6 @@ async fn connect(server: &RedisServer) -> LockManager {
         .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()))
 }
 
-/// Every call the server counted since the last `CONFIG RESETSTAT`, inside scripts too, without
-/// the harness's own probes.
-fn calls(server: &RedisServer) -> Vec<(String, u64)> {
-    server
-        .cmd(&["INFO", "commandstats"])
-        .lines()
-        .filter_map(|line| {
-            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = stats
-                .strip_prefix("calls=")?
-                .split(',')
-                .next()?
-                .parse()
-                .ok()?;
-            Some((name.to_owned(), calls))
-        })
-        .filter(|(name, _)| !name.starts_with("config") && name != "info")
-        .collect()
-}
-
 fn total(calls: &[(String, u64)]) -> u64 {
     calls.iter().map(|(_, count)| count).sum()
 }
@@ -68,7 +48,7 @@ async fn a_release_hands_the_lock_to_a_waiter_of_the_same_process_in_one_call() 
             !lock.waiting,
             "round {round}: the waiter asked the server: {lock:?}"
         );
-        let asked = calls(&server);
+        let asked = server.command_calls();
         assert_eq!(count(&asked, "evalsha"), 0, "round {round}: {asked:?}");
         server.cmd(&["CONFIG", "RESETSTAT"]);
         let before = holder.fencing_token();
@@ -80,7 +60,8 @@ async fn a_release_hands_the_lock_to_a_waiter_of_the_same_process_in_one_call() 
         assert!(next.fencing_token() > before);
         // One script call took it from the holder and gave it to the waiter: EVALSHA GET TIME
         // SET, no announcement. (The line being empty now, the manager may also unsubscribe.)
-        let handed: Vec<_> = calls(&server)
+        let handed: Vec<_> = server
+            .command_calls()
             .into_iter()
             .filter(|(name, _)| !name.ends_with("subscribe"))
             .collect();
@@ -142,7 +123,7 @@ async fn tasks_of_one_process_on_a_hot_key_take_turns_at_five_calls_a_section_or
     }
     let sections = u64::from(TASKS * ROUNDS);
     assert_eq!(overlaps.load(Ordering::SeqCst), 0);
-    let calls = calls(&server);
+    let calls = server.command_calls();
     let per_section = total(&calls) as f64 / sections as f64;
     assert!(
         per_section <= 5.0,
@@ -192,7 +173,7 @@ async fn a_waiter_elsewhere_turns_the_next_hand_off_into_a_release_it_can_win() 
     server.cmd(&["CONFIG", "RESETSTAT"]);
     held.release().await.expect("release");
     assert_eq!(
-        count(&calls(&server), "publish"),
+        count(&server.command_calls(), "publish"),
         1,
         "announced for the other process"
     );

@@ -327,29 +327,6 @@ async fn a_key_holding_other_data_is_a_backend_error_and_is_left_untouched() {
     assert_eq!(server.cmd(&["HGET", "lock:{their-hash}", "field"]), "value");
 }
 
-/// `INFO commandstats` as (command, calls) pairs.
-fn command_calls(server: &RedisServer) -> Vec<(String, u64)> {
-    server
-        .cmd(&["INFO", "commandstats"])
-        .lines()
-        .filter_map(|line| {
-            let (name, stats) = line.strip_prefix("cmdstat_")?.split_once(':')?;
-            let calls = stats
-                .strip_prefix("calls=")?
-                .split(',')
-                .next()?
-                .parse()
-                .ok()?;
-            Some((name.to_owned(), calls))
-        })
-        // The harness's own probes; Redis 7 names subcommands `config|resetstat`.
-        .filter(|(name, _)| {
-            let command = name.split('|').next().unwrap_or_default();
-            !matches!(command, "info" | "config" | "auth" | "ping")
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn uncontended_acquire_and_release_take_two_round_trips() {
     let server = RedisServer::start();
@@ -369,7 +346,7 @@ async fn uncontended_acquire_and_release_take_two_round_trips() {
     const INSIDE_SCRIPTS: [&str; 9] = [
         "type", "hget", "hset", "pexpire", "time", "get", "set", "del", "publish",
     ];
-    let calls = command_calls(&server);
+    let calls = server.command_calls();
     let sent: Vec<_> = calls
         .iter()
         .filter(|(name, _)| !INSIDE_SCRIPTS.contains(&name.as_str()))
@@ -389,7 +366,7 @@ async fn reentering_a_held_key_sends_nothing() {
                 let inner = inner_locks.lock("nest", LockOptions::new()).await?;
                 inner.release().await?;
             }
-            assert_eq!(command_calls(&server), vec![]);
+            assert_eq!(server.command_calls(), vec![]);
             Ok::<_, LockError>(())
         })
         .await
@@ -532,7 +509,7 @@ async fn an_uncontended_pair_costs_redis_seven_calls_and_announces_nothing() {
 
     // Top level and inside the scripts: EVALSHA, GET, TIME, SET to take it; EVALSHA, GET, SET
     // to release it. Nobody waited, so no PUBLISH.
-    let calls = command_calls(&server);
+    let calls = server.command_calls();
     let total: u64 = calls.iter().map(|(_, count)| count).sum();
     assert_eq!(total, 7, "{calls:?}");
     assert!(
@@ -557,7 +534,8 @@ async fn a_release_is_announced_when_someone_was_told_the_lock_is_busy() {
     assert!(lock.waiting, "the busy answer is recorded: {lock:?}");
     server.cmd(&["CONFIG", "RESETSTAT"]);
     guard.release().await.expect("release");
-    let published = command_calls(&server)
+    let published = server
+        .command_calls()
         .into_iter()
         .find(|(name, _)| name == "publish")
         .map_or(0, |(_, count)| count);

@@ -15,6 +15,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Metric;
+use super::contended::Outcome;
 use crate::BenchError;
 use crate::contender::{Contender, Work};
 use crate::server::Probe;
@@ -83,12 +84,6 @@ impl Sections {
             log.left_at = Some(left);
         })
     }
-}
-
-/// The outcome of one run, with the violations apart for the caller to report.
-pub struct Outcome {
-    pub metrics: Vec<Metric>,
-    pub violations: u64,
 }
 
 pub async fn measure(
