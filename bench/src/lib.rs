@@ -186,7 +186,7 @@ pub struct Options {
 /// The outcome of a run.
 pub struct Report {
     pub results: Results,
-    /// Mutual-exclusion violations seen in the contended scenario, all contenders together.
+    /// Mutual-exclusion violations seen in the two contention scenarios, all contenders together.
     pub violations: u64,
 }
 

@@ -240,7 +240,7 @@ async fn run(args: Args) -> Result<ExitCode, BenchError> {
 
     if report.violations > 0 {
         eprintln!(
-            "FAILED: {} mutual-exclusion violations in the contended scenario",
+            "FAILED: {} mutual-exclusion violations in the contention scenarios",
             report.violations
         );
         return Ok(ExitCode::FAILURE);
