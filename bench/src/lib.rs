@@ -281,7 +281,8 @@ pub async fn run(target: &Target, options: &Options) -> Result<Report, BenchErro
                         .collect();
                     for _ in 0..plan.slices {
                         for ((contender, rate), keys) in order.iter().zip(&mut rates).zip(&keys) {
-                            rate.run_slice(contender, keys, plan.parallel / plan.slices)
+                            let slice = plan.parallel / plan.slices;
+                            rate.run_slice(contender, &mut probe.clone(), keys, slice)
                                 .await?;
                         }
                     }
@@ -331,7 +332,8 @@ pub async fn run(target: &Target, options: &Options) -> Result<Report, BenchErro
                             }
                             Scenario::ExpiryTakeover => {
                                 let key = key(contender.as_ref(), 0);
-                                scenario::expiry::measure(contender, &key, plan.expiry_lease)
+                                let lease = plan.expiry_lease;
+                                scenario::expiry::measure(contender, probe.clone(), &key, lease)
                                     .await?
                             }
                             _ => {
