@@ -4,6 +4,9 @@
 //! - [`Manager`]: this library through `LockManager::lock`,
 //! - [`HandRolled`]: `SET key token NX PX ttl` and a compare-and-delete script, retried at a fixed
 //!   interval, no watchdog: the pattern of the well-known blog posts, and the round-trip floor,
+//! - [`HandRolledPubSub`]: the same, but a waiter subscribes to the key's release channel and
+//!   tries again on the release message or when the lease it saw runs out: the reference for
+//!   waiting,
 //! - [`Rslock`]: the `rslock` crate (Redlock) on one instance, at its defaults.
 
 use std::future::Future;
@@ -17,11 +20,13 @@ use crate::BenchError;
 
 mod attribute;
 mod hand_rolled;
+mod hand_rolled_pubsub;
 mod manager;
 mod rslock;
 
 pub use attribute::Attribute;
 pub use hand_rolled::{HandRolled, RETRY_INTERVAL};
+pub use hand_rolled_pubsub::HandRolledPubSub;
 pub use manager::Manager;
 pub use rslock::Rslock;
 
@@ -78,10 +83,11 @@ pub trait Contender: Send + Sync {
 }
 
 /// The contenders' names, in table order.
-pub const NAMES: [&str; 4] = [
+pub const NAMES: [&str; 5] = [
     Attribute::NAME,
     Manager::NAME,
     HandRolled::NAME,
+    HandRolledPubSub::NAME,
     Rslock::NAME,
 ];
 
@@ -91,6 +97,7 @@ pub async fn connect(name: &str, url: &str) -> Result<Arc<dyn Contender>, BenchE
         Attribute::NAME => Arc::new(Attribute::connect(url).await?),
         Manager::NAME => Arc::new(Manager::connect(url).await?),
         HandRolled::NAME => Arc::new(HandRolled::connect(url).await?),
+        HandRolledPubSub::NAME => Arc::new(HandRolledPubSub::connect(url).await?),
         Rslock::NAME => Arc::new(Rslock::connect(url)?),
         other => {
             return Err(BenchError::new(format!(
