@@ -21,7 +21,7 @@ use std::time::Duration;
 
 pub use error::BenchError;
 
-use contender::Contender;
+use contender::{Contender, FairMode};
 use report::Results;
 use scenario::hold_many::{Figures, Load};
 use scenario::parallel::Throughput;
@@ -186,7 +186,8 @@ pub struct Options {
 /// The outcome of a run.
 pub struct Report {
     pub results: Results,
-    /// Mutual-exclusion violations seen in the two contention scenarios, all contenders together.
+    /// Mutual-exclusion violations seen in the two contention scenarios, all contenders (and
+    /// fair modes) together.
     pub violations: u64,
 }
 
@@ -294,7 +295,8 @@ pub async fn run(target: &Target, options: &Options) -> Result<Report, BenchErro
                 | Scenario::Natural
                 | Scenario::ExpiryTakeover
                 | Scenario::HoldMany => {
-                    for contender in &order {
+                    let variants = variants(&order, scenario, &mut results);
+                    for contender in &variants {
                         let keys = |count| (0..count).map(|i| key(contender.as_ref(), i));
                         let metrics = match scenario {
                             Scenario::Contended | Scenario::Natural => {
@@ -379,8 +381,32 @@ pub async fn run(target: &Target, options: &Options) -> Result<Report, BenchErro
     })
 }
 
+/// The contenders a scenario measures, in `order`: in the natural scenario each followed by
+/// its fair mode where it has one; a fair mode this build cannot run is noted in `results`.
+fn variants(
+    order: &[&Arc<dyn Contender>],
+    scenario: Scenario,
+    results: &mut Results,
+) -> Vec<Arc<dyn Contender>> {
+    let mut variants = Vec::new();
+    for &contender in order {
+        variants.push(contender.clone());
+        if scenario != Scenario::Natural {
+            continue;
+        }
+        match contender.fair_mode() {
+            FairMode::None => {}
+            FairMode::NotAvailable { name, reason } => {
+                results.record_unavailable(scenario.name(), name, reason);
+            }
+            FairMode::Available(fair) => variants.push(fair),
+        }
+    }
+    variants
+}
+
 /// Figures relative to the floor (throughput) and to rslock (handover), repetition by
-/// repetition.
+/// repetition; the fair mode's throughput relative to the default mode's.
 fn add_ratios(results: &mut Results) {
     for scenario in [Scenario::Uncontended, Scenario::Parallel] {
         results.add_ratio(
@@ -397,6 +423,14 @@ fn add_ratios(results: &mut Results) {
         RSLOCK,
         "handover_p50_times_faster_than_rslock",
         |this, rslock| rslock / this,
+    );
+    results.add_ratio_of(
+        Scenario::Natural.name(),
+        "sections_per_s",
+        contender::Manager::FAIR_NAME,
+        contender::Manager::NAME,
+        "sections_per_s_vs_default",
+        |fair, default| fair / default,
     );
 }
 

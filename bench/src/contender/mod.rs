@@ -68,6 +68,12 @@ pub trait Contender: Send + Sync {
         entered: &(dyn Fn() + Sync),
     ) -> Result<(), BenchError>;
 
+    /// This lock in its fair mode (waiters served in the order they came), for the natural
+    /// contention scenario; most locks have none.
+    fn fair_mode(&self) -> FairMode {
+        FairMode::None
+    }
+
     /// Whether this lock keeps a held lease alive by itself.
     fn renews(&self) -> bool;
 
@@ -80,6 +86,19 @@ pub trait Contender: Send + Sync {
         held: &(dyn Fn() + Sync),
         until: Work<'_>,
     ) -> Result<(), BenchError>;
+}
+
+/// Whether a contender has a fair mode to measure beside its default one.
+pub enum FairMode {
+    /// No such mode: no fair rows.
+    None,
+    /// The mode is planned but this build cannot run it: its rows say so, without figures.
+    NotAvailable {
+        name: &'static str,
+        reason: &'static str,
+    },
+    /// The same lock in its fair mode, measured as a contender of its own.
+    Available(Arc<dyn Contender>),
 }
 
 /// The contenders' names, in table order.
