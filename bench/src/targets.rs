@@ -72,8 +72,7 @@ pub fn check(results: &Results) -> Vec<Check> {
                 add(
                     &format!("{what} pairs/s >= {floor_share}x the floor"),
                     format!(
-                        "{}x ({} vs {} pairs/s)",
-                        number_2(ratio),
+                        "{ratio:.3}x ({} vs {} pairs/s)",
                         number(rate),
                         number(floor)
                     ),
@@ -224,7 +223,7 @@ fn fair_mode(results: &Results) -> Vec<Check> {
     ) {
         checks.push(check(
             &targets[2],
-            format!("{}x ({} sections/s)", number_2(ratio), number(rate)),
+            format!("{ratio:.3}x ({} sections/s)", number(rate)),
             Status::of(ratio >= FAIR_THROUGHPUT),
         ));
     }
