@@ -21,7 +21,7 @@ use std::time::Duration;
 
 pub use error::BenchError;
 
-use contender::Contender;
+use contender::{Contender, FairMode};
 use report::Results;
 use scenario::hold_many::{Figures, Load};
 use scenario::parallel::Throughput;
@@ -59,7 +59,9 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The full run: several minutes.
+    /// The full run: about 14 minutes on two cores, under the 15 the issue allows (4 s per
+    /// contention run and a 50 s hold-many window make room for the pub/sub contender and the
+    /// fair mode).
     pub fn full() -> Plan {
         Plan {
             repetitions: 5,
@@ -68,14 +70,14 @@ impl Plan {
             uncontended: Duration::from_secs(3),
             parallel: Duration::from_secs(3),
             parallel_tasks: 64,
-            contended: Duration::from_secs(5),
+            contended: Duration::from_secs(4),
             contended_tasks: 8,
-            natural: Duration::from_secs(5),
+            natural: Duration::from_secs(4),
             natural_tasks: 8,
             expiry_lease: Duration::from_secs(1),
             hold_locks: 10_000,
             hold_lease: Duration::from_secs(30),
-            hold_window: Duration::from_secs(60),
+            hold_window: Duration::from_secs(50),
             ceiling_requests: 100_000,
         }
     }
@@ -186,7 +188,8 @@ pub struct Options {
 /// The outcome of a run.
 pub struct Report {
     pub results: Results,
-    /// Mutual-exclusion violations seen in the two contention scenarios, all contenders together.
+    /// Mutual-exclusion violations seen in the two contention scenarios, all contenders (and
+    /// fair modes) together.
     pub violations: u64,
 }
 
@@ -281,7 +284,8 @@ pub async fn run(target: &Target, options: &Options) -> Result<Report, BenchErro
                         .collect();
                     for _ in 0..plan.slices {
                         for ((contender, rate), keys) in order.iter().zip(&mut rates).zip(&keys) {
-                            rate.run_slice(contender, keys, plan.parallel / plan.slices)
+                            let slice = plan.parallel / plan.slices;
+                            rate.run_slice(contender, &mut probe.clone(), keys, slice)
                                 .await?;
                         }
                     }
@@ -293,7 +297,8 @@ pub async fn run(target: &Target, options: &Options) -> Result<Report, BenchErro
                 | Scenario::Natural
                 | Scenario::ExpiryTakeover
                 | Scenario::HoldMany => {
-                    for contender in &order {
+                    let variants = variants(&order, scenario, &mut results);
+                    for contender in &variants {
                         let keys = |count| (0..count).map(|i| key(contender.as_ref(), i));
                         let metrics = match scenario {
                             Scenario::Contended | Scenario::Natural => {
@@ -331,7 +336,8 @@ pub async fn run(target: &Target, options: &Options) -> Result<Report, BenchErro
                             }
                             Scenario::ExpiryTakeover => {
                                 let key = key(contender.as_ref(), 0);
-                                scenario::expiry::measure(contender, &key, plan.expiry_lease)
+                                let lease = plan.expiry_lease;
+                                scenario::expiry::measure(contender, probe.clone(), &key, lease)
                                     .await?
                             }
                             _ => {
@@ -377,8 +383,32 @@ pub async fn run(target: &Target, options: &Options) -> Result<Report, BenchErro
     })
 }
 
+/// The contenders a scenario measures, in `order`: in the natural scenario each followed by
+/// its fair mode where it has one; a fair mode this build cannot run is noted in `results`.
+fn variants(
+    order: &[&Arc<dyn Contender>],
+    scenario: Scenario,
+    results: &mut Results,
+) -> Vec<Arc<dyn Contender>> {
+    let mut variants = Vec::new();
+    for &contender in order {
+        variants.push(contender.clone());
+        if scenario != Scenario::Natural {
+            continue;
+        }
+        match contender.fair_mode() {
+            FairMode::None => {}
+            FairMode::NotAvailable { name, reason } => {
+                results.record_unavailable(scenario.name(), name, reason);
+            }
+            FairMode::Available(fair) => variants.push(fair),
+        }
+    }
+    variants
+}
+
 /// Figures relative to the floor (throughput) and to rslock (handover), repetition by
-/// repetition.
+/// repetition; the fair mode's throughput relative to the default mode's.
 fn add_ratios(results: &mut Results) {
     for scenario in [Scenario::Uncontended, Scenario::Parallel] {
         results.add_ratio(
@@ -395,6 +425,14 @@ fn add_ratios(results: &mut Results) {
         RSLOCK,
         "handover_p50_times_faster_than_rslock",
         |this, rslock| rslock / this,
+    );
+    results.add_ratio_of(
+        Scenario::Natural.name(),
+        "sections_per_s",
+        contender::Manager::FAIR_NAME,
+        contender::Manager::NAME,
+        "sections_per_s_vs_default",
+        |fair, default| fair / default,
     );
 }
 

@@ -23,7 +23,8 @@ usage: lock-bench [--quick] [--json PATH] [--svg PATH] [--markdown PATH] [--only
   --only SCENARIOS   comma-separated: uncontended, parallel, contended, natural_contention,
                      expiry_takeover, hold_many, redis_benchmark
   --repetitions N    repetitions of every scenario (default 5, hold_many 2; quick 1)
-  --contenders NAMES comma-separated: distributed_lock, LockManager::lock, hand-rolled, rslock
+  --contenders NAMES comma-separated: distributed_lock, LockManager::lock, hand-rolled,
+                     hand-rolled pub/sub (quote the list), rslock
 
 Starts redis-server on a free loopback port, or uses the server REDIS_URL names.
 Build with --release: cargo run --release -p lock-bench -- --quick";

@@ -33,6 +33,8 @@ struct Series {
 #[derive(Default)]
 pub struct Results {
     series: Vec<Series>,
+    /// (scenario, contender, why): contenders a scenario could not measure in this build.
+    unavailable: Vec<(String, String, String)>,
 }
 
 impl Results {
@@ -57,6 +59,23 @@ impl Results {
                 values: vec![value],
             }),
         }
+    }
+
+    /// Notes that `contender` could not be measured in `scenario`, and why: its table shows the
+    /// reason where the figures would be.
+    pub fn record_unavailable(&mut self, scenario: &str, contender: &str, why: &str) {
+        if self.unavailable(scenario, contender).is_none() {
+            self.unavailable
+                .push((scenario.to_owned(), contender.to_owned(), why.to_owned()));
+        }
+    }
+
+    /// Why `contender` was not measured in `scenario`, if it was noted as unavailable.
+    pub fn unavailable(&self, scenario: &str, contender: &str) -> Option<&str> {
+        self.unavailable
+            .iter()
+            .find(|(s, c, _)| s == scenario && c == contender)
+            .map(|(_, _, why)| why.as_str())
     }
 
     /// Every repetition's value of one metric.
@@ -86,24 +105,39 @@ impl Results {
         derived: &str,
         ratio: impl Fn(f64, f64) -> f64,
     ) {
-        let Some(base) = self
-            .values(scenario, reference, metric)
-            .map(<[f64]>::to_vec)
-        else {
-            return;
-        };
-        let others: Vec<(String, Vec<f64>)> = self
+        let others: Vec<String> = self
             .series
             .iter()
             .filter(|s| s.scenario == scenario && s.metric == metric && s.contender != reference)
-            .map(|s| (s.contender.clone(), s.values.clone()))
+            .map(|s| s.contender.clone())
             .collect();
-        for (contender, values) in others {
-            for (&value, &base) in values.iter().zip(&base) {
-                let value = ratio(value, base);
-                if value.is_finite() {
-                    self.push(scenario, &contender, derived, "x", value);
-                }
+        for contender in others {
+            self.add_ratio_of(scenario, metric, &contender, reference, derived, &ratio);
+        }
+    }
+
+    /// Adds `derived` = f(`contender`'s value, `reference`'s value) per repetition.
+    pub fn add_ratio_of(
+        &mut self,
+        scenario: &str,
+        metric: &str,
+        contender: &str,
+        reference: &str,
+        derived: &str,
+        ratio: impl Fn(f64, f64) -> f64,
+    ) {
+        let (Some(values), Some(base)) = (
+            self.values(scenario, contender, metric)
+                .map(<[f64]>::to_vec),
+            self.values(scenario, reference, metric)
+                .map(<[f64]>::to_vec),
+        ) else {
+            return;
+        };
+        for (&value, &base) in values.iter().zip(&base) {
+            let value = ratio(value, base);
+            if value.is_finite() {
+                self.push(scenario, contender, derived, "x", value);
             }
         }
     }
@@ -174,6 +208,9 @@ impl Results {
                 row.unit
             );
         }
+        for (_, contender, why) in self.unavailable.iter().filter(|(s, _, _)| s == scenario) {
+            let _ = writeln!(out, "| {contender} | not available: {why} | | | | |");
+        }
         out
     }
 }
@@ -209,6 +246,26 @@ mod tests {
             Some(&[0.95, 0.75][..])
         );
         assert_eq!(results.values("s", "floor", "rate_vs_floor"), None);
+    }
+
+    #[test]
+    fn a_contender_that_could_not_run_is_shown_with_the_reason_and_no_figures() {
+        let mut results = Results::default();
+        results.record("s", "this", &Metric::new("rate", "1/s", 1.0));
+        results.record_unavailable("s", "this fair", "no fair mode yet");
+        results.record_unavailable("s", "this fair", "no fair mode yet");
+        assert_eq!(
+            results.unavailable("s", "this fair"),
+            Some("no fair mode yet")
+        );
+        assert!(results.rows().iter().all(|row| row.contender == "this"));
+        let table = results.table("s");
+        assert_eq!(
+            table
+                .matches("| this fair | not available: no fair mode yet |")
+                .count(),
+            1
+        );
     }
 
     #[test]

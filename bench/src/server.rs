@@ -9,6 +9,7 @@ use redis::aio::MultiplexedConnection;
 use redis::{Client, ConnectionAddr};
 
 use crate::BenchError;
+use crate::scenario::Metric;
 
 /// The server every contender of a run talks to.
 pub struct Target {
@@ -103,10 +104,13 @@ pub struct Probe {
 }
 
 impl Probe {
-    /// `INFO <section>` as `field -> value`.
-    pub async fn info(&mut self, section: &str) -> Result<Info, BenchError> {
-        let text: String = redis::cmd("INFO")
-            .arg(section)
+    /// `INFO <section> [section ...]` (Redis 7 takes several) as `field -> value`.
+    pub async fn info(&mut self, sections: &str) -> Result<Info, BenchError> {
+        let mut info = redis::cmd("INFO");
+        for section in sections.split_whitespace() {
+            info.arg(section);
+        }
+        let text: String = info
             .query_async(&mut self.conn)
             .await
             .map_err(|err| BenchError::from_redis("INFO", err))?;
@@ -114,9 +118,9 @@ impl Probe {
     }
 
     /// Counters for the cost of renewals: every command sent by anyone is in them, so callers
-    /// subtract what they sent themselves (two commands and two reads per snapshot).
+    /// subtract what they sent themselves (three commands and three reads per snapshot).
     pub async fn counters(&mut self) -> Result<Counters, BenchError> {
-        let stats = self.info("stats").await?;
+        let stats = self.info("stats cpu").await?;
         let commands = self.info("commandstats").await?;
         let memory = self.info("memory").await?;
         Ok(Counters {
@@ -124,7 +128,14 @@ impl Probe {
             commands: stats.number("total_commands_processed"),
             reads: stats.number("total_reads_processed"),
             used_memory: memory.number("used_memory"),
+            usage: Reading::of(&commands, &stats),
         })
+    }
+
+    /// The server's command and CPU counters now, for [`Reading::since`]: one `INFO`.
+    pub async fn reading(&mut self) -> Result<Reading, BenchError> {
+        let info = self.info("commandstats cpu").await?;
+        Ok(Reading::of(&info, &info))
     }
 
     /// The server's version, e.g. `7.0.15`.
@@ -160,11 +171,99 @@ pub struct Counters {
     /// Socket reads served: each round trip needs at least one.
     pub reads: u64,
     pub used_memory: u64,
+    pub usage: Reading,
 }
 
 impl Counters {
     /// Commands and reads a snapshot itself costs: three INFO commands, each one read.
     pub const OWN_COST: u64 = 3;
+}
+
+/// Commands the measurement sends itself: the probe's `INFO`, the body's `PING` on a side
+/// connection, `CONFIG` of a harness. The library sends `PING` and `CONFIG` only when it
+/// connects and `INFO` only to count replicas, none of which happens inside a measurement.
+pub const NOT_THE_LOCKS: [&str; 3] = ["ping", "info", "config"];
+
+/// The server's counters at one moment, kept only as far as [`Usage`] needs them.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Reading {
+    /// Calls of every command but [`NOT_THE_LOCKS`]: top level and inside scripts, each once.
+    calls: u64,
+    /// `usec` of [`NOT_THE_LOCKS`]: the measurement's own share of the server's time.
+    own_usec: u64,
+    /// `used_cpu_user + used_cpu_sys` of the server process.
+    cpu_s: f64,
+}
+
+impl Reading {
+    /// From `INFO commandstats` and `INFO cpu` (which may be one reply of `INFO commandstats cpu`).
+    pub fn of(commandstats: &Info, cpu: &Info) -> Reading {
+        Reading {
+            calls: commandstats.total_calls(&NOT_THE_LOCKS),
+            own_usec: commandstats.total_usec_of(&NOT_THE_LOCKS),
+            cpu_s: cpu.seconds("used_cpu_user") + cpu.seconds("used_cpu_sys"),
+        }
+    }
+
+    /// What the server did between `before` and this reading.
+    pub fn since(&self, before: &Reading) -> Usage {
+        let own_s = self.own_usec.saturating_sub(before.own_usec) as f64 / 1e6;
+        Usage {
+            calls: self.calls.saturating_sub(before.calls),
+            cpu_s: (self.cpu_s - before.cpu_s - own_s).max(0.0),
+        }
+    }
+}
+
+/// Redis calls and server CPU over a stretch of a measurement, the measurement's own traffic
+/// left out.
+///
+/// Calls: Redis 7 counts each command a script runs under its own name besides the script's
+/// `EVALSHA`, so the sum of `calls=` over all commands is the top-level calls plus those inside
+/// scripts, each once. CPU: not a sum of `usec=`, which would count a script's inner commands
+/// twice (the `EVALSHA`'s time includes theirs), but the server process's own
+/// `used_cpu_user + used_cpu_sys`, less the `usec` of [`NOT_THE_LOCKS`]. It includes reading
+/// requests and writing replies, for every request the locks made; the network work of the
+/// measurement's own requests (a `PING` per critical section) remains in it, alike for every
+/// contender.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Usage {
+    pub calls: u64,
+    pub cpu_s: f64,
+}
+
+impl std::ops::AddAssign for Usage {
+    fn add_assign(&mut self, other: Usage) {
+        self.calls += other.calls;
+        self.cpu_s += other.cpu_s;
+    }
+}
+
+/// What a scenario's unit of work is, for the names of its calls and CPU metrics.
+#[derive(Debug, Clone, Copy)]
+pub enum Per {
+    /// An uncontended acquire and release.
+    Pair,
+    /// A critical section under contention, handover included.
+    Section,
+    /// A hung holder's lease running out and a waiter taking the lock over.
+    Takeover,
+}
+
+impl Usage {
+    /// Calls and CPU (in µs) per unit of work: the two metrics every lock scenario reports.
+    pub fn metrics(&self, per: Per, units: u64) -> [Metric; 2] {
+        let units = units.max(1) as f64;
+        let (calls, cpu) = match per {
+            Per::Pair => ("redis_calls_per_pair", "redis_cpu_per_pair"),
+            Per::Section => ("redis_calls_per_section", "redis_cpu_per_section"),
+            Per::Takeover => ("redis_calls_per_takeover", "redis_cpu_per_takeover"),
+        };
+        [
+            Metric::new(calls, "calls", self.calls as f64 / units),
+            Metric::new(cpu, "µs", self.cpu_s * 1e6 / units),
+        ]
+    }
 }
 
 /// One INFO section.
@@ -218,6 +317,23 @@ impl Info {
             .sum()
     }
 
+    /// The `usec=` of `commands` (without subcommand), summed.
+    pub fn total_usec_of(&self, commands: &[&str]) -> u64 {
+        self.fields
+            .iter()
+            .filter_map(|(field, stat)| {
+                let command = field.strip_prefix("cmdstat_")?;
+                let base = command.split('|').next().unwrap_or(command);
+                if !commands.contains(&base) {
+                    return None;
+                }
+                stat.split(',')
+                    .find_map(|pair| pair.strip_prefix("usec="))
+                    .and_then(|usec| usec.parse::<u64>().ok())
+            })
+            .sum()
+    }
+
     /// `calls=` of `cmdstat_<command>` in `INFO commandstats`; 0 when never called.
     pub fn calls(&self, command: &str) -> u64 {
         self.get(&format!("cmdstat_{command}"))
@@ -253,6 +369,26 @@ mod tests {
              cmdstat_ping:calls=5,usec=1\r\ncmdstat_config|resetstat:calls=1,usec=1\r\n",
         );
         assert_eq!(info.total_calls(&["ping", "config"]), 7);
+    }
+
+    #[test]
+    fn usage_counts_script_commands_once_and_leaves_the_measurement_out() {
+        let before = Info::parse(
+            "# Commandstats\r\ncmdstat_evalsha:calls=10,usec=100\r\ncmdstat_get:calls=10,usec=10\r\n\
+             cmdstat_info:calls=4,usec=400\r\n# CPU\r\nused_cpu_sys:1.000000\r\n\
+             used_cpu_user:2.000000\r\n",
+        );
+        // One more pair: SET at the top level, EVALSHA running GET and DEL; two INFO and a PING.
+        let after = Info::parse(
+            "# Commandstats\r\ncmdstat_evalsha:calls=11,usec=110\r\ncmdstat_get:calls=11,usec=11\r\n\
+             cmdstat_set:calls=1,usec=1\r\ncmdstat_del:calls=1,usec=1\r\n\
+             cmdstat_info:calls=6,usec=600\r\ncmdstat_ping:calls=1,usec=50\r\n\
+             # CPU\r\nused_cpu_sys:1.000100\r\nused_cpu_user:2.000400\r\n",
+        );
+        let usage = Reading::of(&after, &after).since(&Reading::of(&before, &before));
+        assert_eq!(usage.calls, 4);
+        // 500 µs of server CPU, 250 µs of it the INFO and PING.
+        assert!((usage.cpu_s - 250e-6).abs() < 1e-9, "{usage:?}");
     }
 
     #[test]

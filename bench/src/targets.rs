@@ -1,4 +1,6 @@
-//! The issue's targets, checked against the medians of a run: met or missed, and by how much.
+//! The issue's targets, checked against the medians of a run: met or missed, and by how much;
+//! or not available, when the run could not measure what a target needs (the fair mode before
+//! lock-runtime has one).
 
 use crate::report::{Results, number};
 use crate::{FLOOR, RSLOCK, Scenario, contender};
@@ -8,11 +10,40 @@ use crate::{FLOOR, RSLOCK, Scenario, contender};
 pub struct Check {
     pub target: String,
     pub contender: String,
+    /// The figure, or why there is none.
     pub measured: String,
-    pub met: bool,
+    pub status: Status,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Met,
+    Missed,
+    NotAvailable,
+}
+
+impl Status {
+    fn of(met: bool) -> Status {
+        if met { Status::Met } else { Status::Missed }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Status::Met => "met",
+            Status::Missed => "**missed**",
+            Status::NotAvailable => "not available",
+        }
+    }
 }
 
 const OURS: [&str; 2] = [contender::Attribute::NAME, contender::Manager::NAME];
+
+/// The fair-mode targets: the releaser wins again at most this share of sections (%), ...
+const FAIR_WON_AGAIN: f64 = 20.0;
+/// ... the longest wait is at most this many section periods, ...
+const FAIR_LONGEST_WAIT: f64 = 10.0;
+/// ... and the fair mode gets at least this share of the default mode's sections per second.
+const FAIR_THROUGHPUT: f64 = 0.7;
 
 /// Every target that the run measured, in the issue's order.
 pub fn check(results: &Results) -> Vec<Check> {
@@ -23,7 +54,7 @@ pub fn check(results: &Results) -> Vec<Check> {
                 target: target.to_owned(),
                 contender: contender.to_owned(),
                 measured,
-                met,
+                status: Status::of(met),
             });
         };
         let median =
@@ -41,8 +72,7 @@ pub fn check(results: &Results) -> Vec<Check> {
                 add(
                     &format!("{what} pairs/s >= {floor_share}x the floor"),
                     format!(
-                        "{}x ({} vs {} pairs/s)",
-                        number_2(ratio),
+                        "{ratio:.3}x ({} vs {} pairs/s)",
                         number(rate),
                         number(floor)
                     ),
@@ -143,6 +173,60 @@ pub fn check(results: &Results) -> Vec<Check> {
             );
         }
     }
+    checks.extend(fair_mode(results));
+    checks
+}
+
+/// The fair mode's targets in the natural scenario, for `LockManager::lock` in its fair mode.
+fn fair_mode(results: &Results) -> Vec<Check> {
+    let scenario = Scenario::Natural.name();
+    let fair = contender::Manager::FAIR_NAME;
+    let targets = [
+        format!("fair mode: the releaser wins again <= {FAIR_WON_AGAIN} % of sections"),
+        format!(
+            "fair mode: longest wait <= {FAIR_LONGEST_WAIT}x the mean section (run length / \
+             sections)"
+        ),
+        format!("fair mode: sections/s >= {FAIR_THROUGHPUT}x the default mode"),
+    ];
+    let check = |target: &String, measured: String, status: Status| Check {
+        target: target.clone(),
+        contender: fair.to_owned(),
+        measured,
+        status,
+    };
+    if let Some(why) = results.unavailable(scenario, fair) {
+        return targets
+            .iter()
+            .map(|target| check(target, why.to_owned(), Status::NotAvailable))
+            .collect();
+    }
+    let median = |metric: &str| results.median(scenario, fair, metric);
+    let mut checks = Vec::new();
+    if let Some(share) = median("won_again") {
+        checks.push(check(
+            &targets[0],
+            format!("{} %", number(share)),
+            Status::of(share <= FAIR_WON_AGAIN),
+        ));
+    }
+    if let (Some(times), Some(wait)) = (median("longest_wait_vs_period"), median("longest_wait")) {
+        checks.push(check(
+            &targets[1],
+            format!("{}x ({} ms)", number(times), number_2(wait)),
+            Status::of(times <= FAIR_LONGEST_WAIT),
+        ));
+    }
+    if let (Some(ratio), Some(rate)) = (
+        median("sections_per_s_vs_default"),
+        median("sections_per_s"),
+    ) {
+        checks.push(check(
+            &targets[2],
+            format!("{ratio:.3}x ({} sections/s)", number(rate)),
+            Status::of(ratio >= FAIR_THROUGHPUT),
+        ));
+    }
     checks
 }
 
@@ -159,8 +243,66 @@ pub fn table(checks: &[Check]) -> String {
             check.target,
             check.contender,
             check.measured,
-            if check.met { "met" } else { "**missed**" }
+            check.status.label()
         ));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scenario::Metric;
+
+    const FAIR: &str = contender::Manager::FAIR_NAME;
+
+    fn fair_checks(results: &Results) -> Vec<Check> {
+        check(results)
+            .into_iter()
+            .filter(|check| check.contender == FAIR)
+            .collect()
+    }
+
+    #[test]
+    fn fair_targets_say_not_available_and_why_while_the_mode_cannot_run() {
+        let mut results = Results::default();
+        results.record_unavailable(Scenario::Natural.name(), FAIR, "no fair mode yet");
+        let checks = fair_checks(&results);
+        assert_eq!(checks.len(), 3);
+        for check in checks {
+            assert_eq!(check.status, Status::NotAvailable);
+            assert_eq!(check.measured, "no fair mode yet");
+        }
+    }
+
+    #[test]
+    fn fair_targets_are_checked_against_the_fair_rows() {
+        let mut results = Results::default();
+        let natural = Scenario::Natural.name();
+        for (contender, rate, won_again, wait) in [
+            (contender::Manager::NAME, 10_000.0, 0.0, 50.0),
+            (FAIR, 6_000.0, 12.0, 8.0),
+        ] {
+            results.record(natural, contender, &Metric::new("sections_per_s", "", rate));
+            results.record(
+                natural,
+                contender,
+                &Metric::new("won_again", "%", won_again),
+            );
+            results.record(natural, contender, &Metric::new("longest_wait", "ms", 1.0));
+            let times = Metric::new("longest_wait_vs_period", "x", wait);
+            results.record(natural, contender, &times);
+        }
+        results.add_ratio_of(
+            natural,
+            "sections_per_s",
+            FAIR,
+            contender::Manager::NAME,
+            "sections_per_s_vs_default",
+            |fair, default| fair / default,
+        );
+        let statuses: Vec<Status> = fair_checks(&results).iter().map(|c| c.status).collect();
+        // 12 % re-won and 8 periods are within the targets; 0.6x the default's rate is not.
+        assert_eq!(statuses, [Status::Met, Status::Met, Status::Missed]);
+    }
 }

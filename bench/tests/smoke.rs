@@ -1,6 +1,7 @@
 //! The benchmark itself, run in a tiny form against a redis-server of its own: every scenario
-//! reports for every contender, the JSON has the documented shape, and no contender let two
-//! holders into the contended section. Figures are not checked: speed belongs in the benchmark.
+//! reports for every contender (and the library's fair mode, or why it cannot run), the JSON
+//! has the documented shape, and no contender let two holders into a contended section.
+//! Figures are not checked: speed belongs in the benchmark.
 
 use std::collections::BTreeSet;
 
@@ -78,10 +79,42 @@ fn a_tiny_run_reports_every_scenario_as_documented_and_without_violations() {
         assert!(has("parallel", name, "pairs_per_s"), "{name}");
         assert!(has("contended", name, "sections_per_s"), "{name}");
         assert!(has("contended", name, "violations"), "{name}");
+        for metric in [
+            "sections_per_s",
+            "handover_p50",
+            "handover_p99",
+            "won_again",
+            "longest_wait",
+            "section_period",
+            "longest_wait_vs_period",
+            "violations",
+        ] {
+            assert!(has("natural_contention", name, metric), "{name} {metric}");
+        }
         assert!(
             has("expiry_takeover", name, "takeover_after_expiry"),
             "{name}"
         );
+        // Redis calls and server CPU in every scenario a lock runs in.
+        for (scenario, per) in [
+            ("uncontended", "pair"),
+            ("parallel", "pair"),
+            ("contended", "section"),
+            ("natural_contention", "section"),
+            ("expiry_takeover", "takeover"),
+        ] {
+            for what in ["calls", "cpu"] {
+                let metric = format!("redis_{what}_per_{per}");
+                assert!(has(scenario, name, &metric), "{scenario} {name} {metric}");
+            }
+        }
+    }
+    // A lock takes at least one call per pair and per section.
+    for row in rows
+        .iter()
+        .filter(|row| row.metric.starts_with("redis_calls_per_"))
+    {
+        assert!(row.min >= 1.0, "{row:?}");
     }
     for name in [
         contender::Attribute::NAME,
@@ -91,6 +124,8 @@ fn a_tiny_run_reports_every_scenario_as_documented_and_without_violations() {
         for metric in [
             "renewals_per_s",
             "server_reads_per_s",
+            "redis_calls_per_s",
+            "redis_cpu",
             "client_cpu",
             "client_memory_per_lock",
         ] {
@@ -103,4 +138,24 @@ fn a_tiny_run_reports_every_scenario_as_documented_and_without_violations() {
         "pairs_per_s_vs_floor"
     ));
     assert!(has("redis_benchmark", "redis-benchmark", "EVALSHA"));
+
+    // The fair mode: measured like any contender once the runtime has it, else shown as not
+    // available, without figures and without failing the run.
+    let fair = contender::Manager::FAIR_NAME;
+    let natural = "natural_contention";
+    match report.results.unavailable(natural, fair) {
+        Some(why) => {
+            assert!(!why.is_empty());
+            assert!(
+                !rows.iter().any(|r| r.contender == fair),
+                "figures for {fair}"
+            );
+            assert!(report.results.table(natural).contains("not available"));
+        }
+        None => {
+            for metric in ["sections_per_s", "won_again", "sections_per_s_vs_default"] {
+                assert!(has(natural, fair, metric), "{fair} {metric}");
+            }
+        }
+    }
 }

@@ -4,6 +4,9 @@
 //! - [`Manager`]: this library through `LockManager::lock`,
 //! - [`HandRolled`]: `SET key token NX PX ttl` and a compare-and-delete script, retried at a fixed
 //!   interval, no watchdog: the pattern of the well-known blog posts, and the round-trip floor,
+//! - [`HandRolledPubSub`]: the same, but a waiter subscribes to the key's release channel and
+//!   tries again on the release message or when the lease it saw runs out: the reference for
+//!   waiting,
 //! - [`Rslock`]: the `rslock` crate (Redlock) on one instance, at its defaults.
 
 use std::future::Future;
@@ -17,11 +20,13 @@ use crate::BenchError;
 
 mod attribute;
 mod hand_rolled;
+mod hand_rolled_pubsub;
 mod manager;
 mod rslock;
 
 pub use attribute::Attribute;
 pub use hand_rolled::{HandRolled, RETRY_INTERVAL};
+pub use hand_rolled_pubsub::HandRolledPubSub;
 pub use manager::Manager;
 pub use rslock::Rslock;
 
@@ -63,6 +68,12 @@ pub trait Contender: Send + Sync {
         entered: &(dyn Fn() + Sync),
     ) -> Result<(), BenchError>;
 
+    /// This lock in its fair mode (waiters served in the order they came), for the natural
+    /// contention scenario; most locks have none.
+    fn fair_mode(&self) -> FairMode {
+        FairMode::None
+    }
+
     /// Whether this lock keeps a held lease alive by itself.
     fn renews(&self) -> bool;
 
@@ -77,11 +88,25 @@ pub trait Contender: Send + Sync {
     ) -> Result<(), BenchError>;
 }
 
+/// Whether a contender has a fair mode to measure beside its default one.
+pub enum FairMode {
+    /// No such mode: no fair rows.
+    None,
+    /// The mode is planned but this build cannot run it: its rows say so, without figures.
+    NotAvailable {
+        name: &'static str,
+        reason: &'static str,
+    },
+    /// The same lock in its fair mode, measured as a contender of its own.
+    Available(Arc<dyn Contender>),
+}
+
 /// The contenders' names, in table order.
-pub const NAMES: [&str; 4] = [
+pub const NAMES: [&str; 5] = [
     Attribute::NAME,
     Manager::NAME,
     HandRolled::NAME,
+    HandRolledPubSub::NAME,
     Rslock::NAME,
 ];
 
@@ -91,6 +116,7 @@ pub async fn connect(name: &str, url: &str) -> Result<Arc<dyn Contender>, BenchE
         Attribute::NAME => Arc::new(Attribute::connect(url).await?),
         Manager::NAME => Arc::new(Manager::connect(url).await?),
         HandRolled::NAME => Arc::new(HandRolled::connect(url).await?),
+        HandRolledPubSub::NAME => Arc::new(HandRolledPubSub::connect(url).await?),
         Rslock::NAME => Arc::new(Rslock::connect(url)?),
         other => {
             return Err(BenchError::new(format!(

@@ -13,6 +13,9 @@
 //! Mutual exclusion is checked two ways: a count of tasks inside the body (two at once is a
 //! violation), and a counter incremented by read, PING, write, which loses updates when two
 //! bodies overlap.
+//!
+//! Redis calls and server CPU are per section over the whole run, the drain included (see
+//! [`crate::server::Usage`]).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -24,7 +27,7 @@ use tokio::time::Instant;
 use super::Metric;
 use crate::BenchError;
 use crate::contender::{Contender, Work};
-use crate::server::Probe;
+use crate::server::{Per, Probe};
 use crate::stats::{percentile, sorted_micros};
 
 /// How long after the end of the run the tasks still waiting may take to get through.
@@ -110,15 +113,16 @@ pub struct Outcome {
 
 pub async fn measure(
     contender: &Arc<dyn Contender>,
-    probe: Probe,
+    mut probe: Probe,
     key: &str,
     tasks: usize,
     duration: Duration,
 ) -> Result<Outcome, BenchError> {
+    let before = probe.reading().await?;
     let relay = Arc::new(Relay {
         tasks,
         deadline: Instant::now() + duration,
-        probe,
+        probe: probe.clone(),
         inside: AtomicU32::new(0),
         overlaps: AtomicU64::new(0),
         counter: AtomicU64::new(0),
@@ -158,6 +162,7 @@ pub async fn measure(
             .map_err(|_| BenchError::new("contended: tasks still waiting 30 s after the run"))?
             .map_err(|err| BenchError::new(format!("contended task: {err}")))??;
     }
+    let usage = probe.reading().await?.since(&before);
     let failed = relay.failed_pings.load(Ordering::SeqCst);
     if failed > 0 {
         return Err(BenchError::new(format!(
@@ -168,7 +173,7 @@ pub async fn measure(
     let lost_updates = entries - relay.counter.load(Ordering::SeqCst).min(entries);
     let violations = relay.overlaps.load(Ordering::SeqCst) + lost_updates;
     let handovers = sorted_micros(&relay.last().handovers);
-    let metrics = vec![
+    let mut metrics = vec![
         Metric::new(
             "sections_per_s",
             "sections/s",
@@ -185,8 +190,9 @@ pub async fn measure(
             percentile(&handovers, 0.99).unwrap_or(f64::NAN),
         ),
         Metric::new("handovers", "count", handovers.len() as f64),
-        Metric::new("violations", "count", violations as f64),
     ];
+    metrics.extend(usage.metrics(Per::Section, entries));
+    metrics.push(Metric::new("violations", "count", violations as f64));
     Ok(Outcome {
         metrics,
         violations,

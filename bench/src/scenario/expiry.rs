@@ -6,6 +6,9 @@
 //! keeps expiries in whole milliseconds and treats a key as expired only once the current
 //! millisecond is past it, which may add up to 1 ms). The figure is therefore an upper bound:
 //! it includes up to one acquire round trip and that millisecond.
+//!
+//! Redis calls and server CPU are per takeover, from the holder's acquire to the waiter's
+//! release: for a lock that polls, they grow with the lease.
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
@@ -16,12 +19,15 @@ use tokio::time::Instant;
 use super::Metric;
 use crate::BenchError;
 use crate::contender::Contender;
+use crate::server::{Per, Probe};
 
 pub async fn measure(
     contender: &Arc<dyn Contender>,
+    mut probe: Probe,
     key: &str,
     lease: Duration,
 ) -> Result<Vec<Metric>, BenchError> {
+    let before = probe.reading().await?;
     let sent = Arc::new(OnceLock::new());
     let held = Arc::new(Notify::new());
     let holder = {
@@ -64,7 +70,7 @@ pub async fn measure(
         } else {
             -(expiry - entered).as_secs_f64() * 1e3
         };
-        Ok(vec![Metric::new("takeover_after_expiry", "ms", late_ms)])
+        Ok::<_, BenchError>(vec![Metric::new("takeover_after_expiry", "ms", late_ms)])
     }
     .await;
     // The hung holder goes away; whatever it does on the way finds the lock no longer its own.
@@ -72,5 +78,8 @@ pub async fn measure(
     if let Ok(Err(err)) = holder.await {
         return Err(err);
     }
-    outcome
+    let usage = probe.reading().await?.since(&before);
+    let mut metrics = outcome?;
+    metrics.extend(usage.metrics(Per::Takeover, 1));
+    Ok(metrics)
 }

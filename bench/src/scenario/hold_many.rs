@@ -6,7 +6,8 @@
 //! moments by an application are: a renewer then cannot get away with one batch per period
 //! because everything happened to be acquired together. The measuring window starts half a
 //! period after the last acquisition and lasts whole periods. Server-side counts are INFO
-//! deltas (our own INFO requests subtracted); client CPU is utime + stime of this process over
+//! deltas (our own INFO requests subtracted), Redis calls and CPU as in
+//! [`crate::server::Usage`]; client CPU is utime + stime of this process over
 //! the window; memory per lock is the growth of the resident set from before the locks were
 //! taken to the end of the window, divided by the locks held.
 //!
@@ -47,6 +48,9 @@ pub struct Figures {
     pub renewals: u64,
     pub reads: u64,
     pub cpu_s: f64,
+    /// Redis calls (top level and inside scripts) and server CPU over the window.
+    pub redis_calls: u64,
+    pub redis_cpu_s: f64,
     pub rss_growth_bytes: i64,
     pub server_memory_growth_bytes: i64,
 }
@@ -70,6 +74,16 @@ impl Figures {
                 "client_cpu",
                 "% of a core",
                 self.cpu_s / self.window_s * 100.0,
+            ),
+            Metric::new(
+                "redis_calls_per_s",
+                "calls/s",
+                self.redis_calls as f64 / self.window_s,
+            ),
+            Metric::new(
+                "redis_cpu",
+                "% of a core",
+                self.redis_cpu_s / self.window_s * 100.0,
             ),
             Metric::new(
                 "client_memory_per_lock",
@@ -170,6 +184,7 @@ pub async fn measure(
         let cpu_last = process::cpu_time()?;
         let window = began.elapsed();
         let rss_end = process::resident_bytes()?;
+        let usage = last.usage.since(&first.usage);
         Ok::<_, BenchError>(Figures {
             locks: held.load(Ordering::SeqCst),
             lease_ms: load.lease.as_millis() as u64,
@@ -177,6 +192,8 @@ pub async fn measure(
             renewals: last.script_calls - first.script_calls,
             reads: (last.reads - first.reads).saturating_sub(Counters::OWN_COST),
             cpu_s: (cpu_last - cpu_first).as_secs_f64(),
+            redis_calls: usage.calls,
+            redis_cpu_s: usage.cpu_s,
             rss_growth_bytes: rss_end as i64 - rss_before as i64,
             server_memory_growth_bytes: first.used_memory as i64 - before.used_memory as i64,
         })

@@ -5,8 +5,15 @@
 //! is free to barge in again, so this shows what a hot key costs and how fair it is: critical
 //! sections per second, the handover from one holder's exit to the next holder's entry, the
 //! share of sections won again by the task that had just released, the longest wait for the
-//! lock, and the Redis calls (top level and inside scripts, from `INFO commandstats`) and
-//! server CPU (`INFO cpu`) per section.
+//! lock (also as a multiple of the section period, the run's length over its sections), and
+//! the Redis calls (top level and inside scripts) and server CPU per section (see
+//! [`crate::server::Usage`]).
+//!
+//! The longest wait counts every section, those of the drain after the deadline included: a
+//! task left waiting until the others stopped competing waited that long.
+//!
+//! The same scenario measures a lock's fair mode: the contender passed in is then the fair
+//! variant (see [`crate::contender::FairMode`]).
 
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -18,14 +25,11 @@ use super::Metric;
 use super::contended::Outcome;
 use crate::BenchError;
 use crate::contender::{Contender, Work};
-use crate::server::Probe;
+use crate::server::{Per, Probe};
 use crate::stats::{percentile, sorted_micros};
 
 /// How long after the end of the run the tasks still waiting may take to get through.
 const DRAIN: Duration = Duration::from_secs(30);
-
-/// Commands the measurement itself sends: the body's PING and the probe's INFO.
-const NOT_THE_LOCKS: [&str; 3] = ["ping", "info", "config"];
 
 struct Sections {
     deadline: Instant,
@@ -34,6 +38,8 @@ struct Sections {
     overlaps: AtomicU64,
     counter: AtomicU64,
     entries: AtomicU64,
+    /// PINGs that failed (the body still ran under the lock).
+    failed_pings: AtomicU64,
     log: Mutex<Log>,
 }
 
@@ -45,7 +51,9 @@ struct Log {
     /// Counted sections (entered before the deadline) and those won by the last holder.
     counted: u64,
     won_again: u64,
+    /// Over every section, the drain's included.
     longest_wait: Duration,
+    /// Time inside the body, over the counted sections.
     section_time: Duration,
 }
 
@@ -70,17 +78,24 @@ impl Sections {
                 if log.last_holder == Some(task) {
                     log.won_again += 1;
                 }
-                log.longest_wait = log.longest_wait.max(entered - asked);
                 log.last_holder = Some(task);
             }
+            {
+                let mut log = this.log();
+                log.longest_wait = log.longest_wait.max(entered - asked);
+            }
             let seen = this.counter.load(Ordering::SeqCst);
-            let _ = this.probe.clone().ping().await;
+            if this.probe.clone().ping().await.is_err() {
+                this.failed_pings.fetch_add(1, Ordering::SeqCst);
+            }
             this.counter.store(seen + 1, Ordering::SeqCst);
             this.entries.fetch_add(1, Ordering::SeqCst);
             this.inside.fetch_sub(1, Ordering::SeqCst);
             let left = Instant::now();
             let mut log = this.log();
-            log.section_time += left - entered;
+            if entered < this.deadline {
+                log.section_time += left - entered;
+            }
             log.left_at = Some(left);
         })
     }
@@ -93,8 +108,7 @@ pub async fn measure(
     tasks: usize,
     duration: Duration,
 ) -> Result<Outcome, BenchError> {
-    let before_calls = probe.info("commandstats").await?;
-    let before_cpu = probe.info("cpu").await?;
+    let before = probe.reading().await?;
     let sections = Arc::new(Sections {
         deadline: Instant::now() + duration,
         probe: probe.clone(),
@@ -102,6 +116,7 @@ pub async fn measure(
         overlaps: AtomicU64::new(0),
         counter: AtomicU64::new(0),
         entries: AtomicU64::new(0),
+        failed_pings: AtomicU64::new(0),
         log: Mutex::new(Log::default()),
     });
     let handles: Vec<_> = (0..tasks)
@@ -126,22 +141,22 @@ pub async fn measure(
             .map_err(|_| BenchError::new("natural: tasks still waiting 30 s after the run"))?
             .map_err(|err| BenchError::new(format!("natural task: {err}")))??;
     }
-    let after_calls = probe.info("commandstats").await?;
-    let after_cpu = probe.info("cpu").await?;
+    let usage = probe.reading().await?.since(&before);
+    let failed = sections.failed_pings.load(Ordering::SeqCst);
+    if failed > 0 {
+        return Err(BenchError::new(format!(
+            "natural: {failed} PINGs inside the lock failed"
+        )));
+    }
     let entries = sections.entries.load(Ordering::SeqCst);
     let lost_updates = entries - sections.counter.load(Ordering::SeqCst).min(entries);
     let violations = sections.overlaps.load(Ordering::SeqCst) + lost_updates;
-    let calls = after_calls
-        .total_calls(&NOT_THE_LOCKS)
-        .saturating_sub(before_calls.total_calls(&NOT_THE_LOCKS));
-    let cpu = after_cpu.seconds("used_cpu_user") + after_cpu.seconds("used_cpu_sys")
-        - before_cpu.seconds("used_cpu_user")
-        - before_cpu.seconds("used_cpu_sys");
     let log = sections.log();
     let handovers = sorted_micros(&log.handovers);
     let counted = log.counted.max(1) as f64;
-    let all = entries.max(1) as f64;
-    let metrics = vec![
+    let period = duration.as_secs_f64() / counted;
+    let longest_wait = log.longest_wait.as_secs_f64();
+    let mut metrics = vec![
         Metric::new(
             "sections_per_s",
             "sections/s",
@@ -158,21 +173,20 @@ pub async fn measure(
             percentile(&handovers, 0.99).unwrap_or(f64::NAN),
         ),
         Metric::new("won_again", "%", 100.0 * log.won_again as f64 / counted),
-        Metric::new(
-            "longest_wait",
-            "ms",
-            log.longest_wait.as_secs_f64() * 1000.0,
-        ),
+        Metric::new("longest_wait", "ms", longest_wait * 1000.0),
         Metric::new(
             "mean_section",
             "µs",
             log.section_time.as_secs_f64() * 1e6 / counted,
         ),
-        // Over every section of the run, the drain included, as the counters are.
-        Metric::new("redis_calls_per_section", "calls", calls as f64 / all),
-        Metric::new("redis_cpu_per_section", "µs", cpu * 1e6 / all),
-        Metric::new("violations", "count", violations as f64),
+        // The lock's time per section, handover included: a waiter behind the 7 other tasks of
+        // a line served in turn waits about 7 of these.
+        Metric::new("section_period", "µs", period * 1e6),
+        Metric::new("longest_wait_vs_period", "x", longest_wait / period),
     ];
+    // Over every section of the run, the drain included, as the counters are.
+    metrics.extend(usage.metrics(Per::Section, entries));
+    metrics.push(Metric::new("violations", "count", violations as f64));
     Ok(Outcome {
         metrics,
         violations,

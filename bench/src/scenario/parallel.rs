@@ -1,6 +1,7 @@
 //! Many tasks of one process, each on a key of its own, share one manager (one connection):
 //! how many pairs per second the contender gets through when the lock is never the bottleneck.
-//! Measured in slices that alternate between the contenders, as for `uncontended`.
+//! Measured in slices that alternate between the contenders, as for `uncontended`. Redis calls
+//! and CPU are per pair sent in the slice, the warm-up and the pairs past its end included.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,12 +11,16 @@ use tokio::time::Instant;
 use super::Metric;
 use crate::BenchError;
 use crate::contender::Contender;
+use crate::server::{Per, Probe, Usage};
 
 /// The pairs of one contender in one repetition, over all its slices.
 #[derive(Default)]
 pub struct Throughput {
     pairs: u64,
     measured: Duration,
+    /// Every pair sent, counted or not, and what the server did for them.
+    sent: u64,
+    usage: Usage,
 }
 
 impl Throughput {
@@ -24,9 +29,11 @@ impl Throughput {
     pub async fn run_slice(
         &mut self,
         contender: &Arc<dyn Contender>,
+        probe: &mut Probe,
         keys: &[String],
         duration: Duration,
     ) -> Result<(), BenchError> {
+        let before = probe.reading().await?;
         let start = Instant::now() + Duration::from_millis(50);
         let end = start + duration;
         let tasks: Vec<_> = keys
@@ -49,19 +56,25 @@ impl Throughput {
             })
             .collect();
         for task in tasks {
-            self.pairs += task
+            let pairs = task
                 .await
                 .map_err(|err| BenchError::new(format!("parallel task: {err}")))??;
+            self.pairs += pairs;
+            // The warm-up pair and the one that ended past the slice.
+            self.sent += pairs + 2;
         }
         self.measured += duration;
+        self.usage += probe.reading().await?.since(&before);
         Ok(())
     }
 
     pub fn metrics(&self) -> Vec<Metric> {
-        vec![Metric::new(
+        let mut metrics = vec![Metric::new(
             "pairs_per_s",
             "pairs/s",
             self.pairs as f64 / self.measured.as_secs_f64(),
-        )]
+        )];
+        metrics.extend(self.usage.metrics(Per::Pair, self.sent));
+        metrics
     }
 }

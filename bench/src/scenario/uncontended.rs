@@ -9,11 +9,8 @@ use tokio::time::Instant;
 use super::Metric;
 use crate::BenchError;
 use crate::contender::Contender;
-use crate::server::Probe;
+use crate::server::{Per, Probe, Usage};
 use crate::stats::{percentile, sorted_micros};
-
-/// Commands the measurement itself sends, left out of the Redis calls per pair.
-const NOT_THE_LOCKS: [&str; 3] = ["ping", "info", "config"];
 
 /// Pairs before the clock starts: connections, script loading, allocator.
 const WARM_UP_PAIRS: usize = 200;
@@ -23,9 +20,8 @@ const WARM_UP_PAIRS: usize = 200;
 pub struct Pairs {
     latencies: Vec<Duration>,
     elapsed: Duration,
-    /// Redis calls (top level and inside scripts) and server CPU seconds over the timed pairs.
-    calls: u64,
-    server_cpu: f64,
+    /// Redis calls (top level and inside scripts) and server CPU over the timed pairs.
+    usage: Usage,
 }
 
 impl Pairs {
@@ -42,8 +38,7 @@ impl Pairs {
                 contender.pair(key).await?;
             }
         }
-        let calls_before = probe.info("commandstats").await?;
-        let cpu_before = probe.info("cpu").await?;
+        let before = probe.reading().await?;
         let start = Instant::now();
         let mut last = start;
         while last - start < duration {
@@ -53,21 +48,13 @@ impl Pairs {
             last = now;
         }
         self.elapsed += last - start;
-        let calls_after = probe.info("commandstats").await?;
-        let cpu_after = probe.info("cpu").await?;
-        self.calls += calls_after
-            .total_calls(&NOT_THE_LOCKS)
-            .saturating_sub(calls_before.total_calls(&NOT_THE_LOCKS));
-        let cpu = |info: &crate::server::Info| {
-            info.seconds("used_cpu_user") + info.seconds("used_cpu_sys")
-        };
-        self.server_cpu += cpu(&cpu_after) - cpu(&cpu_before);
+        self.usage += probe.reading().await?.since(&before);
         Ok(())
     }
 
     pub fn metrics(&self) -> Vec<Metric> {
         let micros = sorted_micros(&self.latencies);
-        vec![
+        let mut metrics = vec![
             Metric::new(
                 "pairs_per_s",
                 "pairs/s",
@@ -83,16 +70,8 @@ impl Pairs {
                 "µs",
                 percentile(&micros, 0.99).unwrap_or(f64::NAN),
             ),
-            Metric::new(
-                "redis_calls_per_pair",
-                "calls",
-                self.calls as f64 / self.latencies.len().max(1) as f64,
-            ),
-            Metric::new(
-                "redis_cpu_per_pair",
-                "µs",
-                self.server_cpu * 1e6 / self.latencies.len().max(1) as f64,
-            ),
-        ]
+        ];
+        metrics.extend(self.usage.metrics(Per::Pair, self.latencies.len() as u64));
+        metrics
     }
 }
