@@ -39,18 +39,14 @@ impl HandRolled {
             release: Script::new(RELEASE),
         })
     }
+}
 
-    /// One `SET NX PX`: true if taken.
-    async fn try_take(&self, key: &str, token: &str, lease: Duration) -> Result<bool, BenchError> {
-        let answer: Value = redis::cmd("SET")
-            .arg(key)
-            .arg(token)
-            .arg("NX")
-            .arg("PX")
-            .arg(lease.as_millis() as u64)
-            .query_async(&mut self.conn.clone())
-            .await?;
-        Ok(matches!(answer, Value::Okay))
+#[async_trait]
+impl SetNx for HandRolled {
+    const NAME: &'static str = HandRolled::NAME;
+
+    fn conn(&self) -> ConnectionManager {
+        self.conn.clone()
     }
 
     async fn take_waiting(&self, key: &str, token: &str) -> Result<(), BenchError> {
@@ -81,16 +77,46 @@ fn token() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
+/// A lock of the `SET NX PX` pattern: taken with one `SET NX PX`, given back with a
+/// compare-and-delete script, no watchdog. The hand-rolled contenders differ only in how they
+/// wait for a busy lock and what their release script announces; this is the rest of them.
 #[async_trait]
-impl Contender for HandRolled {
+pub trait SetNx: Send + Sync {
+    const NAME: &'static str;
+
+    /// The connection the lock is taken on.
+    fn conn(&self) -> ConnectionManager;
+
+    /// One `SET NX PX`: true if taken.
+    async fn try_take(&self, key: &str, token: &str, lease: Duration) -> Result<bool, BenchError> {
+        let answer: Value = redis::cmd("SET")
+            .arg(key)
+            .arg(token)
+            .arg("NX")
+            .arg("PX")
+            .arg(lease.as_millis() as u64)
+            .query_async(&mut self.conn())
+            .await?;
+        Ok(matches!(answer, Value::Okay))
+    }
+
+    /// Takes `key` with `token` and the default lease, waiting as long as it takes.
+    async fn take_waiting(&self, key: &str, token: &str) -> Result<(), BenchError>;
+
+    /// Gives `key` back if `token` still holds it; an error if it did not.
+    async fn give_back(&self, key: &str, token: &str) -> Result<(), BenchError>;
+}
+
+#[async_trait]
+impl<T: SetNx> Contender for T {
     fn name(&self) -> &'static str {
-        Self::NAME
+        T::NAME
     }
 
     async fn pair(&self, key: &str) -> Result<(), BenchError> {
         let token = token();
         if !self.try_take(key, &token, LEASE).await? {
-            return Err(BenchError::new(format!("{}: `{key}` was busy", Self::NAME)));
+            return Err(BenchError::new(format!("{}: `{key}` was busy", T::NAME)));
         }
         self.give_back(key, &token).await
     }
@@ -109,7 +135,7 @@ impl Contender for HandRolled {
         entered: &(dyn Fn() + Sync),
     ) -> Result<(), BenchError> {
         if !self.try_take(key, &token(), lease).await? {
-            return Err(BenchError::new(format!("{}: `{key}` was busy", Self::NAME)));
+            return Err(BenchError::new(format!("{}: `{key}` was busy", T::NAME)));
         }
         entered();
         std::future::pending::<()>().await;
@@ -129,7 +155,7 @@ impl Contender for HandRolled {
     ) -> Result<(), BenchError> {
         Err(BenchError::new(format!(
             "{}: the pattern has no watchdog to renew a lease",
-            Self::NAME
+            T::NAME
         )))
     }
 }

@@ -14,10 +14,11 @@ use std::time::Duration;
 use async_trait::async_trait;
 use futures_util::StreamExt;
 use redis::aio::{ConnectionManager, PubSubSink};
-use redis::{Client, Script, Value};
+use redis::{Client, Script};
 use tokio::sync::watch;
 
-use super::{Contender, LEASE, Work};
+use super::LEASE;
+use super::hand_rolled::SetNx;
 use crate::BenchError;
 
 /// KEYS[1]: the lock; ARGV[1]: the holder's token; ARGV[2]: the channel to announce the release
@@ -144,31 +145,6 @@ impl HandRolledPubSub {
         format!("{key}:released")
     }
 
-    /// One `SET NX PX`: true if taken.
-    async fn try_take(&self, key: &str, token: &str, lease: Duration) -> Result<bool, BenchError> {
-        let answer: Value = redis::cmd("SET")
-            .arg(key)
-            .arg(token)
-            .arg("NX")
-            .arg("PX")
-            .arg(lease.as_millis() as u64)
-            .query_async(&mut self.conn.clone())
-            .await?;
-        Ok(matches!(answer, Value::Okay))
-    }
-
-    /// Takes `key`, waiting for a release message or the lease it saw to run out.
-    async fn take_waiting(&self, key: &str, token: &str) -> Result<(), BenchError> {
-        if self.try_take(key, token, LEASE).await? {
-            return Ok(());
-        }
-        let channel = Self::channel(key);
-        let mut releases = self.waiters.join(&channel).await?;
-        let taken = self.wait(key, token, &mut releases).await;
-        self.waiters.leave(&channel).await;
-        taken
-    }
-
     async fn wait(
         &self,
         key: &str,
@@ -195,6 +171,27 @@ impl HandRolledPubSub {
             let _ = tokio::time::timeout(lease_left, releases.changed()).await;
         }
     }
+}
+
+#[async_trait]
+impl SetNx for HandRolledPubSub {
+    const NAME: &'static str = HandRolledPubSub::NAME;
+
+    fn conn(&self) -> ConnectionManager {
+        self.conn.clone()
+    }
+
+    /// Takes `key`, waiting for a release message or the lease it saw to run out.
+    async fn take_waiting(&self, key: &str, token: &str) -> Result<(), BenchError> {
+        if self.try_take(key, token, LEASE).await? {
+            return Ok(());
+        }
+        let channel = Self::channel(key);
+        let mut releases = self.waiters.join(&channel).await?;
+        let taken = self.wait(key, token, &mut releases).await;
+        self.waiters.leave(&channel).await;
+        taken
+    }
 
     async fn give_back(&self, key: &str, token: &str) -> Result<(), BenchError> {
         let released: i64 = self
@@ -211,62 +208,5 @@ impl HandRolledPubSub {
             )));
         }
         Ok(())
-    }
-}
-
-fn token() -> String {
-    uuid::Uuid::new_v4().to_string()
-}
-
-#[async_trait]
-impl Contender for HandRolledPubSub {
-    fn name(&self) -> &'static str {
-        Self::NAME
-    }
-
-    async fn pair(&self, key: &str) -> Result<(), BenchError> {
-        let token = token();
-        if !self.try_take(key, &token, LEASE).await? {
-            return Err(BenchError::new(format!("{}: `{key}` was busy", Self::NAME)));
-        }
-        self.give_back(key, &token).await
-    }
-
-    async fn exclusive(&self, key: &str, section: Work<'_>) -> Result<(), BenchError> {
-        let token = token();
-        self.take_waiting(key, &token).await?;
-        section.await;
-        self.give_back(key, &token).await
-    }
-
-    async fn hold_without_release(
-        &self,
-        key: &str,
-        lease: Duration,
-        entered: &(dyn Fn() + Sync),
-    ) -> Result<(), BenchError> {
-        if !self.try_take(key, &token(), lease).await? {
-            return Err(BenchError::new(format!("{}: `{key}` was busy", Self::NAME)));
-        }
-        entered();
-        std::future::pending::<()>().await;
-        Ok(())
-    }
-
-    fn renews(&self) -> bool {
-        false
-    }
-
-    async fn hold_renewed(
-        &self,
-        _key: &str,
-        _lease: Duration,
-        _held: &(dyn Fn() + Sync),
-        _until: Work<'_>,
-    ) -> Result<(), BenchError> {
-        Err(BenchError::new(format!(
-            "{}: the pattern has no watchdog to renew a lease",
-            Self::NAME
-        )))
     }
 }
