@@ -15,10 +15,11 @@ use crate::suggest;
 use crate::template::Template;
 
 /// The options, in the order the docs list them, with an example of each for messages.
-const OPTIONS: [(&str, &str); 10] = [
+const OPTIONS: [(&str, &str); 11] = [
     ("key", "key = \"order:<order_id>\""),
     ("ttl", "ttl = \"30s\""),
     ("wait", "wait = \"5s\""),
+    ("fair", "fair = true"),
     ("watchdog", "watchdog = false"),
     ("on_lease_lost", "on_lease_lost = \"continue\""),
     ("hold_at_least", "hold_at_least = \"1m\""),
@@ -31,7 +32,7 @@ const OPTIONS: [(&str, &str); 10] = [
 /// Names people bring from other lock libraries (Redisson, Spring Integration, ShedLock, lock4j),
 /// mapped to ours. Matched after converting camelCase to snake_case, so `leaseTime` is
 /// `lease_time` here.
-const ALIASES: [(&str, &str); 14] = [
+const ALIASES: [(&str, &str); 16] = [
     ("name", "key"),
     ("lease", "ttl"),
     ("lease_time", "ttl"),
@@ -46,6 +47,8 @@ const ALIASES: [(&str, &str); 14] = [
     ("lock_at_least_for", "hold_at_least"),
     ("lock_at_most_for", "max_hold"),
     ("crate_path", "crate"),
+    ("fair_lock", "fair"),
+    ("fifo", "fair"),
 ];
 
 /// A duration option: its value and the literal it came from (for error spans and messages).
@@ -56,6 +59,7 @@ pub(crate) struct DurationArg {
 
 pub(crate) struct BoolArg {
     pub(crate) value: bool,
+    pub(crate) span: proc_macro2::Span,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -118,6 +122,7 @@ pub(crate) struct Args {
     pub(crate) key: Slot<KeyArg>,
     pub(crate) ttl: Slot<DurationArg>,
     pub(crate) wait: Slot<DurationArg>,
+    pub(crate) fair: Slot<BoolArg>,
     pub(crate) watchdog: Slot<BoolArg>,
     pub(crate) on_lease_lost: Slot<OnLeaseLost>,
     pub(crate) hold_at_least: Slot<DurationArg>,
@@ -133,6 +138,7 @@ impl Args {
             key: Slot::new("key"),
             ttl: Slot::new("ttl"),
             wait: Slot::new("wait"),
+            fair: Slot::new("fair"),
             watchdog: Slot::new("watchdog"),
             on_lease_lost: Slot::new("on_lease_lost"),
             hold_at_least: Slot::new("hold_at_least"),
@@ -176,6 +182,7 @@ impl Args {
             "key" => self.key.set(name, || key(value)),
             "ttl" => self.ttl.set(name, || ttl(value)),
             "wait" => self.wait.set(name, || duration("wait", value)),
+            "fair" => self.fair.set(name, || boolean("fair", value)),
             "watchdog" => self.watchdog.set(name, || boolean("watchdog", value)),
             "on_lease_lost" => self.on_lease_lost.set(name, || on_lease_lost(value)),
             "hold_at_least" => self
@@ -390,9 +397,12 @@ fn float_as_duration(digits: &str) -> String {
 fn boolean(name: &str, value: Expr) -> syn::Result<BoolArg> {
     match &value {
         Expr::Lit(ExprLit {
-            lit: Lit::Bool(LitBool { value, .. }),
+            lit: Lit::Bool(LitBool { value, span }),
             ..
-        }) => Ok(BoolArg { value: *value }),
+        }) => Ok(BoolArg {
+            value: *value,
+            span: *span,
+        }),
         Expr::Lit(ExprLit {
             lit: Lit::Str(lit), ..
         }) if matches!(lit.value().as_str(), "true" | "false") => Err(syn::Error::new(

@@ -361,6 +361,9 @@ fn options(options: &OptionsPlan) -> TokenStream {
     if let Some(wait) = options.wait {
         set("wait", duration(wait));
     }
+    if let Some(fair) = options.fair {
+        set("fair", fair.into_token_stream());
+    }
     if let Some(watchdog) = options.watchdog {
         set("watchdog", watchdog.into_token_stream());
     }

@@ -48,6 +48,7 @@ use proc_macro::TokenStream;
 /// | `key`            | string template (required)    |               | the lock's name; see [Key templates](#key-templates) |
 /// | `ttl`            | duration string               | `"30s"`       | the lease: how long the lock outlives a crashed holder |
 /// | `wait`           | duration string               | `"0s"`        | how long to wait for a busy lock; `"0s"` tries once |
+/// | `fair`           | `true` / `false`              | `false`       | first come, first served across processes: waiting callers take the lock in the order they came, and a holder that asks again goes to the back (needs `wait`; not on Redlock) |
 /// | `watchdog`       | `true` / `false`              | `true`        | renew the lease every `ttl / 3` while the body runs; `false` = fixed lease of `ttl` |
 /// | `on_lease_lost`  | `"abort"` / `"continue"`      | `"abort"`     | when the lease is proven lost: drop the body at its next `.await` and return `LockError::LeaseLost`, or let it run on |
 /// | `hold_at_least`  | duration string               | none          | keep the lock at least this long after acquiring it, even if the body finishes sooner |

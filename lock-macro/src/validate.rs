@@ -35,6 +35,7 @@ pub(crate) struct Plan {
 pub(crate) struct OptionsPlan {
     pub(crate) ttl: Option<u64>,
     pub(crate) wait: Option<u64>,
+    pub(crate) fair: Option<bool>,
     pub(crate) watchdog: Option<bool>,
     pub(crate) on_lease_lost: Option<OnLeaseLost>,
     pub(crate) hold_at_least: Option<u64>,
@@ -126,6 +127,7 @@ pub(crate) fn validate(
         options: OptionsPlan {
             ttl: millis(&args.ttl),
             wait: millis(&args.wait),
+            fair: args.fair.get().map(|b| b.value),
             watchdog: args.watchdog.get().map(|b| b.value),
             on_lease_lost: args.on_lease_lost.get().copied(),
             hold_at_least: millis(&args.hold_at_least),
@@ -181,6 +183,32 @@ fn check_options(args: &Args, errors: &mut Vec<syn::Error>) {
         ));
     }
     check_max_hold(args, errors);
+    check_fair(args, errors);
+}
+
+/// `fair = true` orders the callers that wait: without `wait`, the call tries once and never
+/// waits in line, which is surely not what was meant.
+fn check_fair(args: &Args, errors: &mut Vec<syn::Error>) {
+    let Some(fair) = args.fair.get().filter(|fair| fair.value) else {
+        return;
+    };
+    if args.wait.failed() {
+        return;
+    }
+    match args.wait.get() {
+        None => errors.push(syn::Error::new(
+            fair.span,
+            "`fair = true` serves waiting callers in the order they came, but without `wait` \
+             this fn tries once and never waits: add how long it may wait, e.g. \
+             `wait = \"5s\"`",
+        )),
+        Some(wait) if wait.millis == 0 => errors.push(syn::Error::new(
+            wait.lit.span(),
+            "`fair = true` serves waiting callers in the order they came, but a `wait` of 0 \
+             tries once and never waits: write how long it may wait, e.g. `wait = \"5s\"`",
+        )),
+        Some(_) => {}
+    }
 }
 
 /// `max_hold` against `watchdog`, `ttl` and `hold_at_least`: one error at `max_hold` whose fix

@@ -1,22 +1,26 @@
 -- Hand a lock from its holder straight to a waiter of the same process, in one step: what a
 -- release followed by that waiter's acquire would do, without the lock ever being free. Only
--- when nobody else was told the lock is busy (`waiting=0`): otherwise it is released as
--- release.lua does, announced, and everyone competes.
+-- when nobody else was told the lock is busy (`waiting=0`), or when fair waiters are in line
+-- (`waiting=2`) and the waiter is the first of them: otherwise it is released as release.lua
+-- does, and everyone competes (or the first in line has it).
 --
 -- KEYS[1]  the lock (see acquire.lua)
+-- KEYS[2]  the line of fair waiters, and KEYS[3] when their entries end (see queue.lua)
 -- ARGV[1]  the holder's owner token
 -- ARGV[2]  the waiter's owner token
 -- ARGV[3]  the waiter's lease in milliseconds
 -- ARGV[4]  who holds it, as acquire.lua's ARGV[3]
 -- ARGV[5]  how a release announces itself, as release.lua's ARGV[3]
 -- ARGV[6]  how long a release keeps the last fencing token, as release.lua's ARGV[4]
+-- ARGV[7]  how long a lock freed for the first in line waits for it, as release.lua's ARGV[5]
 --
 -- Returns  {1, fencing token}  handed over: the waiter holds it now
 --          {2, 0}              released instead (someone else waits), as release.lua's 1
 --          {0, 0}              not the holder's: left untouched
 --          {-1, 0}             no lock at the key (it expired, or was released already)
 --
--- Redis calls: GET, TIME, SET (a release instead: GET, SET, PUBLISH).
+-- Redis calls: GET, TIME, SET (a release instead: GET, SET, PUBLISH); with fair waiters in line,
+-- finding the first of them (see queue.lua).
 -- Sent with no keys only to put the script in the server's cache (by a client whose user may
 -- not run SCRIPT LOAD): does nothing.
 if #KEYS == 0 then
@@ -41,25 +45,35 @@ if owner ~= ARGV[1] then
   return {0, 0}
 end
 
+local now, now_ms
+local waiting_next = '0'
+if waiting == '2' then
+  now, now_ms = server_time()
+  -- Fair waiters are in line: only the first of them may have it.
+  local head = first_in_line(KEYS[2], KEYS[3], now_ms)
+  if head == ARGV[2] then
+    leave_line(KEYS[2], KEYS[3], head)
+    if redis.call('ZCARD', KEYS[2]) > 0 then
+      waiting_next = '2'
+    end
+  elseif head then
+    free_for(KEYS[1], fence, head, now_ms, tonumber(ARGV[7]), tonumber(ARGV[6]), ARGV[5])
+    return {2, 0}
+  else
+    waiting = '1'
+  end
+end
 if waiting == '1' then
   -- Someone elsewhere waits: give them their chance, as a release does.
-  local retention = tonumber(ARGV[6])
-  local freed = retention > 0 and redis.pcall('SET', KEYS[1], 'free fence=' .. fence, 'PX', retention)
-  if not freed or (type(freed) == 'table' and freed.err) then
-    redis.call('DEL', KEYS[1])
-  end
-  local release = string.sub(redis.sha1hex(ARGV[1]), 1, 12)
-  if ARGV[5] == 'sharded' then
-    redis.pcall('SPUBLISH', KEYS[1], release)
-  else
-    redis.pcall('PUBLISH', KEYS[1], release)
-  end
+  release_free(KEYS[1], fence, tonumber(ARGV[6]))
+  announce(KEYS[1], string.sub(redis.sha1hex(ARGV[1]), 1, 12), ARGV[5])
   return {2, 0}
 end
 
 -- As in acquire.lua, the token is built as text.
-local time = redis.call('TIME')
-local now = time[1] .. string.sub('00000' .. time[2], -6)
+if not now then
+  now = server_time()
+end
 local next_fence = now
 if tonumber(now) <= tonumber(fence) then
   next_fence = string.format('%.0f', tonumber(fence) + 1)
@@ -69,6 +83,6 @@ if ARGV[4] ~= '' then
   holder = ' since=' .. string.sub(now, 1, -4) .. ARGV[4]
 end
 redis.call('SET', KEYS[1],
-  'held fence=' .. next_fence .. ' token=' .. ARGV[2] .. ' waiting=0' .. holder,
+  'held fence=' .. next_fence .. ' token=' .. ARGV[2] .. ' waiting=' .. waiting_next .. holder,
   'PX', ARGV[3])
 return {1, next_fence}

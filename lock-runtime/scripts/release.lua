@@ -1,6 +1,7 @@
 -- Release a lock if, and only if, the caller still owns it, and tell waiters if there are any.
 --
 -- KEYS[1]  the lock (see acquire.lua); its name is also the channel waiters subscribe to
+-- KEYS[2]  the line of fair waiters, and KEYS[3] when their entries end (see queue.lua)
 -- ARGV[1]  owner token
 -- ARGV[2]  milliseconds to keep the lock for hold_at_least (0: release it now)
 -- ARGV[3]  "sharded" announces the release with SPUBLISH (Redis Cluster 7+, where the channel
@@ -8,12 +9,15 @@
 --          minority grant while another owner holds the majority); "" announces with PUBLISH
 -- ARGV[4]  milliseconds to keep the last fencing token after the release (`free fence=<F>`,
 --          fence_retention), so that the next token continues from it; 0 deletes the key
+-- ARGV[5]  how long (ms) a lock freed for the first in line of fair waiters waits for it
 --
 -- Returns  1   released (or handed to expiry for hold_at_least)
+--          2   released for the first in line of fair waiters, who was told
 --          0   not ours: held under another token or the key holds other data; left untouched
 --          -1  no lock at the key (it expired, or was released already)
 --
--- Redis calls: GET, then SET (or DEL), and PUBLISH only when someone was told the lock was busy.
+-- Redis calls: GET, then SET (or DEL), and PUBLISH only when someone was told the lock was busy
+-- (with fair waiters in line: TIME, and finding the first of them, see queue.lua).
 -- Sent with no keys only to put the script in the server's cache (by a client whose user may
 -- not run SCRIPT LOAD): does nothing.
 if #KEYS == 0 then
@@ -37,7 +41,8 @@ end
 if owner ~= ARGV[1] then
   return 0
 end
-waiting = waiting == '1'
+local line = waiting == '2'
+waiting = waiting ~= '0'
 
 local keep = tonumber(ARGV[2])
 local retention = tonumber(ARGV[4])
@@ -45,33 +50,29 @@ local retention = tonumber(ARGV[4])
 -- then (DEL and PEXPIRE need no memory). Tokens then rest on the server's clock.
 if keep > 0 then
   -- Nobody owns it any more (renewal and release stop matching), but it stays busy until it
-  -- expires.
+  -- expires (and then the first in line has it, see acquire.lua).
   local kept = redis.pcall('SET', KEYS[1],
-    'kept fence=' .. fence .. ' waiting=' .. (waiting and '1' or '0'), 'PX', keep)
+    'kept fence=' .. fence .. ' waiting=' .. string.match(rest, ' waiting=(%d)'), 'PX', keep)
   if type(kept) == 'table' and kept.err then
     redis.call('PEXPIRE', KEYS[1], keep)
   end
-else
-  local freed = retention > 0 and redis.pcall('SET', KEYS[1], 'free fence=' .. fence, 'PX', retention)
-  if not freed or (type(freed) == 'table' and freed.err) then
-    redis.call('DEL', KEYS[1])
+elseif line then
+  local _, now_ms = server_time()
+  local head = first_in_line(KEYS[2], KEYS[3], now_ms)
+  if head then
+    free_for(KEYS[1], fence, head, now_ms, tonumber(ARGV[5]), retention, ARGV[3])
+    return 2
   end
+  release_free(KEYS[1], fence, retention)
+else
+  release_free(KEYS[1], fence, retention)
 end
 
 -- Tells waiters to look again (after a `kept` release: to learn the shorter lease). The message
 -- is an id of this release (48 bits of the SHA-1 of the owner token, which cannot be turned back
 -- into it): Redlock announces one release on every master, and a process hands each release to
 -- one waiter.
-if waiting and ARGV[3] ~= 'quiet' then
-  local release = string.sub(redis.sha1hex(ARGV[1]), 1, 12)
-  if ARGV[3] == 'sharded' then
-    -- pcall: a cluster older than 7.0 has no SPUBLISH; its waiters fall back to lease expiry,
-    -- and the release itself must still succeed.
-    redis.pcall('SPUBLISH', KEYS[1], release)
-  else
-    -- pcall: a user without rights on the channel (a Redis 7 ACL user lacking `&*`) must
-    -- still release; its waiters fall back to lease expiry (reported once, at connect).
-    redis.pcall('PUBLISH', KEYS[1], release)
-  end
+if waiting then
+  announce(KEYS[1], string.sub(redis.sha1hex(ARGV[1]), 1, 12), ARGV[3])
 end
 return 1

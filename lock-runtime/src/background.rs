@@ -48,6 +48,21 @@ impl Background {
         }
     }
 
+    /// Spawns `task` on the pinned runtime, or else on the caller's if there is one: for work
+    /// started from a `Drop`, which may run outside any runtime. `false` if there was none.
+    pub(crate) fn try_spawn<F>(&self, task: F) -> bool
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        match self.pinned.clone().or_else(|| Handle::try_current().ok()) {
+            Some(handle) => {
+                handle.spawn(task);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Runs `work` so that the tasks it spawns (a connection's driver, say) belong to the pinned
     /// runtime; unpinned, runs it in place, on the caller's runtime.
     pub(crate) async fn run<F>(&self, work: F) -> Result<F::Output, Failure>

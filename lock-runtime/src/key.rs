@@ -1,5 +1,6 @@
-//! How a lock key is stored: `<prefix>{<key>}`, so that the lock and the fence counter of earlier versions share one
-//! Redis Cluster slot (the part in braces is the hash tag).
+//! How a lock key is stored: `<prefix>{<key>}`, so that the lock, the line of its fair waiters and
+//! the fence counter of earlier versions share one Redis Cluster slot (the part in braces is the
+//! hash tag).
 
 use crate::LockError;
 
@@ -35,10 +36,24 @@ impl StoredKey {
     /// The fence counter of versions before the string format (read, never written, by
     /// acquire.lua): the lock's name plus `:fence`, in the same hash slot.
     pub(crate) fn fence(&self) -> String {
-        let mut fence = String::with_capacity(self.lock.len() + 6);
-        fence.push_str(&self.lock);
-        fence.push_str(":fence");
-        fence
+        self.with_suffix(":fence")
+    }
+
+    /// The line of fair waiters (see queue.lua), in the same hash slot.
+    pub(crate) fn queue(&self) -> String {
+        self.with_suffix(":queue")
+    }
+
+    /// When the entries of the line end.
+    pub(crate) fn queue_expiry(&self) -> String {
+        self.with_suffix(":queue:expiry")
+    }
+
+    fn with_suffix(&self, suffix: &str) -> String {
+        let mut name = String::with_capacity(self.lock.len() + suffix.len());
+        name.push_str(&self.lock);
+        name.push_str(suffix);
+        name
     }
 }
 
@@ -51,6 +66,8 @@ mod tests {
         let k = StoredKey::new("lock:", "order:42").expect("valid key");
         assert_eq!(k.lock, "lock:{order:42}");
         assert_eq!(k.fence(), "lock:{order:42}:fence");
+        assert_eq!(k.queue(), "lock:{order:42}:queue");
+        assert_eq!(k.queue_expiry(), "lock:{order:42}:queue:expiry");
     }
 
     #[test]

@@ -18,10 +18,10 @@ use crate::backend::redis::{RedisBackend, RedisSettings};
 use crate::backend::redlock::RedlockBackend;
 use crate::backend::replicas::{ReplicaAcks, ReplicaShortage};
 use crate::backend::sentinel::SentinelBackend;
-use crate::backend::{Acquire, Backend, Failure};
+use crate::backend::{Acquire, Ask, Backend, Failure, Line};
 use crate::background::Background;
 use crate::backoff::Backoff;
-use crate::client::{Inner, without_token};
+use crate::client::{Inner, release_id, without_token};
 use crate::guard::LockGuard;
 use crate::key::StoredKey;
 use crate::lease::Lease;
@@ -422,6 +422,13 @@ impl Inner {
         options: LockOptions,
     ) -> Result<LockGuard, LockError> {
         options.validate()?;
+        if options.fair && !self.backend.fair() {
+            return Err(LockError::Config(format!(
+                "fair = true needs one server to keep the line of waiters in order, and {} has \
+                 several that could each order it their own way; leave fair out on Redlock",
+                self.backend.describe()
+            )));
+        }
         let stored = StoredKey::new(&self.prefix, &key)?;
         let token = uuid::Uuid::new_v4().to_string();
         let start = Instant::now();
@@ -431,6 +438,17 @@ impl Inner {
             .unwrap_or_else(|| start + FOREVER);
         let mut lease = Arc::new(Lease::new(key, stored, token, self.id, options, start));
         let mut waiting: Option<Waiting> = None;
+        // Our place in the line of fair waiters, once the server gave us one: left when this
+        // call ends without the lock.
+        let mut in_line: Option<InLine> = None;
+        let mut named = false;
+        let line = if options.wait.is_zero() {
+            Line::No
+        } else if options.fair {
+            Line::Fair
+        } else {
+            Line::IfAny
+        };
         let mut backoff = Backoff::requests();
         let mut first = true;
         // This manager holds the key, or others of this process wait for it already: take a
@@ -438,8 +456,9 @@ impl Inner {
         // lock as awaited from elsewhere), so that the line is served in order and the holder
         // can hand the lock to the first in one step. A task that holds the key itself asks,
         // and is told so below.
+        // A fair waiter always asks: its place in line is on the server.
         let mut join_line = None;
-        if self.backend.hands_off() && !options.wait.is_zero() {
+        if self.backend.hands_off() && !options.wait.is_zero() && !options.fair {
             match self.watchdog.held_lease(&lease.stored.lock) {
                 // Held by this task: asking the server ends in `HeldByThisTask`.
                 Some(held) if held.task == lease.task => {}
@@ -456,7 +475,7 @@ impl Inner {
                 // renewals move on: that is when the watch looks, not at a blind guess.
                 let expires = holder.as_ref().map(|holder| holder.deadline());
                 let waited = self
-                    .wait_in_line(&joined, &lease, expires, holder.as_ref(), give_up)
+                    .wait_in_line(&joined, &lease, expires, holder.as_ref(), give_up, false)
                     .await;
                 if let Some(guard) = waited {
                     record(start, "acquired");
@@ -476,6 +495,11 @@ impl Inner {
                 });
             }
             lease.restart(Instant::now());
+            // Whether an announcement of this waiter's turn could reach it from the moment the
+            // server gives it a place in line (see below).
+            let watched_before = line == Line::Fair
+                && waiting.is_none()
+                && self.waiters.is_watched(&lease.stored.lock);
             let watch_id = self.watchdog.register(&lease);
             let guard = LockGuard::pending(self.clone(), lease, watch_id);
             let lease_ref = guard.lease();
@@ -487,9 +511,12 @@ impl Inner {
                     &lease_ref.stored,
                     &lease_ref.token,
                     options.ttl,
-                    // A waiter's release must be announced for those behind it in this
-                    // process, unless releases here wake them without the server.
-                    waiting.is_some() && !self.backend.hands_off(),
+                    Ask {
+                        // A waiter's release must be announced for those behind it in this
+                        // process, unless releases here wake them without the server.
+                        waited: waiting.is_some() && !self.backend.hands_off(),
+                        line,
+                    },
                 ),
             )
             .await;
@@ -516,12 +543,31 @@ impl Inner {
                 Ok(Acquire::Acquired { fence }) => {
                     lease_ref.mark_held(fence);
                     self.watchdog.activate(watch_id);
+                    // Taking it took us out of line.
+                    if let Some(place) = &mut in_line {
+                        place.left = true;
+                    }
                     if let Some(waiting) = &waiting {
                         // The next local waiter watches our lease: nobody announces its expiry.
                         waiting.hand_over(lease_ref.deadline());
                     }
                     record(start, "acquired");
                     return Ok(guard);
+                }
+                Ok(Acquire::Busy {
+                    remaining,
+                    in_line: true,
+                    ..
+                }) => {
+                    if in_line.is_none() {
+                        in_line = Some(InLine {
+                            manager: self.clone(),
+                            stored: lease_ref.stored.clone(),
+                            token: lease_ref.token.clone(),
+                            left: false,
+                        });
+                    }
+                    remaining
                 }
                 Ok(Acquire::Busy { remaining, .. }) => remaining,
                 Err(failure) => {
@@ -558,16 +604,34 @@ impl Inner {
                     key: lease.key.clone(),
                 });
             }
+            if waiting.is_none() {
+                let joined = Waiting::join(&self, &lease.stored.lock, give_up).await;
+                // Subscribe first, then try again at once: a release between the busy answer
+                // and the subscription would otherwise go unnoticed. A fair waiter whose process
+                // heard the key's announcements already when it asked needs no second try: an
+                // announcement of its turn that came meanwhile is kept for it.
+                let retry = !(in_line.is_some() && watched_before && joined.notified);
+                waiting = Some(joined);
+                if retry {
+                    continue;
+                }
+            }
             let Some(waiting) = waiting.as_ref() else {
-                // Subscribe first, then try again at once: a release between the busy answer and
-                // the subscription would otherwise go unnoticed.
-                waiting = Some(Waiting::join(&self, &lease.stored.lock, give_up).await);
                 continue;
             };
+            if in_line.is_some() && !named {
+                // Woken by name when the lock is freed for us (see `waiters`).
+                named = true;
+                self.waiters
+                    .name(&waiting.key, &waiting.slot, release_id(&lease.token));
+            }
             if let Some(guard) = self
-                .wait_in_line(waiting, &lease, expires, None, give_up)
+                .wait_in_line(waiting, &lease, expires, None, give_up, in_line.is_some())
                 .await
             {
+                if let Some(place) = &mut in_line {
+                    place.left = true;
+                }
                 record(start, "acquired");
                 return Ok(guard);
             }
@@ -579,6 +643,8 @@ impl Inner {
     /// over, a holder of this process may hand it the lock meanwhile, under `lease`: then the
     /// guard is returned. `holder` is the lease of this process that holds the lock, if one
     /// does: while it is renewed, its expiry is watched here without asking the server.
+    /// `in_line`: the waiter has a place in the line of fair waiters, which it keeps by asking
+    /// again every third of its lease.
     async fn wait_in_line(
         self: &Arc<Self>,
         waiting: &Waiting,
@@ -586,8 +652,14 @@ impl Inner {
         expires: Option<Instant>,
         holder: Option<&Arc<Lease>>,
         give_up: Instant,
+        in_line: bool,
     ) -> Option<LockGuard> {
         let now = Instant::now();
+        let give_up = if in_line {
+            give_up.min(now + lease.options.ttl / 3)
+        } else {
+            give_up
+        };
         // The first waiter in line watches the lease's expiry, which nobody announces; the
         // others wait for a release (or for the watch to be handed to them), so that one
         // expiry costs one attempt, not one per waiter. Without notifications, everyone
@@ -608,7 +680,7 @@ impl Inner {
                 biased;
                 wake = waiting.slot.woken() => match wake {
                     Wake::Retry => break,
-                    Wake::WatchUntil(at) => wake_at = at.min(give_up),
+                    Wake::WatchUntil(at) => wake_at = wake_at.min(at),
                 },
                 () = tokio::time::sleep_until(wake_at) => {
                     let renewed = holder
@@ -638,6 +710,40 @@ impl Inner {
         // The next local waiter watches our lease: nobody announces its expiry.
         waiting.hand_over(lease.deadline());
         Some(LockGuard::pending(self.clone(), lease, watch_id))
+    }
+}
+
+/// A place in the line of fair waiters: left (on the server, in the background) when dropped,
+/// unless the lock was taken, which took it out of line.
+struct InLine {
+    manager: Arc<Inner>,
+    stored: StoredKey,
+    token: String,
+    left: bool,
+}
+
+impl Drop for InLine {
+    fn drop(&mut self) {
+        if self.left {
+            return;
+        }
+        let manager = self.manager.clone();
+        let stored = self.stored.clone();
+        let token = std::mem::take(&mut self.token);
+        let background = manager.background.clone();
+        let spawned = background.try_spawn(async move {
+            let left = tokio::time::timeout(
+                manager.request_timeout,
+                manager.backend.leave(&stored, &token),
+            )
+            .await;
+            if !matches!(left, Ok(Ok(()))) {
+                tracing::debug!(key = %stored.lock, "could not leave the line of fair waiters; the place ends with the waiter's lease");
+            }
+        });
+        if !spawned {
+            tracing::debug!(key = %self.stored.lock, "no tokio runtime to leave the line of fair waiters on; the place ends with the waiter's lease");
+        }
     }
 }
 
@@ -1130,7 +1236,7 @@ mod tests {
         // The stalled acquire lands on the server ...
         let landed = inner
             .backend
-            .acquire(&lease.stored, &lease.token, options.ttl, false)
+            .acquire(&lease.stored, &lease.token, options.ttl, Default::default())
             .await
             .expect("memory answers");
         assert!(matches!(landed, Acquire::Acquired { .. }));

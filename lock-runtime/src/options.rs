@@ -35,6 +35,7 @@ pub struct LockOptions {
     pub(crate) on_lease_lost: OnLeaseLost,
     pub(crate) hold_at_least: Duration,
     pub(crate) max_hold: Option<Duration>,
+    pub(crate) fair: bool,
 }
 
 impl Default for LockOptions {
@@ -48,7 +49,7 @@ impl LockOptions {
     pub const DEFAULT_TTL: Duration = Duration::from_secs(30);
 
     /// Defaults: ttl 30 s, no waiting (try once), watchdog on, abort on lease loss, no minimum hold,
-    /// no maximum hold.
+    /// no maximum hold, not fair.
     pub const fn new() -> Self {
         LockOptions {
             ttl: Self::DEFAULT_TTL,
@@ -57,6 +58,7 @@ impl LockOptions {
             on_lease_lost: OnLeaseLost::Abort,
             hold_at_least: Duration::ZERO,
             max_hold: None,
+            fair: false,
         }
     }
 
@@ -100,6 +102,36 @@ impl LockOptions {
     /// runs out and the holder is told as for any lost lease.
     pub const fn max_hold(mut self, max_hold: Duration) -> Self {
         self.max_hold = Some(max_hold);
+        self
+    }
+
+    /// First come, first served (default `false`): a caller that finds the lock busy takes a
+    /// place in a line kept on the server, across every process, and the lock goes to the first
+    /// in line when it is released or its lease runs out; a holder that releases and asks again
+    /// goes to the back. Without it, whoever asks first after a release gets the lock (a
+    /// releaser that asks again at once usually wins it back), which costs fewer Redis calls
+    /// when the lock is contended across processes.
+    ///
+    /// A waiter keeps its place by asking again every third of its `ttl`, and leaves the line
+    /// when it gives up or its call is dropped; one that dies leaves it within its `ttl`. If the
+    /// first in line does not come for the lock within 250 ms of being told (it died, or is
+    /// stuck), it loses its place and the next one's turn begins. While anyone waits in line,
+    /// callers without `fair` never jump it either, but they are only told of the lock once
+    /// the line is empty.
+    ///
+    /// On a single Redis, Sentinel and Redis Cluster. Redlock refuses it with
+    /// [`LockError::Config`](crate::LockError::Config): its masters could each order the line
+    /// their own way.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lock_runtime::LockOptions;
+    ///
+    /// const IN_TURN: LockOptions = LockOptions::new().wait(Duration::from_secs(5)).fair(true);
+    /// assert!(IN_TURN.fair_value());
+    /// ```
+    pub const fn fair(mut self, fair: bool) -> Self {
+        self.fair = fair;
         self
     }
 
@@ -150,5 +182,10 @@ impl LockOptions {
     /// The maximum hold time, if any.
     pub const fn max_hold_value(&self) -> Option<Duration> {
         self.max_hold
+    }
+
+    /// Whether waiters are served first come, first served.
+    pub const fn fair_value(&self) -> bool {
+        self.fair
     }
 }

@@ -17,20 +17,30 @@
 //! of it through the server: where the backend can, it hands the lock straight to the first
 //! waiter that offered to take it ([`Slot::open_offer`], [`Waiters::take_offer`]), in one
 //! script call and without the lock ever being free; otherwise it wakes that waiter itself
-//! ([`Waiters::wake_released_here`]), and the announcement of the same release that may follow
+//! ([`Waiters::released_here`]), and the announcement of the same release that may follow
 //! wakes nobody else.
+//!
+//! A waiter in the line of fair waiters (`fair = true`) is woken by name: a lock freed for the
+//! first in line announces `q:` and that waiter's name (an id of its owner token, as a release
+//! id is of the holder's), and only the waiter of that name wakes, in whichever process it is.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use tokio::sync::{Notify, OnceCell};
 use tokio::time::Instant;
 
+use crate::backend::FAIR_TURN;
 use crate::lease::Lease;
 
 /// Release ids remembered per key, to recognise the same release announced again.
 const RECENT_RELEASES: usize = 8;
+
+/// How long after a fair waiter's turn ends (by this clock) the others look again: the server
+/// must see it ended.
+const TURN_MARGIN: Duration = Duration::from_millis(10);
 
 /// Every waiter of one manager (of every manager, for a shared memory table).
 #[derive(Default)]
@@ -51,6 +61,9 @@ struct KeyWaiters {
     /// local release was not seen yet: whichever of the two comes second wakes nobody.
     released_here: VecDeque<Vec<u8>>,
     announced: VecDeque<Vec<u8>>,
+    /// Fair waiters named (their turn began) while nobody here had that name: one that takes
+    /// it later is woken then.
+    named: VecDeque<Vec<u8>>,
 }
 
 /// One waiting task's place in line.
@@ -69,6 +82,9 @@ pub(crate) struct Slot {
     offer: Mutex<Offer>,
     /// Signalled when a taken offer is settled.
     settled: Notify,
+    /// The name this waiter is woken by when it is in the line of fair waiters: the release id
+    /// of its owner token (see [`crate::client::release_id`]).
+    name: std::sync::OnceLock<Vec<u8>>,
 }
 
 /// A waiter's offer to be handed the lock (see the module docs), as it goes from the waiter to
@@ -237,6 +253,7 @@ impl Waiters {
             recent: VecDeque::new(),
             released_here: VecDeque::new(),
             announced: VecDeque::new(),
+            named: VecDeque::new(),
         });
         entry.line.push_back(slot.clone());
         (slot, entry.watched.clone())
@@ -308,6 +325,10 @@ impl Waiters {
         let Some(entry) = keys.get_mut(key) else {
             return;
         };
+        if let Some(name) = release.and_then(|message| message.strip_prefix(b"q:")) {
+            wake_named(entry, name);
+            return;
+        }
         let quorum = self.quorum.load(Ordering::Acquire).max(1);
         // Only a deployment that announces one release several times (Redlock, once per
         // master, and never twice under one owner token) counts announcements. Elsewhere an
@@ -375,6 +396,33 @@ impl Waiters {
         })
     }
 
+    /// The lock `key` was freed for the fair waiter called `name`: wake it, if it waits here.
+    pub(crate) fn wake_named(&self, key: &str, name: &[u8]) {
+        if let Some(entry) = self.keys().get_mut(key) {
+            wake_named(entry, name);
+        }
+    }
+
+    /// `slot` waits in the line of fair waiters under `name` from now on; if its turn was
+    /// announced already, it is woken at once.
+    pub(crate) fn name(&self, key: &str, slot: &Slot, name: Vec<u8>) {
+        let mut keys = self.keys();
+        let named = keys
+            .get_mut(key)
+            .is_some_and(|entry| take(&mut entry.named, &name));
+        let _ = slot.name.set(name);
+        if named {
+            slot.wake_to_retry();
+        }
+    }
+
+    /// Whether releases of `key` are announced to this process already.
+    pub(crate) fn is_watched(&self, key: &str) -> bool {
+        self.keys()
+            .get(key)
+            .is_some_and(|entry| entry.watched.initialized())
+    }
+
     /// Whether anyone in this process waits for `key`.
     pub(crate) fn has_line(&self, key: &str) -> bool {
         self.keys().contains_key(key)
@@ -408,6 +456,29 @@ fn remember(ids: &mut VecDeque<Vec<u8>>, id: &[u8]) {
         ids.pop_front();
     }
     ids.push_back(id.to_vec());
+}
+
+/// Wakes the waiter called `name`. Its turn is its own: if it leaves without taking the lock, it
+/// tells the server, which names the next in line (so it is not marked woken, which would pass
+/// the turn on here). If it does not wait here (or not yet under that name), the first waiter
+/// here looks again when that turn ends, in case its holder never comes (see queue.lua):
+/// nobody would announce it.
+fn wake_named(entry: &mut KeyWaiters, name: &[u8]) {
+    if let Some(slot) = entry
+        .line
+        .iter()
+        .find(|slot| slot.name.get().is_some_and(|own| own == name))
+    {
+        slot.wake_to_retry();
+        return;
+    }
+    // Maybe a waiter here that has not taken its name yet (see `Waiters::name`).
+    remember(&mut entry.named, name);
+    if let Some(first) = entry.line.front() {
+        let turn_ends = Instant::now() + FAIR_TURN + TURN_MARGIN;
+        *first.watch.lock().unwrap_or_else(PoisonError::into_inner) = Some(turn_ends);
+        first.notify.notify_one();
+    }
 }
 
 /// Wakes the first waiter of a line that is not awake already.
@@ -470,6 +541,30 @@ mod tests {
         assert!(!slot.settle(None));
         slot.settled().await;
         assert!(matches!(slot.withdraw_offer(), Withdrawn::Nothing));
+    }
+
+    #[tokio::test]
+    async fn a_fair_turn_wakes_the_waiter_of_that_name_only() {
+        let waiters = Waiters::default();
+        let (first, _) = waiters.join("k");
+        let (named, _) = waiters.join("k");
+        waiters.name("k", &first, b"aaaaaaaaaaaa".to_vec());
+        waiters.name("k", &named, b"bbbbbbbbbbbb".to_vec());
+        waiters.wake_one("k", Some(b"q:bbbbbbbbbbbb"));
+        assert!(is_woken(&named).await);
+        assert!(!is_woken(&first).await);
+    }
+
+    #[tokio::test]
+    async fn a_turn_announced_before_the_waiter_took_its_name_is_kept_for_it() {
+        let waiters = Waiters::default();
+        let (slot, _) = waiters.join("k");
+        waiters.wake_one("k", Some(b"q:cccccccccccc"));
+        // Not its name (yet): the first waiter here watches the end of that turn instead.
+        let woken = tokio::time::timeout(Duration::from_millis(20), slot.woken()).await;
+        assert!(matches!(woken, Ok(Wake::WatchUntil(_))), "{woken:?}");
+        waiters.name("k", &slot, b"cccccccccccc".to_vec());
+        assert!(is_woken(&slot).await);
     }
 
     #[tokio::test]

@@ -545,7 +545,7 @@ mod tests {
             _key: &'a StoredKey,
             _token: &'a str,
             _ttl: Duration,
-            _waited: bool,
+            _ask: crate::backend::Ask,
         ) -> BoxFuture<'a, Result<Acquire, Failure>> {
             Box::pin(async { Ok(Acquire::Acquired { fence: 1 }) })
         }

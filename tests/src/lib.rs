@@ -31,6 +31,7 @@
 //! tests never pass silently without a server.
 
 mod cluster;
+pub mod fair;
 mod masters;
 mod port;
 mod probe;

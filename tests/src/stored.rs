@@ -1,7 +1,8 @@
 //! What the server holds and counts: a lock as the server stores it (`lock-runtime/scripts/acquire.lua`), read with one `GET`:
-//! `held fence=<F> token=<T> waiting=<0|1>[ since=<ms> host=<h> pid=<p> app=<a>]`, `kept
-//! fence=<F> waiting=<0|1>` (released, busy until it expires) or `free fence=<F>` (released,
-//! keeping its last fencing token).
+//! `held fence=<F> token=<T> waiting=<0|1|2>[ since=<ms> host=<h> pid=<p> app=<a>]`, `kept
+//! fence=<F> waiting=<0|1|2>` (released, busy until it expires) or `free fence=<F>[ next=<T>
+//! until=<ms>]` (released, keeping its last fencing token; with `next`, for the first fair
+//! waiter in line alone until then).
 
 use crate::RedisServer;
 
@@ -15,6 +16,8 @@ pub struct StoredLock {
     pub token: Option<String>,
     /// Someone was told the lock is busy: the release will announce itself.
     pub waiting: bool,
+    /// Fair waiters are in line (`waiting=2`): the release frees it for the first of them.
+    pub line: bool,
     /// `since`, `host`, `pid`, `app` with holder metadata; `app` runs to the end of the value.
     pub holder: Vec<(String, String)>,
 }
@@ -30,6 +33,7 @@ impl StoredLock {
             fence: fence.parse().ok()?,
             token: None,
             waiting: false,
+            line: false,
             holder: Vec::new(),
         };
         while !rest.is_empty() {
@@ -41,7 +45,10 @@ impl StoredLock {
             };
             match name {
                 "token" => lock.token = Some(value.to_owned()),
-                "waiting" => lock.waiting = value == "1",
+                "waiting" => {
+                    lock.waiting = value != "0";
+                    lock.line = value == "2";
+                }
                 _ => lock.holder.push((name.to_owned(), value.to_owned())),
             }
             rest = tail;
@@ -54,7 +61,8 @@ impl StoredLock {
         self.state == "held" || self.state == "kept"
     }
 
-    /// A holder field (`host`, `pid`, `app`, `since`).
+    /// A holder field (`host`, `pid`, `app`, `since`), or `next` and `until` of a lock freed for
+    /// the first fair waiter in line.
     pub fn holder_field(&self, name: &str) -> Option<&str> {
         self.holder
             .iter()

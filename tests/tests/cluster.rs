@@ -935,3 +935,15 @@ async fn a_release_hands_the_lock_to_a_waiter_of_this_process() {
     assert_eq!(lock.fence, next.fencing_token());
     next.release().await.expect("release");
 }
+
+/// Fair waiters of two managers get the lock in the order they came: the line lives in the
+/// lock's slot, and a waiter's turn is announced on the slot's shard channel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_waiters_get_the_lock_in_the_order_they_came() {
+    let prefix = "fair:";
+    let (cluster, a) = fixture(prefix).await;
+    let b = manager(&cluster, prefix).await;
+    lock_tests::fair::served_in_the_order_they_came(&a, &b, "turns").await;
+    let master = cluster.master_for_key("fair:{turns}");
+    assert_eq!(master.cmd(&["EXISTS", "fair:{turns}:queue"]), "0");
+}

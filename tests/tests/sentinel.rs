@@ -224,3 +224,12 @@ async fn a_grant_from_a_master_replaced_while_the_request_was_out_is_not_trusted
     );
     guard.release().await.expect("release");
 }
+
+/// Fair waiters of two managers get the lock in the order they came, through Sentinel.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_waiters_get_the_lock_in_the_order_they_came() {
+    let setup = SentinelSetup::start(1, 3);
+    let a = manager(&setup).await;
+    let b = manager(&setup).await;
+    lock_tests::fair::served_in_the_order_they_came(&a, &b, "turns").await;
+}

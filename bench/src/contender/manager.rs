@@ -10,19 +10,6 @@ use lock_runtime::{LockManager, LockOptions};
 use super::{Contender, FairMode, LEASE, Work};
 use crate::BenchError;
 
-/// `options` with the fair mode on, or `None` while lock-runtime has no fair mode.
-///
-/// THE ONE PLACE TO CHANGE when `LockOptions::fair` lands: make the body
-/// `Some(options.fair(true))`. The fair rows of the natural scenario and the fair-mode targets
-/// then fill in by themselves; until then they say "not available".
-fn fair(options: LockOptions) -> Option<LockOptions> {
-    let _ = options;
-    None
-}
-
-/// Why the fair rows are empty while [`fair`] returns `None`.
-const NO_FAIR_MODE: &str = "this lock-runtime has no LockOptions::fair yet";
-
 pub struct Manager {
     locks: LockManager,
     /// Every acquire in the fair mode.
@@ -43,10 +30,7 @@ impl Manager {
 
     /// `options` in this variant's mode.
     fn options(&self, options: LockOptions) -> Result<LockOptions, BenchError> {
-        if !self.fair {
-            return Ok(options);
-        }
-        fair(options).ok_or_else(|| BenchError::new(format!("{}: {NO_FAIR_MODE}", Self::FAIR_NAME)))
+        Ok(options.fair(self.fair))
     }
 }
 
@@ -63,12 +47,6 @@ impl Contender for Manager {
     fn fair_mode(&self) -> FairMode {
         if self.fair {
             return FairMode::None;
-        }
-        if fair(LockOptions::new()).is_none() {
-            return FairMode::NotAvailable {
-                name: Self::FAIR_NAME,
-                reason: NO_FAIR_MODE,
-            };
         }
         FairMode::Available(Arc::new(Manager {
             locks: self.locks.clone(),

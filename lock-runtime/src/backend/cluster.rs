@@ -31,13 +31,13 @@ use redis::{
 use tokio::sync::mpsc;
 
 use super::redis::{
-    ACQUIRE, Announce, HANDOFF, Holder, RELEASE, RENEW, RedisSettings, Subscription, Subscriptions,
-    acquire_confirmed, describe_error, enable_tls, invoke, is_noscript, millis, query_loading,
-    release_answer,
+    ACQUIRE, Announce, HANDOFF, Holder, LEAVE, RELEASE, RENEW, RedisSettings, Subscription,
+    Subscriptions, acquire_confirmed, describe_error, enable_tls, invoke, is_noscript, millis,
+    query_loading, release_answer,
 };
 use super::replicas::{Pool, Replication};
 use super::{
-    Acquire, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal, acquire_answer,
+    Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal, acquire_answer,
     hand_off_answer,
 };
 use crate::background::{Background, Lifeline, Revivable};
@@ -346,11 +346,11 @@ impl Backend for ClusterBackend {
         key: &'a StoredKey,
         token: &'a str,
         ttl: Duration,
-        waited: bool,
+        ask: Ask,
     ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         Box::pin(async move {
-            // Both keys carry the same hash tag, so they share the slot the call is routed by.
-            let invocation = self.holder.acquire(key, token, ttl, waited);
+            // Every key carries the same hash tag, so they share the slot the call is routed by.
+            let invocation = self.holder.acquire(key, token, ttl, ask, Announce::Sharded);
             self.subscriptions.revive();
             let Some((replication, pool)) = &self.replication else {
                 let mut conn = self.routed(&key.lock);
@@ -427,6 +427,19 @@ impl Backend for ClusterBackend {
             let invocation = self.holder.release(key, token, keep_ms, Announce::Sharded);
             let answer: i64 = settle_noscript(invoke(&invocation, &RELEASE, &mut conn).await)?;
             Ok(release_answer(answer))
+        })
+    }
+
+    fn leave<'a>(
+        &'a self,
+        key: &'a StoredKey,
+        token: &'a str,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(async move {
+            let mut conn = self.routed(&key.lock);
+            let invocation = self.holder.leave(key, token, Announce::Sharded);
+            let _: i64 = settle_noscript(invoke(&invocation, &LEAVE, &mut conn).await)?;
+            Ok(())
         })
     }
 

@@ -12,7 +12,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Failure;
-use super::{Acquire, Backend, Booking, BoxFuture, Release, Renewal, whole};
+use super::{Acquire, Ask, Backend, Booking, BoxFuture, FAIR_TURN, Line, Release, Renewal, whole};
+use crate::client::release_id;
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
 
@@ -30,6 +31,8 @@ static TABLES: LazyLock<Mutex<HashMap<String, Arc<MemoryBackend>>>> = LazyLock::
 #[derive(Default)]
 struct State {
     locks: HashMap<String, Entry>,
+    /// The lines of fair waiters, by key (as queue.lua keeps them on Redis).
+    lines: HashMap<String, FairLine>,
     /// One counter for all keys: strictly increasing per key, and never reset while the process
     /// lives.
     last_fence: u64,
@@ -42,6 +45,34 @@ struct Entry {
     token: String,
     fence: u64,
     expires: Instant,
+}
+
+/// The fair waiters of one key, in the order they came.
+#[derive(Default)]
+struct FairLine {
+    /// Owner token, and when the entry ends unless the waiter asks again.
+    waiting: Vec<(String, Instant)>,
+    /// The lock is free for this waiter alone until then.
+    turn: Option<(String, Instant)>,
+}
+
+impl FairLine {
+    fn join(&mut self, token: &str, until: Instant) {
+        match self.waiting.iter_mut().find(|(own, _)| own == token) {
+            Some((_, end)) => *end = until,
+            None => self.waiting.push((token.to_owned(), until)),
+        }
+    }
+
+    fn leave(&mut self, token: &str) {
+        self.waiting.retain(|(own, _)| own != token);
+    }
+
+    /// The first in line whose entry has not ended, dropping those that have.
+    fn first(&mut self, now: Instant) -> Option<&str> {
+        self.waiting.retain(|(_, end)| *end >= now);
+        self.waiting.first().map(|(token, _)| token.as_str())
+    }
 }
 
 impl MemoryBackend {
@@ -81,19 +112,40 @@ impl MemoryBackend {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
+
+    /// The free lock `key` is the first fair waiter's in line, for a while; with nobody in line,
+    /// anyone's: wake whoever's turn it is.
+    fn give_turn(&self, state: &mut State, key: &str, now: Instant) {
+        let head = state.lines.get_mut(key).and_then(|line| {
+            let head = line.first(now)?.to_owned();
+            line.turn = Some((head.clone(), now + FAIR_TURN));
+            Some(head)
+        });
+        match head {
+            Some(head) => self.waiters.wake_named(key, &release_id(&head)),
+            None => {
+                state.lines.remove(key);
+                self.waiters.wake_one(key, None);
+            }
+        }
+    }
+}
+
+/// The live entry at `key`, dropping it if it expired.
+fn live<'a>(
+    locks: &'a mut HashMap<String, Entry>,
+    key: &str,
+    now: Instant,
+) -> Option<&'a mut Entry> {
+    if locks.get(key).is_some_and(|entry| entry.expires <= now) {
+        locks.remove(key);
+    }
+    locks.get_mut(key)
 }
 
 impl State {
-    /// The live entry at `key`, dropping it if it expired.
     fn live(&mut self, key: &str, now: Instant) -> Option<&mut Entry> {
-        if self
-            .locks
-            .get(key)
-            .is_some_and(|entry| entry.expires <= now)
-        {
-            self.locks.remove(key);
-        }
-        self.locks.get_mut(key)
+        live(&mut self.locks, key, now)
     }
 
     fn sweep(&mut self, now: Instant) {
@@ -101,6 +153,10 @@ impl State {
             return;
         }
         self.locks.retain(|_, entry| entry.expires > now);
+        self.lines.retain(|_, line| {
+            line.first(now);
+            !line.waiting.is_empty() || line.turn.as_ref().is_some_and(|(_, until)| *until > now)
+        });
         self.sweep_at = (self.locks.len() * 2).max(1024);
     }
 }
@@ -123,21 +179,63 @@ impl Backend for MemoryBackend {
         key: &'a StoredKey,
         token: &'a str,
         ttl: Duration,
-        _waited: bool,
+        ask: Ask,
     ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         let now = Instant::now();
         let mut state = self.state();
         state.sweep(now);
-        if let Some(entry) = state.live(&key.lock, now) {
+        let State { locks, lines, .. } = &mut *state;
+        let joins = match ask.line {
+            Line::No => false,
+            Line::IfAny => lines.contains_key(&key.lock),
+            Line::Fair => true,
+        };
+        let busy = |remaining: Duration, lines: &mut HashMap<String, FairLine>| {
+            if joins {
+                lines
+                    .entry(key.lock.clone())
+                    .or_default()
+                    .join(token, now + ttl);
+            }
+            ready(Ok(Acquire::Busy {
+                remaining: Some(remaining),
+                holder: None,
+                in_line: joins,
+            }))
+        };
+        if let Some(entry) = live(locks, &key.lock, now) {
             if entry.token == token {
                 entry.expires = now + ttl;
                 return ready(Ok(Acquire::Acquired { fence: entry.fence }));
             }
             let remaining = entry.expires - now;
-            return ready(Ok(Acquire::Busy {
-                remaining: Some(remaining),
-                holder: None,
-            }));
+            return busy(remaining, lines);
+        }
+        if let Some(line) = lines.get_mut(&key.lock) {
+            // Free, but maybe not for this caller: the first in line has it (see queue.lua).
+            match line.turn.take() {
+                Some((own, _)) if own == token => {}
+                Some((own, until)) if until > now => {
+                    line.turn = Some((own, until));
+                    return busy(until - now, lines);
+                }
+                // Its turn passed unused: out of line, the next one's turn.
+                Some((own, _)) => line.leave(&own),
+                None => {}
+            }
+            match line.first(now).map(str::to_owned) {
+                Some(head) if head != token => {
+                    self.waiters.wake_named(&key.lock, &release_id(&head));
+                    line.turn = Some((head, now + FAIR_TURN));
+                    return busy(FAIR_TURN, lines);
+                }
+                _ => {
+                    line.leave(token);
+                    if line.waiting.is_empty() {
+                        lines.remove(&key.lock);
+                    }
+                }
+            }
         }
         state.last_fence += 1;
         let fence = state.last_fence;
@@ -150,6 +248,25 @@ impl Backend for MemoryBackend {
             },
         );
         ready(Ok(Acquire::Acquired { fence }))
+    }
+
+    fn leave<'a>(
+        &'a self,
+        key: &'a StoredKey,
+        token: &'a str,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        let now = Instant::now();
+        let mut state = self.state();
+        if let Some(line) = state.lines.get_mut(&key.lock) {
+            line.leave(token);
+            if line.turn.as_ref().is_some_and(|(own, _)| own == token) {
+                line.turn = None;
+                self.give_turn(&mut state, &key.lock, now);
+            } else if line.waiting.is_empty() {
+                state.lines.remove(&key.lock);
+            }
+        }
+        ready(Ok(()))
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal], book: Booking<'a>) -> BoxFuture<'a, ()> {
@@ -193,8 +310,7 @@ impl Backend for MemoryBackend {
             }
             Some(_) => {
                 state.locks.remove(&key.lock);
-                drop(state);
-                self.waiters.wake_one(&key.lock, None);
+                self.give_turn(&mut state, &key.lock, now);
                 return ready(Ok(Release::Released));
             }
         };

@@ -19,6 +19,46 @@ pub(crate) use failure::{Failure, is_transient};
 
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
+/// How long a lock freed for the first fair waiter in line waits for it (see queue.lua): a
+/// waiter that is alive comes within a round trip of hearing of it; one that does not come in
+/// this time (it died, or missed the message) is taken out of line, and the next one's turn
+/// begins. What a dead waiter costs the others, once.
+pub(crate) const FAIR_TURN: Duration = Duration::from_millis(250);
+
+/// What an acquire asks besides the lock itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Ask {
+    /// The caller has waited for this lock (others of its process may still wait): its
+    /// release is then announced even if nobody else is told the lock is busy.
+    pub(crate) waited: bool,
+    /// Whether a busy lock puts the caller in the line of fair waiters.
+    pub(crate) line: Line,
+}
+
+/// Whether an acquire of a busy lock takes a place in the line of fair waiters (see queue.lua).
+/// Nobody jumps a line that exists, whichever they choose.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) enum Line {
+    /// The caller does not wait.
+    #[default]
+    No,
+    /// The caller waits, and takes a place in line if fair waiters are in line already.
+    IfAny,
+    /// The caller waits in line (`fair = true`).
+    Fair,
+}
+
+impl Line {
+    /// acquire.lua's ARGV[5].
+    pub(crate) fn as_arg(self) -> &'static str {
+        match self {
+            Line::No => "",
+            Line::IfAny => "line",
+            Line::Fair => "fair",
+        }
+    }
+}
+
 /// The answer to an acquire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Acquire {
@@ -26,16 +66,19 @@ pub(crate) enum Acquire {
     Acquired { fence: u64 },
     /// Held by someone else for about this long (`None`: the lock has no expiry). `holder`
     /// tells owners apart across servers (see acquire.lua) where the backend knows it.
+    /// `in_line`: the caller has a place in the line of fair waiters, which it must keep by
+    /// asking again within its lease, and leave if it stops waiting.
     Busy {
         remaining: Option<Duration>,
         holder: Option<u64>,
+        in_line: bool,
     },
 }
 
-/// What acquire.lua answered, `{status, value, holder}`, as an [`Acquire`].
+/// What acquire.lua answered, `{status, value, holder, in_line}`, as an [`Acquire`].
 pub(crate) fn acquire_answer(
     key: &StoredKey,
-    (status, value, holder): (i64, i64, i64),
+    (status, value, holder, in_line): (i64, i64, i64, i64),
 ) -> Result<Acquire, Failure> {
     match status {
         1 => Ok(Acquire::Acquired {
@@ -45,7 +88,8 @@ pub(crate) fn acquire_answer(
         }),
         0 => Ok(Acquire::Busy {
             remaining: u64::try_from(value).ok().map(Duration::from_millis),
-            holder: u64::try_from(holder).ok(),
+            holder: u64::try_from(holder).ok().filter(|&holder| holder != 0),
+            in_line: in_line == 1,
         }),
         -2 => Err(Failure::permanent(format!(
             "the last fencing token recorded for `{}` (in the lock, or in the fence counter `{}` \
@@ -138,15 +182,30 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn server(&self) -> &str;
 
     /// One round trip: take the lock with `token` for `ttl`, or report the holder's remaining
-    /// lease. `waited` says the caller has waited for this lock (others of its process may still
-    /// wait): its release is then announced even if nobody else is told the lock is busy.
+    /// lease (see [`Ask`] for the rest).
     fn acquire<'a>(
         &'a self,
         key: &'a StoredKey,
         token: &'a str,
         ttl: Duration,
-        waited: bool,
+        ask: Ask,
     ) -> BoxFuture<'a, Result<Acquire, Failure>>;
+
+    /// Whether fair waiting (`fair = true`) works here: where one server orders the line.
+    fn fair(&self) -> bool {
+        true
+    }
+
+    /// One round trip: `token` leaves the line of fair waiters for `key`; if the lock was freed
+    /// for it, it is freed for the next in line. Nothing to do where nobody waits in line.
+    fn leave<'a>(
+        &'a self,
+        key: &'a StoredKey,
+        token: &'a str,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        let _ = (key, token);
+        Box::pin(std::future::ready(Ok(())))
+    }
 
     /// Renews a batch, one round trip per node or slot group where the deployment has several,
     /// and hands each group's answers to `book` as soon as they arrive: per listed index into

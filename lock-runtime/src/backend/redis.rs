@@ -19,8 +19,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::replicas::{Pool, ReplicaAcks, Replication};
 use super::{
-    Acquire, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal, acquire_answer,
-    hand_off_answer, whole,
+    Acquire, Ask, Backend, Booking, BoxFuture, FAIR_TURN, Failure, HandOff, Release, Renewal,
+    acquire_answer, hand_off_answer, whole,
 };
 use crate::background::{Background, Lifeline, Revivable};
 use crate::backoff::Backoff;
@@ -28,14 +28,33 @@ use crate::key::StoredKey;
 use crate::waiters::Waiters;
 use crate::{LockError, url};
 
-pub(super) static ACQUIRE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../scripts/acquire.lua")));
+// The scripts that touch the line of fair waiters start with its functions.
+pub(super) static ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../scripts/queue.lua"),
+        include_str!("../../scripts/acquire.lua")
+    ))
+});
 pub(super) static RENEW: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(include_str!("../../scripts/renew.lua")));
-pub(super) static RELEASE: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../scripts/release.lua")));
-pub(super) static HANDOFF: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../scripts/handoff.lua")));
+pub(super) static RELEASE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../scripts/queue.lua"),
+        include_str!("../../scripts/release.lua")
+    ))
+});
+pub(super) static HANDOFF: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../scripts/queue.lua"),
+        include_str!("../../scripts/handoff.lua")
+    ))
+});
+pub(super) static LEAVE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../scripts/queue.lua"),
+        include_str!("../../scripts/leave.lua")
+    ))
+});
 
 /// One of the lock scripts, with its source kept for putting it in a server's cache.
 pub(super) struct Lua {
@@ -169,23 +188,49 @@ impl Holder {
         }
     }
 
-    /// The call of acquire.lua that takes `key` for `token` and `ttl`; `waited` says that the
-    /// caller waited for it, so that its release announces itself to whoever still waits.
+    /// The call of acquire.lua that takes `key` for `token` and `ttl` (see [`Ask`]); a fair
+    /// waiter's turn is announced as `announce` says.
     pub(super) fn acquire<'a>(
         &'a self,
         key: &StoredKey,
         token: &str,
         ttl: Duration,
-        waited: bool,
+        ask: Ask,
+        announce: Announce,
     ) -> redis::ScriptInvocation<'a> {
         let mut invocation = ACQUIRE.prepare_invoke();
         invocation
             .key(&key.lock)
             .key(key.fence())
+            .key(key.queue())
+            .key(key.queue_expiry())
             .arg(token)
             .arg(millis(ttl))
             .arg(&self.metadata)
-            .arg(if waited { "1" } else { "0" });
+            .arg(if ask.waited { "1" } else { "0" })
+            .arg(ask.line.as_arg())
+            .arg(millis(FAIR_TURN))
+            .arg(announce.as_arg())
+            .arg(self.fence_retention_ms);
+        invocation
+    }
+
+    /// The call of leave.lua: `token` leaves the line of fair waiters for `key`.
+    pub(super) fn leave(
+        &self,
+        key: &StoredKey,
+        token: &str,
+        announce: Announce,
+    ) -> redis::ScriptInvocation<'static> {
+        let mut invocation = LEAVE.prepare_invoke();
+        invocation
+            .key(&key.lock)
+            .key(key.queue())
+            .key(key.queue_expiry())
+            .arg(token)
+            .arg(millis(FAIR_TURN))
+            .arg(announce.as_arg())
+            .arg(self.fence_retention_ms);
         invocation
     }
 
@@ -201,12 +246,15 @@ impl Holder {
         let mut invocation = HANDOFF.prepare_invoke();
         invocation
             .key(&key.lock)
+            .key(key.queue())
+            .key(key.queue_expiry())
             .arg(from)
             .arg(to)
             .arg(millis(ttl))
             .arg(&self.metadata)
             .arg(announce.as_arg())
-            .arg(self.fence_retention_ms);
+            .arg(self.fence_retention_ms)
+            .arg(millis(FAIR_TURN));
         invocation
     }
 
@@ -222,10 +270,13 @@ impl Holder {
         let mut invocation = RELEASE.prepare_invoke();
         invocation
             .key(&key.lock)
+            .key(key.queue())
+            .key(key.queue_expiry())
             .arg(token)
             .arg(keep_ms)
             .arg(announce.as_arg())
-            .arg(self.fence_retention_ms);
+            .arg(self.fence_retention_ms)
+            .arg(millis(FAIR_TURN));
         invocation
     }
 }
@@ -474,7 +525,8 @@ impl redis::aio::ConnectionLike for Conn {
 /// The release script's answer (see release.lua).
 pub(super) fn release_answer(answer: i64) -> Release {
     match answer {
-        1 => Release::Released,
+        // 2: freed for the first fair waiter in line.
+        1 | 2 => Release::Released,
         0 => Release::NotOwner,
         _ => Release::Gone,
     }
@@ -502,6 +554,23 @@ impl RedisBackend {
     ) -> impl Future<Output = Result<Release, Failure>> + Send + use<> {
         let keep_ms = if keep.is_zero() { 0 } else { millis(keep) };
         self.run_release(key, token, keep_ms, Announce::Publish)
+    }
+
+    /// Leaves the line as [`Backend::leave`] does, as a future that borrows nothing.
+    pub(super) fn leave_owned(
+        &self,
+        key: &StoredKey,
+        token: &str,
+    ) -> impl Future<Output = Result<(), Failure>> + Send + use<> {
+        let conn = self.shared_conn();
+        let invocation = self.holder.leave(key, token, Announce::Publish);
+        async move {
+            let invocation = &invocation;
+            let _: i64 = conn
+                .send(|mut conn| async move { invoke(invocation, &LEAVE, &mut conn).await })
+                .await?;
+            Ok(())
+        }
     }
 
     /// A connection of its own for an acquire that waits for replicas.
@@ -793,10 +862,10 @@ impl Backend for RedisBackend {
         key: &'a StoredKey,
         token: &'a str,
         ttl: Duration,
-        waited: bool,
+        ask: Ask,
     ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         Box::pin(async move {
-            let invocation = self.holder.acquire(key, token, ttl, waited);
+            let invocation = self.holder.acquire(key, token, ttl, ask, Announce::Publish);
             let Some((replication, pool)) = &self.replication else {
                 let invocation = &invocation;
                 let answer = self
@@ -842,6 +911,14 @@ impl Backend for RedisBackend {
         keep: Duration,
     ) -> BoxFuture<'a, Result<Release, Failure>> {
         Box::pin(self.release_owned(key, token, keep))
+    }
+
+    fn leave<'a>(
+        &'a self,
+        key: &'a StoredKey,
+        token: &'a str,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        Box::pin(self.leave_owned(key, token))
     }
 
     fn hands_off(&self) -> bool {

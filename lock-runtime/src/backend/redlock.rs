@@ -22,7 +22,7 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use super::redis::{RedisBackend, RedisSettings};
-use super::{Acquire, Backend, Booking, BoxFuture, Failure, Release, Renewal, whole};
+use super::{Acquire, Ask, Backend, Booking, BoxFuture, Failure, Line, Release, Renewal, whole};
 use crate::background::Background;
 use crate::backoff::jitter;
 use crate::key::StoredKey;
@@ -341,6 +341,10 @@ impl Backend for RedlockBackend {
         false
     }
 
+    fn fair(&self) -> bool {
+        false
+    }
+
     fn server(&self) -> &str {
         &self.server
     }
@@ -350,14 +354,19 @@ impl Backend for RedlockBackend {
         key: &'a StoredKey,
         token: &'a str,
         ttl: Duration,
-        waited: bool,
+        ask: Ask,
     ) -> BoxFuture<'a, Result<Acquire, Failure>> {
+        // No line of fair waiters: the masters could not agree on its order.
+        let ask = Ask {
+            line: Line::No,
+            ..ask
+        };
         Box::pin(async move {
             let start = Instant::now();
             let limit = node_timeout(ttl);
             let asked = self.asked();
             let answers = self
-                .all(&asked, limit, |node| node.acquire(key, token, ttl, waited))
+                .all(&asked, limit, |node| node.acquire(key, token, ttl, ask))
                 .await;
             let mut granted = 0;
             let mut fence = 0;
@@ -368,7 +377,9 @@ impl Backend for RedlockBackend {
                         granted += 1;
                         fence = fence.max(*node_fence);
                     }
-                    Ok(Acquire::Busy { remaining, holder }) => busy.push((*holder, *remaining)),
+                    Ok(Acquire::Busy {
+                        remaining, holder, ..
+                    }) => busy.push((*holder, *remaining)),
                     Err(_) => {}
                 }
             }
@@ -416,6 +427,7 @@ impl Backend for RedlockBackend {
                 return Ok(Acquire::Busy {
                     remaining,
                     holder: None,
+                    in_line: false,
                 });
             }
             // The masters were split between contenders, none with a majority: retry soon, at a
@@ -424,6 +436,7 @@ impl Backend for RedlockBackend {
             Ok(Acquire::Busy {
                 remaining: Some(jitter(limit * 2)),
                 holder: None,
+                in_line: false,
             })
         })
     }

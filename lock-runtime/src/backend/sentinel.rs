@@ -31,7 +31,7 @@ use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServer
 use tokio::time::Instant;
 
 use super::redis::{RedisBackend, RedisSettings};
-use super::{Acquire, Backend, Booking, BoxFuture, Failure, Release, Renewal, whole};
+use super::{Acquire, Ask, Backend, Booking, BoxFuture, Failure, Release, Renewal, whole};
 use crate::background::Background;
 use crate::backoff::Backoff;
 use crate::key::StoredKey;
@@ -395,14 +395,14 @@ impl Backend for SentinelBackend {
         key: &'a StoredKey,
         token: &'a str,
         ttl: Duration,
-        waited: bool,
+        ask: Ask,
     ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         self.revive_listeners();
         Box::pin(async move {
             let (master, answer) = self
                 .shared
                 .on_master(move |master| {
-                    Box::pin(async move { master.acquire(key, token, ttl, waited).await })
+                    Box::pin(async move { master.acquire(key, token, ttl, ask).await })
                 })
                 .await;
             if matches!(answer, Ok(Acquire::Acquired { .. })) && self.shared.left(&master) {
@@ -460,6 +460,20 @@ impl Backend for SentinelBackend {
                 return self.shared.on_master(release).await.1;
             }
             answer
+        })
+    }
+
+    fn leave<'a>(
+        &'a self,
+        key: &'a StoredKey,
+        token: &'a str,
+    ) -> BoxFuture<'a, Result<(), Failure>> {
+        self.revive_listeners();
+        Box::pin(async move {
+            self.shared
+                .on_master(move |master| Box::pin(async move { master.leave(key, token).await }))
+                .await
+                .1
         })
     }
 

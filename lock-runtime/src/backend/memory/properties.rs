@@ -248,7 +248,7 @@ impl Run {
     ) -> Result<(), TestCaseError> {
         let answer = self
             .backend
-            .acquire(&self.keys[key], TOKENS[token], ttl, false)
+            .acquire(&self.keys[key], TOKENS[token], ttl, Default::default())
             .await
             .map_err(|err| TestCaseError::fail(err.to_string()))?;
         let now = self.model.now;

@@ -1,0 +1,36 @@
+-- A fair waiter leaves the line (it gave up, or its call was dropped). If the lock was freed for
+-- it, it is freed for the next in line instead (or for anyone, if nobody is left).
+--
+-- KEYS[1]  the lock (see acquire.lua)
+-- KEYS[2]  the line of fair waiters, and KEYS[3] when their entries end (see queue.lua)
+-- ARGV[1]  the waiter's owner token
+-- ARGV[2]  how long a lock freed for the first in line waits for it, as release.lua's ARGV[5]
+-- ARGV[3]  how the next in line is told, as release.lua's ARGV[3]
+-- ARGV[4]  how long a freed lock keeps its last fencing token, as release.lua's ARGV[4]
+--
+-- Returns  1
+--
+-- Redis calls: ZREM, ZREM, GET; if the lock was freed for the waiter, TIME and what finding the
+-- next in line costs (see queue.lua), and SET or DEL.
+-- Sent with no keys only to put the script in the server's cache (by a client whose user may
+-- not run SCRIPT LOAD): does nothing.
+if #KEYS == 0 then
+  return 0
+end
+leave_line(KEYS[2], KEYS[3], ARGV[1])
+local value = redis.pcall('GET', KEYS[1])
+if type(value) ~= 'string' then
+  return 1
+end
+local fence, reserved = string.match(value, '^free fence=(%d+) next=(%S+) until=%d+$')
+if reserved ~= ARGV[1] then
+  return 1
+end
+local _, now_ms = server_time()
+local head = first_in_line(KEYS[2], KEYS[3], now_ms)
+if head then
+  free_for(KEYS[1], fence, head, now_ms, tonumber(ARGV[2]), tonumber(ARGV[4]), ARGV[3])
+else
+  release_free(KEYS[1], fence, tonumber(ARGV[4]))
+end
+return 1

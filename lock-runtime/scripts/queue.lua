@@ -1,0 +1,78 @@
+-- The line of fair waiters (`fair = true`), shared by the scripts that take, release, hand over
+-- and leave a lock: this text is put in front of each of them.
+--
+-- A lock's line is two sorted sets in the lock's cluster slot, holding the owner tokens of the
+-- waiters:
+--   <lock>:queue          in the order they came (score: the server time, in microseconds, when
+--                         each first asked)
+--   <lock>:queue:expiry   when each entry ends (score: server time in milliseconds): one lease of
+--                         its waiter after its last attempt. A waiter that is still there asks
+--                         again well before that; one that died leaves the line by this alone.
+-- Both sets vanish when the line is empty, and expire when its longest entry does.
+--
+-- While someone is in line the lock says so: `waiting=2` in a held or kept lock. A release then
+-- frees it for the first in line only, for a short while,
+--   free fence=<F> next=<owner token> until=<server time in ms>
+-- and names that waiter on the lock's channel (`q:` and 12 hex digits of the SHA-1 of its token).
+-- If it does not come in time (it died, or missed the message), the next caller takes it out of
+-- line and frees the lock for the one behind it: a dead waiter costs the others one such while,
+-- once.
+
+-- The server time: in microseconds, as text (see acquire.lua), and in milliseconds.
+local function server_time()
+  local time = redis.call('TIME')
+  return time[1] .. string.sub('00000' .. time[2], -6),
+    tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+
+local function announce(lock, message, how)
+  if how == 'sharded' then
+    -- pcall: see release.lua.
+    redis.pcall('SPUBLISH', lock, message)
+  elseif how ~= 'quiet' then
+    redis.pcall('PUBLISH', lock, message)
+  end
+end
+
+-- The first in line whose entry has not ended, dropping those that have.
+local function first_in_line(queue, expiry, now_ms)
+  local ended = redis.call('ZRANGEBYSCORE', expiry, '-inf', '(' .. now_ms, 'LIMIT', 0, 100)
+  if #ended > 0 then
+    redis.call('ZREM', queue, unpack(ended))
+    redis.call('ZREM', expiry, unpack(ended))
+  end
+  return redis.call('ZRANGE', queue, 0, 0)[1]
+end
+
+-- Puts `token` at the end of the line (or keeps its place) for `ttl_ms` more.
+local function join_line(queue, expiry, token, now_us, now_ms, ttl_ms)
+  redis.call('ZADD', queue, 'NX', now_us, token)
+  redis.call('ZADD', expiry, now_ms + ttl_ms, token)
+  if redis.call('PTTL', expiry) < ttl_ms then
+    redis.call('PEXPIRE', queue, ttl_ms)
+    redis.call('PEXPIRE', expiry, ttl_ms)
+  end
+end
+
+local function leave_line(queue, expiry, token)
+  redis.call('ZREM', queue, token)
+  redis.call('ZREM', expiry, token)
+end
+
+-- Frees the lock (last token `fence`) for `head` alone until `window_ms` from now, and tells it.
+-- The marker keeps the last fencing token as a release does (`retention_ms`, at least the
+-- while itself).
+local function free_for(lock, fence, head, now_ms, window_ms, retention_ms, how)
+  redis.pcall('SET', lock,
+    'free fence=' .. fence .. ' next=' .. head .. ' until=' .. (now_ms + window_ms),
+    'PX', math.max(retention_ms, window_ms))
+  announce(lock, 'q:' .. string.sub(redis.sha1hex(head), 1, 12), how)
+end
+
+-- Frees the lock (last token `fence`), keeping that token for `retention_ms` (0: deletes it).
+local function release_free(lock, fence, retention_ms)
+  local freed = retention_ms > 0 and redis.pcall('SET', lock, 'free fence=' .. fence, 'PX', retention_ms)
+  if not freed or (type(freed) == 'table' and freed.err) then
+    redis.call('DEL', lock)
+  end
+end

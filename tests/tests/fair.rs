@@ -1,0 +1,256 @@
+//! `fair = true`: first come, first served across processes (two managers stand for two
+//! processes), a releaser that asks again goes to the back, and a waiter that gives up, is
+//! dropped or dies leaves the line without holding up the others.
+
+use std::sync::Arc;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockError, LockManager, LockOptions};
+use lock_tests::fair::served_in_the_order_they_came;
+use lock_tests::{Masters, RedisServer, wait_until_async};
+
+async fn connect(server: &RedisServer) -> LockManager {
+    LockManager::connect(&server.url())
+        .await
+        .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()))
+}
+
+fn fair(wait: Duration) -> LockOptions {
+    LockOptions::new().wait(wait).fair(true)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_waiters_get_the_lock_in_the_order_they_came_on_redis() {
+    let server = RedisServer::start();
+    served_in_the_order_they_came(&connect(&server).await, &connect(&server).await, "turns").await;
+    // Nobody is left in line.
+    assert_eq!(server.cmd(&["EXISTS", "lock:{turns}:queue"]), "0");
+    assert_eq!(server.cmd(&["EXISTS", "lock:{turns}:queue:expiry"]), "0");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_waiters_get_the_lock_in_the_order_they_came_in_memory() {
+    let name = format!("memory://fair-order-{}", std::process::id());
+    let a = LockManager::connect(&name).await.expect("memory");
+    let b = LockManager::connect(&name).await.expect("memory");
+    served_in_the_order_they_came(&a, &b, "turns").await;
+}
+
+/// Tasks of two managers each take the lock again right after releasing it: with `fair`, the
+/// releaser goes to the back of the line, so it almost never wins the lock back and nobody
+/// waits much longer than the others.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_releaser_that_asks_again_goes_to_the_back_of_the_line() {
+    let server = RedisServer::start();
+    let managers = [connect(&server).await, connect(&server).await];
+    let sections: Arc<Mutex<Vec<usize>>> = Arc::default();
+    let longest = Arc::new(Mutex::new(Duration::ZERO));
+    let deadline = Instant::now() + Duration::from_secs(2);
+    let mut tasks = Vec::new();
+    for task in 0..6 {
+        let locks = managers[task % 2].clone();
+        let sections = sections.clone();
+        let longest = longest.clone();
+        tasks.push(tokio::spawn(async move {
+            while Instant::now() < deadline {
+                let asked = Instant::now();
+                let guard = locks
+                    .lock("hot", fair(Duration::from_secs(20)))
+                    .await
+                    .unwrap_or_else(|err| panic!("task {task}: {err}"));
+                let waited = asked.elapsed();
+                {
+                    let mut longest = longest.lock().expect("longest");
+                    *longest = (*longest).max(waited);
+                }
+                sections.lock().expect("sections").push(task);
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                guard.release().await.expect("release");
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("task");
+    }
+    let sections = sections.lock().expect("sections").clone();
+    assert!(sections.len() > 50, "only {} sections", sections.len());
+    let won_again = sections.windows(2).filter(|w| w[0] == w[1]).count();
+    assert!(
+        won_again * 5 <= sections.len(),
+        "the releaser won again {won_again} times in {} sections",
+        sections.len()
+    );
+    // Six tasks, each waits for the five others: far under a second on an idle machine.
+    let longest = *longest.lock().expect("longest");
+    assert!(longest < Duration::from_secs(1), "longest wait {longest:?}");
+    assert_eq!(server.cmd(&["EXISTS", "lock:{hot}:queue"]), "0");
+}
+
+/// A fair waiter whose wait runs out, and one whose call is dropped, leave the line: the waiter
+/// behind them gets the lock as soon as it is released.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_gives_up_or_is_dropped_leaves_the_line() {
+    let server = RedisServer::start();
+    let a = connect(&server).await;
+    let b = connect(&server).await;
+    let holder = a.lock("job", fair(Duration::ZERO)).await.expect("free");
+    let gives_up = b.lock("job", fair(Duration::from_millis(200)));
+    let dropped = tokio::spawn({
+        let b = b.clone();
+        async move { b.lock("job", fair(Duration::from_secs(60))).await }
+    });
+    let err = gives_up.await.expect_err("held throughout");
+    assert!(matches!(err, LockError::Busy { .. }), "{err}");
+    let last = tokio::spawn({
+        let a = a.clone();
+        async move { a.lock("job", fair(Duration::from_secs(20))).await }
+    });
+    assert!(
+        wait_until_async(Duration::from_secs(5), || server
+            .cmd(&["ZCARD", "lock:{job}:queue"])
+            == "2")
+        .await,
+        "not 2 in line"
+    );
+    dropped.abort();
+    assert!(
+        wait_until_async(Duration::from_secs(5), || server
+            .cmd(&["ZCARD", "lock:{job}:queue"])
+            == "1")
+        .await,
+        "not 1 in line"
+    );
+    let released = Instant::now();
+    holder.release().await.expect("release");
+    let guard = last.await.expect("task").expect("the lock, at once");
+    assert!(
+        released.elapsed() < Duration::from_millis(200),
+        "waited {:?} after the release",
+        released.elapsed()
+    );
+    guard.release().await.expect("release");
+    assert_eq!(server.cmd(&["EXISTS", "lock:{job}:queue"]), "0");
+}
+
+/// A waiter that died in line (what a killed process leaves: an entry nobody renews) costs the
+/// one behind it one turn at most; meanwhile nobody jumps the line, not even a caller without
+/// `fair`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_waiter_first_in_line_holds_the_others_up_one_turn_at_most() {
+    let server = RedisServer::start();
+    let a = connect(&server).await;
+    let b = connect(&server).await;
+    let holder = a.lock("job", fair(Duration::ZERO)).await.expect("free");
+    // The dead waiter came first, with a long lease that would keep its place for minutes.
+    let waiter = tokio::spawn({
+        let b = b.clone();
+        async move { b.lock("job", fair(Duration::from_secs(20))).await }
+    });
+    assert!(
+        wait_until_async(Duration::from_secs(5), || server
+            .cmd(&["ZCARD", "lock:{job}:queue"])
+            == "1")
+        .await,
+        "not 1 in line"
+    );
+    let time = server.cmd(&["TIME"]);
+    let seconds: u64 = time
+        .lines()
+        .next()
+        .expect("seconds")
+        .parse()
+        .expect("number");
+    server.cmd(&["ZADD", "lock:{job}:queue", "1", "dead-waiter"]);
+    let until = ((seconds + 600) * 1000).to_string();
+    server.cmd(&["ZADD", "lock:{job}:queue:expiry", &until, "dead-waiter"]);
+    let released = Instant::now();
+    holder.release().await.expect("release");
+    // Freed for the dead one: nobody else may take it, with or without `fair`.
+    let lock = server.stored_lock("lock:{job}").expect("a lock");
+    assert_eq!(lock.holder_field("next"), Some("dead-waiter"), "{lock:?}");
+    let barging = a.lock("job", LockOptions::new()).await;
+    assert!(
+        matches!(barging, Err(LockError::Busy { .. })),
+        "{barging:?}"
+    );
+    let guard = waiter
+        .await
+        .expect("task")
+        .expect("the lock after one turn");
+    let waited = released.elapsed();
+    assert!(
+        waited < Duration::from_secs(2),
+        "the dead waiter held the line up for {waited:?}"
+    );
+    assert_eq!(
+        server.cmd(&["EXISTS", "lock:{job}:queue"]),
+        "0",
+        "the dead waiter is still in line"
+    );
+    guard.release().await.expect("release");
+}
+
+/// A holder that dies leaves its lock to the first in line when its lease runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_lease_goes_to_the_first_in_line() {
+    let server = RedisServer::start();
+    let a = connect(&server).await;
+    let b = connect(&server).await;
+    let holder = a
+        .lock(
+            "job",
+            fair(Duration::ZERO)
+                .ttl(Duration::from_millis(300))
+                .watchdog(false),
+        )
+        .await
+        .expect("free");
+    let first = tokio::spawn({
+        let b = b.clone();
+        async move { b.lock("job", fair(Duration::from_secs(20))).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let second = tokio::spawn({
+        let a = a.clone();
+        async move { a.lock("job", fair(Duration::from_secs(20))).await }
+    });
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Dies: its lease runs out and nobody releases it.
+    std::mem::forget(holder);
+    let guard = first
+        .await
+        .expect("task")
+        .expect("the lock after the lease");
+    assert!(!second.is_finished());
+    guard.release().await.expect("release");
+    second
+        .await
+        .expect("task")
+        .expect("then the second")
+        .release()
+        .await
+        .expect("release");
+}
+
+/// Redlock keeps no line (its masters could each order it their own way): `fair` is refused with
+/// a message that says so.
+#[tokio::test]
+async fn fair_on_redlock_is_refused_with_a_config_error() {
+    let masters = Masters::start(3);
+    let locks = LockManager::connect(&masters.url()).await.expect("connect");
+    let err = locks
+        .lock("job", fair(Duration::from_secs(1)))
+        .await
+        .expect_err("refused");
+    assert!(matches!(err, LockError::Config(_)), "{err}");
+    assert!(err.to_string().contains("fair"), "{err}");
+    // Without it, the same lock works.
+    locks
+        .lock("job", LockOptions::new())
+        .await
+        .expect("free")
+        .release()
+        .await
+        .expect("release");
+}
