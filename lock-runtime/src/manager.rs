@@ -587,7 +587,12 @@ impl Inner {
             };
             lease = guard.disarm();
             let now = Instant::now();
-            let expires = remaining.map(|remaining| now + remaining + Duration::from_millis(1));
+            // The server counts the lease in whole milliseconds and expires the key in the
+            // millisecond after the one its PTTL ends in: looking again when the PTTL ends
+            // (the timer rounds up to its next millisecond tick) lands about on the expiry.
+            // Early, the answer is a PTTL of 0, and the next look is at once: a lease with under
+            // a millisecond left costs its watcher a few round trips, never a whole extra tick.
+            let expires = remaining.map(|remaining| now + remaining);
             if now >= give_up {
                 if let (Some(waiting), Some(expires)) = (&waiting, expires) {
                     waiting.hand_over(expires);
