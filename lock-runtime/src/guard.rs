@@ -272,51 +272,38 @@ async fn hand_off(manager: &Arc<Inner>, lease: &Lease) -> Option<Result<Release,
     )
     .await;
     let answer = match answer {
-        Ok(Ok(answer)) => answer,
-        Ok(Err(failure)) => {
-            manager.watchdog.unregister(watch_id);
-            return Some(Err(manager.error("release", lease, failure)));
-        }
-        Err(_) => {
-            manager.watchdog.unregister(watch_id);
-            let failure = Failure::timed_out(manager.request_timeout);
-            return Some(Err(manager.error("release", lease, failure)));
-        }
+        Ok(answer) => answer,
+        Err(_) => Err(Failure::timed_out(manager.request_timeout)),
     };
-    match answer {
-        // In time: the waiter's lease is held from now on. (Too late, the waiter's own retry
-        // under the same token confirms it, as after any late grant.)
-        HandOff::Handed { fence } if Instant::now() < next.deadline() => {
-            next.mark_held(fence);
-            manager.watchdog.activate(watch_id);
-            settling.settled = true;
-            if slot.settle(Some(watch_id)) {
-                // The waiter left meanwhile: nobody takes it, so it is given back.
-                drop(LockGuard::pending(manager.clone(), next, watch_id));
-            }
-            Some(Ok(Release::Released))
+    // In time, the waiter's lease is held from now on. (Too late, the waiter's own retry under
+    // the same token confirms it, as after any late grant.)
+    if let Ok(HandOff::Handed { fence }) = answer
+        && Instant::now() < next.deadline()
+    {
+        next.mark_held(fence);
+        manager.watchdog.activate(watch_id);
+        settling.settled = true;
+        if slot.settle(Some(watch_id)) {
+            // The waiter left meanwhile: nobody takes it, so it is given back.
+            drop(LockGuard::pending(manager.clone(), next, watch_id));
         }
-        HandOff::Handed { .. } => {
-            manager.watchdog.unregister(watch_id);
-            Some(Ok(Release::Released))
-        }
-        HandOff::Released => {
-            manager.watchdog.unregister(watch_id);
+        return Some(Ok(Release::Released));
+    }
+    // Not handed over: the waiter's attempt never began.
+    manager.watchdog.unregister(watch_id);
+    Some(match answer {
+        Ok(HandOff::Handed { .. }) => Ok(Release::Released),
+        Ok(HandOff::Released) => {
             // The waiter is woken by the settling; the announcement wakes nobody else here.
             manager
                 .waiters
                 .released_here(&lease.stored.lock, &release_id(&lease.token), false);
-            Some(Ok(Release::Released))
+            Ok(Release::Released)
         }
-        HandOff::NotOwner => {
-            manager.watchdog.unregister(watch_id);
-            Some(Ok(Release::NotOwner))
-        }
-        HandOff::Gone => {
-            manager.watchdog.unregister(watch_id);
-            Some(Ok(Release::Gone))
-        }
-    }
+        Ok(HandOff::NotOwner) => Ok(Release::NotOwner),
+        Ok(HandOff::Gone) => Ok(Release::Gone),
+        Err(failure) => Err(manager.error("release", lease, failure)),
+    })
 }
 
 /// Declines a taken offer when dropped, unless it was settled.
