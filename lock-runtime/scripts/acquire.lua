@@ -51,7 +51,7 @@ if #KEYS == 0 then
 end
 local MAX_FENCE = 9007199254740991
 local LOCK, QUEUE, EXPIRY = KEYS[1], KEYS[3], KEYS[4]
-local TOKEN, TTL, MODE = ARGV[1], tonumber(ARGV[2]), ARGV[5]
+local TOKEN, MODE = ARGV[1], ARGV[5]
 
 local function holder_id(owner)
   return tonumber(string.sub(redis.sha1hex(owner), 1, 12), 16)
@@ -95,7 +95,7 @@ if value then
       return {-1, 0, 0, 0}
     end
     if state == 'held' and owner == TOKEN then
-      redis.call('PEXPIRE', LOCK, TTL)
+      redis.call('PEXPIRE', LOCK, ARGV[2])
       return {1, last, 0, 0}
     end
     local pttl = redis.call('PTTL', LOCK)
@@ -104,8 +104,8 @@ if value then
       return {-1, 0, 0, 0}
     end
     if MODE == 'fair' or (MODE == 'line' and waiting == '2') then
-      local now_us, now_ms = server_time()
-      join_line(QUEUE, EXPIRY, TOKEN, now_us, now_ms, TTL)
+      local now_us, time = server_time()
+      join_line(QUEUE, EXPIRY, TOKEN, now_us, millis(time), tonumber(ARGV[2]))
       if waiting ~= '2' and pttl > 0 then
         -- From now on the release frees it for the first in line. (pcall: see below.)
         redis.pcall('SET', LOCK, (string.gsub(value, ' waiting=%d', ' waiting=2', 1)), 'PX', pttl)
@@ -143,14 +143,15 @@ end
 -- microseconds on six digits, and it wins over `last + 1` in all but rare cases. (Lua numbers
 -- are doubles: exact up to 2^53, but printing one with %.0f costs more than the rest of the
 -- script.)
-local now, now_ms = server_time()
+local now, time = server_time()
 local waiting = ARGV[4]
 if line and reserved ~= TOKEN then
   -- Free, but maybe not for this caller: the first in line has it.
+  local now_ms, ttl = millis(time), tonumber(ARGV[2])
   local fence = string.format('%.0f', last)
   if reserved and now_ms < tonumber(until_ms) then
     if MODE ~= '' then
-      join_line(QUEUE, EXPIRY, TOKEN, now, now_ms, TTL)
+      join_line(QUEUE, EXPIRY, TOKEN, now, now_ms, ttl)
     end
     return {0, tonumber(until_ms) - now_ms, 0, MODE ~= '' and 1 or 0}
   end
@@ -160,9 +161,9 @@ if line and reserved ~= TOKEN then
   end
   local head = first_in_line(QUEUE, EXPIRY, now_ms)
   if head and head ~= TOKEN then
-    free_for(LOCK, fence, head, now_ms, tonumber(ARGV[6]), tonumber(ARGV[8]), ARGV[7])
+    free_for(LOCK, fence, head, now_ms, tonumber(ARGV[6]), ARGV[8], ARGV[7])
     if MODE ~= '' then
-      join_line(QUEUE, EXPIRY, TOKEN, now, now_ms, TTL)
+      join_line(QUEUE, EXPIRY, TOKEN, now, now_ms, ttl)
     end
     return {0, tonumber(ARGV[6]), 0, MODE ~= '' and 1 or 0}
   end
@@ -183,5 +184,5 @@ if ARGV[3] ~= '' then
 end
 redis.call('SET', LOCK,
   'held fence=' .. fence .. ' token=' .. TOKEN .. ' waiting=' .. waiting .. holder,
-  'PX', TTL)
+  'PX', ARGV[2])
 return {1, fence, 0, 0}

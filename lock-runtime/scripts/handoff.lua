@@ -48,7 +48,9 @@ end
 local now, now_ms
 local waiting_next = '0'
 if waiting == '2' then
-  now, now_ms = server_time()
+  local time
+  now, time = server_time()
+  now_ms = millis(time)
   -- Fair waiters are in line: only the first of them may have it.
   local head = first_in_line(KEYS[2], KEYS[3], now_ms)
   if head == ARGV[2] then
@@ -57,7 +59,7 @@ if waiting == '2' then
       waiting_next = '2'
     end
   elseif head then
-    free_for(KEYS[1], fence, head, now_ms, tonumber(ARGV[7]), tonumber(ARGV[6]), ARGV[5])
+    free_for(KEYS[1], fence, head, now_ms, tonumber(ARGV[7]), ARGV[6], ARGV[5])
     return {2, 0}
   else
     waiting = '1'
@@ -65,7 +67,7 @@ if waiting == '2' then
 end
 if waiting == '1' then
   -- Someone elsewhere waits: give them their chance, as a release does.
-  release_free(KEYS[1], fence, tonumber(ARGV[6]))
+  release_free(KEYS[1], fence, ARGV[6])
   announce(KEYS[1], string.sub(redis.sha1hex(ARGV[1]), 1, 12), ARGV[5])
   return {2, 0}
 end

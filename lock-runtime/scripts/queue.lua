@@ -18,11 +18,15 @@
 -- line and frees the lock for the one behind it: a dead waiter costs the others one such while,
 -- once.
 
--- The server time: in microseconds, as text (see acquire.lua), and in milliseconds.
+-- The server time in microseconds, as text (see acquire.lua), and as TIME answered it.
 local function server_time()
   local time = redis.call('TIME')
-  return time[1] .. string.sub('00000' .. time[2], -6),
-    tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  return time[1] .. string.sub('00000' .. time[2], -6), time
+end
+
+-- A time TIME answered, in milliseconds.
+local function millis(time)
+  return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 end
 
 local function announce(lock, message, how)
@@ -65,13 +69,14 @@ end
 local function free_for(lock, fence, head, now_ms, window_ms, retention_ms, how)
   redis.pcall('SET', lock,
     'free fence=' .. fence .. ' next=' .. head .. ' until=' .. (now_ms + window_ms),
-    'PX', math.max(retention_ms, window_ms))
+    'PX', math.max(tonumber(retention_ms), window_ms))
   announce(lock, 'q:' .. string.sub(redis.sha1hex(head), 1, 12), how)
 end
 
 -- Frees the lock (last token `fence`), keeping that token for `retention_ms` (0: deletes it).
+-- Arguments go to Redis as the client sent them, text: a Lua number costs a conversion.
 local function release_free(lock, fence, retention_ms)
-  local freed = retention_ms > 0 and redis.pcall('SET', lock, 'free fence=' .. fence, 'PX', retention_ms)
+  local freed = retention_ms ~= '0' and redis.pcall('SET', lock, 'free fence=' .. fence, 'PX', retention_ms)
   if not freed or (type(freed) == 'table' and freed.err) then
     redis.call('DEL', lock)
   end

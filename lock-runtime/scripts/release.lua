@@ -44,20 +44,20 @@ end
 local line = waiting == '2'
 waiting = waiting ~= '0'
 
-local keep = tonumber(ARGV[2])
-local retention = tonumber(ARGV[4])
+local retention = ARGV[4]
 -- The SETs are pcalls: a server out of memory refuses them, and a release must still work
 -- then (DEL and PEXPIRE need no memory). Tokens then rest on the server's clock.
-if keep > 0 then
+if ARGV[2] ~= '0' then
   -- Nobody owns it any more (renewal and release stop matching), but it stays busy until it
   -- expires (and then the first in line has it, see acquire.lua).
   local kept = redis.pcall('SET', KEYS[1],
-    'kept fence=' .. fence .. ' waiting=' .. string.match(rest, ' waiting=(%d)'), 'PX', keep)
+    'kept fence=' .. fence .. ' waiting=' .. string.match(rest, ' waiting=(%d)'), 'PX', ARGV[2])
   if type(kept) == 'table' and kept.err then
-    redis.call('PEXPIRE', KEYS[1], keep)
+    redis.call('PEXPIRE', KEYS[1], ARGV[2])
   end
 elseif line then
-  local _, now_ms = server_time()
+  local _, time = server_time()
+  local now_ms = millis(time)
   local head = first_in_line(KEYS[2], KEYS[3], now_ms)
   if head then
     free_for(KEYS[1], fence, head, now_ms, tonumber(ARGV[5]), retention, ARGV[3])
