@@ -969,6 +969,7 @@ impl Report {
             "tasks_per_worker": self.config.tasks,
             "ttl_ms": TTL.as_millis() as u64,
             "keys_per_worker": self.config.keys,
+            "fair": self.config.fair,
             "takeover_margin_ms": self.config.margin.as_millis() as u64,
             "start_unix_ns": self.t0,
             "end_unix_ns": self.t1,

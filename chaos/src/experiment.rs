@@ -71,6 +71,7 @@ impl Run<'_> {
             .arg(&log)
             .args(["--seed", &seed.to_string()])
             .args(["--keys", &self.config.keys.to_string()])
+            .args(["--fair", if self.config.fair { "1" } else { "0" }])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(stderr)

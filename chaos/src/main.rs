@@ -28,6 +28,7 @@
 //! chaos [--topology ...] [--minutes N] [--workers N] [--tasks N] [--seed N] [--json PATH]
 //!       [--svg PATH] [--dir PATH] [--margin-ms N]      (the full run, 30 minutes by default)
 //!       [--keys N]                                     (Cluster: N leases per worker on every shard)
+//!       [--fair]                                       (every section waits in fair mode)
 //! ```
 //!
 //! Exits 0 when every invariant holds, 1 when one fails, 2 on bad usage or a setup failure.
@@ -97,6 +98,8 @@ pub(crate) struct Config {
     /// Many-keys mode (`--keys N`, Cluster only): each worker also holds N leases of its own,
     /// spread over every shard, and `shard-stall` joins the faults.
     pub(crate) keys: usize,
+    /// Every section waits for the lock in fair mode (`--fair`): first come, first served.
+    pub(crate) fair: bool,
 }
 
 impl Config {
@@ -144,7 +147,7 @@ impl Config {
 
 const USAGE: &str = "usage: chaos [--topology single|sentinel|cluster|redlock] [--masters N] \
 [--faults KIND,KIND,...] [--quick] [--seconds N | --minutes N] [--workers N] [--tasks N] \
-[--seed N] [--json PATH] [--svg PATH] [--dir PATH] [--margin-ms N] [--keys N]";
+[--seed N] [--json PATH] [--svg PATH] [--dir PATH] [--margin-ms N] [--keys N] [--fair]";
 
 fn parse(args: &[String]) -> Result<Config, String> {
     let mut config = Config {
@@ -161,12 +164,17 @@ fn parse(args: &[String]) -> Result<Config, String> {
         masters: 3,
         faults: Vec::new(),
         keys: 0,
+        fair: false,
     };
     let mut duration = None;
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         if flag == "--quick" {
             config.quick = true;
+            continue;
+        }
+        if flag == "--fair" {
+            config.fair = true;
             continue;
         }
         if flag == "--help" || flag == "-h" {

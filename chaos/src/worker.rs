@@ -69,6 +69,8 @@ pub(crate) struct WorkerArgs {
     pub(crate) seed: u64,
     /// Many-keys mode: this many leases of the worker's own.
     pub(crate) keys: usize,
+    /// Sections wait for the lock in fair mode.
+    pub(crate) fair: bool,
 }
 
 impl WorkerArgs {
@@ -80,6 +82,7 @@ impl WorkerArgs {
             log: String::new(),
             seed: 0,
             keys: 0,
+            fair: false,
         };
         let mut it = args.iter();
         while let Some(flag) = it.next() {
@@ -94,6 +97,7 @@ impl WorkerArgs {
                 "--log" => parsed.log = value,
                 "--seed" => parsed.seed = value.parse().map_err(|e| format!("--seed: {e}"))?,
                 "--keys" => parsed.keys = value.parse().map_err(|e| format!("--keys: {e}"))?,
+                "--fair" => parsed.fair = value == "1",
                 other => return Err(format!("unknown worker option {other}")),
             }
         }
@@ -216,6 +220,29 @@ async fn locked_continue(
     section(ctx, task, n, "continue", pauses).await
 }
 
+/// [`locked_abort`] in fair mode.
+#[distributed_lock(key = "chaos:resource", ttl = "1s", wait = "5s", fair = true)]
+async fn fair_abort(ctx: &Ctx, task: usize, n: u64, pauses: (u64, u64)) -> Result<(), WorkerError> {
+    section(ctx, task, n, "abort", pauses).await
+}
+
+/// [`locked_continue`] in fair mode.
+#[distributed_lock(
+    key = "chaos:resource",
+    ttl = "1s",
+    wait = "5s",
+    fair = true,
+    on_lease_lost = "continue"
+)]
+async fn fair_continue(
+    ctx: &Ctx,
+    task: usize,
+    n: u64,
+    pauses: (u64, u64),
+) -> Result<(), WorkerError> {
+    section(ctx, task, n, "continue", pauses).await
+}
+
 fn error_kind(err: &WorkerError) -> &'static str {
     match err {
         WorkerError::Lock(LockError::Busy { .. }) => "busy",
@@ -226,7 +253,7 @@ fn error_kind(err: &WorkerError) -> &'static str {
     }
 }
 
-async fn task_loop(ctx: Arc<Ctx>, stop: Arc<AtomicBool>, task: usize, seed: u64) {
+async fn task_loop(ctx: Arc<Ctx>, stop: Arc<AtomicBool>, task: usize, seed: u64, fair: bool) {
     let mut rng = Rng::new(seed ^ (task as u64).wrapping_mul(0x9E37_79B9));
     let mut n = 0;
     while !stop.load(Ordering::Relaxed) {
@@ -239,10 +266,11 @@ async fn task_loop(ctx: Arc<Ctx>, stop: Arc<AtomicBool>, task: usize, seed: u64)
             (rng.range(5, 40), rng.range(0, 10))
         };
         // Every other section runs on after a lost lease; the others abort.
-        let outcome = if (task as u64 + n) % 2 == 1 {
-            locked_continue(&ctx, task, n, pauses).await
-        } else {
-            locked_abort(&ctx, task, n, pauses).await
+        let outcome = match ((task as u64 + n) % 2 == 1, fair) {
+            (true, false) => locked_continue(&ctx, task, n, pauses).await,
+            (false, false) => locked_abort(&ctx, task, n, pauses).await,
+            (true, true) => fair_continue(&ctx, task, n, pauses).await,
+            (false, true) => fair_abort(&ctx, task, n, pauses).await,
         };
         if let Err(err) = outcome {
             if let WorkerError::Resource(e) = &err {
@@ -399,7 +427,15 @@ pub(crate) fn run(args: WorkerArgs) -> Result<(), String> {
             });
         }
         let mut handles: Vec<_> = (0..args.tasks)
-            .map(|task| tokio::spawn(task_loop(ctx.clone(), stop.clone(), task, args.seed)))
+            .map(|task| {
+                tokio::spawn(task_loop(
+                    ctx.clone(),
+                    stop.clone(),
+                    task,
+                    args.seed,
+                    args.fair,
+                ))
+            })
             .collect();
         handles.extend((0..args.keys).map(|key| {
             tokio::spawn(hold_key(

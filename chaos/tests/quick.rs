@@ -81,6 +81,15 @@ fn a_short_chaos_run_keeps_every_invariant() {
     assert!(faults(&report, &["partition"]) >= 1, "{stdout}");
 }
 
+/// The same on a single Redis with every section waiting in fair mode: the line of waiters
+/// survives dropped connections, a restarted server and killed workers without two holders at
+/// once or a stall past the takeover margin.
+#[test]
+fn a_short_chaos_run_in_fair_mode_keeps_every_invariant() {
+    let (report, stdout) = quick_run("single", 15, 20261125, &["--fair"]);
+    assert_eq!(report["fair"], true, "{stdout}");
+}
+
 #[test]
 fn a_short_run_on_sentinel_fails_over_pauses_the_master_and_keeps_every_invariant() {
     // Seed 27 pauses the master first, then fails it over. Bringing the old master back can
