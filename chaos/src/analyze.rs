@@ -1077,6 +1077,7 @@ mod tests {
             masters: 3,
             faults: Vec::new(),
             keys: 0,
+            fair: false,
         }
     }
 
