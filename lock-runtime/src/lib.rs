@@ -60,6 +60,7 @@ mod client;
 mod current;
 mod error;
 mod guard;
+pub mod inspect;
 mod key;
 mod lease;
 mod manager;
