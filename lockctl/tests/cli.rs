@@ -1,0 +1,372 @@
+//! The built `lockctl` binary against real servers: what `list` and `show` print, that no
+//! password or owner token is ever printed, the refused prompt without a terminal, and a force
+//! unlock that hands the lock to a waiter at once.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockManager, LockOptions};
+use lock_tests::{RedisCluster, RedisServer, StoredLock};
+use serde_json::Value;
+
+const PASSWORD: &str = "s3cret-pw";
+
+/// Runs `lockctl --url <url> <args>` with stdin closed (not a terminal).
+fn lockctl(url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lockctl"))
+        .arg("--url")
+        .arg(url)
+        .args(args)
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("lockctl runs")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn json(output: &Output) -> Value {
+    assert_eq!(output.status.code(), Some(0), "{}", text(output));
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(output)))
+}
+
+async fn manager(url: &str, app: &str) -> LockManager {
+    LockManager::builder()
+        .url(url)
+        .app_name(app)
+        .build()
+        .await
+        .expect("connect")
+}
+
+fn held(server: &RedisServer, stored: &str) -> StoredLock {
+    server
+        .stored_lock(stored)
+        .unwrap_or_else(|| panic!("`{stored}` is held\n{}", server.log()))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn list_json_names_the_holder_without_its_token_or_the_password() {
+    let server = RedisServer::start_with(&["--requirepass", PASSWORD]);
+    let locks = manager(&server.url(), "billing jobs").await;
+    let guard = locks
+        .lock("order:42", LockOptions::new().ttl(Duration::from_secs(30)))
+        .await
+        .expect("free");
+    let _other = locks.lock("job", LockOptions::new()).await.expect("free");
+    let token = held(&server, "lock:{order:42}").token.expect("a token");
+
+    let output = lockctl(&server.url(), &["list", "order:*", "--json"]);
+    let shown = text(&output);
+    assert!(!shown.contains(PASSWORD), "{shown}");
+    assert!(!shown.contains(&token), "{shown}");
+    let listed = json(&output);
+    let locks = listed["locks"].as_array().expect("locks");
+    assert_eq!(locks.len(), 1, "the pattern keeps `job` out: {shown}");
+    let lock = &locks[0];
+    assert_eq!(lock["key"], "order:42", "{shown}");
+    assert_eq!(lock["stored_key"], "lock:{order:42}", "{shown}");
+    assert_eq!(lock["state"], "held", "{shown}");
+    assert_eq!(lock["fence"], guard.fencing_token(), "{shown}");
+    assert_eq!(lock["pid"], std::process::id(), "{shown}");
+    assert_eq!(lock["app"], "billing jobs", "{shown}");
+    assert!(lock["host"].is_string(), "{shown}");
+    let lease = lock["lease_ms"].as_i64().expect("a lease");
+    assert!(lease > 0 && lease <= 30_000, "{shown}");
+    assert!(
+        lock["age_ms"].as_u64().is_some_and(|age| age < 60_000),
+        "{shown}"
+    );
+    assert_eq!(
+        lock["holder_id"].as_str().map(str::len),
+        Some(12),
+        "{shown}"
+    );
+    assert_eq!(lock["waiters"], 0, "{shown}");
+    assert_eq!(lock["line_length"], 0, "{shown}");
+    assert!(
+        listed["deployment"]
+            .as_str()
+            .is_some_and(|url| url.contains("***")),
+        "{shown}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn list_skips_free_markers_unless_all_and_text_names_the_holder() {
+    let server = RedisServer::start();
+    let locks = manager(&server.url(), "reports").await;
+    let _held = locks.lock("busy", LockOptions::new()).await.expect("free");
+    locks
+        .lock("done", LockOptions::new())
+        .await
+        .expect("free")
+        .release()
+        .await
+        .expect("released");
+
+    let output = lockctl(&server.url(), &["list"]);
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.starts_with("KEY"), "{shown}");
+    assert!(
+        stdout.contains("busy") && stdout.contains("reports"),
+        "{shown}"
+    );
+    assert!(
+        stdout.contains(&format!("/{}", std::process::id())),
+        "{shown}"
+    );
+    assert!(!stdout.contains("done"), "{shown}");
+
+    let all = json(&lockctl(&server.url(), &["list", "--all", "--json"]));
+    let states: Vec<(&str, &str)> = all["locks"]
+        .as_array()
+        .expect("locks")
+        .iter()
+        .map(|lock| {
+            (
+                lock["key"].as_str().unwrap_or_default(),
+                lock["state"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(states, [("busy", "held"), ("done", "free")], "{all}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn show_json_gives_the_fair_line_and_unlock_serves_its_first() {
+    let server = RedisServer::start();
+    let holder = manager(&server.url(), "holder").await;
+    let waiter = manager(&server.url(), "waiter").await;
+    let _guard = holder
+        .lock("hot", LockOptions::new().fair(true))
+        .await
+        .expect("free");
+    let waiting = tokio::spawn(async move {
+        let options = LockOptions::new().fair(true).wait(Duration::from_secs(20));
+        waiter
+            .lock("hot", options)
+            .await
+            .map(|guard| guard.fencing_token())
+    });
+    assert!(
+        lock_tests::wait_until_async(Duration::from_secs(10), || {
+            server.cmd(&["ZCARD", "lock:{hot}:queue"]) == "1"
+        })
+        .await,
+        "the waiter is in line\n{}",
+        server.log()
+    );
+
+    let output = lockctl(&server.url(), &["show", "hot", "--json"]);
+    let shown = text(&output);
+    let shown_json = json(&output);
+    assert_eq!(shown_json["key"], "hot", "{shown}");
+    let lock = &shown_json["locks"][0];
+    assert_eq!(lock["state"], "held", "{shown}");
+    assert_eq!(lock["app"], "holder", "{shown}");
+    assert_eq!(lock["line_length"], 1, "{shown}");
+    assert_eq!(lock["line"][0]["position"], 1, "{shown}");
+    let queued = server.cmd(&["ZRANGE", "lock:{hot}:queue", "0", "0"]);
+    assert_eq!(
+        lock["line"][0]["waiter_id"],
+        lock_runtime::inspect::token_id(&queued),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains(&queued),
+        "a waiter's token is never shown: {shown}"
+    );
+    waiting.abort();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unlock_refuses_without_yes_when_stdin_is_not_a_terminal() {
+    let server = RedisServer::start();
+    let locks = manager(&server.url(), "app").await;
+    let _guard = locks.lock("kept", LockOptions::new()).await.expect("free");
+
+    let output = lockctl(&server.url(), &["unlock", "kept"]);
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{shown}");
+    assert!(shown.contains("--yes"), "{shown}");
+    assert_eq!(held(&server, "lock:{kept}").state, "held", "{shown}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn force_unlock_hands_the_lock_to_a_waiting_process_at_once() {
+    let server = RedisServer::start_with(&["--requirepass", PASSWORD]);
+    let holder = manager(&server.url(), "stuck job").await;
+    let waiter = manager(&server.url(), "next job").await;
+    // A lease far longer than the test waits: only the unlock can free it in time.
+    let guard = holder
+        .lock("stuck", LockOptions::new().ttl(Duration::from_secs(60)))
+        .await
+        .expect("free");
+    let fence = guard.fencing_token();
+    let token = held(&server, "lock:{stuck}").token.expect("a token");
+    let waiting = tokio::spawn(async move {
+        let options = LockOptions::new().wait(Duration::from_secs(30));
+        let guard = waiter.lock("stuck", options).await?;
+        Ok::<_, lock_runtime::LockError>((Instant::now(), guard.fencing_token()))
+    });
+    assert!(
+        lock_tests::wait_until_async(Duration::from_secs(10), || {
+            server
+                .stored_lock("lock:{stuck}")
+                .is_some_and(|lock| lock.waiting)
+        })
+        .await,
+        "the waiter was told the lock is busy\n{}",
+        server.log()
+    );
+
+    let unlocked_at = Instant::now();
+    let output = lockctl(
+        &server.url(),
+        &["unlock", "stuck", "--yes", "--fence-retention", "1h"],
+    );
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    assert!(
+        !shown.contains(PASSWORD) && !shown.contains(&token),
+        "{shown}"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let audit = stderr
+        .lines()
+        .find(|line| line.contains("audit"))
+        .unwrap_or_else(|| panic!("an audit line: {shown}"));
+    for expected in [
+        format!("pid={}", std::process::id()),
+        "app=stuck job".to_owned(),
+        format!("fence={fence}"),
+        "`stuck`".to_owned(),
+    ] {
+        assert!(audit.contains(&expected), "{expected} in {audit}");
+    }
+
+    let (acquired_at, next_fence) = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter is done within 10 s")
+        .expect("joined")
+        .unwrap_or_else(|e| panic!("the waiter gets the lock: {e}\n{}", server.log()));
+    let waited = acquired_at.saturating_duration_since(unlocked_at);
+    assert!(
+        waited < Duration::from_secs(5),
+        "woken by the unlock, not its 60 s lease: {waited:?}"
+    );
+    assert!(next_fence > fence, "{next_fence} > {fence}");
+    drop(guard);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cluster_list_reads_every_master_and_unlock_wakes_a_waiter() {
+    let cluster = RedisCluster::start(3, 0);
+    let url = cluster.url();
+    let holder = manager(&url, "cluster holder").await;
+    let waiter = manager(&url, "cluster waiter").await;
+    let keys: Vec<String> = (0..12).map(|n| format!("shard-{n}")).collect();
+    let mut guards = Vec::new();
+    for key in &keys {
+        let options = LockOptions::new().ttl(Duration::from_secs(60));
+        guards.push(holder.lock(key, options).await.expect("free"));
+    }
+    let masters: std::collections::HashSet<u16> = keys
+        .iter()
+        .map(|key| cluster.master_for_key(format!("lock:{{{key}}}")).port())
+        .collect();
+    assert!(masters.len() > 1, "the keys span several masters");
+
+    let output = lockctl(&url, &["list", "shard-*", "--json"]);
+    let shown = text(&output);
+    let listed = json(&output);
+    let mut names: Vec<String> = listed["locks"]
+        .as_array()
+        .expect("locks")
+        .iter()
+        .map(|lock| lock["key"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    names.sort();
+    let mut expected = keys.clone();
+    expected.sort();
+    assert_eq!(names, expected, "{shown}");
+
+    let waiting = tokio::spawn(async move {
+        let options = LockOptions::new().wait(Duration::from_secs(30));
+        waiter
+            .lock("shard-0", options)
+            .await
+            .map(|_| Instant::now())
+    });
+    let stored = "lock:{shard-0}";
+    let master = cluster.master_for_key(stored);
+    assert!(
+        lock_tests::wait_until_async(Duration::from_secs(10), || {
+            master.stored_lock(stored).is_some_and(|lock| lock.waiting)
+        })
+        .await,
+        "the waiter was told the lock is busy\n{}",
+        cluster.log()
+    );
+    let shown_json = json(&lockctl(&url, &["show", "shard-0", "--json"]));
+    assert_eq!(
+        shown_json["locks"][0]["server"],
+        master.addr().to_string(),
+        "{shown_json}"
+    );
+    assert!(
+        shown_json["locks"][0]["waiters"].as_u64() >= Some(1),
+        "the waiter's subscription is counted: {shown_json}"
+    );
+
+    let unlocked_at = Instant::now();
+    let output = lockctl(&url, &["unlock", "shard-0", "--yes"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let acquired_at = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter is done within 10 s")
+        .expect("joined")
+        .unwrap_or_else(|e| panic!("the waiter gets the lock: {e}\n{}", cluster.log()));
+    assert!(
+        acquired_at.saturating_duration_since(unlocked_at) < Duration::from_secs(5),
+        "woken by the sharded announcement"
+    );
+}
+
+#[test]
+fn errors_name_the_server_and_never_the_password() {
+    let port = lock_tests::free_port();
+    let url = format!("redis://:{PASSWORD}@127.0.0.1:{port}");
+    let output = lockctl(&url, &["list"]);
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{shown}");
+    assert!(shown.contains(&format!("127.0.0.1:{port}")), "{shown}");
+    assert!(!shown.contains(PASSWORD), "{shown}");
+
+    let output = lockctl(&format!("ftp://u:{PASSWORD}@h"), &["list"]);
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{shown}");
+    assert!(!shown.contains(PASSWORD), "{shown}");
+}
+
+#[test]
+fn no_deployment_is_a_usage_error() {
+    let output = Command::new(env!("CARGO_BIN_EXE_lockctl"))
+        .arg("list")
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("lockctl runs");
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("REDIS_URL"), "{}", text(&output));
+}
