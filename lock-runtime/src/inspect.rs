@@ -377,6 +377,20 @@ impl Deployment {
         format!("{}://{server}", self.node_scheme)
     }
 
+    /// Readies TLS for a `rediss` deployment, as the manager does at connect: with the `tls`
+    /// feature it installs the ring crypto provider (unless the program installed one), without
+    /// it a `rediss` URL is refused. Does nothing for plain connections.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] for a `rediss` URL without the `tls` feature.
+    pub fn prepare_tls(&self) -> Result<(), LockError> {
+        if self.node_scheme == "rediss" {
+            crate::backend::redis::enable_tls(&self.url)?;
+        }
+        Ok(())
+    }
+
     /// The URL as it may be shown: without its password.
     pub fn shown(&self) -> String {
         url::redact(&self.url)

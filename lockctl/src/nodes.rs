@@ -31,6 +31,9 @@ impl Nodes {
     /// Connects to every data server behind `url`.
     pub(crate) async fn connect(url: &str, timeout: Duration) -> Result<Nodes, Failure> {
         let deployment = Deployment::parse(url).map_err(|err| Failure::usage(err.to_string()))?;
+        deployment
+            .prepare_tls()
+            .map_err(|err| Failure::usage(err.to_string()))?;
         let mut nodes = Nodes {
             deployment,
             nodes: Vec::new(),
