@@ -353,10 +353,15 @@ fn errors_name_the_server_and_never_the_password() {
     assert!(shown.contains(&format!("127.0.0.1:{port}")), "{shown}");
     assert!(!shown.contains(PASSWORD), "{shown}");
 
-    let output = lockctl(&format!("ftp://u:{PASSWORD}@h"), &["list"]);
-    let shown = text(&output);
-    assert_eq!(output.status.code(), Some(2), "{shown}");
-    assert!(!shown.contains(PASSWORD), "{shown}");
+    for url in [
+        format!("ftp://u:{PASSWORD}@h"),
+        format!("redis+cluster://u:{PASSWORD}@a:1,,b:2"),
+    ] {
+        let output = lockctl(&url, &["list"]);
+        let shown = text(&output);
+        assert_eq!(output.status.code(), Some(2), "{shown}");
+        assert!(!shown.contains(PASSWORD), "{shown}");
+    }
 }
 
 #[test]
