@@ -375,3 +375,122 @@ fn no_deployment_is_a_usage_error() {
     assert_eq!(output.status.code(), Some(2), "{}", text(&output));
     assert!(text(&output).contains("REDIS_URL"), "{}", text(&output));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redlock_shows_every_master_and_unlock_releases_on_each() {
+    let masters = lock_tests::Masters::start(3);
+    let url = masters.url();
+    let holder = manager(&url, "redlock holder").await;
+    let guard = holder
+        .lock("report", LockOptions::new().ttl(Duration::from_secs(60)))
+        .await
+        .expect("free");
+
+    let output = lockctl(&url, &["show", "report", "--json"]);
+    let shown = text(&output);
+    let locks = json(&output)["locks"].as_array().cloned().expect("locks");
+    assert_eq!(locks.len(), 3, "one entry per master: {shown}");
+    let servers: Vec<String> = masters
+        .nodes()
+        .iter()
+        .map(|node| node.addr().to_string())
+        .collect();
+    for lock in &locks {
+        assert!(
+            servers
+                .iter()
+                .any(|server| lock["server"] == server.as_str()),
+            "{shown}"
+        );
+        assert_eq!(lock["state"], "held", "{shown}");
+        assert_eq!(lock["app"], "redlock holder", "{shown}");
+    }
+    let listed = lockctl(&url, &["list"]);
+    let stdout = String::from_utf8_lossy(&listed.stdout);
+    assert!(stdout.contains("SERVER"), "{}", text(&listed));
+    assert_eq!(stdout.matches("report").count(), 3, "{}", text(&listed));
+
+    let output = lockctl(&url, &["unlock", "report", "--yes"]);
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    assert_eq!(shown.matches("lockctl audit").count(), 3, "{shown}");
+    // Each master keeps the fence it had handed out.
+    for node in masters.nodes() {
+        let lock = node.stored_lock("lock:{report}").expect("a free marker");
+        let before = locks
+            .iter()
+            .find(|shown| shown["server"] == node.addr().to_string().as_str())
+            .map(|shown| shown["fence"].clone());
+        assert_eq!(lock.state, "free", "{lock:?}");
+        assert_eq!(before, Some(Value::from(lock.fence)), "{lock:?}");
+        assert!(lock.fence <= guard.fencing_token(), "{lock:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sentinel_reads_the_master_the_sentinels_name() {
+    let setup = lock_tests::SentinelSetup::start(0, 1);
+    let holder = manager(&setup.url(), "sentinel holder").await;
+    let _guard = holder
+        .lock("nightly", LockOptions::new())
+        .await
+        .expect("free");
+
+    let output = lockctl(&setup.url(), &["list", "--json"]);
+    let shown = text(&output);
+    let listed = json(&output);
+    assert_eq!(listed["locks"][0]["key"], "nightly", "{shown}");
+    assert_eq!(
+        listed["locks"][0]["server"],
+        setup.master().addr().to_string(),
+        "{shown}"
+    );
+}
+
+#[test]
+fn watch_refreshes_until_interrupted() {
+    let server = RedisServer::start();
+    server.cmd(&[
+        "SET",
+        "lock:{w}",
+        "held fence=5 token=t waiting=0 since=1 host=h pid=7 app=a",
+        "PX",
+        "60000",
+    ]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockctl"))
+        .args([
+            "--url",
+            &server.url(),
+            "watch",
+            "--json",
+            "--interval",
+            "100ms",
+        ])
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lockctl runs");
+    let stdout = child.stdout.take().expect("piped");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+    for _ in 0..3 {
+        let line = lines.next().expect("a refresh").expect("readable");
+        let refresh: Value = serde_json::from_str(&line).expect("one JSON document per line");
+        assert_eq!(refresh["locks"][0]["key"], "w", "{line}");
+    }
+    // Ctrl-C ends it, as a success.
+    let pid = i32::try_from(child.id()).expect("a pid");
+    assert_eq!(interrupt(pid), 0, "SIGINT sent");
+    let status = child.wait().expect("it exits");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
+/// Sends SIGINT to the lockctl this test started, with the kill(1) command (the workspace
+/// forbids unsafe code, and libc's kill is unsafe).
+fn interrupt(pid: i32) -> i32 {
+    Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .map_or(-1, |status| status.code().unwrap_or(-1))
+}
