@@ -494,3 +494,17 @@ fn interrupt(pid: i32) -> i32 {
         .status()
         .map_or(-1, |status| status.code().unwrap_or(-1))
 }
+
+#[test]
+fn help_never_shows_the_url_from_the_environment() {
+    let output = Command::new(env!("CARGO_BIN_EXE_lockctl"))
+        .arg("--help")
+        .env("REDIS_URL", format!("redis://:{PASSWORD}@127.0.0.1:1"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("lockctl runs");
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("REDIS_URL"), "{shown}");
+    assert!(!shown.contains(PASSWORD), "{shown}");
+}
