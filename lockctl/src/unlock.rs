@@ -162,6 +162,17 @@ fn describe_stored(lock: &StoredLock) -> String {
 fn operator() -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
-        .unwrap_or_else(|_| "unknown".into());
+        .ok()
+        .filter(|user| !user.is_empty())
+        .or_else(uid)
+        .unwrap_or_else(|| "unknown".into());
     format!("{user}@{}", gethostname::gethostname().to_string_lossy())
+}
+
+/// `uid=<n>` of this process, where no login name is in the environment (cron, containers).
+fn uid() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("Uid:"))?;
+    let real = line.split_whitespace().nth(1)?;
+    Some(format!("uid={real}"))
 }
