@@ -508,3 +508,58 @@ fn help_never_shows_the_url_from_the_environment() {
     assert!(shown.contains("REDIS_URL"), "{shown}");
     assert!(!shown.contains(PASSWORD), "{shown}");
 }
+
+/// Runs `lockctl --url <url> unlock <key>` on a terminal (script(1) gives it a pseudo-terminal),
+/// answers `answer` to its question, and returns its exit code and what the terminal showed.
+fn unlock_at_a_terminal(url: &str, key: &str, answer: &str) -> (Option<i32>, String) {
+    use std::io::{Read, Write};
+    let command = format!("{} --url {url} unlock {key}", env!("CARGO_BIN_EXE_lockctl"));
+    let mut child = Command::new("script")
+        .args(["-q", "-e", "-c", &command, "/dev/null"])
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script(1) from util-linux runs: install bsdutils");
+    let mut stdin = child.stdin.take().expect("piped");
+    stdin
+        .write_all(format!("{answer}\n").as_bytes())
+        .expect("answered");
+    let mut shown = String::new();
+    child
+        .stdout
+        .take()
+        .expect("piped")
+        .read_to_string(&mut shown)
+        .expect("readable");
+    drop(stdin);
+    let status = child.wait().expect("it exits");
+    (status.code(), shown)
+}
+
+#[test]
+fn unlock_asks_at_a_terminal_and_does_nothing_unless_told_yes() {
+    let server = RedisServer::start();
+    server.cmd(&[
+        "SET",
+        "lock:{asked}",
+        "held fence=11 token=secret-owner waiting=0 since=1 host=h pid=9 app=a",
+        "PX",
+        "60000",
+    ]);
+
+    let (code, shown) = unlock_at_a_terminal(&server.url(), "asked", "n");
+    assert_eq!(code, Some(1), "{shown}");
+    assert!(
+        shown.contains("[y/N]") && shown.contains("pid=9"),
+        "{shown}"
+    );
+    assert_eq!(held(&server, "lock:{asked}").state, "held", "{shown}");
+
+    let (code, shown) = unlock_at_a_terminal(&server.url(), "asked", "y");
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("lockctl audit"), "{shown}");
+    assert!(!shown.contains("secret-owner"), "{shown}");
+    assert_eq!(held(&server, "lock:{asked}").state, "free", "{shown}");
+}
