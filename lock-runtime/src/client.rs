@@ -94,8 +94,7 @@ impl Inner {
 /// The id a release of `token` announces (release.lua): the first 12 hex digits of the SHA-1 of
 /// the owner token.
 pub(crate) fn release_id(token: &str) -> Vec<u8> {
-    let digest = sha1_smol::Sha1::from(token).digest().to_string();
-    digest.as_bytes()[..12].to_vec()
+    crate::inspect::token_id(token).into_bytes()
 }
 
 /// `text` with every occurrence of the owner token `token` masked.

@@ -50,6 +50,12 @@
 //! paused process cannot react. Redis replication is asynchronous, so a failover can lose a lock
 //! that was just taken. Where correctness matters, make the protected resource check the
 //! [fencing token](LockGuard::fencing_token) and refuse smaller ones.
+//!
+//! # Seen from outside
+//!
+//! A lock is one string key that `GET` shows (holder host, pid, app, fencing token). The
+//! [`inspect`] module reads and force-releases locks from outside a manager, as the `lockctl`
+//! command line does.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
@@ -60,6 +66,7 @@ mod client;
 mod current;
 mod error;
 mod guard;
+pub mod inspect;
 mod key;
 mod lease;
 mod manager;

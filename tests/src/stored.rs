@@ -6,70 +6,9 @@
 
 use crate::RedisServer;
 
-/// One stored lock, parsed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoredLock {
-    /// `held`, `kept` or `free`.
-    pub state: String,
-    pub fence: u64,
-    /// The owner token of a held lock.
-    pub token: Option<String>,
-    /// Someone was told the lock is busy: the release will announce itself.
-    pub waiting: bool,
-    /// Fair waiters are in line (`waiting=2`): the release frees it for the first of them.
-    pub line: bool,
-    /// `since`, `host`, `pid`, `app` with holder metadata; `app` runs to the end of the value.
-    pub holder: Vec<(String, String)>,
-}
-
-impl StoredLock {
-    /// Parses a stored value; `None` if it is not a lock.
-    pub fn parse(value: &str) -> Option<StoredLock> {
-        let (state, rest) = value.split_once(' ')?;
-        let rest = rest.strip_prefix("fence=")?;
-        let (fence, mut rest) = rest.split_once(' ').unwrap_or((rest, ""));
-        let mut lock = StoredLock {
-            state: state.to_owned(),
-            fence: fence.parse().ok()?,
-            token: None,
-            waiting: false,
-            line: false,
-            holder: Vec::new(),
-        };
-        while !rest.is_empty() {
-            let (name, tail) = rest.split_once('=')?;
-            let (value, tail) = if name == "app" {
-                (tail, "")
-            } else {
-                tail.split_once(' ').unwrap_or((tail, ""))
-            };
-            match name {
-                "token" => lock.token = Some(value.to_owned()),
-                "waiting" => {
-                    lock.waiting = value != "0";
-                    lock.line = value == "2";
-                }
-                _ => lock.holder.push((name.to_owned(), value.to_owned())),
-            }
-            rest = tail;
-        }
-        Some(lock)
-    }
-
-    /// Busy for others: held, or kept for `hold_at_least`.
-    pub fn is_busy(&self) -> bool {
-        self.state == "held" || self.state == "kept"
-    }
-
-    /// A holder field (`host`, `pid`, `app`, `since`), or `next` and `until` of a lock freed for
-    /// the first fair waiter in line.
-    pub fn holder_field(&self, name: &str) -> Option<&str> {
-        self.holder
-            .iter()
-            .find(|(field, _)| field == name)
-            .map(|(_, value)| value.as_str())
-    }
-}
+/// One stored lock, parsed: the runtime's own reading of the format, so that the tests check
+/// locks as operators' tools see them.
+pub use lock_runtime::inspect::StoredLock;
 
 impl RedisServer {
     /// The lock stored at `stored_key` (`lock:{key}`), or `None` if the key is absent.
@@ -115,29 +54,5 @@ impl RedisServer {
     pub fn holds_lock(&self, stored_key: &str) -> bool {
         self.stored_lock(stored_key)
             .is_some_and(|lock| lock.is_busy())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::StoredLock;
-
-    #[test]
-    fn every_form_of_a_stored_lock_is_read() {
-        let held = StoredLock::parse(
-            "held fence=1764045123456789 token=abc waiting=1 since=1764045123456 host=web-1 pid=42 app=orders api",
-        )
-        .expect("a lock");
-        assert_eq!(held.state, "held");
-        assert_eq!(held.fence, 1_764_045_123_456_789);
-        assert_eq!(held.token.as_deref(), Some("abc"));
-        assert!(held.waiting);
-        assert_eq!(held.holder_field("app"), Some("orders api"));
-        assert_eq!(held.holder_field("pid"), Some("42"));
-        let kept = StoredLock::parse("kept fence=7 waiting=0").expect("a lock");
-        assert!(kept.is_busy() && !kept.waiting && kept.token.is_none());
-        let free = StoredLock::parse("free fence=9").expect("a lock");
-        assert!(!free.is_busy());
-        assert_eq!(StoredLock::parse("hello"), None);
     }
 }

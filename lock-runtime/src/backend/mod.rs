@@ -23,7 +23,7 @@ pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 /// waiter that is alive comes within a round trip of hearing of it; one that does not come in
 /// this time (it died, or missed the message) is taken out of line, and the next one's turn
 /// begins. What a dead waiter costs the others, once.
-pub(crate) const FAIR_TURN: Duration = Duration::from_millis(250);
+pub(crate) const FAIR_TURN: Duration = Duration::from_millis(crate::inspect::FAIR_TURN_MS);
 
 /// What an acquire asks besides the lock itself.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

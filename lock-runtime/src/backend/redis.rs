@@ -786,14 +786,14 @@ fn evicts_lock_keys(policy: &str) -> bool {
 }
 
 #[cfg(feature = "tls")]
-pub(super) fn enable_tls(_url: &str) -> Result<(), LockError> {
+pub(crate) fn enable_tls(_url: &str) -> Result<(), LockError> {
     // The first provider installed in the process wins; one installed by the application stays.
     let _ = rustls::crypto::ring::default_provider().install_default();
     Ok(())
 }
 
 #[cfg(not(feature = "tls"))]
-pub(super) fn enable_tls(url: &str) -> Result<(), LockError> {
+pub(crate) fn enable_tls(url: &str) -> Result<(), LockError> {
     Err(LockError::Config(format!(
         "`{}` needs TLS: enable the `tls` feature of lock-runtime",
         url::redact(url)

@@ -34,6 +34,7 @@ use super::redis::{RedisBackend, RedisSettings};
 use super::{Acquire, Ask, Backend, Booking, BoxFuture, Failure, Release, Renewal, whole};
 use crate::background::Background;
 use crate::backoff::Backoff;
+use crate::inspect::Deployment;
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
 use crate::{BoxError, LockError, url};
@@ -88,41 +89,23 @@ struct SentinelUrl {
 /// [`url::host_list`]; a sentinel without a port gets 26379). The credentials are the
 /// master's.
 fn parse(url: &str) -> Result<SentinelUrl, LockError> {
-    const FORM: &str = "redis+sentinel://host1:port1,host2:port2/<master-name>";
-    let bad = |why: &str| LockError::Config(format!("`{}` {why}: write {FORM}", url::redact(url)));
-    let node_scheme = match url::scheme(url)? {
-        "redis+sentinel" => "redis",
-        "rediss+sentinel" => "rediss",
-        _ => return Err(bad("is not a sentinel URL")),
+    let deployment = Deployment::parse(url)?;
+    let Some(master_name) = deployment.master_name() else {
+        return Err(LockError::Config(format!(
+            "`{}` is not a sentinel URL: write redis+sentinel://host1:port1,host2:port2/<master-name>",
+            url::redact(url)
+        )));
     };
-    let listed = url::host_list(url, 26379, FORM)?;
-    let path = listed
-        .tail
-        .strip_prefix('/')
-        .ok_or_else(|| bad("names no master"))?;
-    let (path, query) = match path.split_once('?') {
-        Some((path, query)) => (path, format!("?{query}")),
-        None => (path, String::new()),
-    };
-    let (master_name, db) = match path.split_once('/') {
-        Some((name, db)) => (name, format!("/{db}")),
-        None => (path, String::new()),
-    };
-    if master_name.is_empty() {
-        return Err(bad("names no master"));
-    }
+    let (node_prefix, node_suffix) = deployment.node_url_parts();
     Ok(SentinelUrl {
-        sentinels: listed
-            .hosts
+        sentinels: deployment
+            .servers()
             .iter()
-            .map(|host| format!("{node_scheme}://{host}"))
+            .map(|server| deployment.sentinel_url(server))
             .collect(),
         master_name: master_name.to_owned(),
-        node_prefix: match listed.userinfo {
-            Some(userinfo) => format!("{node_scheme}://{userinfo}@"),
-            None => format!("{node_scheme}://"),
-        },
-        node_suffix: format!("{db}{query}"),
+        node_prefix,
+        node_suffix,
     })
 }
 

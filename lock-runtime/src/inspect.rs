@@ -1,0 +1,477 @@
+//! Reading locks from outside a [`LockManager`](crate::LockManager): what an operator's tool
+//! (`lockctl`) or a test needs to find, read and force-release the locks this crate stores,
+//! without repeating how they are stored.
+//!
+//! - [`lock_key`], [`queue_key`], [`queue_expiry_key`], [`lock_name`] and [`scan_pattern`]: the
+//!   Redis names of a lock.
+//! - [`StoredLock::parse`]: the stored value, read with one `GET`.
+//! - [`UNLOCK_SCRIPT`]: the force-release script.
+//! - [`Deployment::parse`] and [`redact_url`]: the lock URLs the manager takes, and how to show
+//!   them without their passwords.
+//!
+//! A lock `order:42` is the string key `lock:{order:42}` (the prefix is the manager's
+//! [`key_prefix`](crate::LockManagerBuilder::key_prefix)), whose value is one of
+//!
+//! ```text
+//! held fence=<F> token=<T> waiting=<0|1|2>[ since=<ms> host=<h> pid=<p> app=<a...to end>]
+//! kept fence=<F> waiting=<0|1|2>          released, busy until it expires (hold_at_least)
+//! free fence=<F>[ next=<T> until=<ms>]    released; with next: for the first fair waiter alone
+//! ```
+//!
+//! The owner token `<T>` lets whoever knows it release the lock: show [`StoredLock::token_id`]
+//! instead.
+
+use crate::LockError;
+use crate::key::StoredKey;
+use crate::url;
+
+/// The force-release script (`scripts/unlock.lua`, after the fair line's prelude
+/// `scripts/queue.lua`): removes the holder whatever its owner token, keeps the last fencing
+/// token, frees the lock for the first fair waiter in line if there is one and otherwise
+/// announces the release on the lock's channel, so that waiters wake.
+///
+/// KEYS: the lock, [`queue_key`], [`queue_expiry_key`]. ARGV: milliseconds to keep the last
+/// fencing token (0 deletes the key), `"sharded"` on Redis Cluster (SPUBLISH) or `""`
+/// (PUBLISH), milliseconds a lock freed for the first in line waits for it, and the fencing
+/// token of the holder to remove (`""`: whoever holds it). The answer is `{status, value}`:
+/// 1 released, 2 freed for the first in line, -1 not held, -2 held by another holder than the
+/// fencing token names, 0 not a lock; `value` is what the key held before (it contains the owner
+/// token: never show it).
+pub const UNLOCK_SCRIPT: &str = concat!(
+    include_str!("../scripts/queue.lua"),
+    include_str!("../scripts/unlock.lua")
+);
+
+/// How long a lock freed for the first fair waiter in line waits for it, in milliseconds: the
+/// third argument of [`UNLOCK_SCRIPT`], as the manager's own releases use it.
+pub const FAIR_TURN_MS: u64 = 250;
+
+/// The stored name of the lock `key` under `prefix`: `<prefix>{<key>}`. It is also the channel
+/// its releases are announced on.
+///
+/// # Errors
+///
+/// [`LockError::Config`] for an empty key.
+pub fn lock_key(prefix: &str, key: &str) -> Result<String, LockError> {
+    Ok(StoredKey::new(prefix, key)?.lock)
+}
+
+/// The line of fair waiters of the lock stored at `lock`: a sorted set of owner tokens by
+/// arrival.
+pub fn queue_key(lock: &str) -> String {
+    format!("{lock}:queue")
+}
+
+/// When the entries of the line of `lock` end: a sorted set of owner tokens by server time in
+/// milliseconds.
+pub fn queue_expiry_key(lock: &str) -> String {
+    format!("{lock}:queue:expiry")
+}
+
+/// The lock name a stored key stands for (`lock:{order:42}` gives `order:42`), or `None` if
+/// `stored` is not a lock stored under `prefix` (a line of fair waiters, another prefix).
+pub fn lock_name(prefix: &str, stored: &str) -> Option<String> {
+    let inner = stored
+        .strip_prefix(prefix)?
+        .strip_prefix('{')?
+        .strip_suffix('}')?;
+    // See StoredKey::new: a leading `}` or `\` is stored behind a `\`.
+    let name = match inner.strip_prefix('\\') {
+        Some(rest) if rest.starts_with(['}', '\\']) => rest,
+        _ => inner,
+    };
+    (!name.is_empty()).then(|| name.to_owned())
+}
+
+/// The `SCAN ... MATCH` pattern for the locks under `prefix` whose names match the glob
+/// `pattern` (`*`, `order:*`, `job-?`): the prefix is matched literally, the glob inside the
+/// hash tag's braces.
+pub fn scan_pattern(prefix: &str, pattern: &str) -> String {
+    let mut escaped = String::with_capacity(prefix.len() + pattern.len() + 2);
+    for c in prefix.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    format!("{escaped}{{{pattern}}}")
+}
+
+/// One stored lock, parsed (see the [module](self) docs for the forms).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredLock {
+    /// `held`, `kept` or `free`.
+    pub state: String,
+    /// The last fencing token handed out.
+    pub fence: u64,
+    /// The owner token of a held lock. Whoever knows it can release the lock: never show it.
+    pub token: Option<String>,
+    /// Someone was told the lock is busy: the release will announce itself.
+    pub waiting: bool,
+    /// Fair waiters are in line (`waiting=2`): the release frees it for the first of them.
+    pub line: bool,
+    /// `since`, `host`, `pid`, `app` with holder metadata (`app` runs to the end of the value);
+    /// `next` and `until` of a lock freed for the first fair waiter in line.
+    pub holder: Vec<(String, String)>,
+}
+
+impl StoredLock {
+    /// Parses a stored value; `None` if it is not a lock.
+    pub fn parse(value: &str) -> Option<StoredLock> {
+        let (state, rest) = value.split_once(' ')?;
+        if !matches!(state, "held" | "kept" | "free") {
+            return None;
+        }
+        let rest = rest.strip_prefix("fence=")?;
+        let (fence, mut rest) = rest.split_once(' ').unwrap_or((rest, ""));
+        let mut lock = StoredLock {
+            state: state.to_owned(),
+            fence: fence.parse().ok()?,
+            token: None,
+            waiting: false,
+            line: false,
+            holder: Vec::new(),
+        };
+        while !rest.is_empty() {
+            let (name, tail) = rest.split_once('=')?;
+            let (value, tail) = if name == "app" {
+                (tail, "")
+            } else {
+                tail.split_once(' ').unwrap_or((tail, ""))
+            };
+            match name {
+                "token" => lock.token = Some(value.to_owned()),
+                "waiting" => {
+                    lock.waiting = value != "0";
+                    lock.line = value == "2";
+                }
+                _ => lock.holder.push((name.to_owned(), value.to_owned())),
+            }
+            rest = tail;
+        }
+        Some(lock)
+    }
+
+    /// Busy for others: held, or kept for `hold_at_least`.
+    pub fn is_busy(&self) -> bool {
+        self.state == "held" || self.state == "kept"
+    }
+
+    /// Freed for the first fair waiter in line alone (`free ... next=<T> until=<ms>`).
+    pub fn is_reserved(&self) -> bool {
+        self.state == "free" && self.holder_field("next").is_some()
+    }
+
+    /// A holder field (`host`, `pid`, `app`, `since`), or `next` and `until` of a lock freed for
+    /// the first fair waiter in line.
+    pub fn holder_field(&self, name: &str) -> Option<&str> {
+        self.holder
+            .iter()
+            .find(|(field, _)| field == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// 12 hex digits of the SHA-1 of the owner token: tells holders apart, and is what their
+    /// release announces, but cannot be turned back into the token.
+    pub fn token_id(&self) -> Option<String> {
+        self.token.as_deref().map(token_id)
+    }
+}
+
+/// 12 hex digits of the SHA-1 of an owner token (see [`StoredLock::token_id`]); a fair waiter's
+/// turn is announced as `q:` followed by this id of its token.
+pub fn token_id(token: &str) -> String {
+    let mut id = sha1_smol::Sha1::from(token).digest().to_string();
+    id.truncate(12);
+    id
+}
+
+/// `url` with any password replaced by `***`, and shortened if huge: safe for messages and logs.
+pub fn redact_url(url: &str) -> String {
+    url::redact(url)
+}
+
+/// What a lock URL connects to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum DeploymentKind {
+    /// `redis://`, `rediss://`, `redis+unix://`: one server.
+    Single,
+    /// `redis+cluster://h1:p1,h2:p2`: a Redis Cluster, reached through its seeds.
+    Cluster,
+    /// `redis+sentinel://s1,s2/master`: the master that the sentinels name.
+    Sentinel,
+    /// `redlock://h1,h2,h3`: independent masters.
+    Redlock,
+    /// `memory://`: a lock table inside one process, invisible from outside.
+    Memory,
+}
+
+/// A lock URL, read by the same rules as [`LockManager::connect`](crate::LockManager::connect).
+/// Its `Debug` never shows a password.
+#[derive(Clone)]
+pub struct Deployment {
+    kind: DeploymentKind,
+    url: String,
+    /// The scheme nodes are connected with: `redis` or `rediss`.
+    node_scheme: &'static str,
+    userinfo: Option<String>,
+    servers: Vec<String>,
+    /// What follows the servers in a node's URL: `/db?query`.
+    tail: String,
+    master_name: Option<String>,
+}
+
+impl std::fmt::Debug for Deployment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deployment")
+            .field("kind", &self.kind)
+            .field("url", &redact_url(&self.url))
+            .finish()
+    }
+}
+
+impl Deployment {
+    /// Reads a lock URL.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] for a URL the manager would refuse; the message shows it without
+    /// its password.
+    pub fn parse(url: &str) -> Result<Deployment, LockError> {
+        let url = url::normalized(url)?;
+        let scheme = url::scheme(&url)?.to_owned();
+        let (kind, node_scheme, default_port, form) = match scheme.as_str() {
+            "redis" | "redis+unix" | "unix" => (DeploymentKind::Single, "redis", 0, ""),
+            "rediss" => (DeploymentKind::Single, "rediss", 0, ""),
+            "memory" => (DeploymentKind::Memory, "redis", 0, ""),
+            "redis+cluster" | "rediss+cluster" => (
+                DeploymentKind::Cluster,
+                if scheme.starts_with("rediss") {
+                    "rediss"
+                } else {
+                    "redis"
+                },
+                6379,
+                "redis+cluster://host:port,host:port",
+            ),
+            "redis+sentinel" | "rediss+sentinel" => (
+                DeploymentKind::Sentinel,
+                if scheme.starts_with("rediss") {
+                    "rediss"
+                } else {
+                    "redis"
+                },
+                26379,
+                "redis+sentinel://host1:port1,host2:port2/<master-name>",
+            ),
+            "redlock" | "redlocks" => (
+                DeploymentKind::Redlock,
+                if scheme == "redlocks" {
+                    "rediss"
+                } else {
+                    "redis"
+                },
+                6379,
+                "redlock://host:port,host:port,host:port",
+            ),
+            other => {
+                return Err(LockError::Config(format!(
+                    "unsupported lock URL scheme `{other}` in `{}`: use redis://, rediss://, \
+                     redis+unix://, redis+cluster://, redis+sentinel://, redlock:// or memory://",
+                    url::redact(&url)
+                )));
+            }
+        };
+        if matches!(kind, DeploymentKind::Single | DeploymentKind::Memory) {
+            let servers = vec![url::server_of(&url)];
+            return Ok(Deployment {
+                kind,
+                node_scheme,
+                userinfo: None,
+                servers,
+                tail: String::new(),
+                master_name: None,
+                url,
+            });
+        }
+        let listed = url::host_list(&url, default_port, form)?;
+        let userinfo = listed.userinfo.map(str::to_owned);
+        let servers = listed.hosts.clone();
+        let mut tail = listed.tail.to_owned();
+        let mut master_name = None;
+        if kind == DeploymentKind::Sentinel {
+            let bad = |why: &str| {
+                LockError::Config(format!("`{}` {why}: write {form}", url::redact(&url)))
+            };
+            let path = tail
+                .strip_prefix('/')
+                .ok_or_else(|| bad("names no master"))?;
+            let (path, query) = match path.split_once('?') {
+                Some((path, query)) => (path, format!("?{query}")),
+                None => (path, String::new()),
+            };
+            let (name, db) = match path.split_once('/') {
+                Some((name, db)) => (name, format!("/{db}")),
+                None => (path, String::new()),
+            };
+            if name.is_empty() {
+                return Err(bad("names no master"));
+            }
+            master_name = Some(name.to_owned());
+            tail = format!("{db}{query}");
+        }
+        Ok(Deployment {
+            kind,
+            node_scheme,
+            userinfo,
+            servers,
+            tail,
+            master_name,
+            url,
+        })
+    }
+
+    /// What the URL connects to.
+    pub fn kind(&self) -> DeploymentKind {
+        self.kind
+    }
+
+    /// The servers the URL names, as `host:port` (a socket path for `redis+unix://`), without
+    /// credentials: the server, the cluster's seeds, the sentinels, or the Redlock masters.
+    pub fn servers(&self) -> &[String] {
+        &self.servers
+    }
+
+    /// The master name of a Sentinel URL.
+    pub fn master_name(&self) -> Option<&str> {
+        self.master_name.as_deref()
+    }
+
+    /// The URL a client connects to the data node `server` (`host:port`) with: the URL's
+    /// credentials, database and query around `server`. For a single server, the URL itself
+    /// whatever `server` is. Carries the password: never show it; show `server`.
+    pub fn node_url(&self, server: &str) -> String {
+        if self.kind == DeploymentKind::Single {
+            return self.url.clone();
+        }
+        let (before, after) = self.node_url_parts();
+        format!("{before}{server}{after}")
+    }
+
+    /// What comes before and after the server in [`node_url`](Self::node_url).
+    pub(crate) fn node_url_parts(&self) -> (String, String) {
+        let credentials = self
+            .userinfo
+            .as_deref()
+            .map_or(String::new(), |userinfo| format!("{userinfo}@"));
+        (
+            format!("{}://{credentials}", self.node_scheme),
+            self.tail.clone(),
+        )
+    }
+
+    /// The URL a client connects to the sentinel `server` with (sentinels take no credentials
+    /// from a Sentinel URL: those are the master's).
+    pub fn sentinel_url(&self, server: &str) -> String {
+        format!("{}://{server}", self.node_scheme)
+    }
+
+    /// Readies TLS for a `rediss` deployment, as the manager does at connect: with the `tls`
+    /// feature it installs the ring crypto provider (unless the program installed one), without
+    /// it a `rediss` URL is refused. Does nothing for plain connections.
+    ///
+    /// # Errors
+    ///
+    /// [`LockError::Config`] for a `rediss` URL without the `tls` feature.
+    pub fn prepare_tls(&self) -> Result<(), LockError> {
+        if self.node_scheme == "rediss" {
+            crate::backend::redis::enable_tls(&self.url)?;
+        }
+        Ok(())
+    }
+
+    /// The URL as it may be shown: without its password.
+    pub fn shown(&self) -> String {
+        url::redact(&self.url)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_form_of_a_stored_lock_is_read() {
+        let held = StoredLock::parse(
+            "held fence=1764045123456789 token=abc waiting=1 since=1764045123456 host=web-1 pid=42 app=orders api",
+        )
+        .expect("a lock");
+        assert_eq!(held.state, "held");
+        assert_eq!(held.fence, 1_764_045_123_456_789);
+        assert_eq!(held.token.as_deref(), Some("abc"));
+        assert!(held.waiting && !held.line);
+        assert_eq!(held.holder_field("app"), Some("orders api"));
+        assert_eq!(held.holder_field("pid"), Some("42"));
+        assert_eq!(held.token_id().as_deref(), Some("a9993e364706"));
+        let kept = StoredLock::parse("kept fence=7 waiting=2").expect("a lock");
+        assert!(kept.is_busy() && kept.line && kept.token.is_none());
+        let free = StoredLock::parse("free fence=9").expect("a lock");
+        assert!(!free.is_busy() && !free.is_reserved());
+        let reserved = StoredLock::parse("free fence=9 next=t until=5").expect("a lock");
+        assert!(reserved.is_reserved());
+        assert_eq!(StoredLock::parse("hello"), None);
+        assert_eq!(StoredLock::parse("gone fence=1"), None);
+    }
+
+    #[test]
+    fn lock_names_round_trip_through_their_stored_keys() {
+        for key in ["order:42", "}a", "\\}a", "\\x", "a}b"] {
+            let stored = lock_key("lock:", key).expect("valid");
+            assert_eq!(
+                lock_name("lock:", &stored).as_deref(),
+                Some(key),
+                "{stored}"
+            );
+        }
+        assert_eq!(lock_name("lock:", "lock:{a}:queue"), None);
+        assert_eq!(lock_name("other:", "lock:{a}"), None);
+        assert_eq!(queue_key("lock:{a}"), "lock:{a}:queue");
+        assert_eq!(queue_expiry_key("lock:{a}"), "lock:{a}:queue:expiry");
+    }
+
+    #[test]
+    fn scan_patterns_match_the_prefix_literally() {
+        assert_eq!(scan_pattern("lock:", "*"), "lock:{*}");
+        assert_eq!(scan_pattern("a*[b]:", "order:*"), "a\\*\\[b\\]:{order:*}");
+    }
+
+    #[test]
+    fn deployments_name_their_servers_without_passwords() {
+        let single = Deployment::parse("redis://u:s3cret@h:1/2").expect("valid");
+        assert_eq!(single.kind(), DeploymentKind::Single);
+        assert_eq!(single.servers(), ["h:1"]);
+        assert_eq!(single.node_url("x"), "redis://u:s3cret@h:1/2");
+        let cluster = Deployment::parse("redis+cluster://:s3cret@a:1,b:2").expect("valid");
+        assert_eq!(cluster.kind(), DeploymentKind::Cluster);
+        assert_eq!(cluster.servers(), ["a:1", "b:2"]);
+        assert_eq!(cluster.node_url("c:3"), "redis://:s3cret@c:3");
+        let sentinel = Deployment::parse("redis+sentinel://:pw@s1,s2:5/mymaster/1").expect("ok");
+        assert_eq!(sentinel.servers(), ["s1:26379", "s2:5"]);
+        assert_eq!(sentinel.master_name(), Some("mymaster"));
+        assert_eq!(sentinel.node_url("m:6"), "redis://:pw@m:6/1");
+        assert_eq!(sentinel.sentinel_url("s1:26379"), "redis://s1:26379");
+        let redlock = Deployment::parse("redlocks://a,b,c").expect("valid");
+        assert_eq!(redlock.kind(), DeploymentKind::Redlock);
+        assert_eq!(redlock.node_url("a:6379"), "rediss://a:6379");
+        for deployment in [single, cluster, sentinel, redlock] {
+            let shown = format!("{} {deployment:?}", deployment.shown());
+            assert!(
+                !shown.contains("s3cret") && !shown.contains("pw"),
+                "{shown}"
+            );
+        }
+        assert!(Deployment::parse("ftp://h").is_err());
+        assert!(Deployment::parse("redis+sentinel://s1/").is_err());
+    }
+}

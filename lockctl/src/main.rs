@@ -1,0 +1,181 @@
+//! `lockctl`: the operator's command line for the locks of `lock-runtime`.
+//!
+//! ```text
+//! lockctl --url redis://127.0.0.1:6379 list 'order:*'
+//! lockctl show order:42 --json
+//! lockctl unlock order:42 --yes
+//! lockctl watch
+//! ```
+//!
+//! Exit codes: 0 done, 1 an error (which key, which server), 2 a usage error. Errors go to
+//! stderr; no password and no owner token is ever printed.
+
+mod failure;
+mod nodes;
+mod read;
+mod render;
+mod unlock;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use failure::Failure;
+use nodes::Nodes;
+
+/// Lists, shows, watches and force-releases the distributed locks of lock-runtime.
+#[derive(Debug, Parser)]
+#[command(name = "lockctl", version, about)]
+struct Cli {
+    /// The lock deployment, as the library takes it: redis://, rediss://, redis+unix://,
+    /// redis+cluster://h1:p1,h2:p2, redis+sentinel://s1,s2/master, redlock://h1,h2,h3.
+    #[arg(long, env = "REDIS_URL", global = true, hide_env_values = true)]
+    url: Option<String>,
+
+    /// The key prefix the locks were taken with.
+    #[arg(long, default_value = "lock:", global = true)]
+    prefix: String,
+
+    /// How long to wait for a server to connect or answer.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration, global = true)]
+    timeout: Duration,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Lists held locks (and kept ones, and those freed for a fair waiter).
+    List(ListArgs),
+    /// Shows everything about one lock.
+    Show(ShowArgs),
+    /// Force-releases a lock whatever its holder, and wakes its waiters.
+    Unlock(UnlockArgs),
+    /// A live view of the locks, refreshed until Ctrl-C.
+    Watch(WatchArgs),
+}
+
+#[derive(Debug, Args)]
+struct ListArgs {
+    /// A glob on lock names (`*`, `order:*`, `job-?`), matched inside the prefix's braces.
+    #[arg(default_value = "*")]
+    pattern: String,
+    /// Also list free markers (released locks that only keep their last fencing token).
+    #[arg(long)]
+    all: bool,
+    /// JSON on stdout, for scripts.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct ShowArgs {
+    /// The lock's name, as the application renders it (`order:42`).
+    key: String,
+    /// JSON on stdout, for scripts.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct UnlockArgs {
+    /// The lock's name, as the application renders it (`order:42`).
+    key: String,
+    /// Do not ask for confirmation (required when stdin is not a terminal).
+    #[arg(long, short = 'y')]
+    yes: bool,
+    /// How long the released lock keeps its last fencing token, so that the next one rises
+    /// from it; 0 deletes the key.
+    #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
+    fence_retention: Duration,
+}
+
+#[derive(Debug, Args)]
+struct WatchArgs {
+    /// A glob on lock names, as for `list`.
+    #[arg(default_value = "*")]
+    pattern: String,
+    /// Also show free markers.
+    #[arg(long)]
+    all: bool,
+    /// How often to refresh.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    interval: Duration,
+    /// One JSON document per refresh, one per line.
+    #[arg(long)]
+    json: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => return report(&Failure::failed(format!("cannot start a runtime: {err}"))),
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => report(&failure),
+    }
+}
+
+fn report(failure: &Failure) -> ExitCode {
+    eprintln!("lockctl: {failure}");
+    ExitCode::from(failure.exit_code())
+}
+
+async fn run(cli: Cli) -> Result<(), Failure> {
+    let Some(url) = cli.url.as_deref() else {
+        return Err(Failure::usage(
+            "no deployment given: pass --url redis://host:port or set REDIS_URL",
+        ));
+    };
+    let nodes = Nodes::connect(url, cli.timeout).await?;
+    let prefix = cli.prefix.as_str();
+    match cli.command {
+        Command::List(args) => {
+            let locks = read::list(&nodes, prefix, &args.pattern, args.all).await?;
+            render::print_list(&nodes, &locks, args.json)
+        }
+        Command::Show(args) => {
+            let locks = read::show(&nodes, prefix, &args.key).await?;
+            render::print_show(&nodes, &args.key, &locks, args.json)
+        }
+        Command::Unlock(args) => {
+            unlock::unlock(&nodes, prefix, &args.key, args.yes, args.fence_retention).await
+        }
+        Command::Watch(args) => watch(&nodes, prefix, &args).await,
+    }
+}
+
+async fn watch(nodes: &Nodes, prefix: &str, args: &WatchArgs) -> Result<(), Failure> {
+    if args.interval.is_zero() {
+        return Err(Failure::usage("--interval must be longer than zero"));
+    }
+    let mut ticks = tokio::time::interval(args.interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = ticks.tick() => {}
+        }
+        let locks = read::list(nodes, prefix, &args.pattern, args.all).await?;
+        if args.json {
+            render::print_list(nodes, &locks, true)?;
+        } else {
+            // Clear the screen and go home, as watch(1) does.
+            print!("\x1b[2J\x1b[H");
+            println!(
+                "{} every {}: {} (Ctrl-C to stop)",
+                nodes.shown(),
+                humantime::format_duration(args.interval),
+                humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
+            );
+            render::print_list(nodes, &locks, false)?;
+        }
+    }
+}

@@ -1,0 +1,206 @@
+//! How locks are printed: aligned columns for people, JSON (`--json`) for scripts.
+
+use std::io::Write;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::failure::Failure;
+use crate::nodes::Nodes;
+use crate::read::LockView;
+
+#[derive(Serialize)]
+struct ListJson<'a> {
+    /// The deployment, without its password.
+    deployment: String,
+    locks: &'a [LockView],
+}
+
+#[derive(Serialize)]
+struct ShowJson<'a> {
+    deployment: String,
+    key: &'a str,
+    /// The lock on each server that may hold it (every Redlock master; one elsewhere).
+    locks: &'a [LockView],
+}
+
+pub(crate) fn print_list(nodes: &Nodes, locks: &[LockView], json: bool) -> Result<(), Failure> {
+    if json {
+        return print_json(&ListJson {
+            deployment: nodes.shown(),
+            locks,
+        });
+    }
+    let with_server = nodes.nodes.len() > 1;
+    let mut rows = vec![{
+        let mut header = vec![
+            "KEY", "STATE", "HOLDER", "APP", "AGE", "LEASE", "FENCE", "WAITERS", "LINE",
+        ];
+        if with_server {
+            header.push("SERVER");
+        }
+        header.into_iter().map(str::to_owned).collect::<Vec<_>>()
+    }];
+    for lock in locks {
+        let mut row = vec![
+            lock.key.clone(),
+            lock.state.clone(),
+            holder(lock),
+            lock.app.clone().unwrap_or_else(|| "-".into()),
+            millis(lock.age_ms.map(|age| age as i64)),
+            millis(lock.lease_ms),
+            lock.fence.map_or("-".into(), |fence| fence.to_string()),
+            lock.waiters.to_string(),
+            lock.line_length.to_string(),
+        ];
+        if with_server {
+            row.push(lock.server.clone());
+        }
+        rows.push(row);
+    }
+    let mut out = String::new();
+    table(&mut out, &rows);
+    if locks.is_empty() {
+        out.push_str("(no locks)\n");
+    }
+    write_out(&out)
+}
+
+pub(crate) fn print_show(
+    nodes: &Nodes,
+    key: &str,
+    locks: &[LockView],
+    json: bool,
+) -> Result<(), Failure> {
+    if json {
+        return print_json(&ShowJson {
+            deployment: nodes.shown(),
+            key,
+            locks,
+        });
+    }
+    let mut out = String::new();
+    for lock in locks {
+        let mut fields: Vec<(&str, String)> = vec![
+            ("key", lock.key.clone()),
+            ("stored as", lock.stored_key.clone()),
+            ("server", lock.server.clone()),
+            ("state", lock.state.clone()),
+        ];
+        if lock.state != "absent" {
+            fields.extend([
+                (
+                    "fence",
+                    lock.fence.map_or("-".into(), |fence| fence.to_string()),
+                ),
+                (
+                    "holder id",
+                    lock.holder_id.clone().unwrap_or_else(|| "-".into()),
+                ),
+                ("host", lock.host.clone().unwrap_or_else(|| "-".into())),
+                ("pid", lock.pid.map_or("-".into(), |pid| pid.to_string())),
+                ("app", lock.app.clone().unwrap_or_else(|| "-".into())),
+                ("held for", millis(lock.age_ms.map(|age| age as i64))),
+                ("lease left", millis(lock.lease_ms)),
+                ("waiters", lock.waiters.to_string()),
+                (
+                    "release announced",
+                    if lock.announced { "yes" } else { "no" }.into(),
+                ),
+                ("fair line", lock.line_length.to_string()),
+            ]);
+            if let Some(next) = &lock.reserved_for {
+                fields.push(("reserved for", next.clone()));
+                fields.push(("reserved for another", millis(lock.reserved_ms)));
+            }
+        }
+        let width = fields.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
+        for (name, value) in &fields {
+            out.push_str(&format!("{name:<width$}  {value}\n"));
+        }
+        if let Some(line) = &lock.line {
+            out.push_str("line:\n");
+            for entry in line {
+                out.push_str(&format!(
+                    "  {:>3}. {}  entry ends in {}\n",
+                    entry.position,
+                    entry.waiter_id,
+                    millis(entry.expires_in_ms)
+                ));
+            }
+        }
+        out.push('\n');
+    }
+    write_out(out.trim_end_matches('\n'))?;
+    write_out("\n")
+}
+
+/// `host/pid`, or `-`.
+fn holder(lock: &LockView) -> String {
+    match (&lock.host, lock.pid) {
+        (Some(host), Some(pid)) => format!("{host}/{pid}"),
+        (Some(host), None) => host.clone(),
+        (None, Some(pid)) => format!("?/{pid}"),
+        (None, None) => "-".into(),
+    }
+}
+
+/// A duration in ms as `850ms`, `2s 300ms` or (from 10 s on, to the second) `1m 3s`, or `-`.
+fn millis(ms: Option<i64>) -> String {
+    match ms {
+        Some(ms) if ms >= 10_000 => {
+            humantime::format_duration(Duration::from_secs(ms as u64 / 1000)).to_string()
+        }
+        Some(ms) if ms >= 0 => {
+            humantime::format_duration(Duration::from_millis(ms as u64)).to_string()
+        }
+        Some(ms) => format!(
+            "-{}",
+            humantime::format_duration(Duration::from_millis(ms.unsigned_abs()))
+        ),
+        None => "-".into(),
+    }
+}
+
+fn table(out: &mut String, rows: &[Vec<String>]) {
+    let columns = rows.first().map_or(0, Vec::len);
+    let widths: Vec<usize> = (0..columns)
+        .map(|column| {
+            rows.iter()
+                .map(|row| row[column].chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    for row in rows {
+        let mut line = String::new();
+        for (column, cell) in row.iter().enumerate() {
+            if column + 1 == columns {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<width$}  ", width = widths[column]));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+}
+
+fn print_json(value: &impl Serialize) -> Result<(), Failure> {
+    let text = serde_json::to_string(value)
+        .map_err(|err| Failure::failed(format!("cannot write JSON: {err}")))?;
+    write_out(&format!("{text}\n"))
+}
+
+/// Writes to stdout; a closed pipe (`lockctl list | head`) ends quietly.
+fn write_out(text: &str) -> Result<(), Failure> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        Err(err) => Err(Failure::failed(format!("cannot write to stdout: {err}"))),
+    }
+}

@@ -1,0 +1,178 @@
+//! `lockctl unlock`: force-releasing a lock whatever its holder, with a confirmation and an
+//! audit line.
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::time::{Duration, SystemTime};
+
+use lock_runtime::inspect::{self, StoredLock};
+
+use crate::failure::Failure;
+use crate::nodes::Nodes;
+use crate::read::{self, LockView};
+
+/// Force-releases `key` on every server that holds it (after asking, unless `yes`), and prints
+/// one audit line per server on stderr.
+pub(crate) async fn unlock(
+    nodes: &Nodes,
+    prefix: &str,
+    key: &str,
+    yes: bool,
+    fence_retention: Duration,
+) -> Result<(), Failure> {
+    let stored = inspect::lock_key(prefix, key).map_err(|err| Failure::usage(err.to_string()))?;
+    let views = read::show(nodes, prefix, key).await?;
+    let busy: Vec<&LockView> = views
+        .iter()
+        .filter(|view| matches!(view.state.as_str(), "held" | "kept"))
+        .collect();
+    if busy.is_empty() {
+        let states: Vec<String> = views
+            .iter()
+            .map(|view| format!("{} on {}", view.state, view.server))
+            .collect();
+        return Err(Failure::failed(format!(
+            "lock `{key}` is not held ({}): nothing to unlock",
+            states.join(", ")
+        )));
+    }
+    if !yes {
+        confirm(key, &busy)?;
+    }
+    let script = redis::Script::new(inspect::UNLOCK_SCRIPT);
+    let retention_ms = fence_retention.as_millis().to_string();
+    let mut unlocked = 0;
+    for view in busy {
+        let Some(node) = nodes.nodes.iter().find(|node| node.server == view.server) else {
+            continue;
+        };
+        let mut invocation = script.key(&stored);
+        invocation
+            .key(inspect::queue_key(&stored))
+            .key(inspect::queue_expiry_key(&stored))
+            .arg(&retention_ms)
+            .arg(nodes.announce())
+            .arg(inspect::FAIR_TURN_MS)
+            .arg(view.fence.map_or(String::new(), |fence| fence.to_string()));
+        let mut conn = node.conn.clone();
+        let (status, before): (i64, String) = nodes
+            .within(
+                &node.server,
+                &format!("force-releasing `{stored}`"),
+                invocation.invoke_async(&mut conn),
+            )
+            .await?;
+        let removed = StoredLock::parse(&before);
+        let outcome = match status {
+            1 => "released, waiters told",
+            2 => "freed for the first fair waiter in line, who was told",
+            -1 => {
+                eprintln!("lockctl: `{key}` on {} was released meanwhile", node.server);
+                continue;
+            }
+            -2 => {
+                eprintln!(
+                    "lockctl: `{key}` on {} changed hands meanwhile (fence {}): left to its new \
+                     holder; run unlock again to remove that one",
+                    node.server,
+                    removed.map_or("?".into(), |lock| lock.fence.to_string())
+                );
+                continue;
+            }
+            _ => {
+                return Err(Failure::failed(format!(
+                    "`{stored}` on {} does not hold a lock: left untouched",
+                    node.server
+                )));
+            }
+        };
+        unlocked += 1;
+        eprintln!(
+            "lockctl audit: {} {} force-released `{key}` on {}: {}; {outcome}",
+            humantime::format_rfc3339_seconds(SystemTime::now()),
+            operator(),
+            node.server,
+            removed
+                .as_ref()
+                .map_or_else(|| describe(view), describe_stored),
+        );
+        println!("unlocked `{key}` on {}", node.server);
+    }
+    if unlocked == 0 {
+        return Err(Failure::failed(format!("lock `{key}` was not unlocked")));
+    }
+    Ok(())
+}
+
+/// Asks on the terminal; refuses when there is none to ask on.
+fn confirm(key: &str, busy: &[&LockView]) -> Result<(), Failure> {
+    let stdin = std::io::stdin();
+    if !stdin.is_terminal() {
+        return Err(Failure::usage(format!(
+            "refusing to force-release `{key}` without confirmation: stdin is not a terminal; \
+             pass --yes to unlock without asking"
+        )));
+    }
+    let mut stderr = std::io::stderr();
+    for view in busy {
+        let _ = writeln!(stderr, "`{key}` on {}: {}", view.server, describe(view));
+    }
+    let _ = write!(
+        stderr,
+        "Force-release `{key}`? Its holder loses it at its next renewal. [y/N] "
+    );
+    let _ = stderr.flush();
+    let mut answer = String::new();
+    stdin
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|err| Failure::failed(format!("cannot read the answer: {err}")))?;
+    if matches!(answer.trim().to_ascii_lowercase().as_str(), "y" | "yes") {
+        Ok(())
+    } else {
+        Err(Failure::failed(format!("`{key}` left as it was")))
+    }
+}
+
+/// The holder as the audit line names it; never the owner token.
+fn describe(view: &LockView) -> String {
+    format!(
+        "{} holder host={} pid={} app={} fence={} id={}",
+        view.state,
+        view.host.as_deref().unwrap_or("-"),
+        view.pid.map_or("-".into(), |pid| pid.to_string()),
+        view.app.as_deref().unwrap_or("-"),
+        view.fence.map_or("-".into(), |fence| fence.to_string()),
+        view.holder_id.as_deref().unwrap_or("-"),
+    )
+}
+
+fn describe_stored(lock: &StoredLock) -> String {
+    format!(
+        "{} holder host={} pid={} app={} fence={} id={}",
+        lock.state,
+        lock.holder_field("host").unwrap_or("-"),
+        lock.holder_field("pid").unwrap_or("-"),
+        lock.holder_field("app").unwrap_or("-"),
+        lock.fence,
+        lock.token_id().as_deref().unwrap_or("-"),
+    )
+}
+
+/// `user@host` of whoever runs lockctl.
+fn operator() -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .ok()
+        .filter(|user| !user.is_empty())
+        .or_else(uid)
+        .unwrap_or_else(|| "unknown".into());
+    format!("{user}@{}", gethostname::gethostname().to_string_lossy())
+}
+
+/// `uid=<n>` of this process, where no login name is in the environment (cron, containers).
+fn uid() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with("Uid:"))?;
+    let real = line.split_whitespace().nth(1)?;
+    Some(format!("uid={real}"))
+}

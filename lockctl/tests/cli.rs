@@ -1,0 +1,565 @@
+//! The built `lockctl` binary against real servers: what `list` and `show` print, that no
+//! password or owner token is ever printed, the refused prompt without a terminal, and a force
+//! unlock that hands the lock to a waiter at once.
+
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockManager, LockOptions};
+use lock_tests::{RedisCluster, RedisServer, StoredLock};
+use serde_json::Value;
+
+const PASSWORD: &str = "s3cret-pw";
+
+/// Runs `lockctl --url <url> <args>` with stdin closed (not a terminal).
+fn lockctl(url: &str, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lockctl"))
+        .arg("--url")
+        .arg(url)
+        .args(args)
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("lockctl runs")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "exit {:?}\n--- stdout\n{}--- stderr\n{}",
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn json(output: &Output) -> Value {
+    assert_eq!(output.status.code(), Some(0), "{}", text(output));
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(output)))
+}
+
+async fn manager(url: &str, app: &str) -> LockManager {
+    LockManager::builder()
+        .url(url)
+        .app_name(app)
+        .build()
+        .await
+        .expect("connect")
+}
+
+fn held(server: &RedisServer, stored: &str) -> StoredLock {
+    server
+        .stored_lock(stored)
+        .unwrap_or_else(|| panic!("`{stored}` is held\n{}", server.log()))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn list_json_names_the_holder_without_its_token_or_the_password() {
+    let server = RedisServer::start_with(&["--requirepass", PASSWORD]);
+    let locks = manager(&server.url(), "billing jobs").await;
+    let guard = locks
+        .lock("order:42", LockOptions::new().ttl(Duration::from_secs(30)))
+        .await
+        .expect("free");
+    let _other = locks.lock("job", LockOptions::new()).await.expect("free");
+    let token = held(&server, "lock:{order:42}").token.expect("a token");
+
+    let output = lockctl(&server.url(), &["list", "order:*", "--json"]);
+    let shown = text(&output);
+    assert!(!shown.contains(PASSWORD), "{shown}");
+    assert!(!shown.contains(&token), "{shown}");
+    let listed = json(&output);
+    let locks = listed["locks"].as_array().expect("locks");
+    assert_eq!(locks.len(), 1, "the pattern keeps `job` out: {shown}");
+    let lock = &locks[0];
+    assert_eq!(lock["key"], "order:42", "{shown}");
+    assert_eq!(lock["stored_key"], "lock:{order:42}", "{shown}");
+    assert_eq!(lock["state"], "held", "{shown}");
+    assert_eq!(lock["fence"], guard.fencing_token(), "{shown}");
+    assert_eq!(lock["pid"], std::process::id(), "{shown}");
+    assert_eq!(lock["app"], "billing jobs", "{shown}");
+    assert!(lock["host"].is_string(), "{shown}");
+    let lease = lock["lease_ms"].as_i64().expect("a lease");
+    assert!(lease > 0 && lease <= 30_000, "{shown}");
+    assert!(
+        lock["age_ms"].as_u64().is_some_and(|age| age < 60_000),
+        "{shown}"
+    );
+    assert_eq!(
+        lock["holder_id"].as_str().map(str::len),
+        Some(12),
+        "{shown}"
+    );
+    assert_eq!(lock["waiters"], 0, "{shown}");
+    assert_eq!(lock["line_length"], 0, "{shown}");
+    assert!(
+        listed["deployment"]
+            .as_str()
+            .is_some_and(|url| url.contains("***")),
+        "{shown}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn list_skips_free_markers_unless_all_and_text_names_the_holder() {
+    let server = RedisServer::start();
+    let locks = manager(&server.url(), "reports").await;
+    let _held = locks.lock("busy", LockOptions::new()).await.expect("free");
+    locks
+        .lock("done", LockOptions::new())
+        .await
+        .expect("free")
+        .release()
+        .await
+        .expect("released");
+
+    let output = lockctl(&server.url(), &["list"]);
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.starts_with("KEY"), "{shown}");
+    assert!(
+        stdout.contains("busy") && stdout.contains("reports"),
+        "{shown}"
+    );
+    assert!(
+        stdout.contains(&format!("/{}", std::process::id())),
+        "{shown}"
+    );
+    assert!(!stdout.contains("done"), "{shown}");
+
+    let all = json(&lockctl(&server.url(), &["list", "--all", "--json"]));
+    let states: Vec<(&str, &str)> = all["locks"]
+        .as_array()
+        .expect("locks")
+        .iter()
+        .map(|lock| {
+            (
+                lock["key"].as_str().unwrap_or_default(),
+                lock["state"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(states, [("busy", "held"), ("done", "free")], "{all}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn show_json_gives_the_fair_line_and_unlock_serves_its_first() {
+    let server = RedisServer::start();
+    let holder = manager(&server.url(), "holder").await;
+    let waiter = manager(&server.url(), "waiter").await;
+    let _guard = holder
+        .lock("hot", LockOptions::new().fair(true))
+        .await
+        .expect("free");
+    let waiting = tokio::spawn(async move {
+        let options = LockOptions::new().fair(true).wait(Duration::from_secs(20));
+        waiter
+            .lock("hot", options)
+            .await
+            .map(|guard| guard.fencing_token())
+    });
+    assert!(
+        lock_tests::wait_until_async(Duration::from_secs(10), || {
+            server.cmd(&["ZCARD", "lock:{hot}:queue"]) == "1"
+        })
+        .await,
+        "the waiter is in line\n{}",
+        server.log()
+    );
+
+    let output = lockctl(&server.url(), &["show", "hot", "--json"]);
+    let shown = text(&output);
+    let shown_json = json(&output);
+    assert_eq!(shown_json["key"], "hot", "{shown}");
+    let lock = &shown_json["locks"][0];
+    assert_eq!(lock["state"], "held", "{shown}");
+    assert_eq!(lock["app"], "holder", "{shown}");
+    assert_eq!(lock["line_length"], 1, "{shown}");
+    assert_eq!(lock["line"][0]["position"], 1, "{shown}");
+    let queued = server.cmd(&["ZRANGE", "lock:{hot}:queue", "0", "0"]);
+    assert_eq!(
+        lock["line"][0]["waiter_id"],
+        lock_runtime::inspect::token_id(&queued),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains(&queued),
+        "a waiter's token is never shown: {shown}"
+    );
+    waiting.abort();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unlock_refuses_without_yes_when_stdin_is_not_a_terminal() {
+    let server = RedisServer::start();
+    let locks = manager(&server.url(), "app").await;
+    let _guard = locks.lock("kept", LockOptions::new()).await.expect("free");
+
+    let output = lockctl(&server.url(), &["unlock", "kept"]);
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(2), "{shown}");
+    assert!(shown.contains("--yes"), "{shown}");
+    assert_eq!(held(&server, "lock:{kept}").state, "held", "{shown}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn force_unlock_hands_the_lock_to_a_waiting_process_at_once() {
+    let server = RedisServer::start_with(&["--requirepass", PASSWORD]);
+    let holder = manager(&server.url(), "stuck job").await;
+    let waiter = manager(&server.url(), "next job").await;
+    // A lease far longer than the test waits: only the unlock can free it in time.
+    let guard = holder
+        .lock("stuck", LockOptions::new().ttl(Duration::from_secs(60)))
+        .await
+        .expect("free");
+    let fence = guard.fencing_token();
+    let token = held(&server, "lock:{stuck}").token.expect("a token");
+    let waiting = tokio::spawn(async move {
+        let options = LockOptions::new().wait(Duration::from_secs(30));
+        let guard = waiter.lock("stuck", options).await?;
+        Ok::<_, lock_runtime::LockError>((Instant::now(), guard.fencing_token()))
+    });
+    assert!(
+        lock_tests::wait_until_async(Duration::from_secs(10), || {
+            server
+                .stored_lock("lock:{stuck}")
+                .is_some_and(|lock| lock.waiting)
+        })
+        .await,
+        "the waiter was told the lock is busy\n{}",
+        server.log()
+    );
+
+    let unlocked_at = Instant::now();
+    let output = lockctl(
+        &server.url(),
+        &["unlock", "stuck", "--yes", "--fence-retention", "1h"],
+    );
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    assert!(
+        !shown.contains(PASSWORD) && !shown.contains(&token),
+        "{shown}"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let audit = stderr
+        .lines()
+        .find(|line| line.contains("audit"))
+        .unwrap_or_else(|| panic!("an audit line: {shown}"));
+    for expected in [
+        format!("pid={}", std::process::id()),
+        "app=stuck job".to_owned(),
+        format!("fence={fence}"),
+        "`stuck`".to_owned(),
+    ] {
+        assert!(audit.contains(&expected), "{expected} in {audit}");
+    }
+
+    let (acquired_at, next_fence) = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter is done within 10 s")
+        .expect("joined")
+        .unwrap_or_else(|e| panic!("the waiter gets the lock: {e}\n{}", server.log()));
+    let waited = acquired_at.saturating_duration_since(unlocked_at);
+    assert!(
+        waited < Duration::from_secs(5),
+        "woken by the unlock, not its 60 s lease: {waited:?}"
+    );
+    assert!(next_fence > fence, "{next_fence} > {fence}");
+    drop(guard);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cluster_list_reads_every_master_and_unlock_wakes_a_waiter() {
+    let cluster = RedisCluster::start(3, 0);
+    let url = cluster.url();
+    let holder = manager(&url, "cluster holder").await;
+    let waiter = manager(&url, "cluster waiter").await;
+    let keys: Vec<String> = (0..12).map(|n| format!("shard-{n}")).collect();
+    let mut guards = Vec::new();
+    for key in &keys {
+        let options = LockOptions::new().ttl(Duration::from_secs(60));
+        guards.push(holder.lock(key, options).await.expect("free"));
+    }
+    let masters: std::collections::HashSet<u16> = keys
+        .iter()
+        .map(|key| cluster.master_for_key(format!("lock:{{{key}}}")).port())
+        .collect();
+    assert!(masters.len() > 1, "the keys span several masters");
+
+    let output = lockctl(&url, &["list", "shard-*", "--json"]);
+    let shown = text(&output);
+    let listed = json(&output);
+    let mut names: Vec<String> = listed["locks"]
+        .as_array()
+        .expect("locks")
+        .iter()
+        .map(|lock| lock["key"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    names.sort();
+    let mut expected = keys.clone();
+    expected.sort();
+    assert_eq!(names, expected, "{shown}");
+
+    let waiting = tokio::spawn(async move {
+        let options = LockOptions::new().wait(Duration::from_secs(30));
+        waiter
+            .lock("shard-0", options)
+            .await
+            .map(|_| Instant::now())
+    });
+    let stored = "lock:{shard-0}";
+    let master = cluster.master_for_key(stored);
+    assert!(
+        lock_tests::wait_until_async(Duration::from_secs(10), || {
+            master.stored_lock(stored).is_some_and(|lock| lock.waiting)
+        })
+        .await,
+        "the waiter was told the lock is busy\n{}",
+        cluster.log()
+    );
+    let shown_json = json(&lockctl(&url, &["show", "shard-0", "--json"]));
+    assert_eq!(
+        shown_json["locks"][0]["server"],
+        master.addr().to_string(),
+        "{shown_json}"
+    );
+    assert!(
+        shown_json["locks"][0]["waiters"].as_u64() >= Some(1),
+        "the waiter's subscription is counted: {shown_json}"
+    );
+
+    let unlocked_at = Instant::now();
+    let output = lockctl(&url, &["unlock", "shard-0", "--yes"]);
+    assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    let acquired_at = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiter is done within 10 s")
+        .expect("joined")
+        .unwrap_or_else(|e| panic!("the waiter gets the lock: {e}\n{}", cluster.log()));
+    assert!(
+        acquired_at.saturating_duration_since(unlocked_at) < Duration::from_secs(5),
+        "woken by the sharded announcement"
+    );
+}
+
+#[test]
+fn errors_name_the_server_and_never_the_password() {
+    let port = lock_tests::free_port();
+    let url = format!("redis://:{PASSWORD}@127.0.0.1:{port}");
+    let output = lockctl(&url, &["list"]);
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{shown}");
+    assert!(shown.contains(&format!("127.0.0.1:{port}")), "{shown}");
+    assert!(!shown.contains(PASSWORD), "{shown}");
+
+    for url in [
+        format!("ftp://u:{PASSWORD}@h"),
+        format!("redis+cluster://u:{PASSWORD}@a:1,,b:2"),
+    ] {
+        let output = lockctl(&url, &["list"]);
+        let shown = text(&output);
+        assert_eq!(output.status.code(), Some(2), "{shown}");
+        assert!(!shown.contains(PASSWORD), "{shown}");
+    }
+}
+
+#[test]
+fn no_deployment_is_a_usage_error() {
+    let output = Command::new(env!("CARGO_BIN_EXE_lockctl"))
+        .arg("list")
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("lockctl runs");
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("REDIS_URL"), "{}", text(&output));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn redlock_shows_every_master_and_unlock_releases_on_each() {
+    let masters = lock_tests::Masters::start(3);
+    let url = masters.url();
+    let holder = manager(&url, "redlock holder").await;
+    let guard = holder
+        .lock("report", LockOptions::new().ttl(Duration::from_secs(60)))
+        .await
+        .expect("free");
+
+    let output = lockctl(&url, &["show", "report", "--json"]);
+    let shown = text(&output);
+    let locks = json(&output)["locks"].as_array().cloned().expect("locks");
+    assert_eq!(locks.len(), 3, "one entry per master: {shown}");
+    let servers: Vec<String> = masters
+        .nodes()
+        .iter()
+        .map(|node| node.addr().to_string())
+        .collect();
+    for lock in &locks {
+        assert!(
+            servers
+                .iter()
+                .any(|server| lock["server"] == server.as_str()),
+            "{shown}"
+        );
+        assert_eq!(lock["state"], "held", "{shown}");
+        assert_eq!(lock["app"], "redlock holder", "{shown}");
+    }
+    let listed = lockctl(&url, &["list"]);
+    let stdout = String::from_utf8_lossy(&listed.stdout);
+    assert!(stdout.contains("SERVER"), "{}", text(&listed));
+    assert_eq!(stdout.matches("report").count(), 3, "{}", text(&listed));
+
+    let output = lockctl(&url, &["unlock", "report", "--yes"]);
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    assert_eq!(shown.matches("lockctl audit").count(), 3, "{shown}");
+    // Each master keeps the fence it had handed out.
+    for node in masters.nodes() {
+        let lock = node.stored_lock("lock:{report}").expect("a free marker");
+        let before = locks
+            .iter()
+            .find(|shown| shown["server"] == node.addr().to_string().as_str())
+            .map(|shown| shown["fence"].clone());
+        assert_eq!(lock.state, "free", "{lock:?}");
+        assert_eq!(before, Some(Value::from(lock.fence)), "{lock:?}");
+        assert!(lock.fence <= guard.fencing_token(), "{lock:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sentinel_reads_the_master_the_sentinels_name() {
+    let setup = lock_tests::SentinelSetup::start(0, 1);
+    let holder = manager(&setup.url(), "sentinel holder").await;
+    let _guard = holder
+        .lock("nightly", LockOptions::new())
+        .await
+        .expect("free");
+
+    let output = lockctl(&setup.url(), &["list", "--json"]);
+    let shown = text(&output);
+    let listed = json(&output);
+    assert_eq!(listed["locks"][0]["key"], "nightly", "{shown}");
+    assert_eq!(
+        listed["locks"][0]["server"],
+        setup.master().addr().to_string(),
+        "{shown}"
+    );
+}
+
+#[test]
+fn watch_refreshes_until_interrupted() {
+    let server = RedisServer::start();
+    server.cmd(&[
+        "SET",
+        "lock:{w}",
+        "held fence=5 token=t waiting=0 since=1 host=h pid=7 app=a",
+        "PX",
+        "60000",
+    ]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lockctl"))
+        .args([
+            "--url",
+            &server.url(),
+            "watch",
+            "--json",
+            "--interval",
+            "100ms",
+        ])
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lockctl runs");
+    let stdout = child.stdout.take().expect("piped");
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(stdout));
+    for _ in 0..3 {
+        let line = lines.next().expect("a refresh").expect("readable");
+        let refresh: Value = serde_json::from_str(&line).expect("one JSON document per line");
+        assert_eq!(refresh["locks"][0]["key"], "w", "{line}");
+    }
+    // Ctrl-C ends it, as a success.
+    let pid = i32::try_from(child.id()).expect("a pid");
+    assert_eq!(interrupt(pid), 0, "SIGINT sent");
+    let status = child.wait().expect("it exits");
+    assert_eq!(status.code(), Some(0), "{status:?}");
+}
+
+/// Sends SIGINT to the lockctl this test started, with the kill(1) command (the workspace
+/// forbids unsafe code, and libc's kill is unsafe).
+fn interrupt(pid: i32) -> i32 {
+    Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .map_or(-1, |status| status.code().unwrap_or(-1))
+}
+
+#[test]
+fn help_never_shows_the_url_from_the_environment() {
+    let output = Command::new(env!("CARGO_BIN_EXE_lockctl"))
+        .arg("--help")
+        .env("REDIS_URL", format!("redis://:{PASSWORD}@127.0.0.1:1"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("lockctl runs");
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    assert!(shown.contains("REDIS_URL"), "{shown}");
+    assert!(!shown.contains(PASSWORD), "{shown}");
+}
+
+/// Runs `lockctl --url <url> unlock <key>` on a terminal (script(1) gives it a pseudo-terminal),
+/// answers `answer` to its question, and returns its exit code and what the terminal showed.
+fn unlock_at_a_terminal(url: &str, key: &str, answer: &str) -> (Option<i32>, String) {
+    use std::io::{Read, Write};
+    let command = format!("{} --url {url} unlock {key}", env!("CARGO_BIN_EXE_lockctl"));
+    let mut child = Command::new("script")
+        .args(["-q", "-e", "-c", &command, "/dev/null"])
+        .env_remove("REDIS_URL")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("script(1) from util-linux runs: install bsdutils");
+    let mut stdin = child.stdin.take().expect("piped");
+    stdin
+        .write_all(format!("{answer}\n").as_bytes())
+        .expect("answered");
+    let mut shown = String::new();
+    child
+        .stdout
+        .take()
+        .expect("piped")
+        .read_to_string(&mut shown)
+        .expect("readable");
+    drop(stdin);
+    let status = child.wait().expect("it exits");
+    (status.code(), shown)
+}
+
+#[test]
+fn unlock_asks_at_a_terminal_and_does_nothing_unless_told_yes() {
+    let server = RedisServer::start();
+    server.cmd(&[
+        "SET",
+        "lock:{asked}",
+        "held fence=11 token=secret-owner waiting=0 since=1 host=h pid=9 app=a",
+        "PX",
+        "60000",
+    ]);
+
+    let (code, shown) = unlock_at_a_terminal(&server.url(), "asked", "n");
+    assert_eq!(code, Some(1), "{shown}");
+    assert!(
+        shown.contains("[y/N]") && shown.contains("pid=9"),
+        "{shown}"
+    );
+    assert_eq!(held(&server, "lock:{asked}").state, "held", "{shown}");
+
+    let (code, shown) = unlock_at_a_terminal(&server.url(), "asked", "y");
+    assert_eq!(code, Some(0), "{shown}");
+    assert!(shown.contains("lockctl audit"), "{shown}");
+    assert!(!shown.contains("secret-owner"), "{shown}");
+    assert_eq!(held(&server, "lock:{asked}").state, "free", "{shown}");
+}
