@@ -161,7 +161,7 @@ if line and reserved ~= TOKEN then
   end
   local head = first_in_line(QUEUE, EXPIRY, now_ms)
   if head and head ~= TOKEN then
-    free_for(LOCK, fence, head, now_ms, tonumber(ARGV[6]), ARGV[8], ARGV[7])
+    free_for(LOCK, EXPIRY, fence, head, now_ms, tonumber(ARGV[6]), ARGV[8], ARGV[7])
     if MODE ~= '' then
       join_line(QUEUE, EXPIRY, TOKEN, now, now_ms, ttl)
     end
@@ -170,8 +170,12 @@ if line and reserved ~= TOKEN then
 end
 if line then
   leave_line(QUEUE, EXPIRY, TOKEN)
+  -- Waiters without `fair` may have been told the lock is busy before the line formed: once
+  -- the line is empty, the release announces itself for them.
   if redis.call('ZCARD', QUEUE) > 0 then
     waiting = '2'
+  else
+    waiting = '1'
   end
 end
 local fence = now

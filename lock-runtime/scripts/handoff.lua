@@ -55,11 +55,15 @@ if waiting == '2' then
   local head = first_in_line(KEYS[2], KEYS[3], now_ms)
   if head == ARGV[2] then
     leave_line(KEYS[2], KEYS[3], head)
+    -- As in acquire.lua: once the line is empty, waiters told the lock is busy before it
+    -- formed hear of the next release.
     if redis.call('ZCARD', KEYS[2]) > 0 then
       waiting_next = '2'
+    else
+      waiting_next = '1'
     end
   elseif head then
-    free_for(KEYS[1], fence, head, now_ms, tonumber(ARGV[7]), ARGV[6], ARGV[5])
+    free_for(KEYS[1], KEYS[3], fence, head, now_ms, tonumber(ARGV[7]), ARGV[6], ARGV[5])
     return {2, 0}
   else
     waiting = '1'

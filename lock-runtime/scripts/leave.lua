@@ -30,7 +30,7 @@ local _, time = server_time()
 local now_ms = millis(time)
 local head = first_in_line(KEYS[2], KEYS[3], now_ms)
 if head then
-  free_for(KEYS[1], fence, head, now_ms, tonumber(ARGV[2]), ARGV[4], ARGV[3])
+  free_for(KEYS[1], KEYS[3], fence, head, now_ms, tonumber(ARGV[2]), ARGV[4], ARGV[3])
 else
   release_free(KEYS[1], fence, ARGV[4])
 end

@@ -65,11 +65,17 @@ end
 
 -- Frees the lock (last token `fence`) for `head` alone until `window_ms` from now, and tells it.
 -- The marker keeps the last fencing token as a release does (`retention_ms`, at least the
--- while itself).
-local function free_for(lock, fence, head, now_ms, window_ms, retention_ms, how)
+-- while itself). The head's place in line ends with its turn: if it does not come, it leaves
+-- the line then, even if the marker is gone by then (a short retention).
+local function free_for(lock, expiry, fence, head, now_ms, window_ms, retention_ms, how)
+  local until_ms = now_ms + window_ms
   redis.pcall('SET', lock,
-    'free fence=' .. fence .. ' next=' .. head .. ' until=' .. (now_ms + window_ms),
+    'free fence=' .. fence .. ' next=' .. head .. ' until=' .. until_ms,
     'PX', math.max(tonumber(retention_ms), window_ms))
+  local ends = tonumber(redis.call('ZSCORE', expiry, head))
+  if ends and ends > until_ms then
+    redis.call('ZADD', expiry, until_ms, head)
+  end
   announce(lock, 'q:' .. string.sub(redis.sha1hex(head), 1, 12), how)
 end
 

@@ -60,7 +60,7 @@ elseif line then
   local now_ms = millis(time)
   local head = first_in_line(KEYS[2], KEYS[3], now_ms)
   if head then
-    free_for(KEYS[1], fence, head, now_ms, tonumber(ARGV[5]), retention, ARGV[3])
+    free_for(KEYS[1], KEYS[3], fence, head, now_ms, tonumber(ARGV[5]), retention, ARGV[3])
     return 2
   end
   release_free(KEYS[1], fence, retention)

@@ -52,13 +52,11 @@ impl Inner {
         .await;
         match answer {
             Ok(Ok(Release::Released)) => {
-                if self.backend.hands_off()
-                    && !lease.options.fair
-                    && self.waiters.has_line(&lease.stored.lock)
-                {
+                if self.backend.hands_off() && self.waiters.has_line(&lease.stored.lock) {
                     // Waiters of this process may wait without having told the server (see
-                    // `waiters`): the release nobody may announce to them is theirs at once.
-                    // (Fair waiters all told it, and the first in line is woken by name.)
+                    // `waiters`), whatever mode the holder took the lock in: the release nobody
+                    // may announce to them is theirs at once. (A fair waiter woken so asks
+                    // once more and keeps its place.)
                     self.waiters
                         .released_here(&lease.stored.lock, &release_id(&lease.token), true);
                 }

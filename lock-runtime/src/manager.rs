@@ -495,11 +495,13 @@ impl Inner {
                 });
             }
             lease.restart(Instant::now());
-            // Whether an announcement of this waiter's turn could reach it from the moment the
-            // server gives it a place in line (see below).
-            let watched_before = line == Line::Fair
-                && waiting.is_none()
-                && self.waiters.is_watched(&lease.stored.lock);
+            // The subscription an announcement of this waiter's turn would come through, from
+            // the moment the server gives it a place in line (see below).
+            let watched_before = if line == Line::Fair && waiting.is_none() {
+                self.waiters.subscription(&lease.stored.lock)
+            } else {
+                None
+            };
             let watch_id = self.watchdog.register(&lease);
             let guard = LockGuard::pending(self.clone(), lease, watch_id);
             let lease_ref = guard.lease();
@@ -613,9 +615,13 @@ impl Inner {
                 let joined = Waiting::join(&self, &lease.stored.lock, give_up).await;
                 // Subscribe first, then try again at once: a release between the busy answer
                 // and the subscription would otherwise go unnoticed. A fair waiter whose process
-                // heard the key's announcements already when it asked needs no second try: an
-                // announcement of its turn that came meanwhile is kept for it.
-                let retry = !(in_line.is_some() && watched_before && joined.notified);
+                // heard the key's announcements already when it asked, through the same
+                // subscription it joins now, needs no second try: an announcement of its turn
+                // that came meanwhile is kept for it.
+                let same_subscription = watched_before
+                    .as_ref()
+                    .is_some_and(|before| Arc::ptr_eq(before, &joined.subscription));
+                let retry = !(in_line.is_some() && same_subscription && joined.notified);
                 waiting = Some(joined);
                 if retry {
                     continue;
@@ -767,6 +773,8 @@ struct Waiting {
     slot: Arc<Slot>,
     /// Releases of the key are announced to this process.
     notified: bool,
+    /// The subscription this waiter joined (see [`Waiters::subscription`]).
+    subscription: Arc<tokio::sync::OnceCell<()>>,
 }
 
 impl Waiting {
@@ -777,6 +785,7 @@ impl Waiting {
             key: key.to_owned(),
             slot,
             notified: false,
+            subscription: watched.clone(),
         };
         // A failure is not remembered: the next waiter of the key tries again.
         let subscribe = watched.get_or_try_init(|| async {

@@ -416,11 +416,13 @@ impl Waiters {
         }
     }
 
-    /// Whether releases of `key` are announced to this process already.
-    pub(crate) fn is_watched(&self, key: &str) -> bool {
+    /// The subscription to `key`'s announcements, if this process has one already: a waiter
+    /// that joins later and finds the same one knows no announcement was missed in between.
+    pub(crate) fn subscription(&self, key: &str) -> Option<Arc<OnceCell<()>>> {
         self.keys()
             .get(key)
-            .is_some_and(|entry| entry.watched.initialized())
+            .map(|entry| entry.watched.clone())
+            .filter(|watched| watched.initialized())
     }
 
     /// Whether anyone in this process waits for `key`.

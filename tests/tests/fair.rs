@@ -254,3 +254,134 @@ async fn fair_on_redlock_is_refused_with_a_config_error() {
         .await
         .expect("release");
 }
+
+/// A caller without `fair` told the lock is busy before a line formed hears of the lock once the
+/// line is empty, whether the last fair waiter was handed the lock by a holder of its own process
+/// (`fair_in_holders_process`) or took it from the server.
+async fn a_waiter_without_fair_hears_of_the_lock_once_the_line_is_empty(
+    fair_in_holders_process: bool,
+) {
+    let server = RedisServer::start();
+    let a = connect(&server).await;
+    let b = connect(&server).await;
+    let c = connect(&server).await;
+    let holder = a
+        .lock("job", LockOptions::new().ttl(Duration::from_secs(10)))
+        .await
+        .expect("free");
+    let plain = tokio::spawn({
+        let b = b.clone();
+        async move {
+            b.lock("job", LockOptions::new().wait(Duration::from_secs(20)))
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let in_line = tokio::spawn({
+        let locks = if fair_in_holders_process {
+            a.clone()
+        } else {
+            c.clone()
+        };
+        async move { locks.lock("job", fair(Duration::from_secs(20))).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    holder.release().await.expect("release");
+    let guard = in_line.await.expect("task").expect("the fair waiter first");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    guard.release().await.expect("release");
+    let free_since = Instant::now();
+    let got = tokio::time::timeout(Duration::from_secs(3), plain).await;
+    assert!(
+        got.is_ok(),
+        "lock free for {:?}, the waiter without fair still sleeps ({:?})",
+        free_since.elapsed(),
+        server.cmd(&["GET", "lock:{job}"])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_without_fair_hears_of_the_lock_after_a_hand_off_to_the_last_in_line() {
+    a_waiter_without_fair_hears_of_the_lock_once_the_line_is_empty(true).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_without_fair_hears_of_the_lock_after_the_last_in_line_took_it() {
+    a_waiter_without_fair_hears_of_the_lock_once_the_line_is_empty(false).await;
+}
+
+/// A fair holder whose guard is dropped wakes a waiter of its own process that waits without
+/// having asked the server, as any holder does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_fair_holder_wakes_a_waiter_of_its_own_process() {
+    let server = RedisServer::start();
+    let locks = connect(&server).await;
+    let options = LockOptions::new().ttl(Duration::from_secs(10)).fair(true);
+    let holder = locks.lock("job", options).await.expect("free");
+    let waiter = tokio::spawn({
+        let locks = locks.clone();
+        async move {
+            locks
+                .lock("job", LockOptions::new().wait(Duration::from_secs(20)))
+                .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    drop(holder);
+    let got = tokio::time::timeout(Duration::from_secs(3), waiter).await;
+    assert!(got.is_ok(), "the lock is free, the waiter still sleeps");
+}
+
+/// With `fence_retention(0)` the marker of a turn lives no longer than the turn: a dead waiter
+/// first in line still leaves the line when its turn ends, instead of being given turn after
+/// turn until its place runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_waiter_leaves_the_line_with_its_turn_without_fence_retention() {
+    let server = RedisServer::start();
+    let manager = || async {
+        LockManager::builder()
+            .url(server.url())
+            .fence_retention(Duration::ZERO)
+            .build()
+            .await
+            .expect("connect")
+    };
+    let a = manager().await;
+    let b = manager().await;
+    let holder = a.lock("job", fair(Duration::ZERO)).await.expect("free");
+    let waiter = tokio::spawn({
+        let b = b.clone();
+        async move { b.lock("job", fair(Duration::from_secs(5))).await }
+    });
+    assert!(
+        wait_until_async(Duration::from_secs(5), || server
+            .cmd(&["ZCARD", "lock:{job}:queue"])
+            == "1")
+        .await,
+        "the waiter never got in line"
+    );
+    let time = server.cmd(&["TIME"]);
+    let seconds: u64 = time
+        .lines()
+        .next()
+        .expect("seconds")
+        .parse()
+        .expect("number");
+    server.cmd(&["ZADD", "lock:{job}:queue", "1", "dead-waiter"]);
+    let until = ((seconds + 600) * 1000).to_string();
+    server.cmd(&["ZADD", "lock:{job}:queue:expiry", &until, "dead-waiter"]);
+    let released = Instant::now();
+    holder.release().await.expect("release");
+    let got = waiter.await.expect("task");
+    assert!(
+        got.is_ok(),
+        "{got:?} after {:?}; line: {}",
+        released.elapsed(),
+        server.cmd(&["ZRANGE", "lock:{job}:queue", "0", "-1"])
+    );
+    assert!(
+        released.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        released.elapsed()
+    );
+}
