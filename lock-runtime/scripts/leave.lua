@@ -26,12 +26,5 @@ local fence, reserved = string.match(value, '^free fence=(%d+) next=(%S+) until=
 if reserved ~= ARGV[1] then
   return 1
 end
-local _, time = server_time()
-local now_ms = millis(time)
-local head = first_in_line(KEYS[2], KEYS[3], now_ms)
-if head then
-  free_for(KEYS[1], KEYS[3], fence, head, now_ms, tonumber(ARGV[2]), ARGV[4], ARGV[3])
-else
-  release_free(KEYS[1], fence, ARGV[4])
-end
+free_for_next(KEYS[1], KEYS[2], KEYS[3], fence, tonumber(ARGV[2]), ARGV[4], ARGV[3])
 return 1

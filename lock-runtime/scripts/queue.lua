@@ -87,3 +87,18 @@ local function release_free(lock, fence, retention_ms)
     redis.call('DEL', lock)
   end
 end
+
+-- Frees the lock (last token `fence`) for the first in line of KEYS `queue` and `expiry` if
+-- anyone is in line, as `free_for` does, and returns that waiter; with nobody in line frees it
+-- for anyone, as `release_free` does, and returns nil (the caller announces the release).
+local function free_for_next(lock, queue, expiry, fence, window_ms, retention_ms, how)
+  local _, time = server_time()
+  local now_ms = millis(time)
+  local head = first_in_line(queue, expiry, now_ms)
+  if head then
+    free_for(lock, expiry, fence, head, now_ms, window_ms, retention_ms, how)
+  else
+    release_free(lock, fence, retention_ms)
+  end
+  return head
+end

@@ -56,14 +56,9 @@ if ARGV[2] ~= '0' then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
   end
 elseif line then
-  local _, time = server_time()
-  local now_ms = millis(time)
-  local head = first_in_line(KEYS[2], KEYS[3], now_ms)
-  if head then
-    free_for(KEYS[1], KEYS[3], fence, head, now_ms, tonumber(ARGV[5]), retention, ARGV[3])
+  if free_for_next(KEYS[1], KEYS[2], KEYS[3], fence, tonumber(ARGV[5]), retention, ARGV[3]) then
     return 2
   end
-  release_free(KEYS[1], fence, retention)
 else
   release_free(KEYS[1], fence, retention)
 end

@@ -40,14 +40,9 @@ if ARGV[4] ~= '' and fence ~= ARGV[4] then
   return {-2, value}
 end
 
-local _, time = server_time()
-local now_ms = millis(time)
-local head = first_in_line(KEYS[2], KEYS[3], now_ms)
-if head then
-  free_for(KEYS[1], KEYS[3], fence, head, now_ms, tonumber(ARGV[3]), ARGV[1], ARGV[2])
+if free_for_next(KEYS[1], KEYS[2], KEYS[3], fence, tonumber(ARGV[3]), ARGV[1], ARGV[2]) then
   return {2, value}
 end
-release_free(KEYS[1], fence, ARGV[1])
 -- The same id a release by the holder would announce (a hash of its owner token, which cannot
 -- be turned back into it); a kept lock has no token any more, so its fence stands in.
 local owner = string.match(rest, '^ token=(%S+)') or ('kept ' .. fence)

@@ -20,6 +20,26 @@ fn fair(wait: Duration) -> LockOptions {
     LockOptions::new().wait(wait).fair(true)
 }
 
+/// Puts `dead-waiter` first in the line of `key`, with a place that lasts ten minutes: what a
+/// waiter whose process was killed just now leaves behind, its place not yet run out.
+fn put_dead_waiter_first(server: &RedisServer, key: &str) {
+    let time = server.cmd(&["TIME"]);
+    let seconds: u64 = time
+        .lines()
+        .next()
+        .expect("seconds")
+        .parse()
+        .expect("number");
+    let until = ((seconds + 600) * 1000).to_string();
+    server.cmd(&["ZADD", &format!("lock:{{{key}}}:queue"), "1", "dead-waiter"]);
+    server.cmd(&[
+        "ZADD",
+        &format!("lock:{{{key}}}:queue:expiry"),
+        &until,
+        "dead-waiter",
+    ]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_waiters_get_the_lock_in_the_order_they_came_on_redis() {
     let server = RedisServer::start();
@@ -135,14 +155,13 @@ async fn a_waiter_that_gives_up_or_is_dropped_leaves_the_line() {
 
 /// A waiter that died in line (what a killed process leaves: an entry nobody renews) costs the
 /// one behind it one turn at most; meanwhile nobody jumps the line, not even a caller without
-/// `fair`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_waiter_first_in_line_holds_the_others_up_one_turn_at_most() {
-    let server = RedisServer::start();
-    let a = connect(&server).await;
-    let b = connect(&server).await;
+/// `fair`. `a` and `b` are two managers on `server`.
+async fn a_dead_waiter_first_in_line_costs_one_turn(
+    server: &RedisServer,
+    a: &LockManager,
+    b: &LockManager,
+) {
     let holder = a.lock("job", fair(Duration::ZERO)).await.expect("free");
-    // The dead waiter came first, with a long lease that would keep its place for minutes.
     let waiter = tokio::spawn({
         let b = b.clone();
         async move { b.lock("job", fair(Duration::from_secs(20))).await }
@@ -152,18 +171,9 @@ async fn a_dead_waiter_first_in_line_holds_the_others_up_one_turn_at_most() {
             .cmd(&["ZCARD", "lock:{job}:queue"])
             == "1")
         .await,
-        "not 1 in line"
+        "the waiter never got in line"
     );
-    let time = server.cmd(&["TIME"]);
-    let seconds: u64 = time
-        .lines()
-        .next()
-        .expect("seconds")
-        .parse()
-        .expect("number");
-    server.cmd(&["ZADD", "lock:{job}:queue", "1", "dead-waiter"]);
-    let until = ((seconds + 600) * 1000).to_string();
-    server.cmd(&["ZADD", "lock:{job}:queue:expiry", &until, "dead-waiter"]);
+    put_dead_waiter_first(server, "job");
     let released = Instant::now();
     holder.release().await.expect("release");
     // Freed for the dead one: nobody else may take it, with or without `fair`.
@@ -174,10 +184,13 @@ async fn a_dead_waiter_first_in_line_holds_the_others_up_one_turn_at_most() {
         matches!(barging, Err(LockError::Busy { .. })),
         "{barging:?}"
     );
-    let guard = waiter
-        .await
-        .expect("task")
-        .expect("the lock after one turn");
+    let guard = waiter.await.expect("task").unwrap_or_else(|err| {
+        panic!(
+            "{err} after {:?}; line: {}",
+            released.elapsed(),
+            server.cmd(&["ZRANGE", "lock:{job}:queue", "0", "-1"])
+        )
+    });
     let waited = released.elapsed();
     assert!(
         waited < Duration::from_secs(2),
@@ -189,6 +202,31 @@ async fn a_dead_waiter_first_in_line_holds_the_others_up_one_turn_at_most() {
         "the dead waiter is still in line"
     );
     guard.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_waiter_first_in_line_holds_the_others_up_one_turn_at_most() {
+    let server = RedisServer::start();
+    let (a, b) = (connect(&server).await, connect(&server).await);
+    a_dead_waiter_first_in_line_costs_one_turn(&server, &a, &b).await;
+}
+
+/// With `fence_retention(0)` the marker of a turn lives no longer than the turn: a dead waiter
+/// first in line still leaves the line when its turn ends, instead of being given turn after
+/// turn until its place runs out.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_waiter_leaves_the_line_with_its_turn_without_fence_retention() {
+    let server = RedisServer::start();
+    let manager = || async {
+        LockManager::builder()
+            .url(server.url())
+            .fence_retention(Duration::ZERO)
+            .build()
+            .await
+            .expect("connect")
+    };
+    let (a, b) = (manager().await, manager().await);
+    a_dead_waiter_first_in_line_costs_one_turn(&server, &a, &b).await;
 }
 
 /// A holder that dies leaves its lock to the first in line when its lease runs out.
@@ -330,58 +368,4 @@ async fn a_dropped_fair_holder_wakes_a_waiter_of_its_own_process() {
     drop(holder);
     let got = tokio::time::timeout(Duration::from_secs(3), waiter).await;
     assert!(got.is_ok(), "the lock is free, the waiter still sleeps");
-}
-
-/// With `fence_retention(0)` the marker of a turn lives no longer than the turn: a dead waiter
-/// first in line still leaves the line when its turn ends, instead of being given turn after
-/// turn until its place runs out.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_waiter_leaves_the_line_with_its_turn_without_fence_retention() {
-    let server = RedisServer::start();
-    let manager = || async {
-        LockManager::builder()
-            .url(server.url())
-            .fence_retention(Duration::ZERO)
-            .build()
-            .await
-            .expect("connect")
-    };
-    let a = manager().await;
-    let b = manager().await;
-    let holder = a.lock("job", fair(Duration::ZERO)).await.expect("free");
-    let waiter = tokio::spawn({
-        let b = b.clone();
-        async move { b.lock("job", fair(Duration::from_secs(5))).await }
-    });
-    assert!(
-        wait_until_async(Duration::from_secs(5), || server
-            .cmd(&["ZCARD", "lock:{job}:queue"])
-            == "1")
-        .await,
-        "the waiter never got in line"
-    );
-    let time = server.cmd(&["TIME"]);
-    let seconds: u64 = time
-        .lines()
-        .next()
-        .expect("seconds")
-        .parse()
-        .expect("number");
-    server.cmd(&["ZADD", "lock:{job}:queue", "1", "dead-waiter"]);
-    let until = ((seconds + 600) * 1000).to_string();
-    server.cmd(&["ZADD", "lock:{job}:queue:expiry", &until, "dead-waiter"]);
-    let released = Instant::now();
-    holder.release().await.expect("release");
-    let got = waiter.await.expect("task");
-    assert!(
-        got.is_ok(),
-        "{got:?} after {:?}; line: {}",
-        released.elapsed(),
-        server.cmd(&["ZRANGE", "lock:{job}:queue", "0", "-1"])
-    );
-    assert!(
-        released.elapsed() < Duration::from_secs(2),
-        "{:?}",
-        released.elapsed()
-    );
 }
