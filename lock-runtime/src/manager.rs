@@ -1058,7 +1058,8 @@ impl LockManagerBuilder {
         let scheme = url::scheme(&url)?;
         if self.replica_acks.is_some() && matches!(scheme, "redlock" | "redlocks") {
             return Err(LockError::Config(
-                "wait_for_replicas does not apply to Redlock: its masters are independent and                  have no replicas to wait for; remove it, or use Sentinel or Cluster"
+                "wait_for_replicas does not apply to Redlock: its masters are independent and \
+                 have no replicas to wait for; remove it, or use Sentinel or Cluster"
                     .into(),
             ));
         }
@@ -1112,13 +1113,15 @@ impl LockManagerBuilder {
         }
         if self.request_timeout.is_zero() {
             return Err(LockError::Config(
-                "request_timeout is zero: no request could ever be answered in time; give it                  a bound such as 3s"
+                "request_timeout is zero: no request could ever be answered in time; give it \
+                 a bound such as 3s"
                     .into(),
             ));
         }
         if self.request_timeout > MAX_REQUEST_TIMEOUT {
             return Err(LockError::Config(format!(
-                "request_timeout {:?} is longer than {MAX_REQUEST_TIMEOUT:?}: a server that                  takes longer to answer is down",
+                "request_timeout {:?} is longer than {MAX_REQUEST_TIMEOUT:?}: a server that \
+                 takes longer to answer is down",
                 self.request_timeout
             )));
         }
@@ -1127,7 +1130,9 @@ impl LockManagerBuilder {
         }
         if self.prefix.contains(['{', '}']) {
             return Err(LockError::Config(format!(
-                "key_prefix `{}` contains a brace: the lock key's hash tag `{{...}}` must be the                  first braces in the stored key, or a lock and its fence counter could land in                  different cluster slots; choose a prefix without braces",
+                "key_prefix `{}` contains a brace: the lock key's hash tag `{{...}}` must be the \
+                 first braces in the stored key, or a lock and its fence counter could land in \
+                 different cluster slots; choose a prefix without braces",
                 self.prefix.escape_debug()
             )));
         }
@@ -1189,6 +1194,27 @@ mod tests {
             LockOptions::new(),
             Instant::now(),
         )
+    }
+
+    /// Messages are written over several source lines: none may carry the indentation along.
+    #[tokio::test]
+    async fn settings_refused_at_build_are_explained_in_plain_sentences() {
+        let refused = [
+            LockManager::builder()
+                .url("memory://")
+                .request_timeout(Duration::ZERO),
+            LockManager::builder()
+                .url("memory://")
+                .request_timeout(Duration::from_secs(7200)),
+            LockManager::builder().url("memory://").key_prefix("a{b}:"),
+            LockManager::builder().url("redis://127.0.0.1:1/?password=secret"),
+        ];
+        for builder in refused {
+            let err = builder.build().await.expect_err("refused");
+            let shown = err.to_string();
+            assert!(!shown.contains("  "), "{shown}");
+            assert!(!shown.contains("secret"), "{shown}");
+        }
     }
 
     #[tokio::test]

@@ -50,7 +50,9 @@ pub(crate) fn normalized(url: &str) -> Result<String, LockError> {
                 "password" | "pass" | "user" | "username"
             ) {
                 return Err(LockError::Config(format!(
-                    "`{}` gives credentials as the query parameter `{name}`, which this URL form                      does not read: write them before the host, as                      {scheme}://USER:PASSWORD@host:port (percent-encode special characters)",
+                    "`{}` gives credentials as the query parameter `{name}`, which this URL form \
+                     does not read: write them before the host, as \
+                     {scheme}://USER:PASSWORD@host:port (percent-encode special characters)",
                     redact(url)
                 )));
             }

@@ -739,7 +739,9 @@ impl RedisBackend {
 async fn probe(conn: &mut Conn, server: &str, key_prefix: &str) -> Result<bool, LockError> {
     if let Err(err) = redis::cmd("PING").query_async::<()>(conn).await {
         let reason = if err.code() == Some("NOAUTH") {
-            "authentication required: the server asks for a password and the URL gives none;              write redis://:PASSWORD@host:port, or redis://USER:PASSWORD@host:port for an ACL              user"
+            "authentication required: the server asks for a password and the URL gives none; \
+             write redis://:PASSWORD@host:port, or redis://USER:PASSWORD@host:port for an ACL \
+             user"
                 .to_owned()
         } else {
             describe_error(&err)
@@ -758,7 +760,9 @@ async fn probe(conn: &mut Conn, server: &str, key_prefix: &str) -> Result<bool, 
         tracing::warn!(
             server,
             policy = %policy,
-            "maxmemory-policy {policy} lets the server evict held locks under memory pressure,              and a second holder then gets in: run locks on a server with maxmemory-policy              noeviction"
+            "maxmemory-policy {policy} lets the server evict held locks under memory pressure, \
+             and a second holder then gets in: run locks on a server with maxmemory-policy \
+             noeviction"
         );
     }
     let channel = format!("{key_prefix}{{lock-runtime:permission-probe}}");
@@ -771,7 +775,9 @@ async fn probe(conn: &mut Conn, server: &str, key_prefix: &str) -> Result<bool, 
         Err(err) if err.code() == Some("NOPERM") => {
             tracing::warn!(
                 server,
-                "this user may not publish to lock channels (`{key_prefix}*`): releases are not                  announced and waiters wait for leases to run out; grant the channels, e.g.                  ACL SETUSER <user> &{key_prefix}*"
+                "this user may not publish to lock channels (`{key_prefix}*`): releases are not \
+                 announced and waiters wait for leases to run out; grant the channels, e.g. \
+                 ACL SETUSER <user> &{key_prefix}*"
             );
             Ok(false)
         }
