@@ -18,7 +18,7 @@ use crate::backend::redis::{RedisBackend, RedisSettings};
 use crate::backend::redlock::RedlockBackend;
 use crate::backend::replicas::{ReplicaAcks, ReplicaShortage};
 use crate::backend::sentinel::SentinelBackend;
-use crate::backend::{Acquire, Ask, Backend, Failure, Line};
+use crate::backend::{Acquire, Ask, Backend, FAIR_TURN, Failure, Line};
 use crate::background::Background;
 use crate::backoff::Backoff;
 use crate::client::{Inner, release_id, without_token};
@@ -834,6 +834,7 @@ pub struct LockManagerBuilder {
     app_name: Option<String>,
     request_timeout: Duration,
     fence_retention: Duration,
+    fair_turn: Duration,
     holder_metadata: bool,
     replica_acks: Option<ReplicaAcks>,
     replica_shortage: ReplicaShortage,
@@ -848,6 +849,7 @@ impl std::fmt::Debug for LockManagerBuilder {
             .field("app_name", &self.app_name)
             .field("request_timeout", &self.request_timeout)
             .field("fence_retention", &self.fence_retention)
+            .field("fair_turn", &self.fair_turn)
             .field("holder_metadata", &self.holder_metadata)
             .field("replica_acks", &self.replica_acks)
             .field("runtime", &self.runtime.is_some())
@@ -863,6 +865,7 @@ impl Default for LockManagerBuilder {
             app_name: None,
             request_timeout: Duration::from_secs(3),
             fence_retention: Duration::from_secs(24 * 3600),
+            fair_turn: FAIR_TURN,
             holder_metadata: true,
             replica_acks: None,
             replica_shortage: ReplicaShortage::Fail,
@@ -946,6 +949,18 @@ impl LockManagerBuilder {
     /// ```
     pub fn fence_retention(mut self, retention: Duration) -> Self {
         self.fence_retention = retention;
+        self
+    }
+
+    /// How long a lock freed for the first fair waiter in line (`fair = true`) waits for it
+    /// (default 250 ms) before that waiter loses its place and the next one's turn begins. A
+    /// waiter that is alive comes within one round trip of its turn's announcement; this is
+    /// what a waiter that died in line costs the others, once. Raise it where a round trip
+    /// to the server can take longer (a distant server, heavily loaded clients); lower it where
+    /// dead waiters must cost less. Applies to Redis, Sentinel and Cluster (`memory://` keeps
+    /// the default; Redlock has no fair mode).
+    pub fn fair_turn(mut self, turn: Duration) -> Self {
+        self.fair_turn = turn;
         self
     }
 
@@ -1072,25 +1087,25 @@ impl LockManagerBuilder {
                 Ok(self.finish(backend, waiters))
             }
             "redis" | "rediss" | "redis+unix" | "unix" => {
-                let waiters = Arc::new(Waiters::default());
+                let waiters = Arc::new(Waiters::with_fair_turn(self.fair_turn));
                 let settings = self.redis_settings(&url, &background);
                 let backend = RedisBackend::connect(settings, waiters.clone()).await?;
                 Ok(self.finish(Arc::new(backend), waiters))
             }
             "redis+sentinel" | "rediss+sentinel" => {
-                let waiters = Arc::new(Waiters::default());
+                let waiters = Arc::new(Waiters::with_fair_turn(self.fair_turn));
                 let settings = self.redis_settings(&url, &background);
                 let backend = SentinelBackend::connect(settings, waiters.clone()).await?;
                 Ok(self.finish(Arc::new(backend), waiters))
             }
             "redlock" | "redlocks" => {
-                let waiters = Arc::new(Waiters::default());
+                let waiters = Arc::new(Waiters::with_fair_turn(self.fair_turn));
                 let settings = self.redis_settings(&url, &background);
                 let backend = RedlockBackend::connect(settings, waiters.clone()).await?;
                 Ok(self.finish(Arc::new(backend), waiters))
             }
             "redis+cluster" | "rediss+cluster" => {
-                let waiters = Arc::new(Waiters::default());
+                let waiters = Arc::new(Waiters::with_fair_turn(self.fair_turn));
                 let settings = self.redis_settings(&url, &background);
                 let backend = ClusterBackend::connect(settings, waiters.clone()).await?;
                 Ok(self.finish(Arc::new(backend), waiters))
@@ -1109,6 +1124,13 @@ impl LockManagerBuilder {
             return Err(LockError::Config(format!(
                 "fence_retention {:?} is longer than the maximum {MAX_TTL:?}",
                 self.fence_retention
+            )));
+        }
+        if self.fair_turn < Duration::from_millis(1) || self.fair_turn > MAX_TTL {
+            return Err(LockError::Config(format!(
+                "fair_turn {:?} is outside 1ms..={MAX_TTL:?}: a waiter needs at least a \
+                 millisecond to take its turn",
+                self.fair_turn
             )));
         }
         if self.request_timeout.is_zero() {
@@ -1146,6 +1168,7 @@ impl LockManagerBuilder {
             app_name: self.app_name.as_deref().unwrap_or(""),
             request_timeout: self.request_timeout,
             fence_retention: self.fence_retention,
+            fair_turn: self.fair_turn,
             holder_metadata: self.holder_metadata,
             replica_acks: self.replica_acks,
             key_prefix: &self.prefix,
@@ -1207,6 +1230,9 @@ mod tests {
                 .url("memory://")
                 .request_timeout(Duration::from_secs(7200)),
             LockManager::builder().url("memory://").key_prefix("a{b}:"),
+            LockManager::builder()
+                .url("memory://")
+                .fair_turn(Duration::ZERO),
             LockManager::builder().url("redis://127.0.0.1:1/?password=secret"),
         ];
         for builder in refused {

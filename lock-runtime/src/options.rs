@@ -114,8 +114,9 @@ impl LockOptions {
     ///
     /// A waiter keeps its place by asking again every third of its `ttl`, and leaves the line
     /// when it gives up or its call is dropped; one that dies leaves it within its `ttl`. If the
-    /// first in line does not come for the lock within 250 ms of being told (it died, or is
-    /// stuck), it loses its place and the next one's turn begins. While anyone waits in line,
+    /// first in line does not come for the lock within its turn (250 ms by default,
+    /// [`LockManagerBuilder::fair_turn`](crate::LockManagerBuilder::fair_turn)) of being told (it
+    /// died, or is stuck), it loses its place and the next one's turn begins. While anyone waits in line,
     /// callers without `fair` never jump it either, but they are only told of the lock once
     /// the line is empty.
     ///

@@ -49,6 +49,8 @@ pub(crate) struct Waiters {
     /// How many announcements of one release mean it is done: Redlock's quorum (the release
     /// has reached a majority of masters, so a retry can take the lock), otherwise one.
     quorum: AtomicUsize,
+    /// How long a fair waiter's turn lasts (see queue.lua); `None`: [`FAIR_TURN`].
+    turn: Option<Duration>,
 }
 
 struct KeyWaiters {
@@ -231,6 +233,14 @@ impl Slot {
 }
 
 impl Waiters {
+    /// Waiters of a deployment whose fair waiters' turns last `turn`.
+    pub(crate) fn with_fair_turn(turn: Duration) -> Self {
+        Waiters {
+            turn: Some(turn),
+            ..Waiters::default()
+        }
+    }
+
     /// Each release is announced `quorum` times before it is done (Redlock: once by each
     /// master, and done on a majority): wake a waiter at the `quorum`-th announcement, since
     /// one woken at the first would find the lock still held on the other masters.
@@ -326,7 +336,7 @@ impl Waiters {
             return;
         };
         if let Some(name) = release.and_then(|message| message.strip_prefix(b"q:")) {
-            wake_named(entry, name);
+            wake_named(entry, name, self.turn.unwrap_or(FAIR_TURN));
             return;
         }
         let quorum = self.quorum.load(Ordering::Acquire).max(1);
@@ -399,7 +409,7 @@ impl Waiters {
     /// The lock `key` was freed for the fair waiter called `name`: wake it, if it waits here.
     pub(crate) fn wake_named(&self, key: &str, name: &[u8]) {
         if let Some(entry) = self.keys().get_mut(key) {
-            wake_named(entry, name);
+            wake_named(entry, name, self.turn.unwrap_or(FAIR_TURN));
         }
     }
 
@@ -465,7 +475,7 @@ fn remember(ids: &mut VecDeque<Vec<u8>>, id: &[u8]) {
 /// the turn on here). If it does not wait here (or not yet under that name), the first waiter
 /// here looks again when that turn ends, in case its holder never comes (see queue.lua):
 /// nobody would announce it.
-fn wake_named(entry: &mut KeyWaiters, name: &[u8]) {
+fn wake_named(entry: &mut KeyWaiters, name: &[u8], turn: Duration) {
     if let Some(slot) = entry
         .line
         .iter()
@@ -477,7 +487,7 @@ fn wake_named(entry: &mut KeyWaiters, name: &[u8]) {
     // Maybe a waiter here that has not taken its name yet (see `Waiters::name`).
     remember(&mut entry.named, name);
     if let Some(first) = entry.line.front() {
-        let turn_ends = Instant::now() + FAIR_TURN + TURN_MARGIN;
+        let turn_ends = Instant::now() + turn + TURN_MARGIN;
         *first.watch.lock().unwrap_or_else(PoisonError::into_inner) = Some(turn_ends);
         first.notify.notify_one();
     }

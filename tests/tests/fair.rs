@@ -369,3 +369,44 @@ async fn a_dropped_fair_holder_wakes_a_waiter_of_its_own_process() {
     let got = tokio::time::timeout(Duration::from_secs(3), waiter).await;
     assert!(got.is_ok(), "the lock is free, the waiter still sleeps");
 }
+
+/// `fair_turn` sets how long a lock freed for the first in line waits for it: a dead waiter
+/// first in line holds the line up that long.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_turn_a_dead_waiter_costs_is_the_managers_fair_turn() {
+    let server = RedisServer::start();
+    let manager = || async {
+        LockManager::builder()
+            .url(server.url())
+            .fair_turn(Duration::from_secs(2))
+            .build()
+            .await
+            .expect("connect")
+    };
+    let (a, b) = (manager().await, manager().await);
+    let holder = a.lock("job", fair(Duration::ZERO)).await.expect("free");
+    let waiter = tokio::spawn({
+        let b = b.clone();
+        async move { b.lock("job", fair(Duration::from_secs(20))).await }
+    });
+    assert!(
+        wait_until_async(Duration::from_secs(5), || server
+            .cmd(&["ZCARD", "lock:{job}:queue"])
+            == "1")
+        .await,
+        "the waiter never got in line"
+    );
+    put_dead_waiter_first(&server, "job");
+    let released = Instant::now();
+    holder.release().await.expect("release");
+    let guard = waiter
+        .await
+        .expect("task")
+        .expect("the lock after the turn");
+    let waited = released.elapsed();
+    assert!(
+        waited >= Duration::from_millis(1900) && waited < Duration::from_secs(6),
+        "waited {waited:?} for a turn of 2 s"
+    );
+    guard.release().await.expect("release");
+}

@@ -19,8 +19,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::replicas::{Pool, ReplicaAcks, Replication};
 use super::{
-    Acquire, Ask, Backend, Booking, BoxFuture, FAIR_TURN, Failure, HandOff, Release, Renewal,
-    acquire_answer, hand_off_answer, whole,
+    Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal, acquire_answer,
+    hand_off_answer, whole,
 };
 use crate::background::{Background, Lifeline, Revivable};
 use crate::backoff::Backoff;
@@ -98,6 +98,8 @@ pub(crate) struct RedisSettings<'a> {
     pub(crate) app_name: &'a str,
     pub(crate) request_timeout: Duration,
     pub(crate) fence_retention: Duration,
+    /// How long a lock freed for the first fair waiter waits for it.
+    pub(crate) fair_turn: Duration,
     /// Record host, pid, app and time in each lock (see acquire.lua).
     pub(crate) holder_metadata: bool,
     pub(crate) replica_acks: Option<ReplicaAcks>,
@@ -130,6 +132,8 @@ pub(super) struct Holder {
     metadata: String,
     /// 0: a release deletes the lock.
     fence_retention_ms: u64,
+    /// How long a lock freed for the first fair waiter waits for it.
+    fair_turn_ms: u64,
 }
 
 /// How a release tells waiters (release.lua's ARGV[3]).
@@ -185,6 +189,7 @@ impl Holder {
             } else {
                 millis(settings.fence_retention)
             },
+            fair_turn_ms: millis(settings.fair_turn),
         }
     }
 
@@ -209,7 +214,7 @@ impl Holder {
             .arg(&self.metadata)
             .arg(if ask.waited { "1" } else { "0" })
             .arg(ask.line.as_arg())
-            .arg(millis(FAIR_TURN))
+            .arg(self.fair_turn_ms)
             .arg(announce.as_arg())
             .arg(self.fence_retention_ms);
         invocation
@@ -228,7 +233,7 @@ impl Holder {
             .key(key.queue())
             .key(key.queue_expiry())
             .arg(token)
-            .arg(millis(FAIR_TURN))
+            .arg(self.fair_turn_ms)
             .arg(announce.as_arg())
             .arg(self.fence_retention_ms);
         invocation
@@ -254,7 +259,7 @@ impl Holder {
             .arg(&self.metadata)
             .arg(announce.as_arg())
             .arg(self.fence_retention_ms)
-            .arg(millis(FAIR_TURN));
+            .arg(self.fair_turn_ms);
         invocation
     }
 
@@ -276,7 +281,7 @@ impl Holder {
             .arg(keep_ms)
             .arg(announce.as_arg())
             .arg(self.fence_retention_ms)
-            .arg(millis(FAIR_TURN));
+            .arg(self.fair_turn_ms);
         invocation
     }
 }
