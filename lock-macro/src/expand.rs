@@ -383,6 +383,9 @@ fn options(options: &OptionsPlan) -> TokenStream {
     if let Some(max_hold) = options.max_hold {
         set("max_hold", duration(max_hold));
     }
+    if let Some(label) = &options.label {
+        set("label", quote!(#label));
+    }
     quote! { const { #runtime::__private::LockOptions::new() #setters } }
 }
 

@@ -40,6 +40,8 @@ pub(crate) struct OptionsPlan {
     pub(crate) on_lease_lost: Option<OnLeaseLost>,
     pub(crate) hold_at_least: Option<u64>,
     pub(crate) max_hold: Option<u64>,
+    /// The key template as written: the lock's label in metrics (bounded, unlike the keys).
+    pub(crate) label: Option<String>,
 }
 
 pub(crate) struct ManagerPlan {
@@ -132,6 +134,7 @@ pub(crate) fn validate(
             on_lease_lost: args.on_lease_lost.get().copied(),
             hold_at_least: millis(&args.hold_at_least),
             max_hold: millis(&args.max_hold),
+            label: args.key.get().map(|key| key.lit.value()),
         },
         manager,
         output,

@@ -47,6 +47,8 @@ struct Owner {
     /// The runtime the lock was taken on: Drop spawns the release there if it has no runtime
     /// of its own to spawn it on.
     runtime: Option<Handle>,
+    /// Handed to the caller as held: counted in the `lock.held` metric until released.
+    counted: bool,
 }
 
 impl std::fmt::Debug for LockGuard {
@@ -70,8 +72,19 @@ impl LockGuard {
                 manager,
                 watch_id,
                 runtime: Handle::try_current().ok(),
+                counted: false,
             }),
         }
+    }
+
+    /// The acquire is done and the guard goes to the caller: counted as held in the metrics
+    /// until it is released or dropped.
+    pub(crate) fn counted(mut self) -> Self {
+        if let Some(owner) = &mut self.owner {
+            owner.counted = true;
+            crate::metrics::held(self.lease.options.label);
+        }
+        self
     }
 
     /// A guard for a lock the task already holds.
@@ -165,10 +178,15 @@ impl LockGuard {
     /// reached; the guard then keeps the owner token and retries in the background until the
     /// lease would have run out. A guard that re-entered an outer lock returns `Ok` at once.
     pub async fn release(mut self) -> Result<(), LockError> {
-        let Some(owner) = self.owner.as_ref() else {
+        let Some(owner) = self.owner.as_mut() else {
             return Ok(());
         };
         owner.manager.watchdog.unregister(owner.watch_id);
+        if std::mem::take(&mut owner.counted) {
+            // Counted once, also if this release is cancelled and the drop finishes it.
+            crate::metrics::released(self.lease.options.label, self.lease.started().elapsed());
+        }
+        let owner = &*owner;
         if self.lease.status() == Status::Lost(LostReason::ShutDown) {
             // Shutdown released it already.
             self.owner = None;
@@ -211,6 +229,9 @@ impl Drop for LockGuard {
             return;
         };
         owner.manager.watchdog.unregister(owner.watch_id);
+        if owner.counted {
+            crate::metrics::released(self.lease.options.label, self.lease.started().elapsed());
+        }
         if self.lease.status() == Status::Lost(LostReason::ShutDown) {
             // Shutdown released it already.
             return;

@@ -193,13 +193,19 @@ impl Lease {
 
     /// Marks the lease lost; returns false if it was already lost or released.
     pub(crate) fn mark_lost(&self, reason: LostReason) -> bool {
-        self.update(|status| {
+        let mut was_held = false;
+        let changed = self.update(|status| {
             let live = matches!(status, Status::Held | Status::Acquiring);
+            was_held = matches!(status, Status::Held);
             if live {
                 *status = Status::Lost(reason);
             }
             live
-        })
+        });
+        if was_held {
+            crate::metrics::lease_lost(self.options.label, reason);
+        }
+        changed
     }
 
     pub(crate) fn mark_released(&self) {

@@ -70,6 +70,7 @@ pub mod inspect;
 mod key;
 mod lease;
 mod manager;
+mod metrics;
 mod options;
 mod url;
 mod waiters;

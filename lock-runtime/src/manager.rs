@@ -478,8 +478,8 @@ impl Inner {
                     .wait_in_line(&joined, &lease, expires, holder.as_ref(), give_up, false)
                     .await;
                 if let Some(guard) = waited {
-                    record(start, "acquired");
-                    return Ok(guard);
+                    record(start, "acquired", options.label);
+                    return Ok(guard.counted());
                 }
                 waiting = Some(joined);
                 continue;
@@ -489,7 +489,7 @@ impl Inner {
             }
             first = false;
             if self.is_closed() {
-                record(start, "shut_down");
+                record(start, "shut_down", options.label);
                 return Err(LockError::ShutDown {
                     key: lease.key.clone(),
                 });
@@ -507,6 +507,7 @@ impl Inner {
             let lease_ref = guard.lease();
             // Never longer than the lease itself: an answer after that would be stale.
             let limit = (self.request_timeout + self.replica_wait).min(options.ttl);
+            let sent = Instant::now();
             let answer = tokio::time::timeout(
                 limit,
                 self.backend.acquire(
@@ -522,6 +523,10 @@ impl Inner {
                 ),
             )
             .await;
+            if let Ok(Ok(answered)) = &answer {
+                let busy = matches!(answered, Acquire::Busy { .. });
+                crate::metrics::acquire_request(options.label, sent.elapsed(), busy);
+            }
             let answer = match answer {
                 // Granted, but so late that the lease may be over already: retrying with the
                 // same token refreshes it and gives it a fresh deadline.
@@ -536,7 +541,7 @@ impl Inner {
             };
             if self.is_closed() {
                 // Shutdown took this attempt's lease and releases whatever it may have taken.
-                record(start, "shut_down");
+                record(start, "shut_down", options.label);
                 return Err(LockError::ShutDown {
                     key: lease_ref.key.clone(),
                 });
@@ -553,8 +558,8 @@ impl Inner {
                         // The next local waiter watches our lease: nobody announces its expiry.
                         waiting.hand_over(lease_ref.deadline());
                     }
-                    record(start, "acquired");
-                    return Ok(guard);
+                    record(start, "acquired", options.label);
+                    return Ok(guard.counted());
                 }
                 Ok(Acquire::Busy {
                     remaining,
@@ -582,7 +587,7 @@ impl Inner {
                         tokio::time::sleep(backoff.pause()).await;
                         continue;
                     }
-                    record(start, "error");
+                    record(start, "error", options.label);
                     // Dropping the guard releases whatever an attempt may have taken.
                     return Err(self.error("acquire", lease_ref, failure));
                 }
@@ -599,14 +604,14 @@ impl Inner {
                 if let (Some(waiting), Some(expires)) = (&waiting, expires) {
                     waiting.hand_over(expires);
                 }
-                record(start, "busy");
+                record(start, "busy", options.label);
                 return Err(LockError::Busy {
                     key: lease.key.clone(),
                     waited: now - start,
                 });
             }
             if waiting.is_none() && self.watchdog.held_by_task(&lease.key, lease.task) {
-                record(start, "held_by_this_task");
+                record(start, "held_by_this_task", options.label);
                 return Err(LockError::HeldByThisTask {
                     key: lease.key.clone(),
                 });
@@ -643,8 +648,8 @@ impl Inner {
                 if let Some(place) = &mut in_line {
                     place.left = true;
                 }
-                record(start, "acquired");
-                return Ok(guard);
+                record(start, "acquired", options.label);
+                return Ok(guard.counted());
             }
         }
     }
@@ -758,9 +763,11 @@ impl Drop for InLine {
     }
 }
 
-fn record(start: Instant, outcome: &'static str) {
+fn record(start: Instant, outcome: &'static str, label: Option<&'static str>) {
+    let took = start.elapsed();
+    crate::metrics::acquire(label, outcome, took);
     let span = tracing::Span::current();
-    span.record("waited_ms", start.elapsed().as_millis() as u64);
+    span.record("waited_ms", took.as_millis() as u64);
     span.record("outcome", outcome);
     tracing::debug!(outcome, "lock acquire finished");
 }

@@ -36,6 +36,7 @@ pub struct LockOptions {
     pub(crate) hold_at_least: Duration,
     pub(crate) max_hold: Option<Duration>,
     pub(crate) fair: bool,
+    pub(crate) label: Option<&'static str>,
 }
 
 impl Default for LockOptions {
@@ -59,6 +60,7 @@ impl LockOptions {
             hold_at_least: Duration::ZERO,
             max_hold: None,
             fair: false,
+            label: None,
         }
     }
 
@@ -136,6 +138,15 @@ impl LockOptions {
         self
     }
 
+    /// The name this lock's metrics carry as `lock.name` (cargo feature `metrics`; see the
+    /// crate's metrics table in the README): a fixed name per kind of lock, such as
+    /// `"order"`, never a rendered key, so that the number of series stays bounded. Without
+    /// one, `unlabelled`. `#[distributed_lock]` sets it to the key template.
+    pub const fn label(mut self, label: &'static str) -> Self {
+        self.label = Some(label);
+        self
+    }
+
     /// Checks the values against what a lease can be: ttl within
     /// [`MIN_TTL`](crate::MIN_TTL)..=[`MAX_TTL`](crate::MAX_TTL), `hold_at_least` at most
     /// `MAX_TTL`. `wait` and `max_hold` may be anything (`Duration::MAX`: no limit).
@@ -188,5 +199,10 @@ impl LockOptions {
     /// Whether waiters are served first come, first served.
     pub const fn fair_value(&self) -> bool {
         self.fair
+    }
+
+    /// The metrics label, if any.
+    pub const fn label_value(&self) -> Option<&'static str> {
+        self.label
     }
 }

@@ -400,6 +400,8 @@ impl Shared {
         let now = Instant::now();
         let mut lost = Vec::new();
         let mut wake = false;
+        // Renewed, not ours, no answer.
+        let mut tally = (0, 0, 0);
         {
             let mut state = self.lock();
             for (k, &i) in indices.iter().enumerate() {
@@ -413,6 +415,11 @@ impl Shared {
                     Ok(renewed) => renewed.get(k).copied().flatten(),
                     Err(_) => None,
                 };
+                match verdict {
+                    Some(true) => tally.0 += 1,
+                    Some(false) => tally.1 += 1,
+                    None => tally.2 += 1,
+                }
                 // "Not ours" is final whichever renewal says it: a token is never granted
                 // again once the lock was activated.
                 if verdict == Some(false) {
@@ -442,6 +449,7 @@ impl Shared {
                 state.reschedule(this.id, due);
             }
         }
+        crate::metrics::renewals(tally.0, tally.1, tally.2);
         if let Err(err) = &answer {
             tracing::warn!(
                 server = self.backend.server(),
