@@ -21,6 +21,11 @@ pub enum LockError {
         key: String,
         /// How long the caller waited before giving up.
         waited: Duration,
+        /// How much longer the lock stays busy, as the server said at the last attempt (the
+        /// holder's remaining lease, which its renewals may extend): a `Retry-After` for an
+        /// HTTP answer. `None` where it is not known (the key has no expiry, or the lock is
+        /// held by this process and was never asked about).
+        retry_after: Option<Duration>,
     },
 
     /// The lease ran out, or renewal proved that someone else now owns the lock, while it was held.
@@ -123,10 +128,15 @@ impl LockError {
 impl fmt::Debug for LockError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LockError::Busy { key, waited } => f
+            LockError::Busy {
+                key,
+                waited,
+                retry_after,
+            } => f
                 .debug_struct("Busy")
                 .field("key", &KeyDebug(key))
                 .field("waited", waited)
+                .field("retry_after", retry_after)
                 .finish(),
             LockError::LeaseLost { key, reason } => f
                 .debug_struct("LeaseLost")
@@ -235,6 +245,7 @@ mod tests {
         let err = LockError::Busy {
             key: "k".repeat(10_000),
             waited: Duration::ZERO,
+            retry_after: None,
         };
         let msg = err.to_string();
         assert!(msg.len() < 400, "{msg}");
@@ -246,6 +257,7 @@ mod tests {
         let err = LockError::Busy {
             key: "k".repeat(1 << 20),
             waited: Duration::ZERO,
+            retry_after: None,
         };
         let shown = format!("{err:?}");
         assert!(shown.len() < 400, "{} bytes", shown.len());

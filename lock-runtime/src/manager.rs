@@ -608,6 +608,7 @@ impl Inner {
                 return Err(LockError::Busy {
                     key: lease.key.clone(),
                     waited: now - start,
+                    retry_after: remaining,
                 });
             }
             if waiting.is_none() && self.watchdog.held_by_task(&lease.key, lease.task) {

@@ -545,9 +545,18 @@ async fn busy_error_names_key_and_wait(f: Fixture) {
     .expect("task")
     .expect_err("held");
     match &err {
-        LockError::Busy { key, waited } => {
+        LockError::Busy {
+            key,
+            waited,
+            retry_after,
+        } => {
             assert_eq!(key, "order:7");
             assert!(*waited >= ms(200), "{waited:?}");
+            // The holder's lease (30 s, renewed) still runs.
+            assert!(
+                retry_after.is_some_and(|left| left > Duration::from_secs(5)),
+                "{retry_after:?}"
+            );
         }
         other => panic!("expected Busy, got {other}"),
     }
