@@ -26,22 +26,10 @@
 if #KEYS == 0 then
   return 0
 end
-local value = redis.pcall('GET', KEYS[1])
-if type(value) == 'table' then
-  return {0, 0}
-end
-if not value then
+local held, fence, _, waiting = held_by(KEYS[1], ARGV[1])
+if held == 'gone' then
   return {-1, 0}
-end
-local state, fence, rest = string.match(value, '^(%l+) fence=(%d+)(.*)$')
-if state == 'free' then
-  return {-1, 0}
-end
-local owner, waiting
-if state == 'held' then
-  owner, waiting = string.match(rest, '^ token=(%S+) waiting=(%d)')
-end
-if owner ~= ARGV[1] then
+elseif held ~= 'ours' then
   return {0, 0}
 end
 

@@ -1,5 +1,6 @@
--- The line of fair waiters (`fair = true`), shared by the scripts that take, release, hand over
--- and leave a lock: this text is put in front of each of them.
+-- Functions shared by the scripts that take, release, hand over, leave and force-release a lock
+-- (this text is put in front of each of them): reading a lock, freeing it, and the line of fair
+-- waiters (`fair = true`).
 --
 -- A lock's line is two sorted sets in the lock's cluster slot, holding the owner tokens of the
 -- waiters:
@@ -17,6 +18,31 @@
 -- If it does not come in time (it died, or missed the message), the next caller takes it out of
 -- line and frees the lock for the one behind it: a dead waiter costs the others one such while,
 -- once.
+
+-- The lock at `lock` if `token` holds it: 'ours' and its fence, the rest of its value and its
+-- waiting flag; 'gone' if there is no lock (absent or free); 'other' if someone else holds or
+-- keeps it, or the key holds data that is not a lock.
+local function held_by(lock, token)
+  local value = redis.pcall('GET', lock)
+  if type(value) == 'table' then
+    return 'other'
+  end
+  if not value then
+    return 'gone'
+  end
+  local state, fence, rest = string.match(value, '^(%l+) fence=(%d+)(.*)$')
+  if state == 'free' then
+    return 'gone'
+  end
+  local owner, waiting
+  if state == 'held' then
+    owner, waiting = string.match(rest, '^ token=(%S+) waiting=(%d)')
+  end
+  if owner ~= token then
+    return 'other'
+  end
+  return 'ours', fence, rest, waiting
+end
 
 -- The server time in microseconds, as text (see acquire.lua), and as TIME answered it.
 local function server_time()

@@ -23,27 +23,12 @@
 if #KEYS == 0 then
   return 0
 end
-local value = redis.pcall('GET', KEYS[1])
-if type(value) == 'table' then
+local held, fence, _, waiting = held_by(KEYS[1], ARGV[1])
+if held == 'gone' then
+  return -1
+elseif held ~= 'ours' then
   return 0
 end
-if not value then
-  return -1
-end
-local state, fence, rest = string.match(value, '^(%l+) fence=(%d+)(.*)$')
-if state == 'free' then
-  return -1
-end
-local owner, waiting
-if state == 'held' then
-  owner, waiting = string.match(rest, '^ token=(%S+) waiting=(%d)')
-end
-if owner ~= ARGV[1] then
-  return 0
-end
-local line = waiting == '2'
-waiting = waiting ~= '0'
-
 local retention = ARGV[4]
 -- The SETs are pcalls: a server out of memory refuses them, and a release must still work
 -- then (DEL and PEXPIRE need no memory). Tokens then rest on the server's clock.
@@ -51,11 +36,11 @@ if ARGV[2] ~= '0' then
   -- Nobody owns it any more (renewal and release stop matching), but it stays busy until it
   -- expires (and then the first in line has it, see acquire.lua).
   local kept = redis.pcall('SET', KEYS[1],
-    'kept fence=' .. fence .. ' waiting=' .. string.match(rest, ' waiting=(%d)'), 'PX', ARGV[2])
+    'kept fence=' .. fence .. ' waiting=' .. waiting, 'PX', ARGV[2])
   if type(kept) == 'table' and kept.err then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
   end
-elseif line then
+elseif waiting == '2' then
   if free_for_next(KEYS[1], KEYS[2], KEYS[3], fence, tonumber(ARGV[5]), retention, ARGV[3]) then
     return 2
   end
@@ -67,7 +52,7 @@ end
 -- is an id of this release (48 bits of the SHA-1 of the owner token, which cannot be turned back
 -- into it): Redlock announces one release on every master, and a process hands each release to
 -- one waiter.
-if waiting then
+if waiting ~= '0' then
   announce(KEYS[1], string.sub(redis.sha1hex(ARGV[1]), 1, 12), ARGV[3])
 end
 return 1
