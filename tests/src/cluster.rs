@@ -2,11 +2,13 @@
 
 use std::fs::File;
 use std::io::ErrorKind;
+use std::net::{Ipv4Addr, TcpListener};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::port::free_port;
 use crate::server::RedisServer;
+use crate::server::server_version;
 use crate::tempdir::TempDir;
 use crate::topology::{self, Role};
 
@@ -400,25 +402,24 @@ fn crc16(bytes: &[u8]) -> u16 {
 }
 
 /// Starts one cluster node. Its config file is named after its port (a retry on another port
-/// must not load the file a failed attempt left), and its bus gets a free port of its own:
-/// the default, port + 10000, does not exist for ports above 55535.
+/// must not load the file a failed attempt left). Its bus gets a free port of its own
+/// (`--cluster-port`, Redis 7): the default, port + 10000, does not exist for ports above 55535.
+/// Older servers have no `--cluster-port`; they get a port whose port + 10000 is free.
 fn start_node() -> RedisServer {
-    RedisServer::start_custom(None, |port| {
-        let bus_port = loop {
-            let candidate = free_port();
-            if candidate != port {
-                break candidate;
-            }
-        };
-        [
+    let bus_port_option = server_version() >= (7, 0, 0);
+    let choose_port = if bus_port_option {
+        free_port
+    } else {
+        free_port_with_default_bus
+    };
+    RedisServer::start_custom_on(None, choose_port, |port| {
+        let mut args = [
             "--cluster-enabled",
             "yes",
             "--cluster-config-file",
             &format!("nodes-{port}.conf"),
             "--cluster-node-timeout",
             NODE_TIMEOUT_MS,
-            "--cluster-port",
-            &bus_port.to_string(),
             // A replica fails over however long its link was down: a busy test machine must
             // not make it think its data too stale.
             "--cluster-replica-validity-factor",
@@ -428,8 +429,31 @@ fn start_node() -> RedisServer {
             "0",
         ]
         .map(str::to_owned)
-        .to_vec()
+        .to_vec();
+        if bus_port_option {
+            let bus_port = loop {
+                let candidate = free_port();
+                if candidate != port {
+                    break candidate;
+                }
+            };
+            args.extend(["--cluster-port".to_owned(), bus_port.to_string()]);
+        }
+        args
     })
+}
+
+/// A free port whose default cluster bus port (port + 10000) is free too.
+fn free_port_with_default_bus() -> u16 {
+    loop {
+        let port = free_port();
+        let Some(bus) = port.checked_add(10_000) else {
+            continue;
+        };
+        if bus != 6379 && TcpListener::bind((Ipv4Addr::LOCALHOST, bus)).is_ok() {
+            return port;
+        }
+    }
 }
 
 impl RedisCluster {

@@ -51,6 +51,6 @@ pub use probe::{busy_elsewhere, is_free};
 pub use proxy::FaultProxy;
 pub use resp::Reply;
 pub use sentinel::{MASTER_NAME, SentinelSetup};
-pub use server::{ProcessState, RedisServer};
+pub use server::{ProcessState, RedisServer, SERVER_BINARY_VAR, server_binary, server_version};
 pub use stored::StoredLock;
 pub use wait::{wait_until, wait_until_async};

@@ -1,11 +1,12 @@
 //! `redis-server` processes owned by a test.
 
+use std::ffi::OsString;
 use std::fs::{self, OpenOptions};
 use std::io::{self, ErrorKind, Write};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::port::free_port;
@@ -114,6 +115,15 @@ impl RedisServer {
     /// name, a second port of its own).
     pub(crate) fn start_custom(
         config: Option<&str>,
+        args_for_port: impl FnMut(u16) -> Vec<String>,
+    ) -> Self {
+        Self::start_custom_on(config, free_port, args_for_port)
+    }
+
+    /// [`start_custom`](Self::start_custom) with the ports to try chosen by `choose_port`.
+    pub(crate) fn start_custom_on(
+        config: Option<&str>,
+        mut choose_port: impl FnMut() -> u16,
         mut args_for_port: impl FnMut(u16) -> Vec<String>,
     ) -> Self {
         let dir = TempDir::new("redis");
@@ -124,7 +134,7 @@ impl RedisServer {
             path
         });
         for _ in 0..PORT_ATTEMPTS {
-            let port = free_port();
+            let port = choose_port();
             let args = args_for_port(port);
             let password = password_in(&args);
             match launch(&dir, port, config.as_deref(), &args, password.as_deref()) {
@@ -362,7 +372,7 @@ fn launch(
         .map_err(|e| LaunchError::Failed(format!("cannot share {}: {e}", log.display())))?;
 
     // redis-server takes a config file only as its first argument.
-    let spawned = Command::new("redis-server")
+    let spawned = Command::new(server_binary())
         .args(config)
         .args(["--port", &port.to_string()])
         .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
@@ -375,7 +385,7 @@ fn launch(
         .spawn();
     let mut child = match spawned {
         Ok(child) => child,
-        Err(e) if e.kind() == ErrorKind::NotFound => panic!("{NOT_FOUND}"),
+        Err(e) if e.kind() == ErrorKind::NotFound => panic!("{}", not_found()),
         Err(e) => {
             return Err(LaunchError::Failed(format!(
                 "cannot spawn redis-server: {e}"
@@ -396,6 +406,69 @@ fn launch(
             Err(why)
         }
     }
+}
+
+/// The variable naming the server binary the harness starts instead of `redis-server` from
+/// `PATH`: scripts/compat.sh points it at other servers (older Redis, Valkey) to run the suites on
+/// them.
+pub const SERVER_BINARY_VAR: &str = "LOCK_TESTS_REDIS_SERVER";
+
+/// The server binary every [`RedisServer`] runs: [`SERVER_BINARY_VAR`] when set, else
+/// `redis-server` from `PATH`.
+pub fn server_binary() -> OsString {
+    std::env::var_os(SERVER_BINARY_VAR).unwrap_or_else(|| OsString::from("redis-server"))
+}
+
+/// Why the server binary could not be run, and what to do about it.
+fn not_found() -> String {
+    match std::env::var_os(SERVER_BINARY_VAR) {
+        Some(binary) => format!(
+            "{SERVER_BINARY_VAR}={} not found: give the path of a server binary (absolute, as \
+             tests run in their package's directory), or unset it to use redis-server from PATH",
+            binary.to_string_lossy()
+        ),
+        None => NOT_FOUND.to_owned(),
+    }
+}
+
+/// The version of [`server_binary`] as `(major, minor, patch)`, read once from its `--version`
+/// line (`Redis server v=7.0.15 ...`, `Valkey server v=8.0.1 ...`). Valkey reports its own
+/// version here; for the Redis feature level it matches (Valkey 7.2 and later are at least
+/// Redis 7.2).
+///
+/// # Panics
+///
+/// If the binary cannot be run or prints no version.
+pub fn server_version() -> (u32, u32, u32) {
+    static VERSION: OnceLock<(u32, u32, u32)> = OnceLock::new();
+    *VERSION.get_or_init(|| {
+        let binary = server_binary();
+        let output = match Command::new(&binary).arg("--version").output() {
+            Ok(output) => output,
+            Err(e) if e.kind() == ErrorKind::NotFound => panic!("{}", not_found()),
+            Err(e) => panic!("cannot run {} --version: {e}", binary.to_string_lossy()),
+        };
+        let text = String::from_utf8_lossy(&output.stdout);
+        parse_version(&text).unwrap_or_else(|| {
+            panic!(
+                "no version in the output of {} --version: {text:?}",
+                binary.to_string_lossy()
+            )
+        })
+    })
+}
+
+/// The `v=X.Y.Z` of a `--version` line.
+fn parse_version(line: &str) -> Option<(u32, u32, u32)> {
+    let version = line
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("v="))?;
+    let mut parts = version.split('.').map(|part| part.parse::<u32>().ok());
+    Some((
+        parts.next()??,
+        parts.next()??,
+        parts.next().flatten().unwrap_or(0),
+    ))
 }
 
 /// Polls until the server answers a command as itself: the `process_id` in `INFO server` must be
@@ -476,4 +549,19 @@ fn read_log(path: &std::path::Path) -> String {
 
 fn log_section(path: &std::path::Path) -> String {
     format!("--- redis-server log ---\n{}", read_log(path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_version;
+
+    #[test]
+    fn versions_are_read_from_redis_and_valkey_version_lines() {
+        let redis = "Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=1";
+        assert_eq!(parse_version(redis), Some((7, 0, 15)));
+        let valkey = "Valkey server v=8.0.1 sha=00000000:0 malloc=jemalloc-5.3.0 bits=64 build=2";
+        assert_eq!(parse_version(valkey), Some((8, 0, 1)));
+        assert_eq!(parse_version("Redis server v=5.0 sha=1"), Some((5, 0, 0)));
+        assert_eq!(parse_version("redis-server: command not found"), None);
+    }
 }
