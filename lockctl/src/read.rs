@@ -179,14 +179,7 @@ pub(crate) async fn read(
         .await?;
     let mut waiters = subscribed;
     if nodes.kind() == DeploymentKind::Cluster {
-        let (_, sharded): (String, u64) = nodes
-            .query(
-                node,
-                "PUBSUB SHARDNUMSUB",
-                redis::cmd("PUBSUB").arg("SHARDNUMSUB").arg(stored),
-            )
-            .await?;
-        waiters += sharded;
+        waiters += sharded_subscribers(nodes, node, stored).await?;
     }
     let now_ms = secs * 1000 + micros / 1000;
     let since_ms = lock
@@ -225,6 +218,32 @@ pub(crate) async fn read(
         reserved_ms: until_ms.map(|until| until - now_ms as i64),
         line,
     }))
+}
+
+/// The processes subscribed to the sharded channel of the lock stored at `stored`. A cluster
+/// older than Redis 7 has no sharded pub/sub: waiters there cannot subscribe (they take the lock
+/// when its lease expires), so there are none to count.
+async fn sharded_subscribers(nodes: &Nodes, node: &Node, stored: &str) -> Result<u64, Failure> {
+    let what = "PUBSUB SHARDNUMSUB";
+    let mut conn = node.conn.clone();
+    let mut cmd = redis::cmd("PUBSUB");
+    cmd.arg("SHARDNUMSUB").arg(stored);
+    let request = cmd.query_async::<(String, u64)>(&mut conn);
+    nodes
+        .within(&node.server, what, async {
+            match request.await {
+                Ok((_, count)) => Ok(count),
+                Err(err) if is_unknown_command(&err) => Ok(0),
+                Err(err) => Err(err),
+            }
+        })
+        .await
+}
+
+/// An error saying the server does not know the command or subcommand.
+fn is_unknown_command(err: &redis::RedisError) -> bool {
+    let text = err.to_string();
+    text.contains("Unknown subcommand") || text.contains("unknown command")
 }
 
 /// The fair line of the lock stored at `stored`, in order.

@@ -324,14 +324,27 @@ async fn cluster_list_reads_every_master_and_unlock_wakes_a_waiter() {
         master.addr().to_string(),
         "{shown_json}"
     );
-    assert!(
-        shown_json["locks"][0]["waiters"].as_u64() >= Some(1),
-        "the waiter's subscription is counted: {shown_json}"
-    );
+    // Sharded pub/sub came with Redis 7: before it, a waiter on a cluster cannot subscribe, and
+    // takes the lock when the lease it was told of ends.
+    let sharded_pubsub = lock_tests::server_version() >= (7, 0, 0);
+    let waiters = shown_json["locks"][0]["waiters"].as_u64();
+    if sharded_pubsub {
+        assert!(
+            waiters >= Some(1),
+            "the waiter's subscription is counted: {shown_json}"
+        );
+    } else {
+        assert_eq!(waiters, Some(0), "{shown_json}");
+    }
 
     let unlocked_at = Instant::now();
     let output = lockctl(&url, &["unlock", "shard-0", "--yes"]);
     assert_eq!(output.status.code(), Some(0), "{}", text(&output));
+    if !sharded_pubsub {
+        waiting.abort();
+        assert!(!master.holds_lock(stored), "unlocked\n{}", cluster.log());
+        return;
+    }
     let acquired_at = tokio::time::timeout(Duration::from_secs(10), waiting)
         .await
         .expect("the waiter is done within 10 s")
