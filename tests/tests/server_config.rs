@@ -281,3 +281,39 @@ async fn a_release_after_an_outside_delete_reports_another_owner_or_none() {
     );
     assert!(!err.to_string().contains("no renewal succeeded"), "{err}");
 }
+
+/// A server that refuses scripts (an ACL without `EVALSHA`/`EVAL`, or a managed service that
+/// disables scripting) cannot hold locks: the acquire fails with an error that says so, naming
+/// the key and the server, instead of hanging or reporting the lock busy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_refuses_scripts_fails_the_acquire_saying_so() {
+    let server = RedisServer::start();
+    server.cmd(&[
+        "ACL",
+        "SETUSER",
+        "noscript",
+        "on",
+        ">pw",
+        "~lock:*",
+        "&lock:*",
+        "+@all",
+        "-@scripting",
+    ]);
+    let url = format!("redis://noscript:pw@{}", server.addr());
+    let locks = LockManager::connect(&url)
+        .await
+        .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()));
+    let err = locks
+        .lock("report", LockOptions::new())
+        .await
+        .expect_err("no scripts, no lock");
+    let shown = err.to_string();
+    assert!(!err.is_busy(), "{shown}");
+    assert!(shown.contains("`report`"), "{shown}");
+    assert!(shown.contains(&server.addr().to_string()), "{shown}");
+    assert!(
+        shown.contains("no permissions to run the 'evalsha' command"),
+        "{shown}"
+    );
+    assert!(!shown.contains("pw"), "{shown}");
+}
