@@ -1,0 +1,145 @@
+//! What must hold on every server version the README lists, beyond `behaviour.rs`: the attribute
+//! on a real server, a waiter in another process woken by the release (and on a cluster older
+//! than Redis 7, by the expiry instead, as the README says), and fair mode.
+//!
+//! The suite runs on whatever server the harness starts: `redis-server` from `PATH`, or the binary
+//! named by `LOCK_TESTS_REDIS_SERVER`. scripts/compat.sh runs it, with `behaviour.rs`, on each
+//! server of the compatibility matrix.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockError, LockManager, LockOptions, distributed_lock};
+use lock_tests::{RedisCluster, RedisServer, server_version};
+
+/// Bounds a handover that a release notification makes take milliseconds.
+const NOTIFIED: Duration = Duration::from_secs(1);
+
+async fn connect(url: &str, prefix: &str, log: impl FnOnce() -> String) -> LockManager {
+    match LockManager::builder()
+        .url(url)
+        .key_prefix(prefix)
+        .build()
+        .await
+    {
+        Ok(locks) => locks,
+        Err(err) => panic!("connect: {err}\n{}", log()),
+    }
+}
+
+/// The fencing token the locked body ran under, read through `current()`.
+#[distributed_lock(key = "ledger:<account>", ttl = "5s", wait = "0s", manager = locks)]
+async fn post(locks: &LockManager, account: u32) -> Result<u64, LockError> {
+    let inner = check_balance(locks, account).await?;
+    let current = lock_runtime::current().expect("inside a locked body");
+    assert_eq!(current.fencing_token(), inner, "the nested call re-entered");
+    Ok(inner)
+}
+
+#[distributed_lock(key = "ledger:<account>", ttl = "5s", wait = "0s", manager = locks)]
+async fn check_balance(locks: &LockManager, account: u32) -> Result<u64, LockError> {
+    Ok(lock_runtime::current()
+        .expect("inside a locked body")
+        .fencing_token())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_attribute_renders_its_key_reenters_and_fences_on_this_server() {
+    let server = RedisServer::start();
+    let locks = connect(&server.url(), "attr:", || server.log()).await;
+    let first = post(&locks, 7)
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    let second = post(&locks, 7)
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    assert!(second > first, "tokens rise: {first} then {second}");
+
+    // Held elsewhere: the attribute's zero wait answers busy, naming the rendered key.
+    let other = connect(&server.url(), "attr:", || server.log()).await;
+    let guard = other
+        .lock("ledger:7", LockOptions::new())
+        .await
+        .expect("free");
+    let busy = post(&locks, 7).await.expect_err("held by the other");
+    assert!(busy.is_busy(), "{busy}");
+    assert!(busy.to_string().contains("ledger:7"), "{busy}");
+    guard.release().await.expect("release");
+    let third = post(&locks, 7).await.expect("free again");
+    assert!(third > second, "{third} after {second}");
+}
+
+/// `holder` takes `key` with a 4 s lease, a waiter of `waiter` (another manager: another process
+/// as far as the lock can tell) waits for it, and `holder` releases after 300 ms. Returns how long
+/// after the release the waiter got the lock.
+async fn handover_between_managers(
+    holder: &LockManager,
+    waiter: &LockManager,
+    key: &str,
+) -> Duration {
+    let ttl = Duration::from_secs(4);
+    let guard = holder
+        .lock(key, LockOptions::new().ttl(ttl).watchdog(false))
+        .await
+        .expect("free");
+    let waiter = waiter.clone();
+    let key = key.to_owned();
+    let task = tokio::spawn(async move {
+        let guard = waiter
+            .lock(key, LockOptions::new().wait(Duration::from_secs(20)))
+            .await?;
+        let entered = Instant::now();
+        guard.release().await?;
+        Ok::<_, LockError>(entered)
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let released = Instant::now();
+    guard.release().await.expect("release");
+    let entered = task
+        .await
+        .expect("waiter task")
+        .expect("waiter gets the lock");
+    entered.duration_since(released)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_in_another_process_is_woken_by_the_release() {
+    let server = RedisServer::start();
+    let a = connect(&server.url(), "wake:", || server.log()).await;
+    let b = connect(&server.url(), "wake:", || server.log()).await;
+    let handover = handover_between_managers(&a, &b, "wake").await;
+    assert!(handover < NOTIFIED, "{handover:?}\n{}", server.log());
+}
+
+/// Redis Cluster announces releases with sharded pub/sub, which came with Redis 7.0. On older
+/// clusters a waiter in another process is not told and takes the lock when the lease expires,
+/// as the README says; it still gets it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_the_release_wakes_a_waiter_in_another_process_from_redis_7() {
+    let cluster = Arc::new(
+        tokio::task::spawn_blocking(|| RedisCluster::start(3, 0))
+            .await
+            .expect("cluster"),
+    );
+    let a = connect(&cluster.url(), "cwake:", || cluster.log()).await;
+    let b = connect(&cluster.url(), "cwake:", || cluster.log()).await;
+    let handover = handover_between_managers(&a, &b, "wake").await;
+    if server_version() >= (7, 0, 0) {
+        assert!(handover < NOTIFIED, "{handover:?}\n{}", cluster.log());
+    } else {
+        // The lease had 3.7 s left at the release.
+        assert!(
+            handover > Duration::from_secs(2) && handover < Duration::from_secs(6),
+            "{handover:?}\n{}",
+            cluster.log()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fair_waiters_are_served_in_the_order_they_came() {
+    let server = RedisServer::start();
+    let a = connect(&server.url(), "fair:", || server.log()).await;
+    let b = connect(&server.url(), "fair:", || server.log()).await;
+    lock_tests::fair::served_in_the_order_they_came(&a, &b, "line").await;
+}
