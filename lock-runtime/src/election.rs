@@ -170,7 +170,10 @@ impl LockManager {
 ///
 /// Dropping it steps down: the campaign stops, and a term in progress ends with the release of
 /// its lock (in the background). [`step_down`](Leadership::step_down) does the same and waits
-/// for the server to confirm the release.
+/// for the server to confirm the release. The campaign runs on the manager's pinned runtime, or
+/// else on the one `elect` was called on; if that runtime shuts down first, the campaign ends
+/// with it and a term in progress expires with its lease: step down, or shut the manager down,
+/// before the runtime ends.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
