@@ -458,3 +458,31 @@ fn a_campaign_outside_a_runtime_is_refused_with_a_reason() {
         .expect_err("refused");
     assert!(err.to_string().contains("outside a tokio runtime"), "{err}");
 }
+
+/// Unpinned, the campaign runs on the runtime `elect` was called on and ends with it; the
+/// handle then says so instead of waiting forever.
+#[test]
+fn a_campaign_ends_with_the_runtime_it_ran_on() {
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    };
+    let locks = LockManager::memory();
+    let first = runtime();
+    let leadership = first.block_on(async {
+        let leadership = locks
+            .elect("short-lived", ElectionOptions::new())
+            .expect("campaign starts");
+        elected_within(&leadership, Duration::from_secs(1), "").await;
+        leadership
+    });
+    drop(first);
+    assert!(!leadership.is_leader());
+    let err = runtime()
+        .block_on(leadership.elected())
+        .expect_err("the campaign is gone");
+    assert!(matches!(err, LockError::Backend { .. }), "{err}");
+    assert!(err.to_string().contains("runtime"), "{err}");
+}
