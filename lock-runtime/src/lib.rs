@@ -51,6 +51,13 @@
 //! that was just taken. Where correctness matters, make the protected resource check the
 //! [fencing token](LockGuard::fencing_token) and refuse smaller ones.
 //!
+//! # Leader election
+//!
+//! [`LockManager::elect`] campaigns for a name among processes and keeps campaigning: the
+//! [`Leadership`] it returns says whether this process leads, resolves when it is elected and
+//! when its term ends, and gives each term's fencing token. A term is a holding of the lock of
+//! that name, with everything above, and nothing more.
+//!
 //! # Seen from outside
 //!
 //! A lock is one string key that `GET` shows (holder host, pid, app, fencing token). The
@@ -64,6 +71,7 @@ mod background;
 mod backoff;
 mod client;
 mod current;
+mod election;
 mod error;
 mod guard;
 pub mod inspect;
@@ -88,6 +96,7 @@ pub use backend::replicas::ReplicaShortage;
 pub use __private::{FromLockError, KeyPart, LockedReturn};
 
 pub use current::{CurrentLock, current};
+pub use election::{ElectionOptions, Leadership};
 pub use error::{BoxError, LockError, LostReason};
 pub use guard::LockGuard;
 /// Supported forms at a glance: `async fn`s and methods with any receiver, `#[async_trait]`

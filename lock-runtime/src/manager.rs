@@ -269,6 +269,11 @@ impl LockManager {
         self.inner.is_closed()
     }
 
+    /// Where this manager's background tasks run: an election's campaign runs there too.
+    pub(crate) fn background(&self) -> &Background {
+        &self.inner.background
+    }
+
     /// Acquires the lock `key`, waiting up to `options.wait` for it.
     ///
     /// Inside a locked section of the same task that already holds `key` on this manager, this

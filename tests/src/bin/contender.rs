@@ -6,11 +6,14 @@
 //!
 //! `contender hold <url> <key> <ttl ms>`: takes the lock, prints `held <token>` and sleeps until
 //! killed.
+//!
+//! `contender lead <url> <name> <ttl ms>`: campaigns for the leadership `name`, prints
+//! `leader <token>` once elected and sleeps until killed.
 
 use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lock_runtime::{LockError, LockManager, LockOptions};
+use lock_runtime::{ElectionOptions, LockError, LockManager, LockOptions};
 
 fn now_ns() -> u128 {
     SystemTime::now()
@@ -73,6 +76,14 @@ async fn main() -> Result<(), LockError> {
                 .lock(key, LockOptions::new().ttl(Duration::from_millis(ttl)))
                 .await?;
             println!("held {}", guard.fencing_token());
+            std::io::stdout().flush().expect("flush stdout");
+            std::future::pending::<()>().await;
+        }
+        "lead" => {
+            let ttl: u64 = arg(&args, 4).parse().expect("ttl in ms");
+            let leadership =
+                locks.elect(key, ElectionOptions::new().ttl(Duration::from_millis(ttl)))?;
+            println!("leader {}", leadership.elected().await?);
             std::io::stdout().flush().expect("flush stdout");
             std::future::pending::<()>().await;
         }
