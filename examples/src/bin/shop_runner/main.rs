@@ -1,0 +1,329 @@
+//! The shop runner: starts several instances of `shop_service` against one Redis and one SQLite
+//! file, fires concurrent orders at all of them, optionally SIGKILLs one midway through the sale,
+//! and then checks in the database that no invariant broke: orders never exceed the stock, the
+//! stock never goes negative, stock + orders == the initial stock, at most one order per user,
+//! and every accepted stock write carried a higher fencing token than the one before.
+//!
+//! ```sh
+//! cargo build --release -p lock-examples --bins
+//! target/release/shop_runner                 # its own redis-server on a free loopback port
+//! target/release/shop_runner --kill-one      # one instance SIGKILLed midway
+//! REDIS_URL=redis://127.0.0.1:7000 target/release/shop_runner
+//! ```
+//!
+//! It prints throughput, latency percentiles, outcomes, orders, refused stale writes and what
+//! each instance served, then a `summary:` line of `name=value` pairs for scripts. Exit codes:
+//! 0 every invariant held, 1 an invariant broke (the database is kept for a look), 2 the run
+//! could not be made (no redis-server, the service binary missing, ...).
+
+mod instances;
+mod load;
+
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use clap::Parser;
+use lock_examples::shop::wire::Outcome;
+use lock_examples::shop::{Audit, Database, SKU};
+use lock_tests::RedisServer;
+use tokio::sync::oneshot;
+
+use crate::instances::Instance;
+use crate::load::{Plan, Results};
+
+/// Runs the shop service on several instances under load and checks its database afterwards.
+#[derive(Debug, Parser)]
+#[command(about)]
+struct Args {
+    /// How many instances of shop_service to start.
+    #[arg(long, default_value_t = 3)]
+    instances: usize,
+    /// How many users order.
+    #[arg(long, default_value_t = 5000)]
+    users: u64,
+    /// How many order requests each user sends (at once, to different instances).
+    #[arg(long, default_value_t = 2)]
+    requests_per_user: u64,
+    /// The items on sale.
+    #[arg(long, default_value_t = 1000)]
+    stock: u64,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+    /// SIGKILL the last instance once half the stock is sold.
+    #[arg(long)]
+    kill_one: bool,
+    /// The SQLite file (recreated); default: a fresh one in the temp dir, removed afterwards
+    /// unless an invariant broke.
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// The shop_service binary; default: the one next to this binary.
+    #[arg(long)]
+    service_bin: Option<PathBuf>,
+}
+
+/// Why a run could not be made (exit code 2), as one message.
+type Setup<T> = Result<T, String>;
+
+/// The Redis the instances share: `REDIS_URL`, or a server of our own.
+struct Redis {
+    url: String,
+    /// Killed on drop; `None` for `REDIS_URL`.
+    _own: Option<RedisServer>,
+}
+
+impl Redis {
+    fn from_env() -> Setup<Redis> {
+        if let Ok(url) = std::env::var("REDIS_URL") {
+            return Ok(Redis { url, _own: None });
+        }
+        let installed = Command::new("redis-server").arg("--version").output();
+        if !installed.is_ok_and(|out| out.status.success()) {
+            return Err(
+                "redis-server not found: install it (apt-get install redis-server) or \
+                        point REDIS_URL at a server"
+                    .to_owned(),
+            );
+        }
+        // On a free loopback port, never 6379, without persistence.
+        let server = RedisServer::start();
+        Ok(Redis {
+            url: server.url(),
+            _own: Some(server),
+        })
+    }
+}
+
+/// Where the database lives, and whether it is ours to remove.
+struct DbFile {
+    path: PathBuf,
+    /// The temp dir made for it.
+    dir: Option<PathBuf>,
+}
+
+impl DbFile {
+    fn choose(given: Option<PathBuf>) -> Setup<DbFile> {
+        if let Some(path) = given {
+            return Ok(DbFile { path, dir: None });
+        }
+        let dir = std::env::temp_dir().join(format!("shop-runner-{}", std::process::id()));
+        std::fs::create_dir_all(&dir)
+            .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+        Ok(DbFile {
+            path: dir.join("shop.sqlite"),
+            dir: Some(dir),
+        })
+    }
+
+    fn remove(&self) {
+        if let Some(dir) = &self.dir {
+            // Best effort: a leftover file in the temp dir harms nobody.
+            let _ = std::fs::remove_dir_all(dir);
+        }
+    }
+}
+
+fn service_bin(given: Option<PathBuf>) -> Setup<PathBuf> {
+    let bin = match given {
+        Some(bin) => bin,
+        None => std::env::current_exe()
+            .map_err(|err| format!("cannot find this binary's directory: {err}"))?
+            .with_file_name(format!("shop_service{}", std::env::consts::EXE_SUFFIX)),
+    };
+    if !bin.is_file() {
+        return Err(format!(
+            "{} not found: build it with `cargo build -p lock-examples --bins` (add --release \
+             as for this binary), or name it with --service-bin",
+            bin.display()
+        ));
+    }
+    Ok(bin)
+}
+
+async fn run(args: Args) -> Setup<bool> {
+    if args.instances == 0 || args.users == 0 || args.requests_per_user == 0 {
+        return Err("--instances, --users and --requests-per-user must be at least 1".to_owned());
+    }
+    let bin = service_bin(args.service_bin.clone())?;
+    let redis = Redis::from_env()?;
+    let db_file = DbFile::choose(args.db.clone())?;
+    let db = Database::create(&db_file.path, SKU, args.stock)
+        .await
+        .map_err(|err| format!("{}: {err}", db_file.path.display()))?;
+
+    let client = load::client();
+    let mut instances = Vec::with_capacity(args.instances);
+    for i in 1..=args.instances {
+        let name = format!("shop-{i}");
+        instances.push(Instance::start(&bin, &name, &db_file.path, &redis.url, &client).await?);
+    }
+    let plan = Plan {
+        users: args.users,
+        requests_per_user: args.requests_per_user,
+        concurrency: args.concurrency,
+        midway_after_placed: (args.stock / 2).max(1),
+    };
+    println!(
+        "{} instances ({}), locks on {}, database {}",
+        instances.len(),
+        instances
+            .iter()
+            .map(|instance| format!("{} on {}", instance.name, instance.addr))
+            .collect::<Vec<_>>()
+            .join(", "),
+        lock_runtime::inspect::redact_url(&redis.url),
+        db_file.path.display()
+    );
+    println!(
+        "{} x {SKU} on sale; {} users send {} orders each, {} in all, {} at a time{}",
+        args.stock,
+        plan.users,
+        plan.requests_per_user,
+        plan.requests(),
+        plan.concurrency,
+        if args.kill_one {
+            format!(
+                "; the last instance is SIGKILLed once {} are sold",
+                plan.midway_after_placed
+            )
+        } else {
+            String::new()
+        }
+    );
+
+    let targets = instances
+        .iter()
+        .map(|instance| (instance.name.clone(), instance.addr))
+        .collect();
+    let (midway, at_midway) = oneshot::channel();
+    let victim = if args.kill_one {
+        instances.last_mut()
+    } else {
+        None
+    };
+    let killer = async move {
+        let victim = victim?;
+        // The load ends without telling when it never sells half the stock.
+        at_midway.await.ok()?;
+        Some(victim.kill().await.map(|()| victim.name.clone()))
+    };
+    let (results, killed) = tokio::join!(load::run(client, targets, plan, Some(midway)), killer);
+    let killed = killed.transpose()?;
+    drop(instances); // kills the others
+
+    let audit = db
+        .audit(SKU)
+        .await
+        .map_err(|err| format!("{}: {err}", db_file.path.display()))?;
+    report(&plan, &results, &audit, killed.as_deref());
+    let broken = audit.broken();
+    for invariant in &broken {
+        eprintln!("INVARIANT BROKEN: {invariant}");
+    }
+    if broken.is_empty() {
+        db_file.remove();
+    } else {
+        eprintln!("the database is kept at {}", db_file.path.display());
+    }
+    Ok(broken.is_empty())
+}
+
+fn ms(duration: Duration) -> String {
+    format!("{:.1} ms", duration.as_secs_f64() * 1e3)
+}
+
+fn report(plan: &Plan, results: &Results, audit: &Audit, killed: Option<&str>) {
+    let answered = results.latencies.len() as u64;
+    let seconds = results.elapsed.as_secs_f64();
+    println!(
+        "requests: {answered} answered, {} unanswered, {} attempts moved to another instance",
+        results.unanswered, results.retries
+    );
+    println!(
+        "throughput: {:.0} requests/s ({answered} in {seconds:.2} s)",
+        answered as f64 / seconds.max(1e-9)
+    );
+    println!(
+        "latency: p50 {}, p95 {}, p99 {}, max {}",
+        ms(results.percentile(0.50)),
+        ms(results.percentile(0.95)),
+        ms(results.percentile(0.99)),
+        ms(results.percentile(1.0))
+    );
+    let outcomes: Vec<String> = Outcome::ALL
+        .iter()
+        .map(|&outcome| format!("{} {}", outcome.name(), results.count(outcome)))
+        .collect();
+    println!("answers: {}", outcomes.join(", "));
+    for (name, served) in &results.served {
+        let stored = audit
+            .orders_per_instance
+            .iter()
+            .find(|(instance, _)| instance == name)
+            .map_or(0, |&(_, orders)| orders);
+        let fate = if killed == Some(name.as_str()) {
+            " (SIGKILLed)"
+        } else {
+            ""
+        };
+        println!(
+            "  {name}{fate}: answered {}, placed {}, orders in the database {stored}",
+            served.answered, served.placed
+        );
+    }
+    for error in &results.errors {
+        println!("  e.g. {error}");
+    }
+    println!(
+        "database: stock {} -> {} left, {} orders from {} users, {} users with more than one, \
+         {} refused stale writes",
+        audit.initial,
+        audit.stock_left,
+        audit.orders,
+        audit.users_with_orders,
+        audit.users_with_several,
+        audit.refused_writes
+    );
+    let ok = audit.broken().is_empty();
+    println!(
+        "invariants: {}",
+        if ok {
+            "hold (orders <= stock, stock >= 0, stock + orders == initial, one order per user, \
+             stock tokens rising)"
+        } else {
+            "BROKEN"
+        }
+    );
+    let mut summary = vec![
+        format!("requests={}", plan.requests()),
+        format!("answered={answered}"),
+        format!("unanswered={}", results.unanswered),
+    ];
+    summary.extend(
+        Outcome::ALL
+            .iter()
+            .map(|&outcome| format!("{}={}", outcome.name(), results.count(outcome))),
+    );
+    summary.extend([
+        format!("orders={}", audit.orders),
+        format!("stock_left={}", audit.stock_left),
+        format!("refused_writes={}", audit.refused_writes),
+        format!("killed={}", killed.unwrap_or("none")),
+        format!("invariants={}", if ok { "ok" } else { "broken" }),
+    ]);
+    println!("summary: {}", summary.join(" "));
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    lock_examples::init_logging();
+    match run(Args::parse()).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(err) => {
+            eprintln!("shop_runner: {err}");
+            ExitCode::from(2)
+        }
+    }
+}
