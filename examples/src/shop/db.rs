@@ -2,16 +2,26 @@
 //! readers never block the one writer, and a busy timeout, so writers of several processes queue
 //! instead of failing).
 //!
-//! Every write carries the fencing token of the lock that protects its row, and is refused when
-//! the row has already seen that token or a higher one:
+//! The database does not check the shop's rules itself; the locks make them hold. The service
+//! reads under a lock ("has this user ordered?", "how many are left?") and writes what it
+//! decided, the new stock as a value, not as `quantity - 1`: without the locks two buyers would
+//! both read 10 and both write 9.
+//!
+//! A lock can be lost without its holder knowing in time (a process stalled past its lease), so
+//! each row protected by a lock keeps the highest fencing token it has seen, and a holder first
+//! *claims* the row with its token, before it reads:
 //!
 //! ```sql
-//! UPDATE stock SET quantity = quantity - 1, last_token = ?1 WHERE sku = ?2 AND last_token < ?1
+//! UPDATE stock SET last_token = ?1 WHERE sku = ?2 AND last_token < ?1            -- claim
+//! UPDATE stock SET quantity = ?1, last_token = ?2 WHERE sku = ?3 AND last_token <= ?2  -- write
 //! ```
 //!
-//! An answer of 0 rows is a refused stale write: another instance took the lock over (this one's
-//! lease had run out) and wrote first. Refusals are recorded in a table of their own, so the
-//! runner can count them even when the instance that was refused is gone.
+//! An answer of 0 rows is a refused stale write: a newer holder has claimed the row, so what this
+//! one read may be out of date. Fencing the write alone would not do: a stale holder writing
+//! between a newer holder's read and its write would be accepted (its token is above the row's
+//! last *written* one), and the newer holder would then write over it what it decided from its
+//! earlier read. Refusals are recorded in a table of their own, so the runner can count them
+//! even when the instance that was refused is gone.
 //!
 //! `orders` has no unique constraint on the user on purpose: at most one order per user is what
 //! the locks and fences must achieve, and [`Audit`] checks it afterwards.
@@ -20,8 +30,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use lock_runtime::LockError;
+use sqlx::sqlite::SqliteSynchronous;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
-use sqlx::sqlite::{SqliteConnection, SqliteSynchronous};
 
 /// How long a writer waits for another process's write transaction before giving up. Longer
 /// than a lock's lease, so a writer killed mid-transaction (its file lock goes with it) or a
@@ -88,7 +98,7 @@ fn integer(what: &'static str, value: u64) -> Result<i64, ShopError> {
     i64::try_from(value).map_err(|_| ShopError::OutOfRange { what, value })
 }
 
-/// Which fenced row refused a write.
+/// Which kind of row refused a write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Fence {
     /// The user's row, fenced by the `order:<user_id>` lock.
@@ -102,6 +112,24 @@ impl Fence {
         match self {
             Fence::User => "user",
             Fence::Stock => "stock",
+        }
+    }
+}
+
+/// A row protected by a lock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Row<'a> {
+    /// The user's, under `order:<user_id>`.
+    User(u64),
+    /// The item's stock, under `stock:<sku>`.
+    Stock(&'a str),
+}
+
+impl Row<'_> {
+    fn fence(self) -> Fence {
+        match self {
+            Row::User(_) => Fence::User,
+            Row::Stock(_) => Fence::Stock,
         }
     }
 }
@@ -121,7 +149,8 @@ pub struct Order<'a> {
     pub instance: &'a str,
 }
 
-/// What [`Database::purchase`] did.
+/// What became of a purchase: [`Database::purchase`] answers `Placed` or `Stale`, the service's
+/// checks before it `Duplicate` or `SoldOut`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Purchase {
     /// The order is recorded and the stock decremented, in one transaction.
@@ -207,55 +236,73 @@ impl Database {
             .map_err(failed("read the stock"))
     }
 
-    /// Records `order` and takes one item from stock, in one transaction, each row written only
-    /// if its fencing token is above every token the row has seen.
+    /// Claims the row `row` for `token`: from now on the row refuses writes decided under an
+    /// older token. Returns `false` when the row has already seen `token` or a newer one (this
+    /// holder's lock was taken over); the refusal is then recorded.
+    pub async fn claim(&self, row: Row<'_>, token: u64, instance: &str) -> Result<bool, ShopError> {
+        let token = integer("fencing token", token)?;
+        let claimed = match row {
+            Row::User(user_id) => sqlx::query(
+                "INSERT INTO users (user_id, last_token) VALUES (?1, ?2) \
+                 ON CONFLICT (user_id) DO UPDATE SET last_token = excluded.last_token \
+                 WHERE users.last_token < excluded.last_token",
+            )
+            .bind(integer("user id", user_id)?),
+            Row::Stock(sku) => {
+                sqlx::query("UPDATE stock SET last_token = ?2 WHERE sku = ?1 AND last_token < ?2")
+                    .bind(sku)
+            }
+        }
+        .bind(token)
+        .execute(&self.pool)
+        .await
+        .map_err(failed("claim a row"))?;
+        if claimed.rows_affected() == 0 {
+            self.refused(row.fence(), token, instance).await?;
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// Records `order` and sets the stock of its item to `stock_after`, in one transaction (so a
+    /// process killed halfway leaves neither), each row written only if its fencing token is
+    /// above every token the row has seen.
     ///
-    /// The check for an earlier order and for stock are in the same transaction as the writes:
-    /// a stale holder that checked before its lease ran out cannot act on what it saw then.
-    pub async fn purchase(&self, order: &Order<'_>) -> Result<Purchase, ShopError> {
+    /// The caller [claimed](Self::claim) both rows with its tokens, then decided under its locks
+    /// that the user has no order and that the stock read was `stock_after + 1`; the fences
+    /// refuse the writes when a newer holder of either lock has claimed its row since.
+    pub async fn purchase(
+        &self,
+        order: &Order<'_>,
+        stock_after: i64,
+    ) -> Result<Purchase, ShopError> {
         let user_id = integer("user id", order.user_id)?;
         let user_token = integer("fencing token", order.user_token)?;
         let stock_token = integer("fencing token", order.stock_token)?;
-        // IMMEDIATE takes the write lock first: a deferred transaction that reads and then
-        // writes fails at once (SQLITE_BUSY) when another process wrote in between.
+        // Writes only: take the write lock at once, queueing behind other processes' writers.
         let mut tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(failed("purchase: begin"))?;
 
-        let user_written = sqlx::query(
-            "INSERT INTO users (user_id, last_token) VALUES (?1, ?2) \
-             ON CONFLICT (user_id) DO UPDATE SET last_token = excluded.last_token \
-             WHERE users.last_token < excluded.last_token",
-        )
-        .bind(user_id)
-        .bind(user_token)
-        .execute(&mut *tx)
-        .await
-        .map_err(failed("purchase: fence the user row"))?;
+        let user_written =
+            sqlx::query("UPDATE users SET last_token = ?2 WHERE user_id = ?1 AND last_token <= ?2")
+                .bind(user_id)
+                .bind(user_token)
+                .execute(&mut *tx)
+                .await
+                .map_err(failed("purchase: fence the user row"))?;
         if user_written.rows_affected() == 0 {
             tx.rollback().await.map_err(failed("purchase: roll back"))?;
-            return self.refused(Fence::User, user_token, order.instance).await;
+            self.refused(Fence::User, user_token, order.instance)
+                .await?;
+            return Ok(Purchase::Stale(Fence::User));
         }
-        if has_order(&mut tx, user_id).await? {
-            tx.rollback().await.map_err(failed("purchase: roll back"))?;
-            return Ok(Purchase::Duplicate);
-        }
-        let left: i64 = sqlx::query_scalar("SELECT quantity FROM stock WHERE sku = ?1")
-            .bind(order.sku)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(failed("purchase: read the stock"))?;
-        if left <= 0 {
-            tx.rollback().await.map_err(failed("purchase: roll back"))?;
-            return Ok(Purchase::SoldOut);
-        }
-
         let stock_written = sqlx::query(
-            "UPDATE stock SET quantity = quantity - 1, last_token = ?1 \
-             WHERE sku = ?2 AND last_token < ?1",
+            "UPDATE stock SET quantity = ?1, last_token = ?2 WHERE sku = ?3 AND last_token <= ?2",
         )
+        .bind(stock_after)
         .bind(stock_token)
         .bind(order.sku)
         .execute(&mut *tx)
@@ -263,9 +310,9 @@ impl Database {
         .map_err(failed("purchase: fence the stock row"))?;
         if stock_written.rows_affected() == 0 {
             tx.rollback().await.map_err(failed("purchase: roll back"))?;
-            return self
-                .refused(Fence::Stock, stock_token, order.instance)
-                .await;
+            self.refused(Fence::Stock, stock_token, order.instance)
+                .await?;
+            return Ok(Purchase::Stale(Fence::Stock));
         }
         sqlx::query(
             "INSERT INTO orders (user_id, sku, user_token, stock_token, instance) \
@@ -283,12 +330,7 @@ impl Database {
         Ok(Purchase::Placed)
     }
 
-    async fn refused(
-        &self,
-        fence: Fence,
-        token: i64,
-        instance: &str,
-    ) -> Result<Purchase, ShopError> {
+    async fn refused(&self, fence: Fence, token: i64, instance: &str) -> Result<(), ShopError> {
         sqlx::query("INSERT INTO refusals (fence, token, instance) VALUES (?1, ?2, ?3)")
             .bind(fence.name())
             .bind(token)
@@ -296,7 +338,7 @@ impl Database {
             .execute(&self.pool)
             .await
             .map_err(failed("record a refused write"))?;
-        Ok(Purchase::Stale(fence))
+        Ok(())
     }
 
     /// Reads what the invariants are checked on.
@@ -340,15 +382,6 @@ impl Database {
             orders_per_instance: per_instance,
         })
     }
-}
-
-async fn has_order(conn: &mut SqliteConnection, user_id: i64) -> Result<bool, ShopError> {
-    let found = sqlx::query_scalar::<_, i64>("SELECT 1 FROM orders WHERE user_id = ?1 LIMIT 1")
-        .bind(user_id)
-        .fetch_optional(conn)
-        .await
-        .map_err(failed("purchase: read the user's order"))?;
-    Ok(found.is_some())
 }
 
 /// The database's state after a run, and the invariants it must keep.
@@ -490,66 +523,86 @@ mod tests {
         }
     }
 
+    /// Claims both rows of `order`, as the service does under its locks, then buys.
+    async fn buy(db: &Database, order: &Order<'_>, stock_after: i64) -> Purchase {
+        assert!(
+            db.claim(Row::User(order.user_id), order.user_token, "t")
+                .await
+                .expect("claim")
+        );
+        assert!(
+            db.claim(Row::Stock(order.sku), order.stock_token, "t")
+                .await
+                .expect("claim")
+        );
+        db.purchase(order, stock_after).await.expect("buy")
+    }
+
     #[tokio::test]
-    async fn a_purchase_takes_one_item_and_records_one_order() {
+    async fn a_purchase_records_one_order_and_the_new_stock() {
         let file = Scratch::new("placed");
         let db = Database::create(&file.0, "sku", 2).await.expect("create");
-        assert_eq!(
-            db.purchase(&order(1, 10, 10)).await.expect("buy"),
-            Purchase::Placed
-        );
-        assert_eq!(
-            db.purchase(&order(1, 11, 11)).await.expect("buy"),
-            Purchase::Duplicate
-        );
+        assert!(!db.has_order(1).await.expect("read"));
+        assert_eq!(buy(&db, &order(1, 10, 10), 1).await, Purchase::Placed);
+        assert!(db.has_order(1).await.expect("read"));
         let audit = db.audit("sku").await.expect("audit");
         assert_eq!((audit.orders, audit.stock_left), (1, 1));
         assert!(audit.broken().is_empty(), "{:?}", audit.broken());
     }
 
     #[tokio::test]
-    async fn a_write_with_a_stock_token_already_seen_is_refused() {
+    async fn a_claim_with_a_token_already_seen_is_refused() {
+        let file = Scratch::new("claim");
+        let db = Database::create(&file.0, "sku", 5).await.expect("create");
+        assert!(db.claim(Row::Stock("sku"), 20, "t").await.expect("claim"));
+        assert!(!db.claim(Row::Stock("sku"), 20, "t").await.expect("claim"));
+        assert!(!db.claim(Row::Stock("sku"), 19, "t").await.expect("claim"));
+        assert!(db.claim(Row::User(1), 3, "t").await.expect("claim"));
+        assert!(!db.claim(Row::User(1), 2, "t").await.expect("claim"));
+        assert_eq!(db.audit("sku").await.expect("audit").refused_writes, 3);
+    }
+
+    #[tokio::test]
+    async fn a_write_between_a_newer_claim_and_its_write_is_refused() {
         let file = Scratch::new("stale-stock");
         let db = Database::create(&file.0, "sku", 5).await.expect("create");
-        assert_eq!(
-            db.purchase(&order(1, 1, 20)).await.expect("buy"),
-            Purchase::Placed
-        );
-        let late = db.purchase(&order(2, 1, 19)).await.expect("buy");
+        // Token 19 claimed and read 5, then stalled; token 20 claimed and read 5 too.
+        assert!(db.claim(Row::User(1), 1, "t").await.expect("claim"));
+        assert!(db.claim(Row::Stock("sku"), 19, "t").await.expect("claim"));
+        assert!(db.claim(Row::User(2), 1, "t").await.expect("claim"));
+        assert!(db.claim(Row::Stock("sku"), 20, "t").await.expect("claim"));
+        // 19 wakes up and writes first: refused, though 20 has not written yet.
+        let late = db.purchase(&order(1, 1, 19), 4).await.expect("buy");
         assert_eq!(late, Purchase::Stale(Fence::Stock));
+        let placed = db.purchase(&order(2, 1, 20), 4).await.expect("buy");
+        assert_eq!(placed, Purchase::Placed);
         let audit = db.audit("sku").await.expect("audit");
-        assert_eq!(
-            (audit.orders, audit.stock_left),
-            (1, 4),
-            "nothing of it written"
-        );
+        assert_eq!((audit.orders, audit.stock_left), (1, 4));
+        assert!(audit.broken().is_empty(), "{:?}", audit.broken());
         assert_eq!(audit.refused_writes, 1);
     }
 
     #[tokio::test]
-    async fn a_write_with_a_user_token_already_seen_is_refused() {
+    async fn an_order_decided_under_an_older_user_token_is_refused() {
         let file = Scratch::new("stale-user");
         let db = Database::create(&file.0, "sku", 5).await.expect("create");
-        assert_eq!(
-            db.purchase(&order(1, 7, 1)).await.expect("buy"),
-            Purchase::Placed
-        );
-        let late = db.purchase(&order(1, 7, 2)).await.expect("buy");
+        // The user's request under token 6 checked "no order yet", then stalled; 7 bought.
+        assert!(db.claim(Row::User(1), 6, "t").await.expect("claim"));
+        assert_eq!(buy(&db, &order(1, 7, 1), 4).await, Purchase::Placed);
+        assert!(db.claim(Row::Stock("sku"), 2, "t").await.expect("claim"));
+        let late = db.purchase(&order(1, 6, 2), 3).await.expect("buy");
         assert_eq!(late, Purchase::Stale(Fence::User));
+        let audit = db.audit("sku").await.expect("audit");
+        assert_eq!(audit.users_with_several, 0);
+        assert_eq!(audit.stock_left, 4, "the stock row is untouched");
     }
 
     #[tokio::test]
-    async fn nothing_is_sold_after_the_last_item() {
-        let file = Scratch::new("sold-out");
+    async fn the_stock_is_read_as_written() {
+        let file = Scratch::new("stock");
         let db = Database::create(&file.0, "sku", 1).await.expect("create");
-        assert_eq!(
-            db.purchase(&order(1, 1, 1)).await.expect("buy"),
-            Purchase::Placed
-        );
-        assert_eq!(
-            db.purchase(&order(2, 1, 2)).await.expect("buy"),
-            Purchase::SoldOut
-        );
+        assert_eq!(db.stock_left("sku").await.expect("read"), 1);
+        assert_eq!(buy(&db, &order(1, 1, 1), 0).await, Purchase::Placed);
         assert_eq!(db.stock_left("sku").await.expect("read"), 0);
     }
 }

@@ -26,17 +26,21 @@ pub enum Outcome {
     StaleRefused,
     /// A lock stayed busy for the whole wait.
     Busy,
+    /// A lock's lease was lost while the request held it (the instance stalled past its
+    /// lease): the request was stopped before it wrote.
+    LeaseLost,
     /// The lock server or the database failed.
     Failed,
 }
 
 impl Outcome {
     /// Every outcome, in the order reports list them.
-    pub const ALL: [Outcome; 6] = [
+    pub const ALL: [Outcome; 7] = [
         Outcome::Placed,
         Outcome::Duplicate,
         Outcome::SoldOut,
         Outcome::StaleRefused,
+        Outcome::LeaseLost,
         Outcome::Busy,
         Outcome::Failed,
     ];
@@ -47,7 +51,7 @@ impl Outcome {
             Outcome::Placed => 201,
             Outcome::Duplicate => 200,
             Outcome::SoldOut | Outcome::StaleRefused => 409,
-            Outcome::Busy => 503,
+            Outcome::Busy | Outcome::LeaseLost => 503,
             Outcome::Failed => 500,
         }
     }
@@ -59,6 +63,7 @@ impl Outcome {
             Outcome::Duplicate => "duplicate",
             Outcome::SoldOut => "sold_out",
             Outcome::StaleRefused => "stale_refused",
+            Outcome::LeaseLost => "lease_lost",
             Outcome::Busy => "busy",
             Outcome::Failed => "failed",
         }
@@ -72,7 +77,7 @@ pub struct OrderAnswer {
     pub outcome: Outcome,
     /// The instance that answered (its `--name`).
     pub instance: String,
-    /// Why it failed, for [`Outcome::Busy`] and [`Outcome::Failed`].
+    /// Why it failed, for [`Outcome::LeaseLost`], [`Outcome::Busy`] and [`Outcome::Failed`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use lock_examples::shop::OnLeaseLost;
 use tokio::process::{Child, Command};
 
 use crate::load::Client;
@@ -28,6 +29,7 @@ impl Instance {
         name: &str,
         db: &Path,
         redis_url: &str,
+        on_lease_lost: OnLeaseLost,
         client: &Client,
     ) -> Result<Instance, String> {
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, lock_tests::free_port()));
@@ -38,6 +40,7 @@ impl Instance {
             .arg(db)
             .arg("--name")
             .arg(name)
+            .args(["--on-lease-lost", on_lease_lost.as_arg()])
             .env("REDIS_URL", redis_url)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -72,6 +75,11 @@ impl Instance {
         }
     }
 
+    /// The process id, for signals; `None` once it was reaped.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
     /// SIGKILL: no shutdown, no lock released, a transaction in flight left unfinished.
     pub(crate) async fn kill(&mut self) -> Result<(), String> {
         self.child
@@ -82,5 +90,28 @@ impl Instance {
             .await
             .map_err(|err| format!("cannot reap {}: {err}", self.name))?;
         Ok(())
+    }
+}
+
+/// Stops process `pid` with SIGSTOP for `pause`, then continues it: its connections stay open,
+/// nothing it does happens meanwhile (its lease renewals included), and it carries on where it
+/// stood, as after a long GC pause or a VM migration.
+pub(crate) async fn pause(pid: u32, pause: Duration) -> Result<(), String> {
+    signal(pid, "STOP").await?;
+    tokio::time::sleep(pause).await;
+    signal(pid, "CONT").await
+}
+
+async fn signal(pid: u32, name: &str) -> Result<(), String> {
+    // `unsafe` is forbidden in the workspace, so no kill(2): the shell's builtin sends it.
+    let status = Command::new("sh")
+        .args(["-c", r#"kill -s "$0" "$1""#, name, &pid.to_string()])
+        .status()
+        .await
+        .map_err(|err| format!("kill -s {name} {pid}: {err}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("kill -s {name} {pid}: {status}"))
     }
 }

@@ -44,8 +44,6 @@ pub(crate) struct Plan {
     pub(crate) users: u64,
     pub(crate) requests_per_user: u64,
     pub(crate) concurrency: usize,
-    /// Placed orders after which `midway` is told.
-    pub(crate) midway_after_placed: u64,
 }
 
 impl Plan {
@@ -108,17 +106,18 @@ struct Shared {
     plan: Plan,
     next: AtomicUsize,
     placed: AtomicU64,
-    midway: Mutex<Option<oneshot::Sender<()>>>,
+    /// Placed orders after which each sender is told; taken when told.
+    milestones: Mutex<Vec<(u64, Option<oneshot::Sender<()>>)>>,
     results: Mutex<Results>,
 }
 
-/// Runs `plan` against the instances at `targets` (name, address). `midway` is told once
-/// `plan.midway_after_placed` orders are placed.
+/// Runs `plan` against the instances at `targets` (name, address). Each of `milestones`
+/// (placed orders, sender) is told once that many orders are placed.
 pub(crate) async fn run(
     client: Client,
     targets: Vec<(String, SocketAddr)>,
     plan: Plan,
-    midway: Option<oneshot::Sender<()>>,
+    milestones: Vec<(u64, oneshot::Sender<()>)>,
 ) -> Results {
     let shared = Arc::new(Shared {
         client,
@@ -133,7 +132,12 @@ pub(crate) async fn run(
         plan,
         next: AtomicUsize::new(0),
         placed: AtomicU64::new(0),
-        midway: Mutex::new(midway),
+        milestones: Mutex::new(
+            milestones
+                .into_iter()
+                .map(|(placed, sender)| (placed, Some(sender)))
+                .collect(),
+        ),
         results: Mutex::new(Results::default()),
     });
     let started = Instant::now();
@@ -210,10 +214,12 @@ async fn send(shared: &Shared, index: usize, user_id: u64) -> Option<OrderAnswer
 fn answered(shared: &Shared, answer: OrderAnswer, latency: Duration) {
     if answer.outcome == Outcome::Placed {
         let placed = shared.placed.fetch_add(1, Ordering::Relaxed) + 1;
-        if placed >= shared.plan.midway_after_placed
-            && let Some(midway) = lock(&shared.midway).take()
-        {
-            let _ = midway.send(());
+        for (after, sender) in lock(&shared.milestones).iter_mut() {
+            if placed >= *after
+                && let Some(sender) = sender.take()
+            {
+                let _ = sender.send(());
+            }
         }
     }
     record(shared, |results| {

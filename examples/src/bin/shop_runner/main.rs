@@ -1,6 +1,6 @@
 //! The shop runner: starts several instances of `shop_service` against one Redis and one SQLite
-//! file, fires concurrent orders at all of them, optionally SIGKILLs one midway through the sale,
-//! and then checks in the database that no invariant broke: orders never exceed the stock, the
+//! file, fires concurrent orders at all of them, optionally SIGKILLs one midway through the sale
+//! or stops one for longer than its leases (a stale lock holder that wakes up), and then checks in the database that no invariant broke: orders never exceed the stock, the
 //! stock never goes negative, stock + orders == the initial stock, at most one order per user,
 //! and every accepted stock write carried a higher fencing token than the one before.
 //!
@@ -8,6 +8,8 @@
 //! cargo build --release -p lock-examples --bins
 //! target/release/shop_runner                 # its own redis-server on a free loopback port
 //! target/release/shop_runner --kill-one      # one instance SIGKILLed midway
+//! target/release/shop_runner --pause-one     # one instance stopped past its leases, then resumed
+//! target/release/shop_runner --pause-one --on-lease-lost continue   # only the fences stop it
 //! REDIS_URL=redis://127.0.0.1:7000 target/release/shop_runner
 //! ```
 //!
@@ -25,7 +27,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use lock_examples::shop::wire::Outcome;
-use lock_examples::shop::{Audit, Database, SKU};
+use lock_examples::shop::{Audit, Database, OnLeaseLost, SKU};
 use lock_tests::RedisServer;
 use tokio::sync::oneshot;
 
@@ -54,6 +56,15 @@ struct Args {
     /// SIGKILL the last instance once half the stock is sold.
     #[arg(long)]
     kill_one: bool,
+    /// SIGSTOP the first instance for 3 s, past its 2 s leases, once a quarter of the stock is
+    /// sold, then SIGCONT it: its locks are taken over while it sleeps, and what it then tries
+    /// to write must be refused.
+    #[arg(long)]
+    pause_one: bool,
+    /// What the instances' locked sections do when their lease is lost: `continue` leaves a
+    /// stale holder to the database's fences alone (see `--pause-one`).
+    #[arg(long, value_enum, default_value = "abort")]
+    on_lease_lost: OnLeaseLost,
     /// The SQLite file (recreated); default: a fresh one in the temp dir, removed afterwards
     /// unless an invariant broke.
     #[arg(long)]
@@ -62,6 +73,9 @@ struct Args {
     #[arg(long)]
     service_bin: Option<PathBuf>,
 }
+
+/// How long `--pause-one` stops an instance: longer than the service's 2 s leases.
+const PAUSE: Duration = Duration::from_secs(3);
 
 /// Why a run could not be made (exit code 2), as one message.
 type Setup<T> = Result<T, String>;
@@ -145,6 +159,9 @@ async fn run(args: Args) -> Setup<bool> {
     if args.instances == 0 || args.users == 0 || args.requests_per_user == 0 {
         return Err("--instances, --users and --requests-per-user must be at least 1".to_owned());
     }
+    if args.kill_one && args.pause_one && args.instances < 2 {
+        return Err("--kill-one with --pause-one needs two instances at least".to_owned());
+    }
     let bin = service_bin(args.service_bin.clone())?;
     let redis = Redis::from_env()?;
     let db_file = DbFile::choose(args.db.clone())?;
@@ -156,14 +173,25 @@ async fn run(args: Args) -> Setup<bool> {
     let mut instances = Vec::with_capacity(args.instances);
     for i in 1..=args.instances {
         let name = format!("shop-{i}");
-        instances.push(Instance::start(&bin, &name, &db_file.path, &redis.url, &client).await?);
+        instances.push(
+            Instance::start(
+                &bin,
+                &name,
+                &db_file.path,
+                &redis.url,
+                args.on_lease_lost,
+                &client,
+            )
+            .await?,
+        );
     }
     let plan = Plan {
         users: args.users,
         requests_per_user: args.requests_per_user,
         concurrency: args.concurrency,
-        midway_after_placed: (args.stock / 2).max(1),
     };
+    let kill_after = (args.stock / 2).max(1);
+    let pause_after = (args.stock / 4).max(1);
     println!(
         "{} instances ({}), locks on {}, database {}",
         instances.len(),
@@ -176,39 +204,59 @@ async fn run(args: Args) -> Setup<bool> {
         db_file.path.display()
     );
     println!(
-        "{} x {SKU} on sale; {} users send {} orders each, {} in all, {} at a time{}",
+        "{} x {SKU} on sale; {} users send {} orders each, {} in all, {} at a time",
         args.stock,
         plan.users,
         plan.requests_per_user,
         plan.requests(),
         plan.concurrency,
-        if args.kill_one {
-            format!(
-                "; the last instance is SIGKILLed once {} are sold",
-                plan.midway_after_placed
-            )
-        } else {
-            String::new()
-        }
     );
+    if args.pause_one {
+        println!(
+            "the first instance is stopped for {PAUSE:?} once {pause_after} are sold, then resumed"
+        );
+    }
+    if args.kill_one {
+        println!("the last instance is SIGKILLed once {kill_after} are sold");
+    }
 
     let targets = instances
         .iter()
         .map(|instance| (instance.name.clone(), instance.addr))
         .collect();
-    let (midway, at_midway) = oneshot::channel();
+    // Each event waits for its milestone; the load ends without telling one it never reaches.
+    let mut milestones = Vec::new();
+    let sleeper = match instances.first() {
+        Some(first) if args.pause_one => first.pid().map(|pid| (pid, first.name.clone())),
+        _ => None,
+    };
+    let pauser = sleeper.map(|(pid, name)| {
+        let (told, at_quarter) = oneshot::channel();
+        milestones.push((pause_after, told));
+        async move {
+            at_quarter.await.ok()?;
+            Some(instances::pause(pid, PAUSE).await.map(|()| name))
+        }
+    });
     let victim = if args.kill_one {
         instances.last_mut()
     } else {
         None
     };
-    let killer = async move {
-        let victim = victim?;
-        // The load ends without telling when it never sells half the stock.
-        at_midway.await.ok()?;
-        Some(victim.kill().await.map(|()| victim.name.clone()))
-    };
-    let (results, killed) = tokio::join!(load::run(client, targets, plan, Some(midway)), killer);
+    let killer = victim.map(|victim| {
+        let (told, at_half) = oneshot::channel();
+        milestones.push((kill_after, told));
+        async move {
+            at_half.await.ok()?;
+            Some(victim.kill().await.map(|()| victim.name.clone()))
+        }
+    });
+    let (results, paused, killed) = tokio::join!(
+        load::run(client, targets, plan, milestones),
+        optional(pauser),
+        optional(killer),
+    );
+    let paused = paused.transpose()?;
     let killed = killed.transpose()?;
     drop(instances); // kills the others
 
@@ -216,7 +264,11 @@ async fn run(args: Args) -> Setup<bool> {
         .audit(SKU)
         .await
         .map_err(|err| format!("{}: {err}", db_file.path.display()))?;
-    report(&plan, &results, &audit, killed.as_deref());
+    let events = Events {
+        paused: paused.as_deref(),
+        killed: killed.as_deref(),
+    };
+    report(&plan, &results, &audit, &events);
     let broken = audit.broken();
     for invariant in &broken {
         eprintln!("INVARIANT BROKEN: {invariant}");
@@ -229,11 +281,25 @@ async fn run(args: Args) -> Setup<bool> {
     Ok(broken.is_empty())
 }
 
+/// The output of `event`, or `None` when there is no such event.
+async fn optional<T>(event: Option<impl Future<Output = Option<T>>>) -> Option<T> {
+    match event {
+        Some(event) => event.await,
+        None => None,
+    }
+}
+
 fn ms(duration: Duration) -> String {
     format!("{:.1} ms", duration.as_secs_f64() * 1e3)
 }
 
-fn report(plan: &Plan, results: &Results, audit: &Audit, killed: Option<&str>) {
+/// What the runner did to the instances during the load.
+struct Events<'a> {
+    paused: Option<&'a str>,
+    killed: Option<&'a str>,
+}
+
+fn report(plan: &Plan, results: &Results, audit: &Audit, events: &Events<'_>) {
     let answered = results.latencies.len() as u64;
     let seconds = results.elapsed.as_secs_f64();
     println!(
@@ -262,8 +328,10 @@ fn report(plan: &Plan, results: &Results, audit: &Audit, killed: Option<&str>) {
             .iter()
             .find(|(instance, _)| instance == name)
             .map_or(0, |&(_, orders)| orders);
-        let fate = if killed == Some(name.as_str()) {
+        let fate = if events.killed == Some(name.as_str()) {
             " (SIGKILLed)"
+        } else if events.paused == Some(name.as_str()) {
+            " (stopped and resumed)"
         } else {
             ""
         };
@@ -309,7 +377,8 @@ fn report(plan: &Plan, results: &Results, audit: &Audit, killed: Option<&str>) {
         format!("orders={}", audit.orders),
         format!("stock_left={}", audit.stock_left),
         format!("refused_writes={}", audit.refused_writes),
-        format!("killed={}", killed.unwrap_or("none")),
+        format!("paused={}", events.paused.unwrap_or("none")),
+        format!("killed={}", events.killed.unwrap_or("none")),
         format!("invariants={}", if ok { "ok" } else { "broken" }),
     ]);
     println!("summary: {}", summary.join(" "));
