@@ -81,6 +81,8 @@ pub(crate) struct Results {
     pub(crate) retries: u64,
     /// Up to three transport errors, for the report.
     pub(crate) errors: Vec<String>,
+    /// From the start to the last `placed` answer: how long selling the stock took.
+    pub(crate) selling: Duration,
 }
 
 impl Results {
@@ -105,6 +107,7 @@ struct Shared {
     targets: Vec<Target>,
     plan: Plan,
     next: AtomicUsize,
+    started: Instant,
     placed: AtomicU64,
     /// Placed orders after which each sender is told; taken when told.
     milestones: Mutex<Vec<(u64, Option<oneshot::Sender<()>>)>>,
@@ -119,8 +122,10 @@ pub(crate) async fn run(
     plan: Plan,
     milestones: Vec<(u64, oneshot::Sender<()>)>,
 ) -> Results {
+    let started = Instant::now();
     let shared = Arc::new(Shared {
         client,
+        started,
         targets: targets
             .into_iter()
             .map(|(name, addr)| Target {
@@ -140,7 +145,6 @@ pub(crate) async fn run(
         ),
         results: Mutex::new(Results::default()),
     });
-    let started = Instant::now();
     let workers: Vec<_> = (0..plan.concurrency.max(1))
         .map(|_| tokio::spawn(worker(shared.clone())))
         .collect();
@@ -173,21 +177,24 @@ async fn worker(shared: Arc<Shared>) {
         if index >= total {
             return;
         }
-        let user_id = index / shared.plan.requests_per_user.max(1);
+        let per_user = shared.plan.requests_per_user.max(1);
+        let user_id = index / per_user;
+        // A user's first request goes to instance `user_id % n`, the others to the next ones.
+        let first = (user_id + index % per_user) as usize;
         let started = Instant::now();
-        match send(&shared, index as usize, user_id).await {
+        match send(&shared, first, user_id).await {
             Some(answer) => answered(&shared, answer, started.elapsed()),
             None => record(&shared, |results| results.unanswered += 1),
         }
     }
 }
 
-/// Sends one order, starting with instance `index % n` and moving on to the next one when an
+/// Sends one order, starting with instance `first % n` and moving on to the next one when an
 /// instance fails. Retrying is safe: a user's second order is answered `duplicate`.
-async fn send(shared: &Shared, index: usize, user_id: u64) -> Option<OrderAnswer> {
+async fn send(shared: &Shared, first: usize, user_id: u64) -> Option<OrderAnswer> {
     let n = shared.targets.len();
     for attempt in 0..n {
-        let target = &shared.targets[(index + attempt) % n];
+        let target = &shared.targets[(first + attempt) % n];
         if target.down.load(Ordering::Relaxed) {
             continue;
         }
@@ -212,6 +219,7 @@ async fn send(shared: &Shared, index: usize, user_id: u64) -> Option<OrderAnswer
 }
 
 fn answered(shared: &Shared, answer: OrderAnswer, latency: Duration) {
+    let now = shared.started.elapsed();
     if answer.outcome == Outcome::Placed {
         let placed = shared.placed.fetch_add(1, Ordering::Relaxed) + 1;
         for (after, sender) in lock(&shared.milestones).iter_mut() {
@@ -227,7 +235,10 @@ fn answered(shared: &Shared, answer: OrderAnswer, latency: Duration) {
         *results.outcomes.entry(answer.outcome.name()).or_default() += 1;
         let served = results.served.entry(answer.instance).or_default();
         served.answered += 1;
-        served.placed += u64::from(answer.outcome == Outcome::Placed);
+        if answer.outcome == Outcome::Placed {
+            served.placed += 1;
+            results.selling = results.selling.max(now);
+        }
         if let Some(error) = answer.error
             && results.errors.len() < 3
         {

@@ -42,13 +42,13 @@ struct Args {
     #[arg(long, default_value_t = 3)]
     instances: usize,
     /// How many users order.
-    #[arg(long, default_value_t = 5000)]
+    #[arg(long, default_value_t = 10_000)]
     users: u64,
     /// How many order requests each user sends (at once, to different instances).
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = 3)]
     requests_per_user: u64,
     /// The items on sale.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 3000)]
     stock: u64,
     /// Requests in flight at once.
     #[arg(long, default_value_t = 64)]
@@ -309,6 +309,12 @@ fn report(plan: &Plan, results: &Results, audit: &Audit, events: &Events<'_>) {
     println!(
         "throughput: {:.0} requests/s ({answered} in {seconds:.2} s)",
         answered as f64 / seconds.max(1e-9)
+    );
+    let placed = results.count(Outcome::Placed);
+    println!(
+        "selling: {placed} orders placed in {:.2} s ({:.0} orders/s)",
+        results.selling.as_secs_f64(),
+        placed as f64 / results.selling.as_secs_f64().max(1e-9)
     );
     println!(
         "latency: p50 {}, p95 {}, p99 {}, max {}",
