@@ -189,12 +189,19 @@ async fn worker(shared: Arc<Shared>) {
     }
 }
 
-/// Sends one order, starting with instance `first % n` and moving on to the next one when an
+/// Sends one order, starting with instance `first % n` and moving on to another one when an
 /// instance fails. Retrying is safe: a user's second order is answered `duplicate`.
 async fn send(shared: &Shared, first: usize, user_id: u64) -> Option<OrderAnswer> {
     let n = shared.targets.len();
+    // Half the users move on forwards, half backwards, so a dead instance's share is spread
+    // over the others instead of all falling on its successor. Both steps visit every instance.
+    let step = if user_id % 2 == 0 {
+        1
+    } else {
+        n.saturating_sub(1).max(1)
+    };
     for attempt in 0..n {
-        let target = &shared.targets[(first + attempt) % n];
+        let target = &shared.targets[(first + attempt * step) % n];
         if target.down.load(Ordering::Relaxed) {
             continue;
         }
