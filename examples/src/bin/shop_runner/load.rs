@@ -195,7 +195,7 @@ async fn send(shared: &Shared, first: usize, user_id: u64) -> Option<OrderAnswer
     let n = shared.targets.len();
     // Half the users move on forwards, half backwards, so a dead instance's share is spread
     // over the others instead of all falling on its successor. Both steps visit every instance.
-    let step = if user_id % 2 == 0 {
+    let step = if user_id.is_multiple_of(2) {
         1
     } else {
         n.saturating_sub(1).max(1)
