@@ -21,7 +21,7 @@
 mod instances;
 mod load;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 use std::time::Duration;
 
@@ -109,10 +109,10 @@ impl Redis {
     }
 }
 
-/// Where the database lives, and whether it is ours to remove.
+/// Where the database lives. A temp dir made for it is removed on drop, unless kept.
 struct DbFile {
     path: PathBuf,
-    /// The temp dir made for it.
+    /// The temp dir made for it, to remove.
     dir: Option<PathBuf>,
 }
 
@@ -130,7 +130,14 @@ impl DbFile {
         })
     }
 
-    fn remove(&self) {
+    /// Leaves the file in place for a look.
+    fn keep(&mut self) {
+        self.dir = None;
+    }
+}
+
+impl Drop for DbFile {
+    fn drop(&mut self) {
         if let Some(dir) = &self.dir {
             // Best effort: a leftover file in the temp dir harms nobody.
             let _ = std::fs::remove_dir_all(dir);
@@ -164,62 +171,19 @@ async fn run(args: Args) -> Setup<bool> {
     }
     let bin = service_bin(args.service_bin.clone())?;
     let redis = Redis::from_env()?;
-    let db_file = DbFile::choose(args.db.clone())?;
+    let mut db_file = DbFile::choose(args.db.clone())?;
     let db = Database::create(&db_file.path, SKU, args.stock)
         .await
         .map_err(|err| format!("{}: {err}", db_file.path.display()))?;
 
     let client = load::client();
-    let mut instances = Vec::with_capacity(args.instances);
-    for i in 1..=args.instances {
-        let name = format!("shop-{i}");
-        instances.push(
-            Instance::start(
-                &bin,
-                &name,
-                &db_file.path,
-                &redis.url,
-                args.on_lease_lost,
-                &client,
-            )
-            .await?,
-        );
-    }
+    let mut instances = start_instances(&args, &bin, &db_file.path, &redis.url, &client).await?;
     let plan = Plan {
         users: args.users,
         requests_per_user: args.requests_per_user,
         concurrency: args.concurrency,
     };
-    let kill_after = (args.stock / 2).max(1);
-    let pause_after = (args.stock / 4).max(1);
-    println!(
-        "{} instances ({}), locks on {}, database {}",
-        instances.len(),
-        instances
-            .iter()
-            .map(|instance| format!("{} on {}", instance.name, instance.addr))
-            .collect::<Vec<_>>()
-            .join(", "),
-        lock_runtime::inspect::redact_url(&redis.url),
-        db_file.path.display()
-    );
-    println!(
-        "{} x {SKU} on sale; {} users send {} orders each, {} in all, {} at a time",
-        args.stock,
-        plan.users,
-        plan.requests_per_user,
-        plan.requests(),
-        plan.concurrency,
-    );
-    if args.pause_one {
-        println!(
-            "the first instance is stopped for {PAUSE:?} once {pause_after} are sold, then resumed"
-        );
-    }
-    if args.kill_one {
-        println!("the last instance is SIGKILLed once {kill_after} are sold");
-    }
-
+    print_setup(&args, &plan, &instances, &redis.url, &db_file.path);
     let targets = instances
         .iter()
         .map(|instance| (instance.name.clone(), instance.addr))
@@ -232,10 +196,10 @@ async fn run(args: Args) -> Setup<bool> {
     };
     let pauser = sleeper.map(|(pid, name)| {
         let (told, at_quarter) = oneshot::channel();
-        milestones.push((pause_after, told));
+        milestones.push((pause_after(args.stock), told));
         async move {
             at_quarter.await.ok()?;
-            Some(instances::pause(pid, PAUSE).await.map(|()| name))
+            Some(crate::instances::pause(pid, PAUSE).await.map(|()| name))
         }
     });
     let victim = if args.kill_one {
@@ -245,7 +209,7 @@ async fn run(args: Args) -> Setup<bool> {
     };
     let killer = victim.map(|victim| {
         let (told, at_half) = oneshot::channel();
-        milestones.push((kill_after, told));
+        milestones.push((kill_after(args.stock), told));
         async move {
             at_half.await.ok()?;
             Some(victim.kill().await.map(|()| victim.name.clone()))
@@ -273,12 +237,73 @@ async fn run(args: Args) -> Setup<bool> {
     for invariant in &broken {
         eprintln!("INVARIANT BROKEN: {invariant}");
     }
-    if broken.is_empty() {
-        db_file.remove();
-    } else {
+    if !broken.is_empty() {
+        db_file.keep();
         eprintln!("the database is kept at {}", db_file.path.display());
     }
     Ok(broken.is_empty())
+}
+
+/// Starts `args.instances` instances of `bin`, named `shop-1`, `shop-2`, ...
+async fn start_instances(
+    args: &Args,
+    bin: &Path,
+    db: &Path,
+    redis_url: &str,
+    client: &load::Client,
+) -> Setup<Vec<Instance>> {
+    let mut instances = Vec::with_capacity(args.instances);
+    for i in 1..=args.instances {
+        let name = format!("shop-{i}");
+        let instance =
+            Instance::start(bin, &name, db, redis_url, args.on_lease_lost, client).await?;
+        instances.push(instance);
+    }
+    Ok(instances)
+}
+
+fn print_setup(args: &Args, plan: &Plan, instances: &[Instance], redis_url: &str, db: &Path) {
+    let listening: Vec<String> = instances
+        .iter()
+        .map(|instance| format!("{} on {}", instance.name, instance.addr))
+        .collect();
+    println!(
+        "{} instances ({}), locks on {}, database {}",
+        instances.len(),
+        listening.join(", "),
+        lock_runtime::inspect::redact_url(redis_url),
+        db.display()
+    );
+    println!(
+        "{} x {SKU} on sale; {} users send {} orders each, {} in all, {} at a time",
+        args.stock,
+        plan.users,
+        plan.requests_per_user,
+        plan.requests(),
+        plan.concurrency,
+    );
+    if args.pause_one {
+        println!(
+            "the first instance is stopped for {PAUSE:?} once {} are sold, then resumed",
+            pause_after(args.stock)
+        );
+    }
+    if args.kill_one {
+        println!(
+            "the last instance is SIGKILLed once {} are sold",
+            kill_after(args.stock)
+        );
+    }
+}
+
+/// Orders placed before `--pause-one` stops an instance: a quarter of the stock.
+fn pause_after(stock: u64) -> u64 {
+    (stock / 4).max(1)
+}
+
+/// Orders placed before `--kill-one` kills an instance: half the stock.
+fn kill_after(stock: u64) -> u64 {
+    (stock / 2).max(1)
 }
 
 /// The output of `event`, or `None` when there is no such event.
@@ -393,7 +418,13 @@ fn report(plan: &Plan, results: &Results, audit: &Audit, events: &Events<'_>) {
 #[tokio::main]
 async fn main() -> ExitCode {
     lock_examples::init_logging();
-    match run(Args::parse()).await {
+    let args = Args::parse();
+    // Dropping the run on Ctrl-C kills the instances and our redis-server on the way out.
+    let outcome = tokio::select! {
+        outcome = run(args) => outcome,
+        _ = tokio::signal::ctrl_c() => Err("interrupted".to_owned()),
+    };
+    match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(err) => {
