@@ -47,10 +47,11 @@ const SCHEMA: &[&str] = &[
     "DROP TABLE IF EXISTS users",
     "DROP TABLE IF EXISTS orders",
     "DROP TABLE IF EXISTS refusals",
-    // `last_token`: the highest `stock:<sku>` fencing token a write to this row carried.
+    // `last_token`: the highest `stock:<sku>` fencing token that claimed or wrote the row.
     "CREATE TABLE stock (sku TEXT PRIMARY KEY, initial INTEGER NOT NULL, \
      quantity INTEGER NOT NULL, last_token INTEGER NOT NULL)",
-    // One row per user who ordered: the highest `order:<user_id>` fencing token written.
+    // One row per user who asked to order: the highest `order:<user_id>` token that claimed or
+    // wrote it.
     "CREATE TABLE users (user_id INTEGER PRIMARY KEY, last_token INTEGER NOT NULL)",
     "CREATE TABLE orders (id INTEGER PRIMARY KEY AUTOINCREMENT, user_id INTEGER NOT NULL, \
      sku TEXT NOT NULL, user_token INTEGER NOT NULL, stock_token INTEGER NOT NULL, \
@@ -75,10 +76,10 @@ pub enum ShopError {
     /// A lock could not be taken, or was lost.
     #[error(transparent)]
     Lock(#[from] LockError),
-    /// A user id or fencing token above `i64::MAX`, which SQLite's integers cannot hold.
+    /// A user id, stock or fencing token above `i64::MAX`, which SQLite's integers cannot hold.
     #[error("{what} {value} does not fit the database's 64-bit signed integers")]
     OutOfRange {
-        /// `user id` or `fencing token`.
+        /// `user id`, `stock` or `fencing token`.
         what: &'static str,
         /// The value.
         value: u64,
@@ -159,7 +160,8 @@ pub enum Purchase {
     Duplicate,
     /// No stock left; nothing written.
     SoldOut,
-    /// A row had seen a higher fencing token; nothing written, the refusal recorded.
+    /// A newer holder of a row's lock had claimed the row: this holder's lock was taken over.
+    /// Nothing written; the refusal recorded.
     Stale(Fence),
 }
 
@@ -265,8 +267,8 @@ impl Database {
     }
 
     /// Records `order` and sets the stock of its item to `stock_after`, in one transaction (so a
-    /// process killed halfway leaves neither), each row written only if its fencing token is
-    /// above every token the row has seen.
+    /// process killed halfway leaves neither), each row written only if no newer token than
+    /// the one its lock gave has claimed it.
     ///
     /// The caller [claimed](Self::claim) both rows with its tokens, then decided under its locks
     /// that the user has no order and that the stock read was `stock_after + 1`; the fences

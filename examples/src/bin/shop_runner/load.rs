@@ -1,5 +1,5 @@
 //! The load generator: concurrent HTTP requests spread over the instances, as a load balancer
-//! would, moving on to the next instance when one stops answering.
+//! would, moving a request on to another instance when one stops answering.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
