@@ -27,7 +27,9 @@ pub enum Outcome {
     /// A lock stayed busy for the whole wait.
     Busy,
     /// A lock's lease was lost while the request held it (the instance stalled past its
-    /// lease): the request was stopped before it wrote.
+    /// lease): the request was stopped at its next `.await`. What it had committed before
+    /// stands, so the order may have been placed after all: asking again answers `duplicate`
+    /// then.
     LeaseLost,
     /// The lock server or the database failed.
     Failed,
