@@ -219,7 +219,7 @@ async fn run(args: Args) -> Result<(), String> {
     });
     let app = Router::new()
         .route(wire::HEALTH_PATH, get(|| async { "ok" }))
-        .route("/orders/{user_id}", post(order))
+        .route(wire::ORDER_ROUTE, post(order))
         .with_state(shop.clone());
 
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, args.port));

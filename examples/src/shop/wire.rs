@@ -6,7 +6,10 @@ use serde::{Deserialize, Serialize};
 /// The route that answers `ok` once the service is up.
 pub const HEALTH_PATH: &str = "/health";
 
-/// The route of an order: `POST /orders/<user_id>`.
+/// The route of an order, as axum matches it: `POST /orders/<user_id>`.
+pub const ORDER_ROUTE: &str = "/orders/{user_id}";
+
+/// The path of `user_id`'s order, on [`ORDER_ROUTE`].
 pub fn order_path(user_id: u64) -> String {
     format!("/orders/{user_id}")
 }
