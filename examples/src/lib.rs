@@ -1,10 +1,13 @@
 //! What the examples share: choosing the lock backend from the environment, logging, and
-//! turning the outcome into an exit code.
+//! turning the outcome into an exit code; and, in [`shop`], the database and answers of the shop
+//! service that `shop_service` serves and `shop_runner` drives.
 
 use std::process::ExitCode;
 
 use lock_runtime::{LockError, LockManager};
 use tracing_subscriber::EnvFilter;
+
+pub mod shop;
 
 /// Redis when `REDIS_URL` is set, otherwise the in-process memory backend.
 pub async fn locks_from_env() -> Result<LockManager, LockError> {
