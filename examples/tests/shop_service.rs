@@ -96,7 +96,7 @@ fn three_instances_with_one_killed_midway_sell_the_stock_once_per_user() {
 }
 
 #[test]
-fn writes_of_an_instance_stalled_past_its_leases_are_refused_by_the_fences() {
+fn an_instance_stalled_past_its_leases_breaks_no_invariant() {
     // `continue`: the runtime does not stop the stalled requests, only the database can.
     let (summary, _, context) = run_small(&["--pause-one", "--on-lease-lost", "continue"]);
     assert_eq!(
@@ -111,8 +111,9 @@ fn writes_of_an_instance_stalled_past_its_leases_are_refused_by_the_fences() {
     );
     assert_eq!(number(&summary, "orders"), 40, "{context}");
     assert_eq!(number(&summary, "unanswered"), 0, "{context}");
-    // Its users' other requests bought on other instances while it slept.
-    assert!(number(&summary, "refused_writes") >= 1, "{context}");
+    // Whether a write of the stalled instance reaches the database late depends on where in a
+    // request the pause lands (between two requests, nothing is late), so the number of refused
+    // writes is reported, not required; the refusals themselves are tested in shop::db.
     assert_eq!(
         number(&summary, "stale_refused"),
         number(&summary, "refused_writes"),
