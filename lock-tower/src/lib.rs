@@ -49,7 +49,8 @@ use tower_layer::Layer;
 use tower_service::Service;
 
 /// The fencing token of the lock held around the request, in its extensions: pass it to the
-/// storage the handler writes to, which refuses tokens lower than the highest it has seen.
+/// storage the handler reads and writes, which refuses tokens lower than the highest it has seen
+/// (on reads too: see "What a lock does NOT guarantee" in the README).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FencingToken(pub u64);
 
