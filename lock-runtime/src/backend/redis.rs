@@ -738,8 +738,8 @@ impl RedisBackend {
 }
 
 /// Checks once, at connect, what would otherwise fail on every call or silently: that the
-/// connection is authenticated, that the server does not evict lock keys, and whether the user
-/// may publish to lock channels (a Redis 7 ACL user is created without channel rights).
+/// connection is authenticated, that the server runs scripts, that it does not evict lock keys,
+/// and whether the user may publish to lock channels (a Redis 7 ACL user is created without channel rights).
 /// Returns whether release notifications can flow.
 async fn probe(conn: &mut Conn, server: &str, key_prefix: &str) -> Result<bool, LockError> {
     if let Err(err) = redis::cmd("PING").query_async::<()>(conn).await {
@@ -752,6 +752,26 @@ async fn probe(conn: &mut Conn, server: &str, key_prefix: &str) -> Result<bool, 
             describe_error(&err)
         };
         return Err(LockError::backend("connect", None, server, reason));
+    }
+    // Nothing can be locked without scripts: say so now, not at every acquire.
+    let scripted: RedisResult<i64> = redis::cmd("EVAL")
+        .arg("return 1")
+        .arg(0)
+        .query_async(conn)
+        .await;
+    if let Err(err) = scripted
+        && refuses_command(&err)
+    {
+        return Err(LockError::backend(
+            "connect",
+            None,
+            server,
+            format!(
+                "the server refuses Lua scripts ({}); locks need EVALSHA and EVAL: grant them \
+                 (ACL SETUSER <user> +evalsha +eval) or use a server that allows scripting",
+                describe_error(&err)
+            ),
+        ));
     }
     // Managed services may refuse CONFIG: then there is nothing to tell.
     let policy: RedisResult<Vec<String>> = redis::cmd("CONFIG")
@@ -788,6 +808,16 @@ async fn probe(conn: &mut Conn, server: &str, key_prefix: &str) -> Result<bool, 
         }
         _ => Ok(true),
     }
+}
+
+/// Whether the server refused a command as such (an ACL without it, a service that disabled or
+/// renamed it), rather than failing to run it.
+fn refuses_command(err: &RedisError) -> bool {
+    if err.code() == Some("NOPERM") {
+        return true;
+    }
+    let text = err.to_string().to_ascii_lowercase();
+    text.contains("unknown command") || text.contains("unknown subcommand")
 }
 
 /// Whether a `maxmemory-policy` can evict a lock key: every policy but `noeviction` can, since
