@@ -1,3 +1,7 @@
+// trybuild compiles pass cases as binaries, not tests: `#[test]` fns are left out, and with them
+// the only uses of these imports.
+#![allow(unused_imports)]
+
 use lock_runtime::{LockError, distributed_lock};
 
 // `#[tokio::test]` above `#[distributed_lock]`: the test body runs under the lock (the
