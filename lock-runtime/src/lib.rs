@@ -79,7 +79,9 @@ mod key;
 mod lease;
 mod manager;
 mod metrics;
+mod multi;
 mod options;
+mod section;
 mod url;
 mod waiters;
 mod watchdog;
@@ -95,10 +97,11 @@ pub use backend::replicas::ReplicaShortage;
 #[doc(hidden)]
 pub use __private::{FromLockError, KeyPart, LockedReturn};
 
-pub use current::{CurrentLock, current};
+pub use current::{CurrentLock, current, current_all};
 pub use election::{ElectionOptions, Leadership};
 pub use error::{BoxError, LockError, LostReason};
 pub use guard::LockGuard;
+pub use multi::{MultiGuard, MultiReleaseError};
 /// Supported forms at a glance: `async fn`s and methods with any receiver, `#[async_trait]`
 /// methods, fns returning `impl Future` from a final `async move` block, `#[tokio::main]` /
 /// `#[tokio::test]` / `#[instrument]` stacked above, options from `macro_rules!` fragments, and
