@@ -72,6 +72,15 @@ pub(crate) enum OnLeaseLost {
 pub(crate) struct KeyArg {
     pub(crate) template: Template,
     pub(crate) lit: LitStr,
+    /// One of `keys = [..]`, not `key = ".."`: messages name the option it came from.
+    pub(crate) in_keys: bool,
+}
+
+/// A message about a key template, written for `key`, as it reads for a template of `keys`.
+pub(crate) fn about_keys(message: String) -> String {
+    message
+        .replace("`key` is empty", "a template in `keys` is empty")
+        .replace(" in `key`", " in `keys`")
 }
 
 /// `keys = ["..", ".."]`: one template per lock, at least one, none twice.
@@ -169,7 +178,10 @@ impl Args {
                 if let Err(err) = args.set(&name, value) {
                     errors.push(err);
                 }
-                if args.key.seen && args.keys.seen && matches!(name.unraw().to_string().as_str(), "key" | "keys") {
+                if args.key.seen
+                    && args.keys.seen
+                    && matches!(name.unraw().to_string().as_str(), "key" | "keys")
+                {
                     errors.push(key_and_keys(&name, &args));
                 }
                 if input.is_empty() {
@@ -315,6 +327,7 @@ fn key(value: Expr) -> syn::Result<KeyArg> {
     Ok(KeyArg {
         template,
         lit: lit.clone(),
+        in_keys: false,
     })
 }
 
@@ -392,7 +405,7 @@ fn keys(value: Expr) -> syn::Result<KeysArg> {
         let template = match Template::parse(&lit.value()) {
             Ok(template) => template,
             Err(err) => {
-                fail(syn::Error::new(lit.span(), err));
+                fail(syn::Error::new(lit.span(), about_keys(err.to_string())));
                 continue;
             }
         };
@@ -410,6 +423,7 @@ fn keys(value: Expr) -> syn::Result<KeysArg> {
         keys.push(KeyArg {
             template,
             lit: lit.clone(),
+            in_keys: true,
         });
     }
     match errors {

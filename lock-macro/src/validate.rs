@@ -628,13 +628,19 @@ mod tests {
         let errs = errors(quote!(keys = []), transfer());
         assert!(errs[0].starts_with("`keys` is empty"), "{errs:?}");
         let errs = errors(quote!(keys = "a:<from>"), transfer());
-        assert!(errs[0].contains("write `keys = [\"a:<from>\"]`"), "{errs:?}");
+        assert!(
+            errs[0].contains("write `keys = [\"a:<from>\"]`"),
+            "{errs:?}"
+        );
         let errs = errors(quote!(keys = ["a:<from>", "a:<from>"]), transfer());
         assert!(errs[0].contains("twice"), "{errs:?}");
         let errs = errors(quote!(keys = ["a:<form>", "b:<too>"]), transfer());
         assert_eq!(errs.len(), 2, "{errs:?}");
         let errs = errors(quote!(keys = ["a", KEY]), transfer());
-        assert!(errs[0].starts_with("each of `keys` must be a string literal"), "{errs:?}");
+        assert!(
+            errs[0].starts_with("each of `keys` must be a string literal"),
+            "{errs:?}"
+        );
     }
 
     fn item() -> TokenStream {
@@ -978,7 +984,13 @@ mod tests {
             },
         )
         .expect("valid");
-        let type_param: Vec<bool> = plan.key.one().parts.iter().map(|part| part.type_param).collect();
+        let type_param: Vec<bool> = plan
+            .key
+            .one()
+            .parts
+            .iter()
+            .map(|part| part.type_param)
+            .collect();
         assert_eq!(type_param, [true, true, true, false, false, false]);
     }
 }

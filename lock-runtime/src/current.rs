@@ -106,7 +106,7 @@ pub fn current() -> Option<CurrentLock> {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), lock_runtime::LockError> {
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use lock_runtime::{LockManager, LockOptions};
 ///
 /// let locks = LockManager::memory();

@@ -264,7 +264,10 @@ impl Drop for LockGuard {
 }
 
 impl crate::section::Held for LockGuard {
-    fn scope<F: std::future::Future>(&self, body: F) -> impl std::future::Future<Output = F::Output> {
+    fn scope<F: std::future::Future>(
+        &self,
+        body: F,
+    ) -> impl std::future::Future<Output = F::Output> {
         LockGuard::scope(self, body)
     }
 

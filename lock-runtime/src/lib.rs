@@ -101,7 +101,6 @@ pub use current::{CurrentLock, current, current_all};
 pub use election::{ElectionOptions, Leadership};
 pub use error::{BoxError, LockError, LostReason};
 pub use guard::LockGuard;
-pub use multi::{MultiGuard, MultiReleaseError};
 /// Supported forms at a glance: `async fn`s and methods with any receiver, `#[async_trait]`
 /// methods, fns returning `impl Future` from a final `async move` block, `#[tokio::main]` /
 /// `#[tokio::test]` / `#[instrument]` stacked above, options from `macro_rules!` fragments, and
@@ -112,4 +111,5 @@ pub use lock_macro::distributed_lock;
 pub use manager::{
     LockManager, LockManagerBuilder, MAX_TTL, MIN_TTL, global_default, set_global_default,
 };
+pub use multi::{MultiGuard, MultiReleaseError};
 pub use options::{LockOptions, OnLeaseLost};

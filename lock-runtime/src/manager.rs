@@ -21,9 +21,9 @@ use crate::client::{Inner, release_id, without_token};
 use crate::guard::LockGuard;
 use crate::key::StoredKey;
 use crate::lease::Lease;
+use crate::section::{Body, box_body};
 use crate::waiters::{Slot, Waiters, Wake, Withdrawn};
 use crate::watchdog::Watchdog;
-use crate::section::{Body, box_body};
 use crate::{LockError, LockOptions, current, section, url};
 
 /// The shortest lease accepted: renewal runs at a third of it and needs a few milliseconds.

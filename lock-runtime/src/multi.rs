@@ -44,7 +44,7 @@ impl LockManager {
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() -> Result<(), lock_runtime::LockError> {
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
     /// use std::time::Duration;
     /// use lock_runtime::{LockManager, LockOptions};
     ///
@@ -202,7 +202,7 @@ async fn release_taken(taken: Vec<LockGuard>) {
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), lock_runtime::LockError> {
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// use lock_runtime::{LockManager, LockOptions};
 ///
 /// let locks = LockManager::memory();
@@ -346,9 +346,6 @@ impl Held for MultiGuard {
 
 /// The keys of a [`MultiGuard`] whose release failed, each with its own error (which names the
 /// key). The other keys were released.
-///
-/// Converts into the [`LockError`] of the first key that failed, for `?` in a fn returning
-/// `LockError`; [`errors`](Self::errors) has them all.
 #[derive(Debug)]
 pub struct MultiReleaseError {
     errors: Vec<LockError>,
@@ -381,13 +378,3 @@ impl fmt::Display for MultiReleaseError {
 }
 
 impl std::error::Error for MultiReleaseError {}
-
-impl From<MultiReleaseError> for LockError {
-    fn from(failed: MultiReleaseError) -> Self {
-        let mut errors = failed.errors.into_iter();
-        // Never empty: a release that failed on no key is `Ok`.
-        errors
-            .next()
-            .unwrap_or_else(|| LockError::Config("no lock failed to release".into()))
-    }
-}

@@ -96,7 +96,12 @@ where
             return wrap(into(no_global_default()));
         };
         manager
-            .run_locked_all_boxed(Vec::from(keys), options, move |error| wrap(into(error)), body)
+            .run_locked_all_boxed(
+                Vec::from(keys),
+                options,
+                move |error| wrap(into(error)),
+                body,
+            )
             .await
     }
 }

@@ -38,6 +38,10 @@ pub(crate) trait Held: Sized {
 ///
 /// A plain fn returning an `async move` block rather than an `async fn`: the block uses its
 /// captures in place, where an `async fn` would keep a second copy of each argument.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an `async fn` would keep a second copy of each argument in its state"
+)]
 pub(crate) fn run<H, A, F, R>(
     acquire: Pin<Box<A>>,
     on_lease_lost: OnLeaseLost,
@@ -100,4 +104,3 @@ pub(crate) type Body<F> = Pin<Box<CatchUnwind<AssertUnwindSafe<F>>>>;
 pub(crate) fn box_body<F: Future>(body: F) -> Body<F> {
     Box::pin(AssertUnwindSafe(body).catch_unwind())
 }
-
