@@ -493,6 +493,24 @@ mod tests {
     }
 
     #[test]
+    fn keys_render_one_string_each_and_take_them_together() {
+        let expanded = expand_fn(
+            quote!(keys = ["account:<from>", "account:<to>"], manager = locks),
+            quote! { async fn f(locks: &LockManager, from: u64, to: u64) -> Result<(), E> { Ok(()) } },
+        );
+        let body = expanded.block.to_token_stream().to_string();
+        assert!(body.contains("run_locked_all ("), "{body}");
+        assert!(
+            body.contains("[__lock_runtime :: __private :: String ; 2]"),
+            "{body}"
+        );
+        assert!(
+            body.contains(". label (\"account:<from>, account:<to>\")"),
+            "{body}"
+        );
+    }
+
+    #[test]
     fn only_options_that_were_set_are_passed_to_the_runtime() {
         let expanded = expand_fn(
             quote!(key = "k", wait = "1m30s"),
