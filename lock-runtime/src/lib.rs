@@ -58,6 +58,13 @@
 //! when its term ends, and gives each term's fencing token. A term is a holding of the lock of
 //! that name, with everything above, and nothing more.
 //!
+//! # Several keys at once
+//!
+//! [`LockManager::lock_all`] (or `#[distributed_lock(keys = [..])]`) takes several locks, all or
+//! nothing, in one canonical order so that callers with overlapping keys never deadlock; the
+//! [`MultiGuard`] it returns holds each key as an ordinary lock, with its own fencing token and
+//! lost-lease signal. The keys are not taken at one instant, and no token fences the set.
+//!
 //! # Seen from outside
 //!
 //! A lock is one string key that `GET` shows (holder host, pid, app, fencing token). The
