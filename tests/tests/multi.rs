@@ -334,7 +334,7 @@ async fn the_loss_of_one_key_is_reported_with_that_key(f: Fixture) {
     outer
         .scope(async {
             let all = locks
-                .lock_all(["lose:a", "lose:b"], LockOptions::new().ttl(ms(300)))
+                .lock_all(["lose:a", "lose:b"], LockOptions::new())
                 .await
                 .expect("lose:b re-entered, lose:a free");
             let (key, reason) = tokio::time::timeout(Duration::from_secs(3), all.lost())
