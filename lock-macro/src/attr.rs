@@ -15,8 +15,9 @@ use crate::suggest;
 use crate::template::Template;
 
 /// The options, in the order the docs list them, with an example of each for messages.
-const OPTIONS: [(&str, &str); 11] = [
+const OPTIONS: [(&str, &str); 12] = [
     ("key", "key = \"order:<order_id>\""),
+    ("keys", "keys = [\"account:<from>\", \"account:<to>\"]"),
     ("ttl", "ttl = \"30s\""),
     ("wait", "wait = \"5s\""),
     ("fair", "fair = true"),
@@ -71,6 +72,20 @@ pub(crate) enum OnLeaseLost {
 pub(crate) struct KeyArg {
     pub(crate) template: Template,
     pub(crate) lit: LitStr,
+    /// One of `keys = [..]`, not `key = ".."`: messages name the option it came from.
+    pub(crate) in_keys: bool,
+}
+
+/// A message about a key template, written for `key`, as it reads for a template of `keys`.
+pub(crate) fn about_keys(message: String) -> String {
+    message
+        .replace("`key` is empty", "a template in `keys` is empty")
+        .replace(" in `key`", " in `keys`")
+}
+
+/// `keys = ["..", ".."]`: one template per lock, at least one, none twice.
+pub(crate) struct KeysArg {
+    pub(crate) keys: Vec<KeyArg>,
 }
 
 /// One option's value, plus whether the option appeared at all: an option that was given with a
@@ -120,6 +135,7 @@ impl<T> Slot<T> {
 /// The parsed options. Values that failed to parse are absent; their errors are in `errors`.
 pub(crate) struct Args {
     pub(crate) key: Slot<KeyArg>,
+    pub(crate) keys: Slot<KeysArg>,
     pub(crate) ttl: Slot<DurationArg>,
     pub(crate) wait: Slot<DurationArg>,
     pub(crate) fair: Slot<BoolArg>,
@@ -136,6 +152,7 @@ impl Args {
     fn new() -> Self {
         Args {
             key: Slot::new("key"),
+            keys: Slot::new("keys"),
             ttl: Slot::new("ttl"),
             wait: Slot::new("wait"),
             fair: Slot::new("fair"),
@@ -161,6 +178,12 @@ impl Args {
                 if let Err(err) = args.set(&name, value) {
                     errors.push(err);
                 }
+                if args.key.seen
+                    && args.keys.seen
+                    && matches!(name.unraw().to_string().as_str(), "key" | "keys")
+                {
+                    errors.push(key_and_keys(&name, &args));
+                }
                 if input.is_empty() {
                     break;
                 }
@@ -180,6 +203,7 @@ impl Args {
         let value = ungroup(value);
         match name.unraw().to_string().as_str() {
             "key" => self.key.set(name, || key(value)),
+            "keys" => self.keys.set(name, || keys(value)),
             "ttl" => self.ttl.set(name, || ttl(value)),
             "wait" => self.wait.set(name, || duration("wait", value)),
             "fair" => self.fair.set(name, || boolean("fair", value)),
@@ -303,7 +327,109 @@ fn key(value: Expr) -> syn::Result<KeyArg> {
     Ok(KeyArg {
         template,
         lit: lit.clone(),
+        in_keys: false,
     })
+}
+
+/// `key` and `keys` both given: the fix is one `keys` list holding every template.
+fn key_and_keys(name: &Ident, args: &Args) -> syn::Error {
+    let fix = match (args.key.get(), args.keys.get()) {
+        (Some(key), Some(keys)) => {
+            let templates: Vec<String> = std::iter::once(key)
+                .chain(&keys.keys)
+                .map(|key| quote::ToTokens::to_token_stream(&key.lit).to_string())
+                .collect();
+            format!("`keys = [{}]`", templates.join(", "))
+        }
+        _ => "`keys = [..]` with every template".to_owned(),
+    };
+    syn::Error::new(
+        name.span(),
+        format!(
+            "`key` and `keys` cannot be used together: `key` names one lock and `keys` several; \
+             for several, remove `key` and write {fix}; for one, keep `key` and remove `keys`"
+        ),
+    )
+}
+
+const KEYS_EXAMPLE: &str = "keys = [\"account:<from>\", \"account:<to>\"]";
+
+fn keys(value: Expr) -> syn::Result<KeysArg> {
+    let array = match value {
+        Expr::Array(array) => array,
+        value => {
+            let message = match string_lit(&value) {
+                Some(lit) => {
+                    let shown = quote::ToTokens::to_token_stream(lit).to_string();
+                    format!(
+                        "`keys` takes a list of key templates in brackets: write \
+                         `keys = [{shown}]`, or `key = {shown}` for one lock"
+                    )
+                }
+                None => format!(
+                    "`keys` takes a list of string literals, one key template per lock: write \
+                     e.g. `{KEYS_EXAMPLE}`"
+                ),
+            };
+            return Err(syn::Error::new_spanned(value, message));
+        }
+    };
+    if array.elems.is_empty() {
+        return Err(syn::Error::new_spanned(
+            array,
+            format!(
+                "`keys` is empty: list the key template of every lock to take, e.g. \
+                 `{KEYS_EXAMPLE}`, or write `key = \"..\"` for one lock"
+            ),
+        ));
+    }
+    let mut keys: Vec<KeyArg> = Vec::with_capacity(array.elems.len());
+    let mut errors: Option<syn::Error> = None;
+    let mut fail = |err: syn::Error| match &mut errors {
+        Some(errors) => errors.combine(err),
+        None => errors = Some(err),
+    };
+    for element in array.elems {
+        let element = ungroup(element);
+        let Some(lit) = string_lit(&element) else {
+            fail(syn::Error::new_spanned(
+                element,
+                format!(
+                    "each of `keys` must be a string literal, with parameters as placeholders: \
+                     write e.g. `{KEYS_EXAMPLE}` (the templates are checked at compile time, \
+                     so constants and macros like format! are not accepted)"
+                ),
+            ));
+            continue;
+        };
+        let template = match Template::parse(&lit.value()) {
+            Ok(template) => template,
+            Err(err) => {
+                fail(syn::Error::new(lit.span(), about_keys(err.to_string())));
+                continue;
+            }
+        };
+        if keys.iter().any(|key| key.lit.value() == lit.value()) {
+            fail(syn::Error::new(
+                lit.span(),
+                format!(
+                    "`keys` lists {} twice: both would always render the same lock; remove \
+                     one of them",
+                    quote::ToTokens::to_token_stream(lit)
+                ),
+            ));
+            continue;
+        }
+        keys.push(KeyArg {
+            template,
+            lit: lit.clone(),
+            in_keys: true,
+        });
+    }
+    match errors {
+        Some(errors) => Err(errors),
+        None => Ok(KeysArg { keys }),
+    }
 }
 
 fn ttl(value: Expr) -> syn::Result<DurationArg> {

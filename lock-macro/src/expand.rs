@@ -41,7 +41,9 @@ use crate::attr::{Args, OnLeaseLost};
 use crate::fallback;
 use crate::item::{self, LockedFn};
 use crate::params::KeyPlan;
-use crate::validate::{self, ErrorCheck, Form, ManagerPlan, OptionsPlan, OutputPlan, Plan};
+use crate::validate::{
+    self, ErrorCheck, Form, LockKeys, ManagerPlan, OptionsPlan, OutputPlan, Plan,
+};
 
 /// The attribute, from tokens to tokens: parse, validate, then expand or fall back.
 pub(crate) fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
@@ -190,13 +192,31 @@ fn locked_section(plan: &Plan, body: TokenStream) -> TokenStream {
     let wrap = local("__lock_wrap");
     let into = local("__lock_into");
     let checks = output_checks(&plan.output, &wrap, &into);
-    let render = render_key(&plan.key);
+    let string = quote!(#runtime_here::__private::String);
+    let (render, key_type, run_global, run_with) = match &plan.key {
+        LockKeys::One(key) => (
+            render_key(key),
+            string,
+            quote!(run_locked_global),
+            quote!(run_locked),
+        ),
+        LockKeys::All(keys) => {
+            let renders = keys.iter().map(render_key);
+            let count = Literal::usize_unsuffixed(keys.len());
+            (
+                quote!([#(#renders),*]),
+                quote!([#string; #count]),
+                quote!(run_locked_all_global),
+                quote!(run_locked_all),
+            )
+        }
+    };
     let options = options(&plan.options);
     let (manager, run) = match &plan.manager {
         None => (
             TokenStream::new(),
             quote! {
-                #runtime_here::__private::run_locked_global(#key, #options, #wrap, #into, #body)
+                #runtime_here::__private::#run_global(#key, #options, #wrap, #into, #body)
                     .await
             },
         ),
@@ -205,7 +225,7 @@ fn locked_section(plan: &Plan, body: TokenStream) -> TokenStream {
             (
                 bind_manager(manager, &binding),
                 quote! {
-                    #runtime_here::__private::run_locked(
+                    #runtime_here::__private::#run_with(
                         #binding, #key, #options, #wrap, #into, #body,
                     )
                     .await
@@ -222,7 +242,7 @@ fn locked_section(plan: &Plan, body: TokenStream) -> TokenStream {
     quote! {
         #import
         #checks
-        let #key: #runtime_here::__private::String = #render;
+        let #key: #key_type = #render;
         #manager
         #run
     }
@@ -470,6 +490,24 @@ mod tests {
         let render = body.find("KeyPart").expect("renders the key");
         let user_body = body.find("drop (id)").expect("keeps the body");
         assert!(render < user_body, "{body}");
+    }
+
+    #[test]
+    fn keys_render_one_string_each_and_take_them_together() {
+        let expanded = expand_fn(
+            quote!(keys = ["account:<from>", "account:<to>"], manager = locks),
+            quote! { async fn f(locks: &LockManager, from: u64, to: u64) -> Result<(), E> { Ok(()) } },
+        );
+        let body = expanded.block.to_token_stream().to_string();
+        assert!(body.contains("run_locked_all ("), "{body}");
+        assert!(
+            body.contains("[__lock_runtime :: __private :: String ; 2]"),
+            "{body}"
+        );
+        assert!(
+            body.contains(". label (\"account:<from>, account:<to>\")"),
+            "{body}"
+        );
     }
 
     #[test]

@@ -46,6 +46,7 @@ use proc_macro::TokenStream;
 /// | option           | value                         | default       | meaning |
 /// |------------------|-------------------------------|---------------|---------|
 /// | `key`            | string template (required)    |               | the lock's name; see [Key templates](#key-templates) |
+/// | `keys`           | list of string templates      |               | instead of `key`: several locks taken together, all or nothing; see [Several keys](#several-keys) |
 /// | `ttl`            | duration string               | `"30s"`       | the lease: how long the lock outlives a crashed holder |
 /// | `wait`           | duration string               | `"0s"`        | how long to wait for a busy lock; `"0s"` tries once |
 /// | `fair`           | `true` / `false`              | `false`       | first come, first served across processes: waiting callers take the lock in the order they came, and a holder that asks again goes to the back (needs `wait`; not on Redlock) |
@@ -88,6 +89,20 @@ use proc_macro::TokenStream;
 /// The key is rendered once per call into one `String`, before the body runs and before any
 /// `.await`, reading the parameters by reference (nothing is cloned). As with `format!`, a
 /// `Display` implementation that returns an error makes the call panic.
+///
+/// # Several keys
+///
+/// `keys = ["account:<from>", "account:<to>"]` takes every lock of the list, as
+/// `LockManager::lock_all` does: one after the other in one canonical order (sorted by stored
+/// name, so callers listing the same keys in another order never deadlock), sharing one `wait`
+/// budget, all or nothing (a key that cannot be had gives back those already taken, and the
+/// call returns the error naming that key). Every other option applies to each key. Calls that
+/// render the same key twice (`from == to`) take it once. Inside the body,
+/// `lock_runtime::current()` is the first key in that order and `lock_runtime::current_all()`
+/// lists each with its fencing token; with `on_lease_lost = "abort"` the loss of any key stops
+/// the body. Each template is checked as `key` is. `key` together with `keys`, an empty list,
+/// a single string instead of a list, an element that is not a string literal and a template
+/// listed twice are compile errors that show the fix.
 ///
 /// # Durations
 ///

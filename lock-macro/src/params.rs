@@ -255,6 +255,12 @@ pub(crate) fn resolve_key(
         }
     }
     if !errors.is_empty() {
+        if key.in_keys {
+            errors = errors
+                .into_iter()
+                .map(|err| syn::Error::new(span, crate::attr::about_keys(err.to_string())))
+                .collect();
+        }
         return Err(errors);
     }
     let literal = template

@@ -23,11 +23,17 @@ const DEFAULT_TTL_MILLIS: u64 = 30_000;
 /// Everything `expand` needs, already checked.
 pub(crate) struct Plan {
     pub(crate) krate: Path,
-    pub(crate) key: KeyPlan,
+    pub(crate) key: LockKeys,
     pub(crate) options: OptionsPlan,
     pub(crate) manager: Option<ManagerPlan>,
     pub(crate) output: OutputPlan,
     pub(crate) form: Form,
+}
+
+/// The lock a call takes: one key, or several taken together (`keys = [..]`).
+pub(crate) enum LockKeys {
+    One(KeyPlan),
+    All(Vec<KeyPlan>),
 }
 
 /// Options the user set; the others keep the runtime's defaults.
@@ -94,7 +100,7 @@ pub(crate) fn validate(
     mut errors: Vec<syn::Error>,
 ) -> Result<Plan, Vec<syn::Error>> {
     check_options(&args, &mut errors);
-    if args.key.missing() {
+    if args.key.missing() && args.keys.missing() {
         errors.push(missing_key(&item.sig));
     }
     let shape = check_shape(item).map_err(|err| errors.push(err)).ok();
@@ -102,11 +108,28 @@ pub(crate) fn validate(
     if let Some((Form::AsyncTrait(info), _)) = &shape {
         params.add_moved_patterns(info);
     }
-    let key = args.key.get().and_then(|key| {
+    let mut resolve = |key| {
         resolve_key(key, &params, &item.sig)
             .map_err(|errs| errors.extend(errs))
             .ok()
-    });
+    };
+    let key = match (args.key.get(), args.keys.get()) {
+        // Both given is already reported: resolve both, for their own mistakes.
+        (Some(key), Some(keys)) => {
+            resolve(key);
+            keys.keys.iter().for_each(|key| drop(resolve(key)));
+            None
+        }
+        (Some(key), None) => resolve(key).map(LockKeys::One),
+        (None, Some(keys)) => {
+            let resolved: Vec<Option<KeyPlan>> = keys.keys.iter().map(resolve).collect();
+            resolved
+                .into_iter()
+                .collect::<Option<Vec<_>>>()
+                .map(LockKeys::All)
+        }
+        (None, None) => None,
+    };
 
     let clone_manager = args
         .manager
@@ -115,6 +138,7 @@ pub(crate) fn validate(
     let (Some((form, output)), Some(key), true) = (shape, key, errors.is_empty()) else {
         return Err(errors);
     };
+    let label = label(&args);
     let manager = args.manager.value.map(|expr| ManagerPlan {
         expr,
         clone: clone_manager,
@@ -134,12 +158,23 @@ pub(crate) fn validate(
             on_lease_lost: args.on_lease_lost.get().copied(),
             hold_at_least: millis(&args.hold_at_least),
             max_hold: millis(&args.max_hold),
-            label: args.key.get().map(|key| key.lit.value()),
+            label,
         },
         manager,
         output,
         form,
     })
+}
+
+/// The metrics label: the key template as written, or every template of `keys` joined, so that
+/// the number of series stays one per attribute however many keys its calls render.
+fn label(args: &Args) -> Option<String> {
+    if let Some(key) = args.key.get() {
+        return Some(key.lit.value());
+    }
+    let keys = args.keys.get()?;
+    let templates: Vec<String> = keys.keys.iter().map(|key| key.lit.value()).collect();
+    Some(templates.join(", "))
 }
 
 /// Rules between options. Each message says which option to change and how, and a set of
@@ -553,6 +588,61 @@ mod tests {
         }
     }
 
+    impl LockKeys {
+        fn one(&self) -> &KeyPlan {
+            match self {
+                LockKeys::One(key) => key,
+                LockKeys::All(_) => panic!("one key expected"),
+            }
+        }
+    }
+
+    #[test]
+    fn keys_resolve_every_template_and_label_by_all_of_them() {
+        let plan = plan(
+            quote!(keys = ["account:<from>", "account:<to>"]),
+            quote! { async fn transfer(from: u64, to: u64) -> Result<(), E> { Ok(()) } },
+        )
+        .unwrap_or_else(|errs| panic!("{errs:?}"));
+        let LockKeys::All(keys) = &plan.key else {
+            panic!("several keys expected");
+        };
+        assert_eq!(keys.len(), 2);
+        assert_eq!(keys[1].format.value(), "account:{}");
+        assert_eq!(
+            plan.options.label.as_deref(),
+            Some("account:<from>, account:<to>")
+        );
+    }
+
+    #[test]
+    fn keys_mistakes_are_reported_with_their_fix() {
+        let transfer =
+            || quote! { async fn transfer(from: u64, to: u64) -> Result<(), E> { Ok(()) } };
+        let errs = errors(quote!(key = "a:<from>", keys = ["b:<to>"]), transfer());
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].contains("write `keys = [\"a:<from>\", \"b:<to>\"]`"),
+            "{errs:?}"
+        );
+        let errs = errors(quote!(keys = []), transfer());
+        assert!(errs[0].starts_with("`keys` is empty"), "{errs:?}");
+        let errs = errors(quote!(keys = "a:<from>"), transfer());
+        assert!(
+            errs[0].contains("write `keys = [\"a:<from>\"]`"),
+            "{errs:?}"
+        );
+        let errs = errors(quote!(keys = ["a:<from>", "a:<from>"]), transfer());
+        assert!(errs[0].contains("twice"), "{errs:?}");
+        let errs = errors(quote!(keys = ["a:<form>", "b:<too>"]), transfer());
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        let errs = errors(quote!(keys = ["a", KEY]), transfer());
+        assert!(
+            errs[0].starts_with("each of `keys` must be a string literal"),
+            "{errs:?}"
+        );
+    }
+
     fn item() -> TokenStream {
         quote! { async fn place_order(user_id: u64, voucher_id: u64) -> Result<(), E> { Ok(()) } }
     }
@@ -560,10 +650,10 @@ mod tests {
     #[test]
     fn a_valid_fn_gives_a_plan_with_one_part_per_placeholder() {
         let plan = plan(quote!(key = "order:<user_id>:<voucher_id>"), item()).expect("valid");
-        assert_eq!(plan.key.parts.len(), 2);
-        assert_eq!(plan.key.format.value(), "order:{}:{}");
-        assert!(plan.key.literal.is_none());
-        assert_eq!(plan.key.capacity, "order::".len() + 40);
+        assert_eq!(plan.key.one().parts.len(), 2);
+        assert_eq!(plan.key.one().format.value(), "order:{}:{}");
+        assert!(plan.key.one().literal.is_none());
+        assert_eq!(plan.key.one().capacity, "order::".len() + 40);
     }
 
     #[test]
@@ -692,7 +782,7 @@ mod tests {
             ("a#b:<user_id>", "a#b:{}"),
         ] {
             let plan = plan(quote!(key = #key), item()).expect(key);
-            assert_eq!(plan.key.format.value(), rendered, "{key}");
+            assert_eq!(plan.key.one().format.value(), rendered, "{key}");
         }
     }
 
@@ -894,7 +984,13 @@ mod tests {
             },
         )
         .expect("valid");
-        let type_param: Vec<bool> = plan.key.parts.iter().map(|part| part.type_param).collect();
+        let type_param: Vec<bool> = plan
+            .key
+            .one()
+            .parts
+            .iter()
+            .map(|part| part.type_param)
+            .collect();
         assert_eq!(type_param, [true, true, true, false, false, false]);
     }
 }

@@ -27,6 +27,33 @@ pub(crate) fn scope<F: Future>(lease: Arc<Lease>, body: F) -> impl Future<Output
     HELD.scope(Arc::new(Frame { lease, outer }), body)
 }
 
+/// The task's held locks with `first` and every lease of `rest` added, `first` innermost: the
+/// one [`current()`] reports. Run a section in it with [`scope_frames`].
+pub(crate) fn with_all<'a>(
+    first: &Arc<Lease>,
+    rest: impl DoubleEndedIterator<Item = &'a Arc<Lease>>,
+) -> Arc<Frame> {
+    let mut outer = HELD.try_with(Arc::clone).ok();
+    for lease in rest.rev() {
+        outer = Some(Arc::new(Frame {
+            lease: lease.clone(),
+            outer,
+        }));
+    }
+    Arc::new(Frame {
+        lease: first.clone(),
+        outer,
+    })
+}
+
+/// Runs `body` with `frames` (from [`with_all`]) as the task's held locks.
+pub(crate) fn scope_frames<F: Future>(
+    frames: Arc<Frame>,
+    body: F,
+) -> impl Future<Output = F::Output> {
+    HELD.scope(frames, body)
+}
+
 /// The lease of `key` on manager `manager_id` if the running task already holds it.
 pub(crate) fn held(manager_id: u64, key: &str) -> Option<Arc<Lease>> {
     HELD.try_with(|frame| {
@@ -69,6 +96,48 @@ pub fn current() -> Option<CurrentLock> {
         lease: frame.lease.clone(),
     })
     .ok()
+}
+
+/// Every lock held by the running task, innermost first: inside a multi-key section
+/// ([`LockManager::lock_all`](crate::LockManager::lock_all) made a scope with
+/// [`MultiGuard::scope`](crate::MultiGuard::scope), or `#[distributed_lock(keys = [..])]`), its
+/// keys in their canonical order, then the locks of the sections around it. A lock appears
+/// once, also when a section re-entered it. Empty outside any locked section.
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// use lock_runtime::{LockManager, LockOptions};
+///
+/// let locks = LockManager::memory();
+/// let both = locks.lock_all(["account:2", "account:1"], LockOptions::new()).await?;
+/// both.scope(async {
+///     let held: Vec<String> = lock_runtime::current_all()
+///         .iter()
+///         .map(|lock| lock.key().to_owned())
+///         .collect();
+///     assert_eq!(held, ["account:1", "account:2"]);
+/// })
+/// .await;
+/// both.release().await?;
+/// # Ok(())
+/// # }
+/// ```
+pub fn current_all() -> Vec<CurrentLock> {
+    HELD.try_with(|frame| {
+        let mut held: Vec<CurrentLock> = Vec::new();
+        let mut frame = Some(frame);
+        while let Some(f) = frame {
+            if !held.iter().any(|lock| Arc::ptr_eq(&lock.lease, &f.lease)) {
+                held.push(CurrentLock {
+                    lease: f.lease.clone(),
+                });
+            }
+            frame = f.outer.as_ref();
+        }
+        held
+    })
+    .unwrap_or_default()
 }
 
 /// A lock held by the running task, as seen from inside the locked section.

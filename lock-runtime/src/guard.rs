@@ -263,6 +263,35 @@ impl Drop for LockGuard {
     }
 }
 
+impl crate::section::Held for LockGuard {
+    fn scope<F: std::future::Future>(
+        &self,
+        body: F,
+    ) -> impl std::future::Future<Output = F::Output> {
+        LockGuard::scope(self, body)
+    }
+
+    type Lost = LostReason;
+
+    fn lost(&self) -> impl std::future::Future<Output = LostReason> {
+        self.lease.lost()
+    }
+
+    fn lost_error(&self, reason: LostReason) -> LockError {
+        LockError::LeaseLost {
+            key: self.lease.key.clone(),
+            reason,
+        }
+    }
+
+    async fn finish(self) {
+        let lease = self.lease.clone();
+        if let Err(err) = self.release().await {
+            tracing::warn!(key = %lease.key, error = %err, "locked section finished but its release failed");
+        }
+    }
+}
+
 /// Hands the lock of `lease` straight to the first waiter of this process that offered to take
 /// it (see `waiters`), in one script call, instead of releasing it: `None` if nobody offered
 /// (or the lock must be kept for `hold_at_least`, or the backend cannot), and the caller

@@ -58,6 +58,13 @@
 //! when its term ends, and gives each term's fencing token. A term is a holding of the lock of
 //! that name, with everything above, and nothing more.
 //!
+//! # Several keys at once
+//!
+//! [`LockManager::lock_all`] (or `#[distributed_lock(keys = [..])]`) takes several locks, all or
+//! nothing, in one canonical order so that callers with overlapping keys never deadlock; the
+//! [`MultiGuard`] it returns holds each key as an ordinary lock, with its own fencing token and
+//! lost-lease signal. The keys are not taken at one instant, and no token fences the set.
+//!
 //! # Seen from outside
 //!
 //! A lock is one string key that `GET` shows (holder host, pid, app, fencing token). The
@@ -79,7 +86,9 @@ mod key;
 mod lease;
 mod manager;
 mod metrics;
+mod multi;
 mod options;
+mod section;
 mod url;
 mod waiters;
 mod watchdog;
@@ -95,7 +104,7 @@ pub use backend::replicas::ReplicaShortage;
 #[doc(hidden)]
 pub use __private::{FromLockError, KeyPart, LockedReturn};
 
-pub use current::{CurrentLock, current};
+pub use current::{CurrentLock, current, current_all};
 pub use election::{ElectionOptions, Leadership};
 pub use error::{BoxError, LockError, LostReason};
 pub use guard::LockGuard;
@@ -109,4 +118,5 @@ pub use lock_macro::distributed_lock;
 pub use manager::{
     LockManager, LockManagerBuilder, MAX_TTL, MIN_TTL, global_default, set_global_default,
 };
+pub use multi::{MultiGuard, MultiReleaseError};
 pub use options::{LockOptions, OnLeaseLost};

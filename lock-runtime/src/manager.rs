@@ -1,14 +1,10 @@
 //! The entry point: a handle to one deployment, shared by every lock taken through it.
 
 use std::future::Future;
-use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use futures_util::FutureExt;
-use futures_util::future::CatchUnwind;
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -25,9 +21,10 @@ use crate::client::{Inner, release_id, without_token};
 use crate::guard::LockGuard;
 use crate::key::StoredKey;
 use crate::lease::Lease;
+use crate::section::{Body, box_body};
 use crate::waiters::{Slot, Waiters, Wake, Withdrawn};
 use crate::watchdog::Watchdog;
-use crate::{LockError, LockOptions, OnLeaseLost, current, url};
+use crate::{LockError, LockOptions, current, section, url};
 
 /// The shortest lease accepted: renewal runs at a third of it and needs a few milliseconds.
 pub const MIN_TTL: Duration = Duration::from_millis(lock_macro::__min_ttl_millis!());
@@ -310,7 +307,7 @@ impl LockManager {
     /// `#[distributed_lock]` expands to.
     ///
     /// The body never runs without the lock: if the acquire fails, its error is returned. With
-    /// [`OnLeaseLost::Abort`] (the default) a lost lease drops the body at its next `.await` and
+    /// [`OnLeaseLost::Abort`](crate::OnLeaseLost::Abort) (the default) a lost lease drops the body at its next `.await` and
     /// returns [`LockError::LeaseLost`]. A failed release after the body finished is logged and
     /// the body's result is returned.
     pub fn run_locked<F, T, E>(
@@ -350,62 +347,13 @@ impl LockManager {
         // beside it; it runs (and looks for an outer section of this task holding the key) only
         // when polled.
         let acquire = Box::pin(self.lock(key, options));
-        let on_lease_lost = options.on_lease_lost;
-        async move {
-            // Inside a section of this task that holds the key, this re-enters it: the guard
-            // releases nothing and the outer section gives the lock back.
-            let guard = match acquire.await {
-                Ok(guard) => guard,
-                Err(error) => return into(error),
-            };
-            let lease = guard.lease().clone();
-            let outcome = current::scope(lease.clone(), async {
-                match on_lease_lost {
-                    OnLeaseLost::Continue => Ok(body.await),
-                    OnLeaseLost::Abort => {
-                        // The loss is checked first: once it is known, the body takes no further step.
-                        tokio::select! {
-                            biased;
-                            reason = lease.lost() => Err(reason),
-                            finished = body => Ok(finished),
-                        }
-                    }
-                }
-            })
-            .await;
-            match outcome {
-                Ok(finished) => {
-                    if let Err(err) = guard.release().await {
-                        tracing::warn!(key = %lease.key, error = %err, "locked section finished but its release failed");
-                    }
-                    match finished {
-                        Ok(result) => result,
-                        Err(panic) => std::panic::resume_unwind(panic),
-                    }
-                }
-                // The body was dropped: say so now. The lock is most likely gone (or the server
-                // unreachable, the usual cause), so its release goes on in the background rather
-                // than holding the caller up until the server answers.
-                Err(reason) => {
-                    drop(guard);
-                    into(LockError::LeaseLost {
-                        key: lease.key.clone(),
-                        reason,
-                    })
-                }
-            }
-        }
+        section::run(acquire, options.on_lease_lost, into, body)
     }
-}
 
-/// A locked section's body, caught for panics, on the heap.
-pub(crate) type Body<F> = Pin<Box<CatchUnwind<AssertUnwindSafe<F>>>>;
-
-/// Boxes a body before any `async fn` takes it: a future passed by value to an `async fn` is
-/// kept in its state twice or more (the argument and every local it is moved into), so a body of
-/// 2 KB would cost 6 KB in every locked call while it runs. Boxed once, it is kept once.
-pub(crate) fn box_body<F: Future>(body: F) -> Body<F> {
-    Box::pin(AssertUnwindSafe(body).catch_unwind())
+    /// The stored name of `key` on this manager: what `lock_all` orders keys by.
+    pub(crate) fn stored_key(&self, key: &str) -> Result<StoredKey, LockError> {
+        StoredKey::new(&self.inner.prefix, key)
+    }
 }
 
 /// Re-entering a lock the task holds is only allowed while its lease is: a nested section must

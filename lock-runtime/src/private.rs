@@ -5,7 +5,7 @@ use std::fmt::Display;
 use std::future::Future;
 
 pub use crate::LockError;
-use crate::manager::box_body;
+use crate::section::box_body;
 
 pub use crate::options::OnLeaseLost;
 pub use crate::{LockManager, LockOptions};
@@ -50,16 +50,68 @@ where
     let body = box_body(body);
     async move {
         let Some(manager) = crate::global_default() else {
-            return wrap(into(LockError::Config(
-                "#[distributed_lock] found no default LockManager: call \
-                 lock_runtime::set_global_default(manager) at startup, or pass `manager = ...`"
-                    .into(),
-            )));
+            return wrap(into(no_global_default()));
         };
         manager
             .run_locked_boxed(key, options, move |error| wrap(into(error)), body)
             .await
     }
+}
+
+/// Runs `body` while holding every lock of `keys` (`#[distributed_lock(keys = [..])]`); see
+/// [`LockManager::run_locked_all`]. Errors as for [`run_locked`].
+pub fn run_locked_all<F, R, E, const N: usize>(
+    manager: &LockManager,
+    keys: [String; N],
+    options: LockOptions,
+    wrap: fn(E) -> R,
+    into: fn(LockError) -> E,
+    body: F,
+) -> impl Future<Output = R>
+where
+    F: Future<Output = R>,
+{
+    manager.run_locked_all_boxed(
+        Vec::from(keys),
+        options,
+        move |error| wrap(into(error)),
+        box_body(body),
+    )
+}
+
+/// [`run_locked_all`] on the process-wide default manager, as [`run_locked_global`].
+pub fn run_locked_all_global<F, R, E, const N: usize>(
+    keys: [String; N],
+    options: LockOptions,
+    wrap: fn(E) -> R,
+    into: fn(LockError) -> E,
+    body: F,
+) -> impl Future<Output = R>
+where
+    F: Future<Output = R>,
+{
+    let body = box_body(body);
+    async move {
+        let Some(manager) = crate::global_default() else {
+            return wrap(into(no_global_default()));
+        };
+        manager
+            .run_locked_all_boxed(
+                Vec::from(keys),
+                options,
+                move |error| wrap(into(error)),
+                body,
+            )
+            .await
+    }
+}
+
+fn no_global_default() -> LockError {
+    LockError::Config(
+        "#[distributed_lock] found no default LockManager: call \
+         lock_runtime::set_global_default(manager) at startup, or pass `manager = ...`"
+            .into(),
+    )
 }
 
 /// Implemented by every type that can stand in a key template placeholder.

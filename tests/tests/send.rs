@@ -12,11 +12,19 @@ fn managers_guards_and_lock_futures_are_send() {
     assert_send_sync::<LockError>();
     assert_send_sync::<lock_runtime::CurrentLock>();
     assert_send_sync::<lock_runtime::Leadership>();
+    assert_send_sync::<lock_runtime::MultiGuard>();
+    assert_send_sync::<lock_runtime::MultiReleaseError>();
     let locks = LockManager::memory();
     assert_send(&locks.lock("k", LockOptions::new()));
     assert_send(&locks.run_locked("k".into(), LockOptions::new(), async {
         Ok::<_, LockError>(())
     }));
+    assert_send(&locks.lock_all(["a", "b"], LockOptions::new()));
+    assert_send(
+        &locks.run_locked_all(["a", "b"], LockOptions::new(), async {
+            Ok::<_, LockError>(())
+        }),
+    );
     assert_send(&LockManager::connect("memory://"));
 }
 
