@@ -3,7 +3,7 @@
 //! out, depend on this and not back on the manager.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::LockError;
@@ -27,11 +27,63 @@ pub(crate) struct Inner {
     pub(crate) request_timeout: Duration,
     /// How much longer than a request an acquire may take: its `WAIT` for replicas.
     pub(crate) replica_wait: Duration,
+    /// Releases under way that the watchdog no longer knows of (a guard's release or drop):
+    /// shutdown waits for them too.
+    pub(crate) releasing: Releasing,
+}
+
+/// A count of releases under way, and a wake-up when it falls to zero.
+#[derive(Default)]
+pub(crate) struct Releasing {
+    count: AtomicUsize,
+    done: tokio::sync::Notify,
+}
+
+/// One release under way, counted in [`Releasing`] until dropped (with its answer, or with the
+/// task that was to send it).
+pub(crate) struct ReleaseUnderWay(Arc<Inner>);
+
+impl ReleaseUnderWay {
+    /// The manager the release goes through.
+    pub(crate) fn manager(&self) -> &Arc<Inner> {
+        &self.0
+    }
+}
+
+impl Drop for ReleaseUnderWay {
+    fn drop(&mut self) {
+        let releasing = &self.0.releasing;
+        if releasing.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            releasing.done.notify_waiters();
+        }
+    }
+}
+
+impl Releasing {
+    /// Waits until no release is under way, for at most `limit`.
+    pub(crate) async fn settled(&self, limit: Duration) {
+        let _ = tokio::time::timeout(limit, async {
+            loop {
+                let done = self.done.notified();
+                if self.count.load(Ordering::Acquire) == 0 {
+                    return;
+                }
+                done.await;
+            }
+        })
+        .await;
+    }
 }
 
 impl Inner {
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
+    }
+
+    /// Counts a release from now until the returned value is dropped.
+    pub(crate) fn release_under_way(self: &Arc<Self>) -> ReleaseUnderWay {
+        self.releasing.count.fetch_add(1, Ordering::AcqRel);
+        ReleaseUnderWay(self.clone())
     }
 
     /// One release round trip, bounded by the request timeout. `hold` applies `hold_at_least`;

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use crate::backend::{Failure, HandOff, Release};
 use crate::backoff::Backoff;
-use crate::client::{Inner, release_id};
+use crate::client::{Inner, ReleaseUnderWay, release_id};
 use crate::lease::{Lease, Status};
 use crate::waiters::Slot;
 use crate::{LockError, LostReason};
@@ -195,10 +195,12 @@ impl LockGuard {
                 reason: LostReason::ShutDown,
             });
         }
-        let manager = owner.manager.clone();
-        let answer = match hand_off(&manager, &self.lease).await {
+        // Counted as under way (for shutdown to wait on) until this returns or is dropped; it
+        // also holds the manager the release goes through.
+        let under_way = owner.manager.release_under_way();
+        let answer = match hand_off(under_way.manager(), &self.lease).await {
             Some(answer) => answer?,
-            None => manager.release(&self.lease, true).await?,
+            None => under_way.manager().release(&self.lease, true).await?,
         };
         // Released or not ours: either way there is nothing left to retry.
         self.owner = None;
@@ -255,10 +257,12 @@ impl Drop for LockGuard {
             return;
         };
         // If the runtime is shutting down the task never runs and the lease simply runs out.
+        let under_way = owner.manager.release_under_way();
         runtime.spawn(release_in_background(
             owner.manager,
             self.lease.clone(),
             granted,
+            under_way,
         ));
     }
 }
@@ -372,7 +376,13 @@ impl Drop for Settling<'_> {
 }
 
 /// Releases a dropped guard's lock, retrying with backoff until the lease would have run out.
-async fn release_in_background(manager: Arc<Inner>, lease: Arc<Lease>, granted: bool) {
+async fn release_in_background(
+    manager: Arc<Inner>,
+    lease: Arc<Lease>,
+    granted: bool,
+    // Counted until this task ends (or is dropped unrun), for shutdown to wait on.
+    _under_way: ReleaseUnderWay,
+) {
     let give_up = lease.deadline();
     let mut backoff = Backoff::requests();
     loop {

@@ -245,6 +245,12 @@ impl LockManager {
                 .map(|lease| self.inner.release(lease, lease.was_granted())),
         )
         .await;
+        // Releases that guards began before (a guard dropped, a handle stepping down) are
+        // waited for too, so that returning from shutdown means the server has been told.
+        self.inner
+            .releasing
+            .settled(self.inner.request_timeout)
+            .await;
         let mut first = None;
         // The leases stay marked lost by shutdown: their guards' own releases then send nothing.
         for (lease, answer) in leases.iter().zip(released) {
@@ -431,6 +437,14 @@ impl Inner {
                     .wait_in_line(&joined, &lease, expires, holder.as_ref(), give_up, false)
                     .await;
                 if let Some(guard) = waited {
+                    if self.is_closed() {
+                        // Handed over while shutting down, perhaps after the watchdog was
+                        // drained: the guard's drop gives it back.
+                        record(start, "shut_down", options.label);
+                        return Err(LockError::ShutDown {
+                            key: guard.lease().key.clone(),
+                        });
+                    }
                     record(start, "acquired", options.label);
                     return Ok(guard.counted());
                 }
@@ -503,6 +517,14 @@ impl Inner {
                 Ok(Acquire::Acquired { fence }) => {
                     lease_ref.mark_held(fence);
                     self.watchdog.activate(watch_id);
+                    if self.is_closed() {
+                        // Shutdown drained the watchdog before this lease was in it, so nothing
+                        // renews it: the guard's drop gives the grant back.
+                        record(start, "shut_down", options.label);
+                        return Err(LockError::ShutDown {
+                            key: lease_ref.key.clone(),
+                        });
+                    }
                     // Taking it took us out of line.
                     if let Some(place) = &mut in_line {
                         place.left = true;
@@ -1158,6 +1180,7 @@ impl LockManagerBuilder {
                 replica_wait: self
                     .replica_acks
                     .map_or(Duration::ZERO, |acks| acks.timeout),
+                releasing: Default::default(),
             }),
         }
     }
