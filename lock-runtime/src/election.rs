@@ -160,6 +160,7 @@ impl LockManager {
             name,
             backend: self.backend().to_owned(),
             state: watched,
+            reported: std::sync::Mutex::new(None),
             stop,
         })
     }
@@ -173,7 +174,9 @@ impl LockManager {
 /// for the server to confirm the release. The campaign runs on the manager's pinned runtime, or
 /// else on the one `elect` was called on; if that runtime shuts down first, the campaign ends
 /// with it and a term in progress expires with its lease: step down, or shut the manager down,
-/// before the runtime ends.
+/// before the runtime ends. A handle that is forgotten (`std::mem::forget`) is never dropped:
+/// its campaign, and a term it wins, last as long as the runtime, as a forgotten
+/// [`LockGuard`]'s lock does.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")]
@@ -198,6 +201,9 @@ pub struct Leadership {
     /// For the error of a campaign whose runtime shut down.
     backend: String,
     state: watch::Receiver<State>,
+    /// The term whose token [`elected`](Leadership::elected) returned last, and its lease:
+    /// the term [`deposed`](Leadership::deposed) reports the end of.
+    reported: std::sync::Mutex<Option<(u64, Arc<Lease>)>>,
     /// Sent (with a reply channel) by `step_down`, dropped with the handle: either stops the
     /// campaign.
     stop: oneshot::Sender<Reply>,
@@ -215,6 +221,8 @@ struct State {
     lease: Option<Arc<Lease>>,
     /// Why the last term ended.
     last_loss: Option<LostReason>,
+    /// The number of the term `last_loss` ended.
+    lost_term: u64,
     /// The manager was shut down: the campaign is over.
     shut_down: bool,
 }
@@ -277,6 +285,11 @@ impl Leadership {
             {
                 let now = state.borrow_and_update();
                 if let Some(lease) = now.lease.as_ref().filter(|lease| lease.is_held()) {
+                    *self
+                        .reported
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner) =
+                        Some((now.term, lease.clone()));
                     return Ok(lease.fencing_token());
                 }
                 if now.shut_down {
@@ -307,9 +320,15 @@ impl Leadership {
         )
     }
 
-    /// Resolves when the current term ends, with the reason; at once if this handle does not
-    /// lead (with the reason the last term ended, or [`LostReason::NotOwner`] before the first:
-    /// someone else holds the leadership, or nobody).
+    /// Resolves when the term whose token [`elected`](Self::elected) returned last ends, with
+    /// the reason; at once if it has ended, even if a later term has begun since (call
+    /// `elected` again for that one's token). Before any `elected`, it follows the current
+    /// term, and resolves at once if this handle does not lead (with the reason the last term
+    /// ended, or [`LostReason::NotOwner`] before the first: someone else holds the leadership,
+    /// or nobody).
+    ///
+    /// Tying it to the reported term means a leader working with a token never misses the end
+    /// of that token's term, however quickly the campaign wins the next one.
     ///
     /// A term ends when its lease is lost: the server shows another owner or none
     /// ([`LostReason::NotOwner`]), no renewal succeeded in time ([`LostReason::Expired`],
@@ -318,16 +337,25 @@ impl Leadership {
     /// [`elected`](Self::elected) waits for the next term.
     pub async fn deposed(&self) -> LostReason {
         let mut state = self.state.clone();
-        let (term, lease, last_loss) = {
+        let reported = self
+            .reported
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let (term, lease) = {
             let now = state.borrow_and_update();
-            (now.term, now.lease.clone(), now.last_loss)
+            let (term, lease) = match reported {
+                Some((term, lease)) => (term, Some(lease)),
+                None => (now.term, now.lease.clone()),
+            };
+            let Some(lease) = lease else {
+                return now.last_loss.unwrap_or(LostReason::NotOwner);
+            };
+            if lease.not_held_reason().is_some() {
+                return why_ended(term, &lease, &now);
+            }
+            (term, lease)
         };
-        let Some(lease) = lease else {
-            return last_loss.unwrap_or(LostReason::NotOwner);
-        };
-        if let Some(reason) = lease.not_held_reason() {
-            return reason;
-        }
         loop {
             tokio::select! {
                 reason = lease.lost() => return reason,
@@ -339,7 +367,7 @@ impl Leadership {
                         return lease.not_held_reason().unwrap_or(LostReason::Expired);
                     }
                     if now.term != term || now.lease.is_none() {
-                        return now.last_loss.or(lease.not_held_reason()).unwrap_or(LostReason::NotOwner);
+                        return why_ended(term, &lease, &now);
                     }
                 }
             }
@@ -437,7 +465,14 @@ impl Campaign {
             Step::Stop(reply) => {
                 // Not leader any more before anyone else can be.
                 self.state.send_modify(|state| state.lease = None);
-                let released = guard.release().await;
+                let released = match guard.release().await {
+                    // Shutdown released it already: stepping down found nothing to do.
+                    Err(LockError::LeaseLost {
+                        reason: LostReason::ShutDown,
+                        ..
+                    }) => Ok(()),
+                    released => released,
+                };
                 match reply {
                     Some(reply) => {
                         let _ = reply.send(released);
@@ -455,6 +490,7 @@ impl Campaign {
                 self.state.send_modify(|state| {
                     state.lease = None;
                     state.last_loss = Some(reason);
+                    state.lost_term = state.term;
                 });
                 // Whatever is left of it (most likely nothing) goes back in the background.
                 drop(guard);
@@ -466,6 +502,15 @@ impl Campaign {
                 true
             }
         }
+    }
+}
+
+/// Why term `term`, whose lease is `lease`, ended: as the campaign recorded it, else as the
+/// lease shows it.
+fn why_ended(term: u64, lease: &Lease, now: &State) -> LostReason {
+    match now.last_loss {
+        Some(reason) if now.lost_term == term => reason,
+        _ => lease.not_held_reason().unwrap_or(LostReason::NotOwner),
     }
 }
 

@@ -377,14 +377,18 @@ async fn a_leader_cut_off_from_the_server_stops_leading_before_its_lease_ends_an
         .expect("campaign starts");
     let first = elected_within(&leadership, Duration::from_secs(5), &server.log()).await;
     server.pause();
+    // The last renewal the server answered was sent before the pause: one lease after the
+    // pause began, the handle no longer leads, whenever the task saying so gets to run.
     let paused = Instant::now();
+    tokio::time::sleep_until((paused + ms(900)).into()).await;
+    assert!(
+        !leadership.is_leader(),
+        "still leading a lease after the pause"
+    );
     let reason = tokio::time::timeout(Duration::from_secs(3), leadership.deposed())
         .await
-        .expect("told within the lease");
-    // Renewed at most a lease before the pause; told before that lease ends.
+        .expect("told");
     assert_eq!(reason, LostReason::Expired);
-    assert!(paused.elapsed() < ms(900), "{:?}", paused.elapsed());
-    assert!(!leadership.is_leader());
     tokio::time::sleep(ms(500)).await;
     server.resume();
     let second = elected_within(&leadership, Duration::from_secs(5), &server.log()).await;
@@ -485,4 +489,91 @@ fn a_campaign_ends_with_the_runtime_it_ran_on() {
         .expect_err("the campaign is gone");
     assert!(matches!(err, LockError::Backend { .. }), "{err}");
     assert!(err.to_string().contains("runtime"), "{err}");
+}
+
+/// `deposed()` reports the end of the term whose token `elected()` returned, even when the
+/// campaign wins the next term before anyone asks: a leader working with a token never misses
+/// that its term is over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deposed_reports_the_end_of_the_term_elected_returned_after_a_quick_re_election() {
+    let server = blocking(RedisServer::start).await;
+    let locks = LockManager::connect(&server.url())
+        .await
+        .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()));
+    let leadership = locks.elect("quick", ttl(ms(900))).expect("campaign starts");
+    let first = elected_within(&leadership, Duration::from_secs(5), &server.log()).await;
+    // Taken from outside: the next renewal finds no lock, and the campaign, alone, wins the
+    // next term at once.
+    server.cmd(&["DEL", "lock:{quick}"]);
+    assert!(
+        wait_until_async(Duration::from_secs(5), || leadership.term() >= 2).await,
+        "no second term\n{}",
+        server.log()
+    );
+    let reason = tokio::time::timeout(ms(500), leadership.deposed())
+        .await
+        .expect("the term of the first token is over");
+    assert_eq!(reason, LostReason::NotOwner);
+    // The next elected() reports the new term, and deposed() follows that one.
+    let second = leadership.elected().await.expect("leading");
+    assert!(second > first, "{second} after {first}");
+    assert!(
+        tokio::time::timeout(ms(300), leadership.deposed())
+            .await
+            .is_err(),
+        "the second term goes on"
+    );
+}
+
+/// The usual exit on SIGTERM: `shutdown()` with the handle alive. Stepping down afterwards
+/// finds the term released already, which is not an error.
+#[tokio::test]
+async fn stepping_down_after_shutdown_is_not_an_error() {
+    let locks = LockManager::memory();
+    let leadership = locks
+        .elect("sigterm", ElectionOptions::new())
+        .expect("campaign");
+    leadership.elected().await.expect("leads");
+    locks.shutdown().await.expect("shutdown");
+    assert!(!leadership.is_leader());
+    leadership
+        .step_down()
+        .await
+        .expect("nothing left to release");
+}
+
+/// A handle dropped just before `shutdown()` (the end of a scope, then shutdown) is released
+/// before shutdown returns: it waits for the server's answer, here delayed by a paused server.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_waits_for_the_release_of_a_handle_dropped_before_it() {
+    let server = Arc::new(blocking(RedisServer::start).await);
+    let locks = LockManager::builder()
+        .url(server.url())
+        .request_timeout(Duration::from_secs(2))
+        .build()
+        .await
+        .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()));
+    let leadership = locks
+        .elect("dropped", ttl(Duration::from_secs(10)))
+        .expect("campaign");
+    elected_within(&leadership, Duration::from_secs(5), &server.log()).await;
+    server.pause();
+    let resumer = {
+        let server = server.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(ms(400));
+            server.resume();
+        })
+    };
+    drop(leadership);
+    tokio::time::sleep(ms(20)).await;
+    let started = Instant::now();
+    locks.shutdown().await.expect("shutdown");
+    let took = started.elapsed();
+    resumer.join().expect("resumer");
+    assert!(
+        took >= ms(300),
+        "shutdown returned after {took:?}, before the paused server could answer the release"
+    );
+    assert!(!server.holds_lock("lock:{dropped}"), "{}", server.log());
 }
