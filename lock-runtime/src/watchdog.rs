@@ -209,17 +209,18 @@ impl Watchdog {
             .then_some(lease)
     }
 
-    /// Whether task `task` holds the lock `key` through this manager with a lease the watchdog
+    /// Whether task `task` holds the lock (or a permit of the semaphore) stored as `stored`
+    /// through this manager with a lease the watchdog
     /// renews: waiting for it could only end with the wait budget. (A fixed lease runs out,
     /// and then the wait ends too.) Looks at every tracked lease: for the slow path of a busy
     /// answer only.
-    pub(crate) fn held_by_task(&self, key: &str, task: crate::lease::Owner) -> bool {
+    pub(crate) fn held_by_task(&self, stored: &str, task: crate::lease::Owner) -> bool {
         let state = self.shared.lock();
         state.entries.values().any(|entry| {
             entry.lease.upgrade().is_some_and(|lease| {
                 lease.task == task
                     && lease.options.watchdog
-                    && lease.key == key
+                    && lease.stored.lock == stored
                     && lease.status() == crate::lease::Status::Held
             })
         })
