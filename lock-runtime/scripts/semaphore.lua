@@ -5,8 +5,9 @@
 --          declared number of permits lives exactly as long as someone holds one
 -- KEYS[2]  `<semaphore>:fence`, the last fencing token handed out (the server time in µs, or
 --          one more than the last), kept for the fence retention after each grant
--- KEYS[3]  `<semaphore>:waiting`, present for a lease after someone was told every permit is
---          taken: while it is, releases announce themselves
+-- KEYS[3]  `<semaphore>:waiting`, present after someone was told every permit is taken, until
+--          a lease after the first holder's lease ends (when that waiter looks again): while it
+--          is, releases announce themselves
 -- ARGV[1]  owner token (a UUID v4, unique per acquisition)
 -- ARGV[2]  the number of permits the caller declares (decimal, at least 1)
 -- ARGV[3]  lease in milliseconds
@@ -50,10 +51,12 @@ if first[1] then
     return {-3, tonumber(declared), 0, 0}
   end
   if redis.call('ZCARD', SET) >= tonumber(PERMITS) and not redis.call('ZSCORE', SET, member) then
-    -- From now on releases announce themselves. (pcall: a server out of memory refuses it;
-    -- waiters then wait for the first lease to end.)
-    redis.pcall('SET', WAITING, '1', 'PX', TTL)
-    return {0, tonumber(first[2]) - now_ms, 0, 0}
+    -- From now on releases announce themselves: at least until the caller looks again, when
+    -- the first lease ends, and a lease of the caller's after that. (pcall: a server out of
+    -- memory refuses it; waiters then wait for the first lease to end.)
+    local pttl = tonumber(first[2]) - now_ms
+    redis.pcall('SET', WAITING, '1', 'PX', pttl + tonumber(TTL))
+    return {0, pttl, 0, 0}
   end
 end
 

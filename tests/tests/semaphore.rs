@@ -140,6 +140,8 @@ macro_rules! on_every_backend {
 on_every_backend!(
     never_more_holders_than_permits_across_managers,
     a_released_permit_wakes_a_waiter_at_once,
+    a_release_long_after_the_waiter_asked_still_wakes_it,
+    hold_at_least_keeps_a_fast_holders_permit,
     an_abandoned_permit_comes_back_when_its_lease_ends,
     watchdog_keeps_a_short_permit_across_a_long_body,
     a_different_number_of_permits_for_one_key_is_a_config_error,
@@ -226,6 +228,54 @@ async fn a_released_permit_wakes_a_waiter_at_once(f: Fixture) {
         f.log()
     );
     second.release().await.expect("release");
+}
+
+/// The waiter's own lease is much shorter than the holder's: the release must still be
+/// announced when it comes after the waiter's lease would have ended.
+async fn a_release_long_after_the_waiter_asked_still_wakes_it(f: Fixture) {
+    let holder = LockOptions::new().ttl(Duration::from_secs(3));
+    let held = f.locks.semaphore("late", 1, holder).await.expect("free");
+    let other = f.connect().await;
+    let waiter = tokio::spawn(async move {
+        let options = LockOptions::new()
+            .ttl(ms(300))
+            .wait(Duration::from_secs(20));
+        let permit = other.semaphore("late", 1, options).await?;
+        let entered = Instant::now();
+        permit.release().await?;
+        Ok::<_, LockError>(entered)
+    });
+    // Past the waiter's 300 ms, and past the holder's first renewal.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let released = Instant::now();
+    held.release().await.expect("release");
+    let entered = waiter
+        .await
+        .expect("task")
+        .unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
+    let handover = entered.duration_since(released);
+    assert!(handover < ms(700), "{handover:?}\n{}", f.log());
+}
+
+async fn hold_at_least_keeps_a_fast_holders_permit(f: Fixture) {
+    let options = LockOptions::new().hold_at_least(ms(600));
+    let permit = f
+        .locks
+        .semaphore("nightly", 1, options)
+        .await
+        .expect("free");
+    let started = Instant::now();
+    permit.release().await.expect("release");
+    let busy = f.locks.semaphore("nightly", 1, LockOptions::new()).await;
+    assert!(busy.expect_err("kept for 600 ms").is_busy(), "{}", f.log());
+    let wait = LockOptions::new().wait(Duration::from_secs(5));
+    let next = f
+        .locks
+        .semaphore("nightly", 1, wait)
+        .await
+        .expect("after the hold");
+    assert!(started.elapsed() >= ms(500), "{:?}", started.elapsed());
+    next.release().await.expect("release");
 }
 
 async fn an_abandoned_permit_comes_back_when_its_lease_ends(f: Fixture) {
