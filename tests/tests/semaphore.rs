@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use lock_runtime::{LockError, LockManager, LockOptions, LostReason};
+use lock_runtime::{LockError, LockManager, LockOptions, LostReason, distributed_lock};
 use lock_tests::{RedisCluster, RedisServer, SentinelSetup};
 
 const CONTENDER: &str = env!("CARGO_BIN_EXE_contender");
@@ -150,6 +150,7 @@ on_every_backend!(
     the_lock_and_the_semaphore_of_one_name_are_apart,
     a_nested_section_reenters_the_permit_of_its_task,
     permits_zero_and_fair_are_refused,
+    the_attribute_admits_at_most_its_permits,
 );
 
 async fn never_more_holders_than_permits_across_managers(f: Fixture) {
@@ -466,6 +467,46 @@ async fn permits_zero_and_fair_are_refused(f: Fixture) {
         .await
         .expect_err("fair");
     assert!(matches!(err, LockError::Config(_)), "{err:?}");
+}
+
+/// At most two calls per tenant run at once, in every process.
+#[distributed_lock(key = "export:<tenant>", permits = 2, wait = "20s", manager = locks)]
+async fn export(
+    locks: LockManager,
+    tenant: u64,
+    inside: Arc<AtomicU32>,
+    most: Arc<AtomicU32>,
+) -> Result<u64, LockError> {
+    let held = lock_runtime::current().expect("inside the section");
+    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+    most.fetch_max(now, Ordering::SeqCst);
+    tokio::time::sleep(ms(20)).await;
+    inside.fetch_sub(1, Ordering::SeqCst);
+    assert!(held.is_held());
+    Ok(tenant)
+}
+
+async fn the_attribute_admits_at_most_its_permits(f: Fixture) {
+    let managers = [f.locks.clone(), f.connect().await];
+    let (inside, most) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    // Tasks of their own: branches of one task are one owner, which would be told it holds
+    // the permits already.
+    let calls: Vec<_> = (0..6)
+        .map(|i| {
+            let locks = managers[i % 2].clone();
+            tokio::spawn(export(locks, 7, inside.clone(), most.clone()))
+        })
+        .collect();
+    for call in calls {
+        let answer = call.await.expect("task");
+        assert_eq!(answer.unwrap_or_else(|err| panic!("{err}\n{}", f.log())), 7);
+    }
+    let most = most.load(Ordering::SeqCst);
+    assert!((1..=2).contains(&most), "{most} at once");
+    // The permits were given back: two are free at once.
+    let a = f.locks.semaphore("export:7", 2, LockOptions::new()).await;
+    let b = f.locks.semaphore("export:7", 2, LockOptions::new()).await;
+    assert!(a.is_ok() && b.is_ok(), "{}", f.log());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
