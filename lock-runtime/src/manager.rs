@@ -320,7 +320,8 @@ impl LockManager {
     /// fails with [`LockError::Config`] naming both (once nobody holds one, the new number
     /// applies). Inside a section of this task that holds a permit of `key` (a
     /// `#[distributed_lock(.., permits = N)]` fn, [`LockGuard::scope`]), this re-enters it,
-    /// taking no second permit.
+    /// taking no second permit; outside one, the task takes another permit, and is told
+    /// [`LockError::HeldByThisTask`] rather than wait when it holds all `permits` itself.
     ///
     /// Errors as [`lock`](Self::lock), and [`LockError::Config`] for `permits` 0, with
     /// [`LockOptions::fair`], or on Redlock (whose independent masters could admit more
@@ -687,7 +688,7 @@ impl Inner {
                     retry_after: remaining,
                 });
             }
-            if waiting.is_none() && self.watchdog.held_by_task(&lease.stored.lock, lease.task) {
+            if waiting.is_none() && self.waits_for_itself(&lease) {
                 record(start, "held_by_this_task", options.label);
                 return Err(LockError::HeldByThisTask {
                     key: lease.key.clone(),
@@ -727,6 +728,20 @@ impl Inner {
                 }
                 record(start, "acquired", options.label);
                 return Ok(guard.counted());
+            }
+        }
+    }
+
+    /// Whether the task of `lease`, told the key is busy, holds it itself through this
+    /// manager, so that waiting would wait for itself: the lock, or every permit of the
+    /// semaphore (with one free elsewhere to come, it waits as anyone would).
+    fn waits_for_itself(&self, lease: &Lease) -> bool {
+        let stored = &lease.stored;
+        match stored.permits {
+            None => self.watchdog.held_by_task(&stored.lock, lease.task),
+            Some(permits) => {
+                let held = self.watchdog.held_by_task_count(&stored.lock, lease.task);
+                held >= usize::try_from(permits).unwrap_or(usize::MAX)
             }
         }
     }

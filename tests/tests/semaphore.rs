@@ -420,8 +420,8 @@ async fn the_lock_and_the_semaphore_of_one_name_are_apart(f: Fixture) {
 
 /// Re-entry, decided as for a lock: inside a section of the task that holds a permit, asking
 /// for the same semaphore re-enters that permit (no second one is taken, and N = 1 cannot
-/// deadlock on itself); outside one, a task whose semaphore is full with its own permit held is
-/// told so instead of waiting for itself.
+/// deadlock on itself); outside one, a task that holds every permit itself is told so instead
+/// of waiting for itself, and one that holds fewer waits for another's.
 async fn a_nested_section_reenters_the_permit_of_its_task(f: Fixture) {
     let locks = f.locks.clone();
     let outer = LockOptions::new().permits(1);
@@ -454,6 +454,25 @@ async fn a_nested_section_reenters_the_permit_of_its_task(f: Fixture) {
     assert!(matches!(err, LockError::HeldByThisTask { .. }), "{err:?}");
     assert!(started.elapsed() < Duration::from_secs(2));
     held.release().await.expect("release");
+
+    // Two permits: one this task's, one another manager's, which it gives back soon.
+    let mine = f.locks.semaphore("nested-2", 2, LockOptions::new()).await;
+    let mine = mine.expect("free");
+    let other = f.connect().await;
+    let theirs = other.semaphore("nested-2", 2, LockOptions::new()).await;
+    let theirs = theirs.expect("free");
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(ms(200)).await;
+        theirs.release().await
+    });
+    let second = f
+        .locks
+        .semaphore("nested-2", 2, wait)
+        .await
+        .unwrap_or_else(|err| panic!("waits for the other holder: {err}\n{}", f.log()));
+    release.await.expect("task").expect("release");
+    second.release().await.expect("release");
+    mine.release().await.expect("release");
 }
 
 async fn permits_zero_and_fair_are_refused(f: Fixture) {
