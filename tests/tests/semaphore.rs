@@ -336,9 +336,13 @@ async fn a_different_number_of_permits_for_one_key_is_a_config_error(f: Fixture)
         .expect_err("3 permits are declared");
     let shown = err.to_string();
     assert!(matches!(err, LockError::Config(_)), "{err:?}");
-    for part in ["`declared`", "3 permits", "declares 5"] {
+    for part in ["semaphore `declared`", "held with 3 permits", "declares 5"] {
         assert!(shown.contains(part), "{shown}");
     }
+    assert!(
+        !shown.contains("  ") && !shown.contains("lock:{"),
+        "{shown}"
+    );
     three.release().await.expect("release");
     // Nobody holds a permit of the old number: the new one applies.
     let five = other.semaphore("declared", 5, LockOptions::new()).await;

@@ -122,8 +122,9 @@ pub(crate) fn acquire_answer(
 pub(crate) fn permits_differ(key: &StoredKey, held: i64) -> Failure {
     let declared = key.permits.unwrap_or_default();
     Failure::config(format!(
-        "semaphore `{}` is held with {held} permits, but this call declares {declared}: every          call site of one semaphore must declare the same number of permits (the new number          applies once no permit of the old one is held)",
-        key.lock.escape_debug()
+        "it is held with {held} permits, but this call declares {declared}: every call site of \
+         one semaphore must declare the same number of permits (a new number applies once no \
+         permit of the old one is held)"
     ))
 }
 
