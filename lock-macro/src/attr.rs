@@ -15,11 +15,12 @@ use crate::suggest;
 use crate::template::Template;
 
 /// The options, in the order the docs list them, with an example of each for messages.
-const OPTIONS: [(&str, &str); 12] = [
+const OPTIONS: [(&str, &str); 13] = [
     ("key", "key = \"order:<order_id>\""),
     ("keys", "keys = [\"account:<from>\", \"account:<to>\"]"),
     ("ttl", "ttl = \"30s\""),
     ("wait", "wait = \"5s\""),
+    ("permits", "permits = 3"),
     ("fair", "fair = true"),
     ("watchdog", "watchdog = false"),
     ("on_lease_lost", "on_lease_lost = \"continue\""),
@@ -33,7 +34,7 @@ const OPTIONS: [(&str, &str); 12] = [
 /// Names people bring from other lock libraries (Redisson, Spring Integration, ShedLock, lock4j),
 /// mapped to ours. Matched after converting camelCase to snake_case, so `leaseTime` is
 /// `lease_time` here.
-const ALIASES: [(&str, &str); 16] = [
+const ALIASES: [(&str, &str); 19] = [
     ("name", "key"),
     ("lease", "ttl"),
     ("lease_time", "ttl"),
@@ -50,12 +51,21 @@ const ALIASES: [(&str, &str); 16] = [
     ("crate_path", "crate"),
     ("fair_lock", "fair"),
     ("fifo", "fair"),
+    ("max_permits", "permits"),
+    ("permit_count", "permits"),
+    ("semaphore", "permits"),
 ];
 
 /// A duration option: its value and the literal it came from (for error spans and messages).
 pub(crate) struct DurationArg {
     pub(crate) millis: u64,
     pub(crate) lit: LitStr,
+}
+
+/// `permits = N`: a literal, checked here, or a const expression, checked when the constant is
+/// evaluated (see `expand`).
+pub(crate) struct PermitsArg {
+    pub(crate) value: Expr,
 }
 
 pub(crate) struct BoolArg {
@@ -138,6 +148,7 @@ pub(crate) struct Args {
     pub(crate) keys: Slot<KeysArg>,
     pub(crate) ttl: Slot<DurationArg>,
     pub(crate) wait: Slot<DurationArg>,
+    pub(crate) permits: Slot<PermitsArg>,
     pub(crate) fair: Slot<BoolArg>,
     pub(crate) watchdog: Slot<BoolArg>,
     pub(crate) on_lease_lost: Slot<OnLeaseLost>,
@@ -155,6 +166,7 @@ impl Args {
             keys: Slot::new("keys"),
             ttl: Slot::new("ttl"),
             wait: Slot::new("wait"),
+            permits: Slot::new("permits"),
             fair: Slot::new("fair"),
             watchdog: Slot::new("watchdog"),
             on_lease_lost: Slot::new("on_lease_lost"),
@@ -206,6 +218,7 @@ impl Args {
             "keys" => self.keys.set(name, || keys(value)),
             "ttl" => self.ttl.set(name, || ttl(value)),
             "wait" => self.wait.set(name, || duration("wait", value)),
+            "permits" => self.permits.set(name, || permits(value)),
             "fair" => self.fair.set(name, || boolean("fair", value)),
             "watchdog" => self.watchdog.set(name, || boolean("watchdog", value)),
             "on_lease_lost" => self.on_lease_lost.set(name, || on_lease_lost(value)),
@@ -520,6 +533,50 @@ fn float_as_duration(digits: &str) -> String {
     "1500ms".to_owned()
 }
 
+fn permits(value: Expr) -> syn::Result<PermitsArg> {
+    let literal = match &value {
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(int), ..
+        }) => int,
+        Expr::Lit(ExprLit {
+            lit: Lit::Str(lit), ..
+        }) if lit.value().trim().parse::<u32>().is_ok() => {
+            return Err(syn::Error::new(
+                lit.span(),
+                format!(
+                    "`permits` takes a number without quotes: write `permits = {}`",
+                    lit.value().trim()
+                ),
+            ));
+        }
+        Expr::Lit(_) | Expr::Unary(_) => {
+            return Err(syn::Error::new_spanned(
+                value,
+                "`permits` takes how many holders the semaphore admits at once, a whole number \
+                 of at least 1: write e.g. `permits = 3`",
+            ));
+        }
+        // A constant, or a const expression: checked when it is evaluated.
+        _ => return Ok(PermitsArg { value }),
+    };
+    match literal.base10_parse::<u32>() {
+        Ok(0) => Err(syn::Error::new(
+            literal.span(),
+            "`permits = 0` makes a semaphore nobody could ever hold: write how many holders \
+             it admits at once, at least 1 (`permits = 1` for one at a time)",
+        )),
+        Ok(_) => Ok(PermitsArg { value }),
+        Err(_) => Err(syn::Error::new(
+            literal.span(),
+            format!(
+                "`permits` must be a whole number from 1 to {}, found `{}`",
+                u32::MAX,
+                literal.base10_digits()
+            ),
+        )),
+    }
+}
+
 fn boolean(name: &str, value: Expr) -> syn::Result<BoolArg> {
     match &value {
         Expr::Lit(ExprLit {
@@ -646,6 +703,25 @@ mod tests {
         assert_eq!(args.allow_long_ttl.get().map(|b| b.value), Some(true));
         assert!(args.manager.get().is_some());
         assert!(args.krate.get().is_some());
+    }
+
+    #[test]
+    fn permits_take_a_literal_of_at_least_one_or_a_constant() {
+        let (args, errs) = Args::parse(quote!(key = "a", permits = 3));
+        assert!(errs.is_empty() && args.permits.get().is_some());
+        let (args, errs) = Args::parse(quote!(key = "a", permits = limits::EXPORTS));
+        assert!(errs.is_empty() && args.permits.get().is_some());
+        for (bad, says) in [
+            (quote!(permits = 0), "`permits = 0`"),
+            (quote!(permits = "3"), "without quotes: write `permits = 3`"),
+            (quote!(permits = -1), "at least 1"),
+            (quote!(permits = 1.5), "at least 1"),
+            (quote!(permits = 4294967296), "from 1 to 4294967295"),
+        ] {
+            let errs = errors(bad);
+            assert_eq!(errs.len(), 1, "{errs:?}");
+            assert!(errs[0].contains(says), "{errs:?}");
+        }
     }
 
     #[test]

@@ -36,6 +36,7 @@
 use proc_macro2::{Literal, Span, TokenStream};
 use quote::{ToTokens, quote, quote_spanned};
 use syn::Ident;
+use syn::spanned::Spanned;
 
 use crate::attr::{Args, OnLeaseLost};
 use crate::fallback;
@@ -380,6 +381,21 @@ fn options(options: &OptionsPlan) -> TokenStream {
     }
     if let Some(wait) = options.wait {
         set("wait", duration(wait));
+    }
+    if let Some(permits) = &options.permits {
+        // Evaluated in the options' `const` block: a constant of 0 fails to compile there.
+        let span = permits.span();
+        set(
+            "permits",
+            quote_spanned! {span=> {
+                let permits: u32 = #permits;
+                ::core::assert!(
+                    permits >= 1,
+                    "`permits` is 0: a semaphore nobody could ever hold; make it at least 1"
+                );
+                permits
+            }},
+        );
     }
     if let Some(fair) = options.fair {
         set("fair", fair.into_token_stream());

@@ -41,6 +41,8 @@ pub(crate) enum LockKeys {
 pub(crate) struct OptionsPlan {
     pub(crate) ttl: Option<u64>,
     pub(crate) wait: Option<u64>,
+    /// `permits = N`: one of N permits of the semaphore of the key, not the lock.
+    pub(crate) permits: Option<syn::Expr>,
     pub(crate) fair: Option<bool>,
     pub(crate) watchdog: Option<bool>,
     pub(crate) on_lease_lost: Option<OnLeaseLost>,
@@ -153,6 +155,7 @@ pub(crate) fn validate(
         options: OptionsPlan {
             ttl: millis(&args.ttl),
             wait: millis(&args.wait),
+            permits: args.permits.value.map(|permits| permits.value),
             fair: args.fair.get().map(|b| b.value),
             watchdog: args.watchdog.get().map(|b| b.value),
             on_lease_lost: args.on_lease_lost.get().copied(),
@@ -222,6 +225,31 @@ fn check_options(args: &Args, errors: &mut Vec<syn::Error>) {
     }
     check_max_hold(args, errors);
     check_fair(args, errors);
+    check_permits(args, errors);
+}
+
+/// A semaphore's waiters are not served in order: `fair = true` with `permits` would be refused
+/// at every call.
+fn check_permits(args: &Args, errors: &mut Vec<syn::Error>) {
+    if let (Some(permits), Some(_)) = (args.permits.get(), args.keys.get()) {
+        errors.push(syn::Error::new_spanned(
+            &permits.value,
+            "`permits` makes this fn take one semaphore's permit, but `keys` takes several locks: \
+             remove `permits` to take the locks, or write one `key = \"..\"` instead of `keys` \
+             to take a permit of that semaphore",
+        ));
+    }
+    let (Some(_), Some(fair)) = (args.permits.get(), args.fair.get()) else {
+        return;
+    };
+    if fair.value {
+        errors.push(syn::Error::new(
+            fair.span,
+            "`fair = true` orders the waiters of a lock, but `permits` makes this fn take a \
+             semaphore's permit, whose waiters are not served in order: remove `fair`, or \
+             remove `permits` to take the lock",
+        ));
+    }
 }
 
 /// `fair = true` orders the callers that wait: without `wait`, the call tries once and never
@@ -654,6 +682,19 @@ mod tests {
         assert_eq!(plan.key.one().format.value(), "order:{}:{}");
         assert!(plan.key.one().literal.is_none());
         assert_eq!(plan.key.one().capacity, "order::".len() + 40);
+    }
+
+    #[test]
+    fn permits_go_to_the_plan_and_refuse_fair() {
+        let plan = plan(quote!(key = "k", permits = 3, wait = "1s"), item()).expect("valid");
+        assert!(plan.options.permits.is_some());
+        let errs = errors(
+            quote!(key = "k", permits = 3, wait = "1s", fair = true),
+            item(),
+        );
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].starts_with("`fair = true` orders the waiters of a lock"));
+        assert!(errors(quote!(key = "k", permits = 3, fair = false), item()).is_empty());
     }
 
     #[test]

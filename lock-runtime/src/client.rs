@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::LockError;
 use crate::backend::{Backend, Failure, Release};
 use crate::background::Background;
+use crate::key::StoredKey;
 use crate::lease::Lease;
 use crate::waiters::Waiters;
 use crate::watchdog::Watchdog;
@@ -86,6 +87,13 @@ impl Inner {
         ReleaseUnderWay(self.clone())
     }
 
+    /// Whether a holder of `stored` hands it straight to a waiter of this process (see
+    /// `Backend::hands_off`): never a semaphore's permit, whose waiters may find another
+    /// permit free and always ask the server.
+    pub(crate) fn hands_off(&self, stored: &StoredKey) -> bool {
+        stored.permits.is_none() && self.backend.hands_off()
+    }
+
     /// One release round trip, bounded by the request timeout. `hold` applies `hold_at_least`;
     /// an acquire that never completed has nothing to hold.
     pub(crate) async fn release(&self, lease: &Lease, hold: bool) -> Result<Release, LockError> {
@@ -104,7 +112,7 @@ impl Inner {
         .await;
         match answer {
             Ok(Ok(Release::Released)) => {
-                if self.backend.hands_off() && self.waiters.has_line(&lease.stored.lock) {
+                if self.hands_off(&lease.stored) && self.waiters.has_line(&lease.stored.lock) {
                     // Waiters of this process may wait without having told the server (see
                     // `waiters`), whatever mode the holder took the lock in: the release nobody
                     // may announce to them is theirs at once. (A fair waiter woken so asks
@@ -136,6 +144,13 @@ impl Inner {
         failure: Failure,
     ) -> LockError {
         let shown = failure.to_string();
+        if failure.is_config() {
+            return LockError::Config(format!(
+                "semaphore `{}` on {}: {shown}",
+                lease.key.escape_debug(),
+                self.backend.server()
+            ));
+        }
         let source: crate::BoxError = if failure.timeout() == Some(None) {
             format!("no answer within {:?}", self.request_timeout).into()
         } else if shown.contains(lease.token.as_str()) {

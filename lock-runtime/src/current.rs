@@ -54,12 +54,16 @@ pub(crate) fn scope_frames<F: Future>(
     HELD.scope(frames, body)
 }
 
-/// The lease of `key` on manager `manager_id` if the running task already holds it.
-pub(crate) fn held(manager_id: u64, key: &str) -> Option<Arc<Lease>> {
+/// The lease of `key` on manager `manager_id` if the running task already holds it: the lock,
+/// or with `semaphore`, a permit of the semaphore of that name.
+pub(crate) fn held(manager_id: u64, key: &str, semaphore: bool) -> Option<Arc<Lease>> {
     HELD.try_with(|frame| {
         let mut frame = Some(frame);
         while let Some(f) = frame {
-            if f.lease.manager_id == manager_id && f.lease.key == key {
+            if f.lease.manager_id == manager_id
+                && f.lease.key == key
+                && f.lease.stored.permits.is_some() == semaphore
+            {
                 return Some(f.lease.clone());
             }
             frame = f.outer.as_ref();

@@ -109,8 +109,15 @@ impl LockGuard {
         &self.lease.key
     }
 
+    /// `Some(n)` if this guard holds one of the `n` permits of a semaphore
+    /// ([`LockManager::semaphore`](crate::LockManager::semaphore)), `None` for a lock.
+    pub fn permits(&self) -> Option<u32> {
+        self.lease.stored.permits
+    }
+
     /// The fencing token of this acquisition: strictly greater than every token handed out
-    /// earlier for the same key (see the crate docs for the exact guarantee). Pass it to the
+    /// earlier for the same key (see the crate docs for the exact guarantee). For a
+    /// semaphore's permit, greater than every token handed out earlier for any permit of it. Pass it to the
     /// storage the lock protects and have that storage refuse smaller tokens than it has seen.
     pub fn fencing_token(&self) -> u64 {
         self.lease.fencing_token()
@@ -306,7 +313,7 @@ async fn hand_off(manager: &Arc<Inner>, lease: &Lease) -> Option<Result<Release,
         .options
         .hold_at_least
         .saturating_sub(lease.started().elapsed());
-    if !manager.backend.hands_off() || !hold.is_zero() || manager.is_closed() {
+    if !manager.hands_off(&lease.stored) || !hold.is_zero() || manager.is_closed() {
         return None;
     }
     let (slot, next) = manager.waiters.take_offer(&lease.stored.lock)?;

@@ -65,6 +65,26 @@
 //! [`MultiGuard`] it returns holds each key as an ordinary lock, with its own fencing token and
 //! lost-lease signal. The keys are not taken at one instant, and no token fences the set.
 //!
+//! # Semaphore
+//!
+//! [`LockManager::semaphore`] (or `permits = N` in the attribute) takes one of N permits of a
+//! name instead of its lock: at most N holders at any moment, each permit a lease held through
+//! a [`LockGuard`] with the lock's guarantees above (owner token, watchdog, lost-lease signal,
+//! fencing, release on drop). Not on Redlock, whose independent masters could admit more.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), lock_runtime::LockError> {
+//! use lock_runtime::{LockManager, LockOptions};
+//!
+//! let locks = LockManager::memory();
+//! let permit = locks.semaphore("exports", 3, LockOptions::new()).await?;
+//! assert_eq!(permit.permits(), Some(3));
+//! permit.release().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Seen from outside
 //!
 //! A lock is one string key that `GET` shows (holder host, pid, app, fencing token). The

@@ -291,7 +291,10 @@ impl LockManager {
         options: LockOptions,
     ) -> Result<LockGuard, LockError> {
         let key = key.into();
-        if let Some(lease) = current::held(self.inner.id, &key) {
+        if let Some(lease) = current::held(self.inner.id, &key, options.permits.is_some()) {
+            if lease.stored.permits != options.permits {
+                return Err(permits_differ_here(&lease, options));
+            }
             return reenter(lease).map(LockGuard::reentered);
         }
         let span = tracing::info_span!(
@@ -305,6 +308,50 @@ impl LockManager {
             .acquire(key, options)
             .instrument(span)
             .await
+    }
+
+    /// Takes one of the `permits` permits of the semaphore `key`, waiting up to `options.wait`
+    /// for one to be given back: at most `permits` holders at any moment, across every process
+    /// on this deployment. The permit is a lease like a lock's, with everything a
+    /// [`LockGuard`] gives: its own owner token and fencing token, renewal by the watchdog,
+    /// [`lost()`](LockGuard::lost) when renewal proves it gone, release on drop. A holder that
+    /// dies gives its permit back when its lease (`options.ttl`) runs out; a release wakes a
+    /// waiter at once.
+    ///
+    /// The semaphore `key` is apart from the lock `key`. Every call site of one semaphore must
+    /// declare the same `permits`: while anyone holds a permit, a call declaring another number
+    /// fails with [`LockError::Config`] naming both (once nobody holds one, the new number
+    /// applies). Inside a section of this task that holds a permit of `key` (a
+    /// `#[distributed_lock(.., permits = N)]` fn, [`LockGuard::scope`]), this re-enters it,
+    /// taking no second permit; outside one, the task takes another permit, and is told
+    /// [`LockError::HeldByThisTask`] rather than wait when it holds all `permits` itself.
+    ///
+    /// Errors as [`lock`](Self::lock), and [`LockError::Config`] for `permits` 0, with
+    /// [`LockOptions::fair`], or on Redlock (whose independent masters could admit more
+    /// holders than permits). Same as `lock(key, options.permits(permits))`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_runtime::LockError> {
+    /// use lock_runtime::{LockManager, LockOptions};
+    ///
+    /// let locks = LockManager::memory();
+    /// let first = locks.semaphore("exports", 2, LockOptions::new()).await?;
+    /// let second = locks.semaphore("exports", 2, LockOptions::new()).await?;
+    /// assert!(locks.semaphore("exports", 2, LockOptions::new()).await.unwrap_err().is_busy());
+    /// assert!(second.fencing_token() > first.fencing_token());
+    /// first.release().await?; // a waiter would be woken now
+    /// # drop(second);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn semaphore(
+        &self,
+        key: impl Into<String>,
+        permits: u32,
+        options: LockOptions,
+    ) -> Result<LockGuard, LockError> {
+        self.lock(key, options.permits(permits)).await
     }
 
     /// Runs `body` while holding the lock `key`: acquires it (waiting up to `options.wait`),
@@ -362,6 +409,18 @@ impl LockManager {
     }
 }
 
+/// A nested section of this task asks for a permit of a semaphore it holds under another
+/// number of permits.
+fn permits_differ_here(held: &Lease, options: LockOptions) -> LockError {
+    LockError::Config(format!(
+        "semaphore `{}` is held by this task with {} permits, but this call declares {}: every \
+         call site of one semaphore must declare the same number of permits",
+        held.key.escape_debug(),
+        held.stored.permits.unwrap_or_default(),
+        options.permits.unwrap_or_default()
+    ))
+}
+
 /// Re-entering a lock the task holds is only allowed while its lease is: a nested section must
 /// not run on a lease that was already lost.
 fn reenter(lease: Arc<Lease>) -> Result<Arc<Lease>, LockError> {
@@ -388,7 +447,14 @@ impl Inner {
                 self.backend.describe()
             )));
         }
-        let stored = StoredKey::new(&self.prefix, &key)?;
+        if let (Some(_), Some(reason)) = (options.permits, self.backend.semaphores()) {
+            return Err(LockError::Config(format!(
+                "{} cannot hold semaphore `{}`: {reason}",
+                self.backend.describe(),
+                key.escape_debug()
+            )));
+        }
+        let stored = StoredKey::of(&self.prefix, &key, options.permits)?;
         let token = uuid::Uuid::new_v4().to_string();
         let start = Instant::now();
         // `wait(Duration::MAX)` means "as long as it takes".
@@ -417,7 +483,7 @@ impl Inner {
         // and is told so below.
         // A fair waiter always asks: its place in line is on the server.
         let mut join_line = None;
-        if self.backend.hands_off() && !options.wait.is_zero() && !options.fair {
+        if self.hands_off(&lease.stored) && !options.wait.is_zero() && !options.fair {
             match self.watchdog.held_lease(&lease.stored.lock) {
                 // Held by this task: asking the server ends in `HeldByThisTask`.
                 Some(held) if held.task == lease.task => {}
@@ -484,7 +550,7 @@ impl Inner {
                     Ask {
                         // A waiter's release must be announced for those behind it in this
                         // process, unless releases here wake them without the server.
-                        waited: waiting.is_some() && !self.backend.hands_off(),
+                        waited: waiting.is_some() && !self.hands_off(&lease_ref.stored),
                         line,
                     },
                 ),
@@ -531,7 +597,13 @@ impl Inner {
                     }
                     if let Some(waiting) = &waiting {
                         // The next local waiter watches our lease: nobody announces its expiry.
-                        waiting.hand_over(lease_ref.deadline());
+                        // Another holder's permit may end sooner than ours: the next waiter for
+                        // a semaphore asks at once, and learns when.
+                        let until = match lease_ref.stored.permits {
+                            Some(_) => Instant::now(),
+                            None => lease_ref.deadline(),
+                        };
+                        waiting.hand_over(until);
                     }
                     record(start, "acquired", options.label);
                     return Ok(guard.counted());
@@ -586,7 +658,7 @@ impl Inner {
                     retry_after: remaining,
                 });
             }
-            if waiting.is_none() && self.watchdog.held_by_task(&lease.key, lease.task) {
+            if waiting.is_none() && self.waits_for_itself(&lease) {
                 record(start, "held_by_this_task", options.label);
                 return Err(LockError::HeldByThisTask {
                     key: lease.key.clone(),
@@ -630,6 +702,20 @@ impl Inner {
         }
     }
 
+    /// Whether the task of `lease`, told the key is busy, holds it itself through this
+    /// manager, so that waiting would wait for itself: the lock, or every permit of the
+    /// semaphore (with one free elsewhere to come, it waits as anyone would).
+    fn waits_for_itself(&self, lease: &Lease) -> bool {
+        let stored = &lease.stored;
+        match stored.permits {
+            None => self.watchdog.held_by_task(&stored.lock, lease.task),
+            Some(permits) => {
+                let held = self.watchdog.held_by_task_count(&stored.lock, lease.task);
+                held >= usize::try_from(permits).unwrap_or(usize::MAX)
+            }
+        }
+    }
+
     /// Sleeps in line until this waiter should try again: a release, the lease it knows of
     /// running out (`expires`, if it watches), or `give_up`. Where the backend hands locks
     /// over, a holder of this process may hand it the lock meanwhile, under `lease`: then the
@@ -664,7 +750,7 @@ impl Inner {
             None => give_up,
         }
         .min(give_up);
-        if self.backend.hands_off() {
+        if self.hands_off(&lease.stored) {
             waiting.slot.open_offer(lease.clone());
         }
         loop {

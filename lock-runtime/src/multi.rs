@@ -65,6 +65,12 @@ impl LockManager {
     {
         let start = Instant::now();
         options.validate()?;
+        if let Some(permits) = options.permits {
+            return Err(LockError::Config(format!(
+                "lock_all takes locks, but its options ask for one of {permits} permits: take \
+                 each semaphore's permit with `semaphore`, or remove `permits` from the options"
+            )));
+        }
         let mut keys = keys
             .into_iter()
             .map(|key| {

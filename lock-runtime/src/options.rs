@@ -37,6 +37,8 @@ pub struct LockOptions {
     pub(crate) max_hold: Option<Duration>,
     pub(crate) fair: bool,
     pub(crate) label: Option<&'static str>,
+    /// `Some(n)`: one of the `n` permits of the semaphore of that name, not the lock.
+    pub(crate) permits: Option<u32>,
 }
 
 impl Default for LockOptions {
@@ -61,6 +63,7 @@ impl LockOptions {
             max_hold: None,
             fair: false,
             label: None,
+            permits: None,
         }
     }
 
@@ -147,6 +150,24 @@ impl LockOptions {
         self
     }
 
+    /// Take one of `permits` permits of the semaphore of the key's name instead of its lock:
+    /// at most `permits` holders at a time (see
+    /// [`LockManager::semaphore`](crate::LockManager::semaphore), which sets this). The lock
+    /// and the semaphore of one name are apart and never exclude each other. Every caller of
+    /// one semaphore must declare the same number: another number fails with
+    /// [`LockError::Config`] while any permit is held. At least 1; not with [`fair`](Self::fair).
+    ///
+    /// ```
+    /// use lock_runtime::LockOptions;
+    ///
+    /// const THREE_EXPORTS: LockOptions = LockOptions::new().permits(3);
+    /// assert_eq!(THREE_EXPORTS.permits_value(), Some(3));
+    /// ```
+    pub const fn permits(mut self, permits: u32) -> Self {
+        self.permits = Some(permits);
+        self
+    }
+
     /// Checks the values against what a lease can be: ttl within
     /// [`MIN_TTL`](crate::MIN_TTL)..=[`MAX_TTL`](crate::MAX_TTL), `hold_at_least` at most
     /// `MAX_TTL`. `wait` and `max_hold` may be anything (`Duration::MAX`: no limit).
@@ -162,6 +183,18 @@ impl LockOptions {
                 "hold_at_least {:?} is longer than the maximum {MAX_TTL:?}",
                 self.hold_at_least
             )));
+        }
+        if self.permits == Some(0) {
+            return Err(LockError::Config(
+                "permits 0: a semaphore that nobody could ever hold; declare at least 1".into(),
+            ));
+        }
+        if self.permits.is_some() && self.fair {
+            return Err(LockError::Config(
+                "fair = true orders the waiters of a lock; a semaphore's waiters are not served \
+                 in order: leave fair out, or take the lock"
+                    .into(),
+            ));
         }
         Ok(())
     }
@@ -199,6 +232,11 @@ impl LockOptions {
     /// Whether waiters are served first come, first served.
     pub const fn fair_value(&self) -> bool {
         self.fair
+    }
+
+    /// The number of permits of the semaphore taken, or `None` for the lock.
+    pub const fn permits_value(&self) -> Option<u32> {
+        self.permits
     }
 
     /// The metrics label, if any.

@@ -209,20 +209,33 @@ impl Watchdog {
             .then_some(lease)
     }
 
-    /// Whether task `task` holds the lock `key` through this manager with a lease the watchdog
+    /// Whether task `task` holds the lock (or a permit of the semaphore) stored as `stored`
+    /// through this manager with a lease the watchdog
     /// renews: waiting for it could only end with the wait budget. (A fixed lease runs out,
     /// and then the wait ends too.) Looks at every tracked lease: for the slow path of a busy
     /// answer only.
-    pub(crate) fn held_by_task(&self, key: &str, task: crate::lease::Owner) -> bool {
+    /// A semaphore's task holds every permit exactly when it holds as many as the semaphore has
+    /// (see [`Watchdog::held_by_task_count`]).
+    pub(crate) fn held_by_task(&self, stored: &str, task: crate::lease::Owner) -> bool {
+        self.held_by_task_count(stored, task) > 0
+    }
+
+    /// How many leases of `stored` task `task` holds as [`Watchdog::held_by_task`] counts them:
+    /// one at most for a lock, up to its permits for a semaphore.
+    pub(crate) fn held_by_task_count(&self, stored: &str, task: crate::lease::Owner) -> usize {
         let state = self.shared.lock();
-        state.entries.values().any(|entry| {
-            entry.lease.upgrade().is_some_and(|lease| {
-                lease.task == task
-                    && lease.options.watchdog
-                    && lease.key == key
-                    && lease.status() == crate::lease::Status::Held
+        state
+            .entries
+            .values()
+            .filter(|entry| {
+                entry.lease.upgrade().is_some_and(|lease| {
+                    lease.task == task
+                        && lease.options.watchdog
+                        && lease.stored.lock == stored
+                        && lease.status() == crate::lease::Status::Held
+                })
             })
-        })
+            .count()
     }
 
     /// Stops all work for every lease and returns those still alive: for shutdown, which

@@ -503,3 +503,18 @@ async fn cluster_keys_on_different_masters_are_each_held_there() {
         assert!(!left.starts_with("held"), "{key}: {left}");
     }
 }
+
+/// `lock_all` takes locks: options asking for a semaphore's permit are refused before anything
+/// is taken, with the way to take permits instead.
+#[tokio::test]
+async fn lock_all_with_permits_in_its_options_is_refused() {
+    let f = Fixture::memory().await;
+    let err = f
+        .locks
+        .lock_all(["quota:1", "quota:2"], LockOptions::new().permits(3))
+        .await
+        .expect_err("permits are not locks");
+    assert!(matches!(err, LockError::Config(_)), "{err}");
+    assert!(err.to_string().contains("semaphore"), "{err}");
+    assert!(f.is_free("quota:1").await && f.is_free("quota:2").await);
+}

@@ -31,9 +31,9 @@ use redis::{
 use tokio::sync::mpsc;
 
 use super::redis::{
-    ACQUIRE, Announce, HANDOFF, Holder, LEAVE, RELEASE, RENEW, RedisSettings, Subscription,
-    Subscriptions, acquire_confirmed, describe_error, enable_tls, invoke, is_noscript, millis,
-    query_loading, release_answer,
+    Announce, HANDOFF, Holder, LEAVE, RENEW, RedisSettings, Subscription, Subscriptions,
+    acquire_confirmed, describe_error, enable_tls, invoke, is_noscript, millis, query_loading,
+    release_answer, renew_invocation,
 };
 use super::replicas::{Pool, Replication};
 use super::{
@@ -310,12 +310,7 @@ impl ClusterBackend {
         let mut pipe = redis::pipe();
         for &i in indices {
             let renewal = &batch[i];
-            pipe.invoke_script(
-                RENEW
-                    .key(renewal.key())
-                    .arg(renewal.token())
-                    .arg(millis(renewal.ttl)),
-            );
+            pipe.invoke_script(&renew_invocation(renewal));
         }
         let mut conn = self.routed(batch[first].key());
         let answers: Vec<i64> = settle_noscript(query_loading(&pipe, &RENEW, &mut conn).await)?;
@@ -354,7 +349,7 @@ impl Backend for ClusterBackend {
             self.subscriptions.revive();
             let Some((replication, pool)) = &self.replication else {
                 let mut conn = self.routed(&key.lock);
-                let answer = settle_noscript(invoke(&invocation, &ACQUIRE, &mut conn).await)?;
+                let answer = settle_noscript(invocation.run(&mut conn).await)?;
                 return acquire_answer(key, answer);
             };
             // WAIT blocks the node connection it is sent on: never the shared one. An idle one
@@ -425,7 +420,7 @@ impl Backend for ClusterBackend {
             let keep_ms = if keep.is_zero() { 0 } else { millis(keep) };
             let mut conn = self.routed(&key.lock);
             let invocation = self.holder.release(key, token, keep_ms, Announce::Sharded);
-            let answer: i64 = settle_noscript(invoke(&invocation, &RELEASE, &mut conn).await)?;
+            let answer: i64 = settle_noscript(invocation.run(&mut conn).await)?;
             Ok(release_answer(answer))
         })
     }

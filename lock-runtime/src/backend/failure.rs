@@ -29,6 +29,10 @@ enum Kind {
     /// Sending it again will fail the same way: a refused command, bad credentials, data at the
     /// key that is not a lock.
     Permanent,
+    /// Permanent, and the caller's own doing rather than the server's: two call sites that
+    /// declare one semaphore with different numbers of permits. Reported as
+    /// [`LockError::Config`](crate::LockError::Config).
+    Config,
 }
 
 impl Failure {
@@ -48,6 +52,19 @@ impl Failure {
         }
     }
 
+    /// A request the caller's settings make wrong (see `Kind::Config`).
+    pub(crate) fn config(source: impl Into<BoxError>) -> Self {
+        Failure {
+            kind: Kind::Config,
+            source: source.into(),
+        }
+    }
+
+    /// Whether this failure is the caller's settings' doing, not the server's.
+    pub(crate) fn is_config(&self) -> bool {
+        self.kind == Kind::Config
+    }
+
     /// No answer within `limit`.
     pub(crate) fn timed_out(limit: Duration) -> Self {
         Failure {
@@ -59,7 +76,7 @@ impl Failure {
     /// Whether sending the request again may succeed. Requests are idempotent for the same
     /// owner token, so retrying them is safe.
     pub(crate) fn is_transient(&self) -> bool {
-        self.kind != Kind::Permanent
+        !matches!(self.kind, Kind::Permanent | Kind::Config)
     }
 
     /// `Some` if the request got no answer in time: with the limit where it is known, `None`

@@ -11,8 +11,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::Failure;
-use super::{Acquire, Ask, Backend, Booking, BoxFuture, FAIR_TURN, Line, Release, Renewal, whole};
+use super::{
+    Acquire, Ask, Backend, Booking, BoxFuture, FAIR_TURN, Failure, Line, Release, Renewal,
+    permits_differ, whole,
+};
 use crate::client::release_id;
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
@@ -33,6 +35,8 @@ struct State {
     locks: HashMap<String, Entry>,
     /// The lines of fair waiters, by key (as queue.lua keeps them on Redis).
     lines: HashMap<String, FairLine>,
+    /// The semaphores, by stored name (as semaphore.lua keeps them on Redis).
+    semaphores: HashMap<String, Semaphore>,
     /// One counter for all keys: strictly increasing per key, and never reset while the process
     /// lives.
     last_fence: u64,
@@ -45,6 +49,29 @@ struct Entry {
     token: String,
     fence: u64,
     expires: Instant,
+}
+
+/// The holders of one semaphore.
+struct Semaphore {
+    /// The number its holders declared: a caller declaring another is refused while any
+    /// holder is left.
+    permits: u32,
+    /// Owner token, and when its lease ends.
+    holders: Vec<(String, Instant)>,
+}
+
+impl Semaphore {
+    fn drop_ended(&mut self, now: Instant) {
+        self.holders.retain(|(_, end)| *end > now);
+    }
+
+    /// The live holder `token`'s lease end, if it holds a permit.
+    fn holder(&mut self, token: &str, now: Instant) -> Option<&mut Instant> {
+        self.holders
+            .iter_mut()
+            .find(|(own, end)| own == token && *end > now)
+            .map(|(_, end)| end)
+    }
 }
 
 /// The fair waiters of one key, in the order they came.
@@ -153,11 +180,94 @@ impl State {
             return;
         }
         self.locks.retain(|_, entry| entry.expires > now);
+        self.semaphores.retain(|_, semaphore| {
+            semaphore.drop_ended(now);
+            !semaphore.holders.is_empty()
+        });
         self.lines.retain(|_, line| {
             line.first(now);
             !line.waiting.is_empty() || line.turn.as_ref().is_some_and(|(_, until)| *until > now)
         });
         self.sweep_at = (self.locks.len() * 2).max(1024);
+    }
+
+    /// One permit of the semaphore `key` for `token` (see semaphore.lua).
+    fn take_permit(
+        &mut self,
+        key: &StoredKey,
+        permits: u32,
+        token: &str,
+        ttl: Duration,
+        now: Instant,
+    ) -> Result<Acquire, Failure> {
+        let semaphore = self
+            .semaphores
+            .entry(key.lock.clone())
+            .or_insert_with(|| Semaphore {
+                permits,
+                holders: Vec::new(),
+            });
+        semaphore.drop_ended(now);
+        if semaphore.holders.is_empty() {
+            semaphore.permits = permits;
+        }
+        if semaphore.permits != permits {
+            return Err(permits_differ(key, i64::from(semaphore.permits)));
+        }
+        if let Some(end) = semaphore.holder(token, now) {
+            *end = now + ttl;
+        } else if semaphore.holders.len() >= permits as usize {
+            let first = semaphore.holders.iter().map(|(_, end)| *end).min();
+            return Ok(Acquire::Busy {
+                remaining: first.map(|end| end - now),
+                holder: None,
+                in_line: false,
+            });
+        } else {
+            semaphore.holders.push((token.to_owned(), now + ttl));
+        }
+        self.last_fence += 1;
+        Ok(Acquire::Acquired {
+            fence: self.last_fence,
+        })
+    }
+
+    /// Renews the permit of `token`: whether it was still held.
+    fn renew_permit(&mut self, key: &str, token: &str, ttl: Duration, now: Instant) -> bool {
+        let held = self
+            .semaphores
+            .get_mut(key)
+            .and_then(|semaphore| semaphore.holder(token, now));
+        match held {
+            Some(end) => {
+                *end = now + ttl;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Gives the permit of `token` back, or keeps it `keep` longer (hold_at_least).
+    fn release_permit(&mut self, key: &str, token: &str, keep: Duration, now: Instant) -> Release {
+        let Some(semaphore) = self.semaphores.get_mut(key) else {
+            return Release::Gone;
+        };
+        let answer = match semaphore.holder(token, now) {
+            None => Release::Gone,
+            Some(end) if !keep.is_zero() => {
+                *end = now + keep;
+                Release::Released
+            }
+            Some(_) => {
+                semaphore.holders.retain(|(own, _)| own != token);
+                Release::Released
+            }
+        };
+        semaphore.drop_ended(now);
+        if semaphore.holders.is_empty() {
+            self.semaphores.remove(key);
+        }
+        answer
     }
 }
 
@@ -184,6 +294,9 @@ impl Backend for MemoryBackend {
         let now = Instant::now();
         let mut state = self.state();
         state.sweep(now);
+        if let Some(permits) = key.permits {
+            return ready(state.take_permit(key, permits, token, ttl, now));
+        }
         let State { locks, lines, .. } = &mut *state;
         let joins = match ask.line {
             Line::No => false,
@@ -275,12 +388,18 @@ impl Backend for MemoryBackend {
             let mut state = self.state();
             batch
                 .iter()
-                .map(|renewal| match state.live(renewal.key(), now) {
-                    Some(entry) if entry.token == renewal.token() => {
-                        entry.expires = now + renewal.ttl;
-                        Some(true)
+                .map(|renewal| {
+                    if renewal.lease.stored.permits.is_some() {
+                        let (key, token) = (renewal.key(), renewal.token());
+                        return Some(state.renew_permit(key, token, renewal.ttl, now));
                     }
-                    _ => Some(false),
+                    match state.live(renewal.key(), now) {
+                        Some(entry) if entry.token == renewal.token() => {
+                            entry.expires = now + renewal.ttl;
+                            Some(true)
+                        }
+                        _ => Some(false),
+                    }
                 })
                 .collect()
         };
@@ -297,6 +416,14 @@ impl Backend for MemoryBackend {
     ) -> BoxFuture<'a, Result<Release, Failure>> {
         let now = Instant::now();
         let mut state = self.state();
+        if key.permits.is_some() {
+            let answer = state.release_permit(&key.lock, token, keep, now);
+            drop(state);
+            if answer == Release::Released {
+                self.waiters.wake_one(&key.lock, None);
+            }
+            return ready(Ok(answer));
+        }
         let answer = match state.live(&key.lock, now) {
             None => Release::Gone,
             Some(entry) if entry.token != token => Release::NotOwner,

@@ -75,7 +75,8 @@ pub(crate) enum Acquire {
     },
 }
 
-/// What acquire.lua answered, `{status, value, holder, in_line}`, as an [`Acquire`].
+/// What acquire.lua (or semaphore.lua) answered, `{status, value, holder, in_line}`, as an
+/// [`Acquire`].
 pub(crate) fn acquire_answer(
     key: &StoredKey,
     (status, value, holder, in_line): (i64, i64, i64, i64),
@@ -97,13 +98,34 @@ pub(crate) fn acquire_answer(
              above); the lock was not taken and nothing was written. Delete it only once no \
              storage still checks tokens of this lock",
             key.lock.escape_debug(),
-            key.fence().escape_debug()
+            if key.permits.is_some() {
+                key.sem_fence()
+            } else {
+                key.fence()
+            }
+            .escape_debug()
+        ))),
+        -3 => Err(permits_differ(key, value)),
+        _ if key.permits.is_some() => Err(Failure::permanent(format!(
+            "a key of semaphore `{}` holds data that is not a semaphore; it was left untouched",
+            key.lock.escape_debug()
         ))),
         _ => Err(Failure::permanent(format!(
             "key `{}` holds data that is not a lock; it was left untouched",
             key.lock.escape_debug()
         ))),
     }
+}
+
+/// The error of a caller that declares the semaphore `key` with another number of permits than
+/// its holders (`held`) took it with: a mistake in the program, not the server's.
+pub(crate) fn permits_differ(key: &StoredKey, held: i64) -> Failure {
+    let declared = key.permits.unwrap_or_default();
+    Failure::config(format!(
+        "it is held with {held} permits, but this call declares {declared}: every call site of \
+         one semaphore must declare the same number of permits (a new number applies once no \
+         permit of the old one is held)"
+    ))
 }
 
 /// The answer to a release.
@@ -194,6 +216,13 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// Whether fair waiting (`fair = true`) works here: where one server orders the line.
     fn fair(&self) -> bool {
         true
+    }
+
+    /// Whether semaphores work here (a [`StoredKey`] with `permits`, taken and released by the
+    /// same calls as a lock): where one server counts the holders. `None` if they do, or why
+    /// not.
+    fn semaphores(&self) -> Option<&'static str> {
+        None
     }
 
     /// One round trip: `token` leaves the line of fair waiters for `key`; if the lock was freed

@@ -49,6 +49,18 @@ pub(super) static HANDOFF: LazyLock<Lua> = LazyLock::new(|| {
         include_str!("../../scripts/handoff.lua")
     ))
 });
+pub(super) static SEMAPHORE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../scripts/queue.lua"),
+        include_str!("../../scripts/semaphore.lua")
+    ))
+});
+pub(super) static PERMIT_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../scripts/queue.lua"),
+        include_str!("../../scripts/permit_release.lua")
+    ))
+});
 pub(super) static LEAVE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
         include_str!("../../scripts/queue.lua"),
@@ -89,6 +101,36 @@ impl std::ops::Deref for Lua {
     fn deref(&self) -> &Script {
         &self.script
     }
+}
+
+/// One script call, with the script it calls (to cache it when the server does not know it):
+/// a lock's and a semaphore's steps are different scripts behind the same backend calls.
+pub(super) struct Call<'a> {
+    invocation: redis::ScriptInvocation<'a>,
+    script: &'static Lua,
+}
+
+impl Call<'_> {
+    /// Runs the call (`EVALSHA`), caching the script first if the server does not know it.
+    pub(super) async fn run<T: FromRedisValue>(
+        &self,
+        conn: &mut impl redis::aio::ConnectionLike,
+    ) -> RedisResult<T> {
+        invoke(&self.invocation, self.script, conn).await
+    }
+}
+
+/// The renewal of one lease, as renew.lua takes it: a permit adds its number of permits.
+pub(super) fn renew_invocation(renewal: &Renewal) -> redis::ScriptInvocation<'static> {
+    let mut invocation = RENEW.prepare_invoke();
+    invocation
+        .key(renewal.key())
+        .arg(renewal.token())
+        .arg(millis(renewal.ttl));
+    if let Some(permits) = renewal.lease.stored.permits {
+        invocation.arg(permits);
+    }
+    invocation
 }
 
 /// What the Redis backend needs from the manager builder.
@@ -194,7 +236,8 @@ impl Holder {
     }
 
     /// The call of acquire.lua that takes `key` for `token` and `ttl` (see [`Ask`]); a fair
-    /// waiter's turn is announced as `announce` says.
+    /// waiter's turn is announced as `announce` says. For a semaphore, the call of
+    /// semaphore.lua that takes one of its permits.
     pub(super) fn acquire<'a>(
         &'a self,
         key: &StoredKey,
@@ -202,7 +245,23 @@ impl Holder {
         ttl: Duration,
         ask: Ask,
         announce: Announce,
-    ) -> redis::ScriptInvocation<'a> {
+    ) -> Call<'a> {
+        if let Some(permits) = key.permits {
+            let mut invocation = SEMAPHORE.prepare_invoke();
+            invocation
+                .key(&key.lock)
+                .key(key.sem_fence())
+                .key(key.sem_waiting())
+                .arg(token)
+                .arg(permits)
+                .arg(millis(ttl))
+                .arg(if ask.waited { "1" } else { "0" })
+                .arg(self.fence_retention_ms);
+            return Call {
+                invocation,
+                script: &SEMAPHORE,
+            };
+        }
         let mut invocation = ACQUIRE.prepare_invoke();
         invocation
             .key(&key.lock)
@@ -217,7 +276,10 @@ impl Holder {
             .arg(self.fair_turn_ms)
             .arg(announce.as_arg())
             .arg(self.fence_retention_ms);
-        invocation
+        Call {
+            invocation,
+            script: &ACQUIRE,
+        }
     }
 
     /// The call of leave.lua: `token` leaves the line of fair waiters for `key`.
@@ -264,14 +326,29 @@ impl Holder {
     }
 
     /// The call of release.lua that releases `key` if `token` holds it, keeping it busy for
-    /// `keep_ms` more (hold_at_least) when that is not 0.
+    /// `keep_ms` more (hold_at_least) when that is not 0; for a semaphore, the call of
+    /// permit_release.lua.
     pub(super) fn release(
         &self,
         key: &StoredKey,
         token: &str,
         keep_ms: u64,
         announce: Announce,
-    ) -> redis::ScriptInvocation<'static> {
+    ) -> Call<'static> {
+        if let Some(permits) = key.permits {
+            let mut invocation = PERMIT_RELEASE.prepare_invoke();
+            invocation
+                .key(&key.lock)
+                .key(key.sem_waiting())
+                .arg(token)
+                .arg(permits)
+                .arg(keep_ms)
+                .arg(announce.as_arg());
+            return Call {
+                invocation,
+                script: &PERMIT_RELEASE,
+            };
+        }
         let mut invocation = RELEASE.prepare_invoke();
         invocation
             .key(&key.lock)
@@ -282,7 +359,10 @@ impl Holder {
             .arg(announce.as_arg())
             .arg(self.fence_retention_ms)
             .arg(self.fair_turn_ms);
-        invocation
+        Call {
+            invocation,
+            script: &RELEASE,
+        }
     }
 }
 
@@ -292,13 +372,13 @@ impl Holder {
 pub(super) async fn acquire_confirmed<C: redis::aio::ConnectionLike>(
     conn: &mut C,
     holder: &Holder,
-    invocation: &redis::ScriptInvocation<'_>,
+    invocation: &Call<'_>,
     key: &StoredKey,
     token: &str,
     ttl: Duration,
     replication: &Replication,
 ) -> Result<Acquire, Failure> {
-    let answer = invoke(invocation, &ACQUIRE, conn).await?;
+    let answer = invocation.run(conn).await?;
     let acquired = acquire_answer(key, answer)?;
     if !matches!(acquired, Acquire::Acquired { .. }) {
         return Ok(acquired);
@@ -308,7 +388,7 @@ pub(super) async fn acquire_confirmed<C: redis::aio::ConnectionLike>(
     };
     let give_back = holder.release(key, token, 0, replication.announce);
     // If this fails too, the caller's clean-up of a failed attempt releases it.
-    let _: RedisResult<i64> = invoke(&give_back, &RELEASE, conn).await;
+    let _: RedisResult<i64> = give_back.run(conn).await;
     Err(failure)
 }
 
@@ -623,7 +703,7 @@ impl RedisBackend {
         async move {
             let invocation = &invocation;
             let answer: i64 = conn
-                .send(|mut conn| async move { invoke(invocation, &RELEASE, &mut conn).await })
+                .send(|mut conn| async move { invocation.run(&mut conn).await })
                 .await?;
             Ok(release_answer(answer))
         }
@@ -911,7 +991,7 @@ impl Backend for RedisBackend {
                 let invocation = &invocation;
                 let answer = self
                     .shared_conn()
-                    .send(|mut conn| async move { invoke(invocation, &ACQUIRE, &mut conn).await })
+                    .send(|mut conn| async move { invocation.run(&mut conn).await })
                     .await?;
                 return acquire_answer(key, answer);
             };
@@ -1009,17 +1089,7 @@ impl RedisBackend {
         &self,
         batch: &[Renewal],
     ) -> Result<Vec<Option<bool>>, Failure> {
-        let invocations: Vec<_> = batch
-            .iter()
-            .map(|renewal| {
-                let mut invocation = RENEW.prepare_invoke();
-                invocation
-                    .key(renewal.key())
-                    .arg(renewal.token())
-                    .arg(millis(renewal.ttl));
-                invocation
-            })
-            .collect();
+        let invocations: Vec<_> = batch.iter().map(renew_invocation).collect();
         let mut pipe = redis::pipe();
         for invocation in &invocations {
             pipe.invoke_script(invocation);

@@ -345,6 +345,15 @@ impl Backend for RedlockBackend {
         false
     }
 
+    fn semaphores(&self) -> Option<&'static str> {
+        Some(
+            "a semaphore over independent masters is not sound: each master counts its own \
+             holders, and different majorities can admit more than its permits in all (with 2 \
+             permits on 3 masters, three holders can each win two masters, with no fault at \
+             all); use one Redis, Sentinel or Cluster for semaphores",
+        )
+    }
+
     fn server(&self) -> &str {
         &self.server
     }

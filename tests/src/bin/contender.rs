@@ -7,6 +7,9 @@
 //! `contender hold <url> <key> <ttl ms>`: takes the lock, prints `held <token>` and sleeps until
 //! killed.
 //!
+//! `contender permit <url> <key> <permits> <ttl ms>`: takes a permit of the semaphore `key`,
+//! prints `held <token>` and sleeps until killed.
+//!
 //! `contender lead <url> <name> <ttl ms>`: campaigns for the leadership `name`, prints
 //! `leader <token>` once elected and sleeps until killed.
 
@@ -75,6 +78,15 @@ async fn main() -> Result<(), LockError> {
             let guard = locks
                 .lock(key, LockOptions::new().ttl(Duration::from_millis(ttl)))
                 .await?;
+            println!("held {}", guard.fencing_token());
+            std::io::stdout().flush().expect("flush stdout");
+            std::future::pending::<()>().await;
+        }
+        "permit" => {
+            let permits: u32 = arg(&args, 4).parse().expect("permits");
+            let ttl: u64 = arg(&args, 5).parse().expect("ttl in ms");
+            let options = LockOptions::new().ttl(Duration::from_millis(ttl));
+            let guard = locks.semaphore(key, permits, options).await?;
             println!("held {}", guard.fencing_token());
             std::io::stdout().flush().expect("flush stdout");
             std::future::pending::<()>().await;

@@ -1,0 +1,665 @@
+//! The semaphore (`LockManager::semaphore`, `permits = N`): at most N holders at any moment,
+//! each with the guarantees of a lock. Run on memory://, one redis-server, a master behind
+//! Sentinel and a three-master Redis Cluster; Redlock refuses it.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use lock_runtime::{LockError, LockManager, LockOptions, LostReason, distributed_lock};
+use lock_tests::{RedisCluster, RedisServer, SentinelSetup};
+
+const CONTENDER: &str = env!("CARGO_BIN_EXE_contender");
+
+/// A manager, the URL more managers connect to, and the servers behind it (kept alive for the
+/// test).
+struct Fixture {
+    locks: LockManager,
+    url: String,
+    server: Option<RedisServer>,
+    sentinel: Option<SentinelSetup>,
+    cluster: Option<RedisCluster>,
+}
+
+impl Fixture {
+    async fn memory() -> Fixture {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        // A table of this test's own, that other managers of the test can connect to.
+        let url = format!(
+            "memory://semaphore-{}",
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        Fixture::on(url, None, None, None).await
+    }
+
+    async fn redis() -> Fixture {
+        let server = RedisServer::start();
+        Fixture::on(server.url(), Some(server), None, None).await
+    }
+
+    /// A master with one replica behind three sentinels.
+    async fn sentinel() -> Fixture {
+        let setup = SentinelSetup::start(1, 3);
+        Fixture::on(setup.url(), None, Some(setup), None).await
+    }
+
+    /// A Redis Cluster of three masters.
+    async fn cluster() -> Fixture {
+        let cluster = RedisCluster::start(3, 0);
+        Fixture::on(cluster.url(), None, None, Some(cluster)).await
+    }
+
+    async fn on(
+        url: String,
+        server: Option<RedisServer>,
+        sentinel: Option<SentinelSetup>,
+        cluster: Option<RedisCluster>,
+    ) -> Fixture {
+        let mut fixture = Fixture {
+            locks: LockManager::memory(),
+            url,
+            server,
+            sentinel,
+            cluster,
+        };
+        fixture.locks = fixture.connect().await;
+        fixture
+    }
+
+    /// Another manager on the same deployment, as another process would have.
+    async fn connect(&self) -> LockManager {
+        LockManager::connect(&self.url)
+            .await
+            .unwrap_or_else(|err| panic!("connect: {err}\n{}", self.log()))
+    }
+
+    /// The server that stores `key`, for a command from outside (none for memory).
+    fn server_of(&self, key: &str) -> Option<&RedisServer> {
+        self.server
+            .as_ref()
+            .or(self.sentinel.as_ref().map(SentinelSetup::master))
+            .or(self
+                .cluster
+                .as_ref()
+                .map(|cluster| cluster.master_for_key(key)))
+    }
+
+    fn log(&self) -> String {
+        let server = self.server.iter().map(RedisServer::log);
+        server
+            .chain(self.sentinel.as_ref().map(SentinelSetup::log))
+            .chain(self.cluster.as_ref().map(RedisCluster::log))
+            .collect()
+    }
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Instantiates each behaviour once per backend that holds semaphores.
+macro_rules! on_every_backend {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Fixture::memory().await).await
+                }
+            )*
+        }
+        mod redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Fixture::redis().await).await
+                }
+            )*
+        }
+        mod sentinel {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Fixture::sentinel().await).await
+                }
+            )*
+        }
+        mod cluster {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Fixture::cluster().await).await
+                }
+            )*
+        }
+    };
+}
+
+on_every_backend!(
+    never_more_holders_than_permits_across_managers,
+    a_released_permit_wakes_a_waiter_at_once,
+    a_release_long_after_the_waiter_asked_still_wakes_it,
+    hold_at_least_keeps_a_fast_holders_permit,
+    an_abandoned_permit_comes_back_when_its_lease_ends,
+    watchdog_keeps_a_short_permit_across_a_long_body,
+    a_different_number_of_permits_for_one_key_is_a_config_error,
+    release_on_cancel_gives_the_permit_back_at_once,
+    release_on_panic_gives_the_permit_back_at_once,
+    the_lock_and_the_semaphore_of_one_name_are_apart,
+    a_nested_section_reenters_the_permit_of_its_task,
+    permits_zero_and_fair_are_refused,
+    the_attribute_admits_at_most_its_permits,
+);
+
+async fn never_more_holders_than_permits_across_managers(f: Fixture) {
+    const PERMITS: u32 = 3;
+    let managers = [f.locks.clone(), f.connect().await];
+    let inside = Arc::new(AtomicU32::new(0));
+    let most = Arc::new(AtomicU32::new(0));
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let locks = managers[i % 2].clone();
+        let (inside, most) = (inside.clone(), most.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut tokens = Vec::new();
+            for _ in 0..6 {
+                let options = LockOptions::new().wait(Duration::from_secs(30));
+                let permit = locks.semaphore("pool", PERMITS, options).await?;
+                let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                tokens.push(permit.fencing_token());
+                tokio::time::sleep(ms(5)).await;
+                inside.fetch_sub(1, Ordering::SeqCst);
+                permit.release().await?;
+            }
+            Ok::<_, LockError>(tokens)
+        }));
+    }
+    let mut all = Vec::new();
+    for task in tasks {
+        let tokens = task
+            .await
+            .expect("task")
+            .unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
+        assert!(tokens.windows(2).all(|w| w[0] < w[1]), "{tokens:?}");
+        all.extend(tokens);
+    }
+    let most = most.load(Ordering::SeqCst);
+    assert!(most <= PERMITS, "{most} holders at once\n{}", f.log());
+    // Eight tasks over three permits: they did hold them side by side, not one at a time.
+    assert!(
+        most > 1,
+        "never more than one holder: a lock, not a semaphore"
+    );
+    all.sort_unstable();
+    all.dedup();
+    assert_eq!(
+        all.len(),
+        48,
+        "every permit grant has its own fencing token"
+    );
+}
+
+async fn a_released_permit_wakes_a_waiter_at_once(f: Fixture) {
+    let options = LockOptions::new().ttl(Duration::from_secs(10));
+    let first = f.locks.semaphore("wake", 2, options).await.expect("free");
+    let second = f.locks.semaphore("wake", 2, options).await.expect("free");
+    let other = f.connect().await;
+    let waiter = tokio::spawn(async move {
+        let options = LockOptions::new().wait(Duration::from_secs(20));
+        let permit = other.semaphore("wake", 2, options).await?;
+        let entered = Instant::now();
+        permit.release().await?;
+        Ok::<_, LockError>(entered)
+    });
+    tokio::time::sleep(ms(300)).await;
+    let released = Instant::now();
+    first.release().await.expect("release");
+    let entered = waiter
+        .await
+        .expect("task")
+        .unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
+    // The leases had 10 s left: entering within a second means the release woke the waiter.
+    let handover = entered.duration_since(released);
+    assert!(
+        handover < Duration::from_secs(1),
+        "{handover:?}\n{}",
+        f.log()
+    );
+    second.release().await.expect("release");
+}
+
+/// The waiter's own lease is much shorter than the holder's: the release must still be
+/// announced when it comes after the waiter's lease would have ended.
+async fn a_release_long_after_the_waiter_asked_still_wakes_it(f: Fixture) {
+    let holder = LockOptions::new().ttl(Duration::from_secs(3));
+    let held = f.locks.semaphore("late", 1, holder).await.expect("free");
+    let other = f.connect().await;
+    let waiter = tokio::spawn(async move {
+        let options = LockOptions::new()
+            .ttl(ms(300))
+            .wait(Duration::from_secs(20));
+        let permit = other.semaphore("late", 1, options).await?;
+        let entered = Instant::now();
+        permit.release().await?;
+        Ok::<_, LockError>(entered)
+    });
+    // Past the waiter's 300 ms, and past the holder's first renewal.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let released = Instant::now();
+    held.release().await.expect("release");
+    let entered = waiter
+        .await
+        .expect("task")
+        .unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
+    let handover = entered.duration_since(released);
+    assert!(handover < ms(700), "{handover:?}\n{}", f.log());
+}
+
+async fn hold_at_least_keeps_a_fast_holders_permit(f: Fixture) {
+    let options = LockOptions::new().hold_at_least(ms(600));
+    let permit = f
+        .locks
+        .semaphore("nightly", 1, options)
+        .await
+        .expect("free");
+    let started = Instant::now();
+    permit.release().await.expect("release");
+    let busy = f.locks.semaphore("nightly", 1, LockOptions::new()).await;
+    assert!(busy.expect_err("kept for 600 ms").is_busy(), "{}", f.log());
+    let wait = LockOptions::new().wait(Duration::from_secs(5));
+    let next = f
+        .locks
+        .semaphore("nightly", 1, wait)
+        .await
+        .expect("after the hold");
+    assert!(started.elapsed() >= ms(500), "{:?}", started.elapsed());
+    next.release().await.expect("release");
+}
+
+async fn an_abandoned_permit_comes_back_when_its_lease_ends(f: Fixture) {
+    let fixed = LockOptions::new().ttl(ms(500)).watchdog(false);
+    // The other permit is held, and renewed, by another manager all along.
+    let other = f.connect().await;
+    let kept = other.semaphore("abandoned", 2, LockOptions::new()).await;
+    let kept = kept.expect("free");
+    let abandoned = f
+        .locks
+        .semaphore("abandoned", 2, fixed)
+        .await
+        .expect("free");
+    // Forget the guard: no release, no renewal, as if its holder froze.
+    std::mem::forget(abandoned);
+    let started = Instant::now();
+    let options = LockOptions::new().wait(Duration::from_secs(10));
+    let next = f
+        .locks
+        .semaphore("abandoned", 2, options)
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
+    let waited = started.elapsed();
+    assert!(
+        waited >= ms(400),
+        "entered before the lease ran out: {waited:?}"
+    );
+    assert!(waited < ms(1500), "entered long after expiry: {waited:?}");
+    next.release().await.expect("release");
+    kept.release().await.expect("release");
+}
+
+async fn watchdog_keeps_a_short_permit_across_a_long_body(f: Fixture) {
+    let options = LockOptions::new().ttl(Duration::from_secs(1));
+    let permit = f
+        .locks
+        .semaphore("long-body", 1, options)
+        .await
+        .expect("free");
+    for _ in 0..6 {
+        tokio::time::sleep(ms(500)).await;
+        assert!(permit.is_held(), "{}", f.log());
+        assert!(permit.remaining() > Duration::ZERO);
+        let other = f.locks.semaphore("long-body", 1, LockOptions::new()).await;
+        assert!(other.expect_err("still held").is_busy());
+    }
+    permit.release().await.expect("still ours after 3 s");
+}
+
+async fn a_different_number_of_permits_for_one_key_is_a_config_error(f: Fixture) {
+    let three = f.locks.semaphore("declared", 3, LockOptions::new()).await;
+    let three = three.expect("free");
+    let other = f.connect().await;
+    let err = other
+        .semaphore("declared", 5, LockOptions::new())
+        .await
+        .expect_err("3 permits are declared");
+    let shown = err.to_string();
+    assert!(matches!(err, LockError::Config(_)), "{err:?}");
+    for part in ["semaphore `declared`", "held with 3 permits", "declares 5"] {
+        assert!(shown.contains(part), "{shown}");
+    }
+    assert!(
+        !shown.contains("  ") && !shown.contains("lock:{"),
+        "{shown}"
+    );
+    three.release().await.expect("release");
+    // Nobody holds a permit of the old number: the new one applies.
+    let five = other.semaphore("declared", 5, LockOptions::new()).await;
+    five.unwrap_or_else(|err| panic!("{err}\n{}", f.log()))
+        .release()
+        .await
+        .expect("release");
+}
+
+async fn release_on_cancel_gives_the_permit_back_at_once(f: Fixture) {
+    let locks = f.locks.clone();
+    let holder = async move {
+        let options = LockOptions::new().permits(1);
+        locks
+            .run_locked("cancel".into(), options, async {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                Ok::<_, LockError>(())
+            })
+            .await
+    };
+    // ttl is 30 s: only the cancellation can free the permit this fast.
+    let timed_out = tokio::time::timeout(ms(200), holder).await;
+    assert!(timed_out.is_err(), "the body sleeps a minute");
+    let started = Instant::now();
+    let options = LockOptions::new().wait(Duration::from_secs(5));
+    let permit = f
+        .locks
+        .semaphore("cancel", 1, options)
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    permit.release().await.expect("release");
+}
+
+async fn release_on_panic_gives_the_permit_back_at_once(f: Fixture) {
+    let locks = f.locks.clone();
+    let panicked = tokio::spawn(async move {
+        locks
+            .run_locked("panic".into(), LockOptions::new().permits(1), async {
+                panic!("the body failed");
+                #[allow(unreachable_code)]
+                Ok::<(), LockError>(())
+            })
+            .await
+    })
+    .await;
+    assert!(panicked.expect_err("the task panicked").is_panic());
+    // Released before the panic went on: no waiting needed.
+    let permit = f.locks.semaphore("panic", 1, LockOptions::new()).await;
+    permit
+        .unwrap_or_else(|err| panic!("{err}\n{}", f.log()))
+        .release()
+        .await
+        .expect("release");
+}
+
+async fn the_lock_and_the_semaphore_of_one_name_are_apart(f: Fixture) {
+    let lock = f.locks.lock("shared-name", LockOptions::new()).await;
+    let lock = lock.expect("free");
+    let permit = f
+        .locks
+        .semaphore("shared-name", 1, LockOptions::new())
+        .await;
+    let permit = permit.unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
+    assert_eq!(permit.permits(), Some(1));
+    assert_eq!(lock.permits(), None);
+    let busy = f
+        .locks
+        .semaphore("shared-name", 1, LockOptions::new())
+        .await;
+    assert!(busy.expect_err("its one permit is held").is_busy());
+    permit.release().await.expect("release");
+    lock.release().await.expect("release");
+}
+
+/// Re-entry, decided as for a lock: inside a section of the task that holds a permit, asking
+/// for the same semaphore re-enters that permit (no second one is taken, and N = 1 cannot
+/// deadlock on itself); outside one, a task that holds every permit itself is told so instead
+/// of waiting for itself, and one that holds fewer waits for another's.
+async fn a_nested_section_reenters_the_permit_of_its_task(f: Fixture) {
+    let locks = f.locks.clone();
+    let outer = LockOptions::new().permits(1);
+    locks
+        .run_locked("nested".into(), outer, async {
+            let inner = locks.semaphore("nested", 1, LockOptions::new()).await?;
+            assert!(inner.is_reentered());
+            assert_eq!(
+                lock_runtime::current().map(|held| held.fencing_token()),
+                Some(inner.fencing_token())
+            );
+            let err = locks
+                .semaphore("nested", 2, LockOptions::new())
+                .await
+                .expect_err("held with 1 permit");
+            assert!(matches!(err, LockError::Config(_)), "{err:?}");
+            inner.release().await
+        })
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
+    let held = f.locks.semaphore("nested", 1, LockOptions::new()).await;
+    let held = held.expect("released by the outer section");
+    let wait = LockOptions::new().wait(Duration::from_secs(5));
+    let started = Instant::now();
+    let err = f
+        .locks
+        .semaphore("nested", 1, wait)
+        .await
+        .expect_err("its only permit is this task's");
+    assert!(matches!(err, LockError::HeldByThisTask { .. }), "{err:?}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    held.release().await.expect("release");
+
+    // Two permits: one this task's, one another manager's, which it gives back soon.
+    let mine = f.locks.semaphore("nested-2", 2, LockOptions::new()).await;
+    let mine = mine.expect("free");
+    let other = f.connect().await;
+    let theirs = other.semaphore("nested-2", 2, LockOptions::new()).await;
+    let theirs = theirs.expect("free");
+    let release = tokio::spawn(async move {
+        tokio::time::sleep(ms(200)).await;
+        theirs.release().await
+    });
+    let second = f
+        .locks
+        .semaphore("nested-2", 2, wait)
+        .await
+        .unwrap_or_else(|err| panic!("waits for the other holder: {err}\n{}", f.log()));
+    release.await.expect("task").expect("release");
+    second.release().await.expect("release");
+    mine.release().await.expect("release");
+}
+
+async fn permits_zero_and_fair_are_refused(f: Fixture) {
+    let zero = f.locks.semaphore("refused", 0, LockOptions::new()).await;
+    let shown = zero.expect_err("no permit to take").to_string();
+    assert!(shown.contains("at least 1"), "{shown}");
+    let fair = LockOptions::new().wait(ms(100)).fair(true);
+    let err = f
+        .locks
+        .semaphore("refused", 2, fair)
+        .await
+        .expect_err("fair");
+    assert!(matches!(err, LockError::Config(_)), "{err:?}");
+}
+
+/// At most two calls per tenant run at once, in every process.
+#[distributed_lock(key = "export:<tenant>", permits = 2, wait = "20s", manager = locks)]
+async fn export(
+    locks: LockManager,
+    tenant: u64,
+    inside: Arc<AtomicU32>,
+    most: Arc<AtomicU32>,
+) -> Result<u64, LockError> {
+    let held = lock_runtime::current().expect("inside the section");
+    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+    most.fetch_max(now, Ordering::SeqCst);
+    tokio::time::sleep(ms(20)).await;
+    inside.fetch_sub(1, Ordering::SeqCst);
+    assert!(held.is_held());
+    Ok(tenant)
+}
+
+async fn the_attribute_admits_at_most_its_permits(f: Fixture) {
+    let managers = [f.locks.clone(), f.connect().await];
+    let (inside, most) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
+    // Tasks of their own: branches of one task are one owner, which would be told it holds
+    // the permits already.
+    let calls: Vec<_> = (0..6)
+        .map(|i| {
+            let locks = managers[i % 2].clone();
+            tokio::spawn(export(locks, 7, inside.clone(), most.clone()))
+        })
+        .collect();
+    for call in calls {
+        let answer = call.await.expect("task");
+        assert_eq!(answer.unwrap_or_else(|err| panic!("{err}\n{}", f.log())), 7);
+    }
+    let most = most.load(Ordering::SeqCst);
+    assert!((1..=2).contains(&most), "{most} at once");
+    // The permits were given back: two are free at once.
+    let a = f.locks.semaphore("export:7", 2, LockOptions::new()).await;
+    let b = f.locks.semaphore("export:7", 2, LockOptions::new()).await;
+    assert!(a.is_ok() && b.is_ok(), "{}", f.log());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_refuses_a_semaphore_and_says_why() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let hosts: Vec<String> = servers.iter().map(|s| s.addr().to_string()).collect();
+    let locks = LockManager::connect(&format!("redlock://{}", hosts.join(",")))
+        .await
+        .expect("connect");
+    let err = locks
+        .semaphore("pool", 2, LockOptions::new())
+        .await
+        .expect_err("refused");
+    let shown = err.to_string();
+    assert!(matches!(err, LockError::Config(_)), "{err:?}");
+    assert!(shown.contains("not sound"), "{shown}");
+    // Nothing was written.
+    for server in &servers {
+        assert_eq!(server.cmd(&["DBSIZE"]), "0", "{}", server.log());
+    }
+}
+
+/// A holder process SIGKILLed mid-permit: its permit comes back when its lease runs out.
+async fn a_killed_holders_permit_comes_back_after_its_lease(f: Fixture) {
+    let mut holder = Command::new(CONTENDER)
+        .args(["permit", &f.url, "job", "1", "1000"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn holder");
+    let mut line = String::new();
+    BufReader::new(holder.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("holder reports");
+    assert!(line.starts_with("held "), "{line}\n{}", f.log());
+    let busy = f.locks.semaphore("job", 1, LockOptions::new()).await;
+    assert!(busy.expect_err("held by the child").is_busy());
+    holder.kill().expect("SIGKILL the holder");
+    let killed = Instant::now();
+    holder.wait().expect("reaped");
+    let options = LockOptions::new().wait(Duration::from_secs(10));
+    let permit = f
+        .locks
+        .semaphore("job", 1, options)
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
+    // At most one ttl (1 s) after the kill, plus a margin.
+    let took = killed.elapsed();
+    assert!(took < ms(1500), "{took:?}");
+    permit.release().await.expect("release");
+}
+
+/// Someone removes the permit from outside: the holder is told at its next renewal, and its
+/// section is aborted.
+async fn a_permit_removed_from_outside_is_reported_lost(f: Fixture) {
+    let locks = f.locks.clone();
+    let options = LockOptions::new().ttl(ms(600)).permits(2);
+    let section = locks.run_locked("removed".into(), options, async {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        Ok::<_, LockError>(())
+    });
+    let remover = async {
+        tokio::time::sleep(ms(100)).await;
+        let server = f.server_of("lock:{removed}:sem").expect("a server");
+        assert_eq!(
+            server.cmd(&["DEL", "lock:{removed}:sem"]),
+            "1",
+            "{}",
+            f.log()
+        );
+    };
+    let started = Instant::now();
+    let (result, ()) = tokio::join!(section, remover);
+    match result {
+        Err(LockError::LeaseLost { key, reason }) => {
+            assert_eq!(key, "removed");
+            assert_eq!(reason, LostReason::NotOwner);
+        }
+        other => panic!("expected LeaseLost, got {other:?}\n{}", f.log()),
+    }
+    // Told at the first renewal (a third of the lease), long before the body's 5 s.
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+/// The stored layout the README documents.
+async fn the_stored_layout_is_what_the_readme_shows(f: Fixture) {
+    let permit = f.locks.semaphore("layout", 4, LockOptions::new()).await;
+    let permit = permit.expect("free");
+    let server = f.server_of("lock:{layout}:sem").expect("a server");
+    let holders = server.cmd(&["ZRANGE", "lock:{layout}:sem", "0", "-1"]);
+    assert!(holders.starts_with("4:"), "{holders}");
+    let fence = server.cmd(&["GET", "lock:{layout}:sem:fence"]);
+    assert_eq!(fence, permit.fencing_token().to_string());
+    permit.release().await.expect("release");
+    assert_eq!(server.cmd(&["EXISTS", "lock:{layout}:sem"]), "0");
+}
+
+/// The behaviours that need a server to reach from outside.
+macro_rules! on_every_server {
+    ($($name:ident),* $(,)?) => {
+        mod on_servers {
+            mod redis {
+                $(
+                    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                    async fn $name() {
+                        super::super::$name(super::super::Fixture::redis().await).await
+                    }
+                )*
+            }
+            mod sentinel {
+                $(
+                    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                    async fn $name() {
+                        super::super::$name(super::super::Fixture::sentinel().await).await
+                    }
+                )*
+            }
+            mod cluster {
+                $(
+                    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                    async fn $name() {
+                        super::super::$name(super::super::Fixture::cluster().await).await
+                    }
+                )*
+            }
+        }
+    };
+}
+
+on_every_server!(
+    a_killed_holders_permit_comes_back_after_its_lease,
+    a_permit_removed_from_outside_is_reported_lost,
+    the_stored_layout_is_what_the_readme_shows,
+);
