@@ -31,6 +31,7 @@
 //! tests never pass silently without a server.
 
 mod cluster;
+mod deployment;
 pub mod fair;
 mod masters;
 mod port;
@@ -45,6 +46,7 @@ mod topology;
 mod wait;
 
 pub use cluster::{RedisCluster, SLOT_COUNT, key_slot};
+pub use deployment::Deployment;
 pub use masters::Masters;
 pub use port::free_port;
 pub use probe::{busy_elsewhere, is_free};

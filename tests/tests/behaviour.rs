@@ -6,144 +6,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
-use lock_runtime::{LockError, LockManager, LockOptions, LostReason, OnLeaseLost};
-use lock_tests::{RedisCluster, RedisServer, SentinelSetup};
-
-/// A manager and, for Redis, the servers behind it (kept alive for the test).
-struct Fixture {
-    locks: LockManager,
-    servers: Vec<RedisServer>,
-    sentinel: Option<SentinelSetup>,
-    cluster: Option<RedisCluster>,
-}
-
-impl Fixture {
-    async fn memory() -> Fixture {
-        Fixture {
-            locks: LockManager::memory(),
-            servers: Vec::new(),
-            sentinel: None,
-            cluster: None,
-        }
-    }
-
-    async fn redis() -> Fixture {
-        let server = RedisServer::start();
-        let locks = LockManager::connect(&server.url())
-            .await
-            .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()));
-        Fixture {
-            locks,
-            servers: vec![server],
-            sentinel: None,
-            cluster: None,
-        }
-    }
-
-    /// A master with one replica behind three sentinels.
-    async fn sentinel() -> Fixture {
-        let setup = SentinelSetup::start(1, 3);
-        let locks = LockManager::connect(&setup.url())
-            .await
-            .unwrap_or_else(|err| panic!("connect: {err}\n{}", setup.log()));
-        Fixture {
-            locks,
-            servers: Vec::new(),
-            sentinel: Some(setup),
-            cluster: None,
-        }
-    }
-
-    /// A Redis Cluster of three masters.
-    async fn cluster() -> Fixture {
-        let cluster = RedisCluster::start(3, 0);
-        let locks = LockManager::connect(&cluster.url())
-            .await
-            .unwrap_or_else(|err| panic!("connect: {err}\n{}", cluster.log()));
-        Fixture {
-            locks,
-            servers: Vec::new(),
-            sentinel: None,
-            cluster: Some(cluster),
-        }
-    }
-
-    /// Redlock over three independent masters.
-    async fn redlock() -> Fixture {
-        let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-        let hosts: Vec<String> = servers.iter().map(|s| s.addr().to_string()).collect();
-        let url = format!("redlock://{}", hosts.join(","));
-        let locks = LockManager::connect(&url)
-            .await
-            .unwrap_or_else(|err| panic!("connect {url}: {err}"));
-        Fixture {
-            locks,
-            servers,
-            sentinel: None,
-            cluster: None,
-        }
-    }
-
-    fn log(&self) -> String {
-        let servers = self.servers.iter().map(RedisServer::log);
-        servers
-            .chain(self.sentinel.as_ref().map(SentinelSetup::log))
-            .chain(self.cluster.as_ref().map(RedisCluster::log))
-            .collect()
-    }
-}
+use lock_runtime::{LockError, LockOptions, LostReason, OnLeaseLost};
+use lock_tests::Deployment;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// Instantiates each behaviour once per backend: `memory::name` and `redis::name`.
-macro_rules! on_every_backend {
-    ($($(#[$flavor:meta])? $name:ident),* $(,)?) => {
-        mod memory {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Fixture::memory().await).await
-                }
-            )*
-        }
-        mod redis {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Fixture::redis().await).await
-                }
-            )*
-        }
-        mod sentinel {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Fixture::sentinel().await).await
-                }
-            )*
-        }
-        mod cluster {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Fixture::cluster().await).await
-                }
-            )*
-        }
-        mod redlock {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Fixture::redlock().await).await
-                }
-            )*
-        }
-    };
-}
-
-on_every_backend!(
+lock_tests::on_backends!(
+    [memory, redis, sentinel, cluster, redlock]
+    [
     a_held_lock_is_busy_for_others_and_free_after_release,
     mutual_exclusion_holds_between_tasks,
     release_on_cancel_frees_lock_immediately,
@@ -165,9 +37,10 @@ on_every_backend!(
     busy_error_names_key_and_wait,
     a_hold_at_least_release_wakes_waiters_when_the_hold_ends,
     out_of_range_durations_are_config_errors_and_wait_max_means_forever,
+    ]
 );
 
-async fn a_held_lock_is_busy_for_others_and_free_after_release(f: Fixture) {
+async fn a_held_lock_is_busy_for_others_and_free_after_release(f: Deployment) {
     let guard = f.locks.lock("k", LockOptions::new()).await.expect("free");
     let err = f
         .locks
@@ -184,7 +57,7 @@ async fn a_held_lock_is_busy_for_others_and_free_after_release(f: Fixture) {
     again.release().await.expect("release");
 }
 
-async fn mutual_exclusion_holds_between_tasks(f: Fixture) {
+async fn mutual_exclusion_holds_between_tasks(f: Deployment) {
     let inside = Arc::new(AtomicU32::new(0));
     let overlaps = Arc::new(AtomicU32::new(0));
     let mut tasks = Vec::new();
@@ -220,7 +93,7 @@ async fn mutual_exclusion_holds_between_tasks(f: Fixture) {
     assert_eq!(all.len(), 200, "every acquisition has its own token");
 }
 
-async fn release_on_cancel_frees_lock_immediately(f: Fixture) {
+async fn release_on_cancel_frees_lock_immediately(f: Deployment) {
     let locks = f.locks.clone();
     let holder = async move {
         locks
@@ -247,7 +120,7 @@ async fn release_on_cancel_frees_lock_immediately(f: Fixture) {
     guard.release().await.expect("release");
 }
 
-async fn release_on_panic_frees_lock_immediately(f: Fixture) {
+async fn release_on_panic_frees_lock_immediately(f: Deployment) {
     let locks = f.locks.clone();
     let panicked = tokio::spawn(async move {
         locks
@@ -269,7 +142,7 @@ async fn release_on_panic_frees_lock_immediately(f: Fixture) {
     guard.release().await.expect("release");
 }
 
-async fn waiter_is_woken_by_release_not_by_ttl(f: Fixture) {
+async fn waiter_is_woken_by_release_not_by_ttl(f: Deployment) {
     let guard = f
         .locks
         .lock("wake", LockOptions::new())
@@ -296,7 +169,7 @@ async fn waiter_is_woken_by_release_not_by_ttl(f: Fixture) {
     );
 }
 
-async fn waiter_enters_when_an_abandoned_lease_expires(f: Fixture) {
+async fn waiter_enters_when_an_abandoned_lease_expires(f: Deployment) {
     let guard = f
         .locks
         .lock("abandoned", LockOptions::new().ttl(ms(500)).watchdog(false))
@@ -320,7 +193,7 @@ async fn waiter_enters_when_an_abandoned_lease_expires(f: Fixture) {
     next.release().await.expect("release");
 }
 
-async fn watchdog_keeps_a_short_lease_across_a_long_body(f: Fixture) {
+async fn watchdog_keeps_a_short_lease_across_a_long_body(f: Deployment) {
     let options = LockOptions::new().ttl(Duration::from_secs(1));
     let guard = f.locks.lock("long-body", options).await.expect("free");
     for _ in 0..8 {
@@ -332,7 +205,7 @@ async fn watchdog_keeps_a_short_lease_across_a_long_body(f: Fixture) {
     guard.release().await.expect("still ours after 4 s");
 }
 
-async fn without_watchdog_the_lease_expires_and_the_holder_is_told(f: Fixture) {
+async fn without_watchdog_the_lease_expires_and_the_holder_is_told(f: Deployment) {
     let options = LockOptions::new().ttl(ms(500)).watchdog(false);
     let guard = f.locks.lock("fixed", options).await.expect("free");
     let reason = tokio::time::timeout(Duration::from_secs(2), guard.lost())
@@ -349,7 +222,7 @@ async fn without_watchdog_the_lease_expires_and_the_holder_is_told(f: Fixture) {
     other.release().await.expect("release");
 }
 
-async fn late_release_after_expiry_does_not_touch_the_next_owner(f: Fixture) {
+async fn late_release_after_expiry_does_not_touch_the_next_owner(f: Deployment) {
     let options = LockOptions::new().ttl(ms(200)).watchdog(false);
     let first = f.locks.lock("late", options).await.expect("free");
     tokio::time::sleep(ms(400)).await;
@@ -367,7 +240,7 @@ async fn late_release_after_expiry_does_not_touch_the_next_owner(f: Fixture) {
     second.release().await.expect("second still owns it");
 }
 
-async fn fencing_tokens_strictly_increase_across_expirations(f: Fixture) {
+async fn fencing_tokens_strictly_increase_across_expirations(f: Deployment) {
     let mut last = 0;
     for i in 0..1000u32 {
         let expire = i % 100 == 99;
@@ -393,7 +266,7 @@ async fn fencing_tokens_strictly_increase_across_expirations(f: Fixture) {
     }
 }
 
-async fn nested_same_key_reenters_and_spawned_task_is_another_owner(f: Fixture) {
+async fn nested_same_key_reenters_and_spawned_task_is_another_owner(f: Deployment) {
     let locks = f.locks.clone();
     f.locks
         .run_locked("nest".into(), LockOptions::new(), async {
@@ -431,7 +304,7 @@ async fn nested_same_key_reenters_and_spawned_task_is_another_owner(f: Fixture) 
     free.release().await.expect("release");
 }
 
-async fn current_reports_the_held_lock_inside_run_locked(f: Fixture) {
+async fn current_reports_the_held_lock_inside_run_locked(f: Deployment) {
     assert!(lock_runtime::current().is_none());
     let token = f
         .locks
@@ -453,7 +326,7 @@ async fn current_reports_the_held_lock_inside_run_locked(f: Fixture) {
     assert!(lock_runtime::current().is_none());
 }
 
-async fn hold_at_least_keeps_a_fast_job_locked(f: Fixture) {
+async fn hold_at_least_keeps_a_fast_job_locked(f: Deployment) {
     let options = LockOptions::new().hold_at_least(ms(600));
     let guard = f.locks.lock("job", options).await.expect("free");
     guard.release().await.expect("release");
@@ -469,7 +342,7 @@ async fn hold_at_least_keeps_a_fast_job_locked(f: Fixture) {
     later.release().await.expect("release");
 }
 
-async fn max_hold_stops_renewal_and_reports_the_loss(f: Fixture) {
+async fn max_hold_stops_renewal_and_reports_the_loss(f: Deployment) {
     let options = LockOptions::new().ttl(ms(300)).max_hold(ms(600));
     let guard = f.locks.lock("capped", options).await.expect("free");
     let started = Instant::now();
@@ -488,7 +361,7 @@ async fn max_hold_stops_renewal_and_reports_the_loss(f: Fixture) {
     next.release().await.expect("release");
 }
 
-async fn abort_on_lease_lost_stops_the_body_with_lease_lost(f: Fixture) {
+async fn abort_on_lease_lost_stops_the_body_with_lease_lost(f: Deployment) {
     let finished = Arc::new(AtomicBool::new(false));
     let flag = finished.clone();
     let options = LockOptions::new().ttl(ms(300)).watchdog(false);
@@ -505,7 +378,7 @@ async fn abort_on_lease_lost_stops_the_body_with_lease_lost(f: Fixture) {
     assert!(!finished.load(Ordering::SeqCst), "the body was dropped");
 }
 
-async fn continue_on_lease_lost_lets_the_body_finish(f: Fixture) {
+async fn continue_on_lease_lost_lets_the_body_finish(f: Deployment) {
     let options = LockOptions::new()
         .ttl(ms(200))
         .watchdog(false)
@@ -521,14 +394,14 @@ async fn continue_on_lease_lost_lets_the_body_finish(f: Fixture) {
     assert!(!held_at_end, "the loss is still reported");
 }
 
-async fn different_keys_do_not_block_each_other(f: Fixture) {
+async fn different_keys_do_not_block_each_other(f: Deployment) {
     let a = f.locks.lock("a", LockOptions::new()).await.expect("a");
     let b = f.locks.lock("b", LockOptions::new()).await.expect("b");
     a.release().await.expect("release a");
     b.release().await.expect("release b");
 }
 
-async fn busy_error_names_key_and_wait(f: Fixture) {
+async fn busy_error_names_key_and_wait(f: Deployment) {
     let guard = f
         .locks
         .lock("order:7", LockOptions::new())
@@ -564,7 +437,7 @@ async fn busy_error_names_key_and_wait(f: Fixture) {
     guard.release().await.expect("release");
 }
 
-async fn a_nested_section_does_not_run_on_a_lost_lease(f: Fixture) {
+async fn a_nested_section_does_not_run_on_a_lost_lease(f: Deployment) {
     let locks = f.locks.clone();
     let options = LockOptions::new()
         .ttl(ms(200))
@@ -594,7 +467,7 @@ async fn a_nested_section_does_not_run_on_a_lost_lease(f: Fixture) {
     );
 }
 
-async fn a_hold_at_least_release_wakes_waiters_when_the_hold_ends(f: Fixture) {
+async fn a_hold_at_least_release_wakes_waiters_when_the_hold_ends(f: Deployment) {
     let options = LockOptions::new().hold_at_least(ms(500));
     let guard = f.locks.lock("held-min", options).await.expect("free");
     let locks = f.locks.clone();
@@ -613,7 +486,7 @@ async fn a_hold_at_least_release_wakes_waiters_when_the_hold_ends(f: Fixture) {
     assert!(took < ms(2000), "{took:?}\n{}", f.log());
 }
 
-async fn out_of_range_durations_are_config_errors_and_wait_max_means_forever(f: Fixture) {
+async fn out_of_range_durations_are_config_errors_and_wait_max_means_forever(f: Deployment) {
     for options in [
         LockOptions::new().ttl(Duration::MAX),
         LockOptions::new().ttl(ms(1)),

@@ -8,146 +8,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use lock_runtime::{LockError, LockManager, LockOptions, LostReason, distributed_lock};
-use lock_tests::{RedisCluster, RedisServer, SentinelSetup};
-
-/// A manager and the servers behind it (kept alive for the test).
-struct Fixture {
-    locks: LockManager,
-    servers: Vec<RedisServer>,
-    sentinel: Option<SentinelSetup>,
-    cluster: Option<RedisCluster>,
-}
-
-impl Fixture {
-    async fn memory() -> Fixture {
-        Fixture::on(LockManager::memory(), Vec::new(), None, None)
-    }
-
-    async fn redis() -> Fixture {
-        let server = RedisServer::start();
-        let locks = LockManager::connect(&server.url())
-            .await
-            .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()));
-        Fixture::on(locks, vec![server], None, None)
-    }
-
-    async fn sentinel() -> Fixture {
-        let setup = SentinelSetup::start(1, 3);
-        let locks = LockManager::connect(&setup.url())
-            .await
-            .unwrap_or_else(|err| panic!("connect: {err}\n{}", setup.log()));
-        Fixture::on(locks, Vec::new(), Some(setup), None)
-    }
-
-    async fn cluster() -> Fixture {
-        let cluster = RedisCluster::start(3, 0);
-        let locks = LockManager::connect(&cluster.url())
-            .await
-            .unwrap_or_else(|err| panic!("connect: {err}\n{}", cluster.log()));
-        Fixture::on(locks, Vec::new(), None, Some(cluster))
-    }
-
-    async fn redlock() -> Fixture {
-        let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
-        let hosts: Vec<String> = servers.iter().map(|s| s.addr().to_string()).collect();
-        let url = format!("redlock://{}", hosts.join(","));
-        let locks = LockManager::connect(&url)
-            .await
-            .unwrap_or_else(|err| panic!("connect {url}: {err}"));
-        Fixture::on(locks, servers, None, None)
-    }
-
-    fn on(
-        locks: LockManager,
-        servers: Vec<RedisServer>,
-        sentinel: Option<SentinelSetup>,
-        cluster: Option<RedisCluster>,
-    ) -> Fixture {
-        Fixture {
-            locks,
-            servers,
-            sentinel,
-            cluster,
-        }
-    }
-
-    fn log(&self) -> String {
-        let servers = self.servers.iter().map(RedisServer::log);
-        servers
-            .chain(self.sentinel.as_ref().map(SentinelSetup::log))
-            .chain(self.cluster.as_ref().map(RedisCluster::log))
-            .collect()
-    }
-
-    fn is_redlock(&self) -> bool {
-        self.locks.backend().starts_with("redlock")
-    }
-
-    /// Whether `key` is free now: another task (not this one) takes and releases it at once.
-    async fn is_free(&self, key: &str) -> bool {
-        let locks = self.locks.clone();
-        let key = key.to_owned();
-        tokio::spawn(async move {
-            match locks.lock(key, LockOptions::new()).await {
-                Ok(guard) => guard.release().await.is_ok(),
-                Err(_) => false,
-            }
-        })
-        .await
-        .expect("task")
-    }
-}
+use lock_tests::Deployment;
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {
-        mod memory {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Fixture::memory().await).await
-                }
-            )*
-        }
-        mod redis {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Fixture::redis().await).await
-                }
-            )*
-        }
-        mod sentinel {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Fixture::sentinel().await).await
-                }
-            )*
-        }
-        mod cluster {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Fixture::cluster().await).await
-                }
-            )*
-        }
-        mod redlock {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Fixture::redlock().await).await
-                }
-            )*
-        }
-    };
-}
-
-on_every_backend!(
+lock_tests::on_backends!(
+    [memory, redis, sentinel, cluster, redlock]
+    [
     every_key_is_held_with_its_own_token_until_release,
     a_busy_key_fails_the_call_and_frees_the_keys_taken_before_it,
     a_cancelled_attempt_leaves_nothing_held,
@@ -158,9 +27,10 @@ on_every_backend!(
     release_on_panic_inside_the_attribute_frees_every_key,
     a_key_held_around_the_call_is_reentered_and_current_reports_the_first_key,
     fair_applies_to_every_key_and_redlock_refuses_it,
+    ]
 );
 
-async fn every_key_is_held_with_its_own_token_until_release(f: Fixture) {
+async fn every_key_is_held_with_its_own_token_until_release(f: Deployment) {
     let all = f
         .locks
         .lock_all(["acct:2", "acct:3", "acct:1"], LockOptions::new())
@@ -182,7 +52,7 @@ async fn every_key_is_held_with_its_own_token_until_release(f: Fixture) {
     }
 }
 
-async fn a_busy_key_fails_the_call_and_frees_the_keys_taken_before_it(f: Fixture) {
+async fn a_busy_key_fails_the_call_and_frees_the_keys_taken_before_it(f: Deployment) {
     let middle = f
         .locks
         .lock("busy:2", LockOptions::new())
@@ -211,7 +81,7 @@ async fn a_busy_key_fails_the_call_and_frees_the_keys_taken_before_it(f: Fixture
     middle.release().await.expect("release");
 }
 
-async fn a_cancelled_attempt_leaves_nothing_held(f: Fixture) {
+async fn a_cancelled_attempt_leaves_nothing_held(f: Deployment) {
     let held = f
         .locks
         .lock("cancel:2", LockOptions::new())
@@ -244,7 +114,7 @@ async fn a_cancelled_attempt_leaves_nothing_held(f: Fixture) {
     assert!(f.is_free("cancel:2").await);
 }
 
-async fn callers_taking_overlapping_keys_in_any_order_never_deadlock(f: Fixture) {
+async fn callers_taking_overlapping_keys_in_any_order_never_deadlock(f: Deployment) {
     const KEYS: [&str; 4] = ["ring:a", "ring:b", "ring:c", "ring:d"];
     let inside: Arc<HashMap<&str, AtomicBool>> = Arc::new(
         KEYS.iter()
@@ -308,7 +178,7 @@ async fn join_in_order<T>(
     out
 }
 
-async fn a_key_given_twice_is_one_lock_with_one_token(f: Fixture) {
+async fn a_key_given_twice_is_one_lock_with_one_token(f: Deployment) {
     let all = f
         .locks
         .lock_all(["same", "same"], LockOptions::new())
@@ -327,7 +197,7 @@ async fn a_key_given_twice_is_one_lock_with_one_token(f: Fixture) {
 
 /// A key held around the call under a fixed short lease is re-entered; the other key is
 /// renewed. The outer lease runs out, and `lost()` names that key.
-async fn the_loss_of_one_key_is_reported_with_that_key(f: Fixture) {
+async fn the_loss_of_one_key_is_reported_with_that_key(f: Deployment) {
     let short = LockOptions::new().ttl(ms(400)).watchdog(false);
     let outer = f.locks.lock("lose:b", short).await.expect("free");
     let locks = f.locks.clone();
@@ -350,7 +220,7 @@ async fn the_loss_of_one_key_is_reported_with_that_key(f: Fixture) {
     assert!(f.is_free("lose:a").await);
 }
 
-async fn a_section_is_aborted_when_one_key_is_lost(f: Fixture) {
+async fn a_section_is_aborted_when_one_key_is_lost(f: Deployment) {
     let short = LockOptions::new().ttl(ms(400)).watchdog(false);
     let outer = f.locks.lock("abort:z", short).await.expect("free");
     let ran_on = Arc::new(AtomicBool::new(false));
@@ -387,7 +257,7 @@ async fn transfer_that_panics(locks: &LockManager, from: u32, to: u32) -> Result
     panic!("the transfer failed half-way");
 }
 
-async fn release_on_panic_inside_the_attribute_frees_every_key(f: Fixture) {
+async fn release_on_panic_inside_the_attribute_frees_every_key(f: Deployment) {
     let locks = f.locks.clone();
     let panicked = tokio::spawn(async move { transfer_that_panics(&locks, 1, 2).await }).await;
     assert!(panicked.expect_err("the task panicked").is_panic());
@@ -408,7 +278,7 @@ async fn nested_pair(locks: &LockManager, a: &str, b: &str) -> Result<Vec<String
     Ok(seen)
 }
 
-async fn a_key_held_around_the_call_is_reentered_and_current_reports_the_first_key(f: Fixture) {
+async fn a_key_held_around_the_call_is_reentered_and_current_reports_the_first_key(f: Deployment) {
     let locks = f.locks.clone();
     let outer_token = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let token = outer_token.clone();
@@ -440,7 +310,7 @@ async fn a_key_held_around_the_call_is_reentered_and_current_reports_the_first_k
     assert!(f.is_free("nest:2").await);
 }
 
-async fn fair_applies_to_every_key_and_redlock_refuses_it(f: Fixture) {
+async fn fair_applies_to_every_key_and_redlock_refuses_it(f: Deployment) {
     let fair = LockOptions::new().wait(Duration::from_secs(2)).fair(true);
     let taken = f.locks.lock_all(["fair:1", "fair:2"], fair).await;
     if f.is_redlock() {
@@ -462,8 +332,8 @@ async fn fair_applies_to_every_key_and_redlock_refuses_it(f: Fixture) {
 /// own fencing token: no command ever names two of them, so there is no CROSSSLOT.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cluster_keys_on_different_masters_are_each_held_there() {
-    let f = Fixture::cluster().await;
-    let cluster = f.cluster.as_ref().expect("a cluster");
+    let f = Deployment::cluster().await;
+    let cluster = f.redis_cluster().expect("a cluster");
     let stored = |key: &str| format!("lock:{{{key}}}");
     // Three keys that land on three different masters.
     let mut keys: Vec<String> = Vec::new();
@@ -508,7 +378,7 @@ async fn cluster_keys_on_different_masters_are_each_held_there() {
 /// is taken, with the way to take permits instead.
 #[tokio::test]
 async fn lock_all_with_permits_in_its_options_is_refused() {
-    let f = Fixture::memory().await;
+    let f = Deployment::memory().await;
     let err = f
         .locks
         .lock_all(["quota:1", "quota:2"], LockOptions::new().permits(3))

@@ -5,139 +5,21 @@
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use lock_runtime::{LockError, LockManager, LockOptions, LostReason, distributed_lock};
-use lock_tests::{RedisCluster, RedisServer, SentinelSetup};
+use lock_tests::{Deployment, RedisServer};
 
 const CONTENDER: &str = env!("CARGO_BIN_EXE_contender");
-
-/// A manager, the URL more managers connect to, and the servers behind it (kept alive for the
-/// test).
-struct Fixture {
-    locks: LockManager,
-    url: String,
-    server: Option<RedisServer>,
-    sentinel: Option<SentinelSetup>,
-    cluster: Option<RedisCluster>,
-}
-
-impl Fixture {
-    async fn memory() -> Fixture {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        // A table of this test's own, that other managers of the test can connect to.
-        let url = format!(
-            "memory://semaphore-{}",
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        );
-        Fixture::on(url, None, None, None).await
-    }
-
-    async fn redis() -> Fixture {
-        let server = RedisServer::start();
-        Fixture::on(server.url(), Some(server), None, None).await
-    }
-
-    /// A master with one replica behind three sentinels.
-    async fn sentinel() -> Fixture {
-        let setup = SentinelSetup::start(1, 3);
-        Fixture::on(setup.url(), None, Some(setup), None).await
-    }
-
-    /// A Redis Cluster of three masters.
-    async fn cluster() -> Fixture {
-        let cluster = RedisCluster::start(3, 0);
-        Fixture::on(cluster.url(), None, None, Some(cluster)).await
-    }
-
-    async fn on(
-        url: String,
-        server: Option<RedisServer>,
-        sentinel: Option<SentinelSetup>,
-        cluster: Option<RedisCluster>,
-    ) -> Fixture {
-        let mut fixture = Fixture {
-            locks: LockManager::memory(),
-            url,
-            server,
-            sentinel,
-            cluster,
-        };
-        fixture.locks = fixture.connect().await;
-        fixture
-    }
-
-    /// Another manager on the same deployment, as another process would have.
-    async fn connect(&self) -> LockManager {
-        LockManager::connect(&self.url)
-            .await
-            .unwrap_or_else(|err| panic!("connect: {err}\n{}", self.log()))
-    }
-
-    /// The server that stores `key`, for a command from outside (none for memory).
-    fn server_of(&self, key: &str) -> Option<&RedisServer> {
-        self.server
-            .as_ref()
-            .or(self.sentinel.as_ref().map(SentinelSetup::master))
-            .or(self
-                .cluster
-                .as_ref()
-                .map(|cluster| cluster.master_for_key(key)))
-    }
-
-    fn log(&self) -> String {
-        let server = self.server.iter().map(RedisServer::log);
-        server
-            .chain(self.sentinel.as_ref().map(SentinelSetup::log))
-            .chain(self.cluster.as_ref().map(RedisCluster::log))
-            .collect()
-    }
-}
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// Instantiates each behaviour once per backend that holds semaphores.
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {
-        mod memory {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Fixture::memory().await).await
-                }
-            )*
-        }
-        mod redis {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Fixture::redis().await).await
-                }
-            )*
-        }
-        mod sentinel {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Fixture::sentinel().await).await
-                }
-            )*
-        }
-        mod cluster {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Fixture::cluster().await).await
-                }
-            )*
-        }
-    };
-}
-
-on_every_backend!(
+lock_tests::on_backends!(
+    [memory, redis, sentinel, cluster]
+    [
     never_more_holders_than_permits_across_managers,
     a_released_permit_wakes_a_waiter_at_once,
     a_release_long_after_the_waiter_asked_still_wakes_it,
@@ -151,9 +33,10 @@ on_every_backend!(
     a_nested_section_reenters_the_permit_of_its_task,
     permits_zero_and_fair_are_refused,
     the_attribute_admits_at_most_its_permits,
+    ]
 );
 
-async fn never_more_holders_than_permits_across_managers(f: Fixture) {
+async fn never_more_holders_than_permits_across_managers(f: Deployment) {
     const PERMITS: u32 = 3;
     let managers = [f.locks.clone(), f.connect().await];
     let inside = Arc::new(AtomicU32::new(0));
@@ -202,7 +85,7 @@ async fn never_more_holders_than_permits_across_managers(f: Fixture) {
     );
 }
 
-async fn a_released_permit_wakes_a_waiter_at_once(f: Fixture) {
+async fn a_released_permit_wakes_a_waiter_at_once(f: Deployment) {
     let options = LockOptions::new().ttl(Duration::from_secs(10));
     let first = f.locks.semaphore("wake", 2, options).await.expect("free");
     let second = f.locks.semaphore("wake", 2, options).await.expect("free");
@@ -233,7 +116,7 @@ async fn a_released_permit_wakes_a_waiter_at_once(f: Fixture) {
 
 /// The waiter's own lease is much shorter than the holder's: the release must still be
 /// announced when it comes after the waiter's lease would have ended.
-async fn a_release_long_after_the_waiter_asked_still_wakes_it(f: Fixture) {
+async fn a_release_long_after_the_waiter_asked_still_wakes_it(f: Deployment) {
     let holder = LockOptions::new().ttl(Duration::from_secs(3));
     let held = f.locks.semaphore("late", 1, holder).await.expect("free");
     let other = f.connect().await;
@@ -258,7 +141,7 @@ async fn a_release_long_after_the_waiter_asked_still_wakes_it(f: Fixture) {
     assert!(handover < ms(700), "{handover:?}\n{}", f.log());
 }
 
-async fn hold_at_least_keeps_a_fast_holders_permit(f: Fixture) {
+async fn hold_at_least_keeps_a_fast_holders_permit(f: Deployment) {
     let options = LockOptions::new().hold_at_least(ms(600));
     let permit = f
         .locks
@@ -279,7 +162,7 @@ async fn hold_at_least_keeps_a_fast_holders_permit(f: Fixture) {
     next.release().await.expect("release");
 }
 
-async fn an_abandoned_permit_comes_back_when_its_lease_ends(f: Fixture) {
+async fn an_abandoned_permit_comes_back_when_its_lease_ends(f: Deployment) {
     let fixed = LockOptions::new().ttl(ms(500)).watchdog(false);
     // The other permit is held, and renewed, by another manager all along.
     let other = f.connect().await;
@@ -309,7 +192,7 @@ async fn an_abandoned_permit_comes_back_when_its_lease_ends(f: Fixture) {
     kept.release().await.expect("release");
 }
 
-async fn watchdog_keeps_a_short_permit_across_a_long_body(f: Fixture) {
+async fn watchdog_keeps_a_short_permit_across_a_long_body(f: Deployment) {
     let options = LockOptions::new().ttl(Duration::from_secs(1));
     let permit = f
         .locks
@@ -326,7 +209,7 @@ async fn watchdog_keeps_a_short_permit_across_a_long_body(f: Fixture) {
     permit.release().await.expect("still ours after 3 s");
 }
 
-async fn a_different_number_of_permits_for_one_key_is_a_config_error(f: Fixture) {
+async fn a_different_number_of_permits_for_one_key_is_a_config_error(f: Deployment) {
     let three = f.locks.semaphore("declared", 3, LockOptions::new()).await;
     let three = three.expect("free");
     let other = f.connect().await;
@@ -352,7 +235,7 @@ async fn a_different_number_of_permits_for_one_key_is_a_config_error(f: Fixture)
         .expect("release");
 }
 
-async fn release_on_cancel_gives_the_permit_back_at_once(f: Fixture) {
+async fn release_on_cancel_gives_the_permit_back_at_once(f: Deployment) {
     let locks = f.locks.clone();
     let holder = async move {
         let options = LockOptions::new().permits(1);
@@ -381,7 +264,7 @@ async fn release_on_cancel_gives_the_permit_back_at_once(f: Fixture) {
     permit.release().await.expect("release");
 }
 
-async fn release_on_panic_gives_the_permit_back_at_once(f: Fixture) {
+async fn release_on_panic_gives_the_permit_back_at_once(f: Deployment) {
     let locks = f.locks.clone();
     let panicked = tokio::spawn(async move {
         locks
@@ -403,7 +286,7 @@ async fn release_on_panic_gives_the_permit_back_at_once(f: Fixture) {
         .expect("release");
 }
 
-async fn the_lock_and_the_semaphore_of_one_name_are_apart(f: Fixture) {
+async fn the_lock_and_the_semaphore_of_one_name_are_apart(f: Deployment) {
     let lock = f.locks.lock("shared-name", LockOptions::new()).await;
     let lock = lock.expect("free");
     let permit = f
@@ -426,7 +309,7 @@ async fn the_lock_and_the_semaphore_of_one_name_are_apart(f: Fixture) {
 /// for the same semaphore re-enters that permit (no second one is taken, and N = 1 cannot
 /// deadlock on itself); outside one, a task that holds every permit itself is told so instead
 /// of waiting for itself, and one that holds fewer waits for another's.
-async fn a_nested_section_reenters_the_permit_of_its_task(f: Fixture) {
+async fn a_nested_section_reenters_the_permit_of_its_task(f: Deployment) {
     let locks = f.locks.clone();
     let outer = LockOptions::new().permits(1);
     locks
@@ -479,7 +362,7 @@ async fn a_nested_section_reenters_the_permit_of_its_task(f: Fixture) {
     mine.release().await.expect("release");
 }
 
-async fn permits_zero_and_fair_are_refused(f: Fixture) {
+async fn permits_zero_and_fair_are_refused(f: Deployment) {
     let zero = f.locks.semaphore("refused", 0, LockOptions::new()).await;
     let shown = zero.expect_err("no permit to take").to_string();
     assert!(shown.contains("at least 1"), "{shown}");
@@ -509,7 +392,7 @@ async fn export(
     Ok(tenant)
 }
 
-async fn the_attribute_admits_at_most_its_permits(f: Fixture) {
+async fn the_attribute_admits_at_most_its_permits(f: Deployment) {
     let managers = [f.locks.clone(), f.connect().await];
     let (inside, most) = (Arc::new(AtomicU32::new(0)), Arc::new(AtomicU32::new(0)));
     // Tasks of their own: branches of one task are one owner, which would be told it holds
@@ -553,9 +436,9 @@ async fn redlock_refuses_a_semaphore_and_says_why() {
 }
 
 /// A holder process SIGKILLed mid-permit: its permit comes back when its lease runs out.
-async fn a_killed_holders_permit_comes_back_after_its_lease(f: Fixture) {
+async fn a_killed_holders_permit_comes_back_after_its_lease(f: Deployment) {
     let mut holder = Command::new(CONTENDER)
-        .args(["permit", &f.url, "job", "1", "1000"])
+        .args(["permit", f.url(), "job", "1", "1000"])
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn holder");
@@ -583,7 +466,7 @@ async fn a_killed_holders_permit_comes_back_after_its_lease(f: Fixture) {
 
 /// Someone removes the permit from outside: the holder is told at its next renewal, and its
 /// section is aborted.
-async fn a_permit_removed_from_outside_is_reported_lost(f: Fixture) {
+async fn a_permit_removed_from_outside_is_reported_lost(f: Deployment) {
     let locks = f.locks.clone();
     let options = LockOptions::new().ttl(ms(600)).permits(2);
     let section = locks.run_locked("removed".into(), options, async {
@@ -614,7 +497,7 @@ async fn a_permit_removed_from_outside_is_reported_lost(f: Fixture) {
 }
 
 /// The stored layout the README documents.
-async fn the_stored_layout_is_what_the_readme_shows(f: Fixture) {
+async fn the_stored_layout_is_what_the_readme_shows(f: Deployment) {
     let permit = f.locks.semaphore("layout", 4, LockOptions::new()).await;
     let permit = permit.expect("free");
     let server = f.server_of("lock:{layout}:sem").expect("a server");
@@ -634,7 +517,7 @@ macro_rules! on_every_server {
                 $(
                     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                     async fn $name() {
-                        super::super::$name(super::super::Fixture::redis().await).await
+                        super::super::$name(super::super::Deployment::redis().await).await
                     }
                 )*
             }
@@ -642,7 +525,7 @@ macro_rules! on_every_server {
                 $(
                     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                     async fn $name() {
-                        super::super::$name(super::super::Fixture::sentinel().await).await
+                        super::super::$name(super::super::Deployment::sentinel().await).await
                     }
                 )*
             }
@@ -650,7 +533,7 @@ macro_rules! on_every_server {
                 $(
                     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                     async fn $name() {
-                        super::super::$name(super::super::Fixture::cluster().await).await
+                        super::super::$name(super::super::Deployment::cluster().await).await
                     }
                 )*
             }

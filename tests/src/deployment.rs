@@ -1,0 +1,181 @@
+//! One deployment of each kind the library runs on, with a manager connected to it: the fixture
+//! of the suites that run the same behaviour on every backend ([`on_backends!`](crate::on_backends)).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use lock_runtime::{LockManager, LockOptions};
+
+use crate::{RedisCluster, RedisServer, SentinelSetup};
+
+/// A deployment, the URL more managers connect to, a manager connected to it, and the servers
+/// behind it (kept alive for as long as the deployment).
+pub struct Deployment {
+    /// A manager connected to the deployment.
+    pub locks: LockManager,
+    url: String,
+    /// One server, or Redlock's independent masters.
+    servers: Vec<RedisServer>,
+    sentinel: Option<SentinelSetup>,
+    cluster: Option<RedisCluster>,
+}
+
+impl Deployment {
+    /// A `memory://` table of this deployment's own, which more managers can connect to.
+    pub async fn memory() -> Deployment {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let url = format!(
+            "memory://deployment-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        Deployment::on(url, Vec::new(), None, None).await
+    }
+
+    /// One redis-server.
+    pub async fn redis() -> Deployment {
+        let server = tokio::task::spawn_blocking(RedisServer::start)
+            .await
+            .expect("server start");
+        Deployment::on(server.url(), vec![server], None, None).await
+    }
+
+    /// A master with one replica behind three sentinels.
+    pub async fn sentinel() -> Deployment {
+        let setup = tokio::task::spawn_blocking(|| SentinelSetup::start(1, 3))
+            .await
+            .expect("sentinel start");
+        Deployment::on(setup.url(), Vec::new(), Some(setup), None).await
+    }
+
+    /// A Redis Cluster of three masters.
+    pub async fn cluster() -> Deployment {
+        let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 0))
+            .await
+            .expect("cluster start");
+        Deployment::on(cluster.url(), Vec::new(), None, Some(cluster)).await
+    }
+
+    /// Redlock over three independent redis-servers.
+    pub async fn redlock() -> Deployment {
+        let servers = tokio::task::spawn_blocking(|| {
+            (0..3).map(|_| RedisServer::start()).collect::<Vec<_>>()
+        })
+        .await
+        .expect("servers start");
+        let hosts: Vec<String> = servers.iter().map(|s| s.addr().to_string()).collect();
+        Deployment::on(
+            format!("redlock://{}", hosts.join(",")),
+            servers,
+            None,
+            None,
+        )
+        .await
+    }
+
+    async fn on(
+        url: String,
+        servers: Vec<RedisServer>,
+        sentinel: Option<SentinelSetup>,
+        cluster: Option<RedisCluster>,
+    ) -> Deployment {
+        let mut deployment = Deployment {
+            locks: LockManager::memory(),
+            url,
+            servers,
+            sentinel,
+            cluster,
+        };
+        deployment.locks = deployment.connect().await;
+        deployment
+    }
+
+    /// The URL managers connect with.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Another manager on the same deployment, as another process would have.
+    ///
+    /// # Panics
+    ///
+    /// If it cannot connect (the message carries the servers' logs).
+    pub async fn connect(&self) -> LockManager {
+        LockManager::connect(&self.url)
+            .await
+            .unwrap_or_else(|err| panic!("connect: {err}\n{}", self.log()))
+    }
+
+    /// The server that stores `stored_key`, for a command from outside: the one server, the
+    /// Sentinel master, or the cluster master of its slot; none on memory and Redlock.
+    pub fn server_of(&self, stored_key: &str) -> Option<&RedisServer> {
+        if self.is_redlock() {
+            return None;
+        }
+        self.servers
+            .first()
+            .or(self.sentinel.as_ref().map(SentinelSetup::master))
+            .or(self
+                .cluster
+                .as_ref()
+                .map(|cluster| cluster.master_for_key(stored_key)))
+    }
+
+    /// The cluster, on a cluster deployment.
+    pub fn redis_cluster(&self) -> Option<&RedisCluster> {
+        self.cluster.as_ref()
+    }
+
+    /// Whether this is Redlock over independent masters.
+    pub fn is_redlock(&self) -> bool {
+        self.url.starts_with("redlock://")
+    }
+
+    /// Whether `key` is free now: another task (not this one, whose re-entry would say yes)
+    /// takes and releases it at once.
+    pub async fn is_free(&self, key: &str) -> bool {
+        let locks = self.locks.clone();
+        let key = key.to_owned();
+        tokio::spawn(async move {
+            match locks.lock(key, LockOptions::new()).await {
+                Ok(guard) => guard.release().await.is_ok(),
+                Err(_) => false,
+            }
+        })
+        .await
+        .expect("task")
+    }
+
+    /// The logs of every server behind the deployment, for assertion messages.
+    pub fn log(&self) -> String {
+        let servers = self.servers.iter().map(RedisServer::log);
+        servers
+            .chain(self.sentinel.as_ref().map(SentinelSetup::log))
+            .chain(self.cluster.as_ref().map(RedisCluster::log))
+            .collect()
+    }
+}
+
+/// Instantiates behaviours once per backend: for each backend named in the first list (any of
+/// `memory`, `redis`, `sentinel`, `cluster`, `redlock`), a module of that name with one test per
+/// behaviour of the second list, which calls the behaviour `async fn name(d: Deployment)` with a
+/// fresh deployment of that kind.
+///
+/// ```ignore
+/// lock_tests::on_backends!([memory, redis, cluster] [a_held_lock_is_busy, release_wakes_a_waiter]);
+/// ```
+#[macro_export]
+macro_rules! on_backends {
+    ([$($backend:ident),* $(,)?] $names:tt) => {
+        $( $crate::on_backends!(@backend $backend $names); )*
+    };
+    (@backend $backend:ident [$($name:ident),* $(,)?]) => {
+        mod $backend {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name($crate::Deployment::$backend().await).await
+                }
+            )*
+        }
+    };
+}
