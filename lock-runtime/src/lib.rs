@@ -139,4 +139,4 @@ pub use manager::{
     LockManager, LockManagerBuilder, MAX_TTL, MIN_TTL, global_default, set_global_default,
 };
 pub use multi::{MultiGuard, MultiReleaseError};
-pub use options::{LockOptions, OnLeaseLost};
+pub use options::{LockOptions, Mode, OnLeaseLost};
