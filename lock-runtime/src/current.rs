@@ -173,6 +173,13 @@ impl CurrentLock {
         &self.lease.key
     }
 
+    /// Which lock of the key's name the section holds (see
+    /// [`LockGuard::mode`](crate::LockGuard::mode)): [`Mode::Read`](crate::Mode::Read) inside a
+    /// `mode = "read"` section, for instance.
+    pub fn mode(&self) -> crate::Mode {
+        self.lease.stored.mode
+    }
+
     /// The fencing token of this acquisition: pass it to the storage the lock protects, and have
     /// that storage refuse writes with a smaller token than it has seen.
     pub fn fencing_token(&self) -> u64 {

@@ -7,7 +7,10 @@ use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use lock_runtime::{LockError, LockManager, LockOptions, Mode};
+use std::sync::Arc;
+use std::sync::atomic::AtomicI32;
+
+use lock_runtime::{LockError, LockManager, LockOptions, Mode, distributed_lock};
 use lock_tests::{RedisCluster, RedisServer, SentinelSetup};
 
 const CONTENDER: &str = env!("CARGO_BIN_EXE_contender");
@@ -147,6 +150,7 @@ on_every_backend!(
     release_on_panic_frees_the_read_share_at_once,
     the_lock_the_semaphore_and_the_read_write_lock_of_one_name_are_apart,
     permits_and_fair_with_a_mode_are_refused,
+    the_attribute_lets_readers_in_together_and_a_writer_alone,
 );
 
 fn read() -> LockOptions {
@@ -447,6 +451,48 @@ async fn permits_and_fair_with_a_mode_are_refused(f: Fixture) {
         .lock_all(["x", "y"], LockOptions::new().mode(Mode::Read))
         .await;
     assert!(matches!(err, Err(LockError::Config(_))));
+}
+
+/// Readers count up, a writer counts down: a writer never sees another holder.
+#[distributed_lock(key = "page:<id>", mode = "read", wait = "20s", manager = locks)]
+async fn read_page(locks: LockManager, id: u64, inside: Arc<AtomicI32>) -> Result<i32, LockError> {
+    assert_eq!(lock_runtime::current().expect("inside").mode(), Mode::Read);
+    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+    assert!(now > 0, "a reader beside a writer");
+    tokio::time::sleep(ms(100)).await;
+    inside.fetch_sub(1, Ordering::SeqCst);
+    Ok(now)
+}
+
+#[distributed_lock(key = "page:<id>", mode = "write", wait = "20s", manager = locks)]
+async fn write_page(locks: LockManager, id: u64, inside: Arc<AtomicI32>) -> Result<i32, LockError> {
+    let before = inside.fetch_sub(1000, Ordering::SeqCst);
+    assert_eq!(before, 0, "a writer beside another holder");
+    tokio::time::sleep(ms(20)).await;
+    inside.fetch_add(1000, Ordering::SeqCst);
+    Ok(0)
+}
+
+async fn the_attribute_lets_readers_in_together_and_a_writer_alone(f: Fixture) {
+    let managers = [f.locks.clone(), f.connect().await];
+    let inside = Arc::new(AtomicI32::new(0));
+    // Tasks of their own: branches of one task are one owner.
+    let readers: Vec<_> = (0..4)
+        .map(|i| tokio::spawn(read_page(managers[i % 2].clone(), 1, inside.clone())))
+        .collect();
+    tokio::time::sleep(ms(30)).await;
+    let writers: Vec<_> = (0..2)
+        .map(|i| tokio::spawn(write_page(managers[i % 2].clone(), 1, inside.clone())))
+        .collect();
+    let mut most = 0;
+    for call in readers {
+        let answer = call.await.expect("task");
+        most = most.max(answer.unwrap_or_else(|err| panic!("{err}\n{}", f.log())));
+    }
+    for call in writers {
+        call.await.expect("task").expect("written");
+    }
+    assert!(most > 1, "readers went one at a time");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
