@@ -22,7 +22,10 @@
 --
 -- Returns  {1, fencing token, 0, 0}  granted (also when ARGV[1] holds it already: its lease is
 --                                    refreshed, under a new fencing token)
---          {0, pttl, 0, 0}           busy; pttl: ms until what stands in the way ends
+--          {0, pttl, 0, marked}      busy; pttl: ms until what stands in the way ends; marked: 1
+--                                    if the caller is a writer that marked itself waiting (it
+--                                    asks again every third of its lease to keep the mark, and
+--                                    takes it away with rw_leave.lua when it stops waiting)
 --          {-1, 0, 0, 0}             a key holds data that is not a read-write lock: untouched
 --          {-2, 0, 0, 0}             the last fencing token is one tokens cannot continue from
 --
@@ -40,11 +43,11 @@ local member = 'r:' .. TOKEN
 local now_us, time = server_time()
 local now_ms = millis(time)
 
-local function busy(pttl)
+local function busy(pttl, marked)
   -- From now on releases announce themselves. (pcall: a server out of memory refuses it;
   -- waiters then wait for the lease they were told of.)
   redis.pcall('SET', WAITING, '1', 'PX', TTL)
-  return {0, math.max(pttl, 1), 0, 0}
+  return {0, math.max(pttl, 1), 0, marked}
 end
 
 -- A share ends at its score.
@@ -64,15 +67,16 @@ if writer then
   if holder ~= TOKEN then
     if MODE == 'w' and ARGV[6] == '1' then
       redis.pcall('SET', WRITER_WAITING, TOKEN, 'PX', redis.call('PTTL', WRITER) + ttl)
+      return busy(redis.call('PTTL', WRITER), 1)
     end
-    return busy(redis.call('PTTL', WRITER))
+    return busy(redis.call('PTTL', WRITER), 0)
   end
 end
 
 if MODE == 'r' then
   if not redis.call('ZSCORE', READERS, member) and redis.call('EXISTS', WRITER_WAITING) == 1 then
     -- A writer waits: new readers queue behind it.
-    return busy(redis.call('PTTL', WRITER_WAITING))
+    return busy(redis.call('PTTL', WRITER_WAITING), 0)
   end
 else
   local first = redis.call('ZRANGE', READERS, 0, 0, 'WITHSCORES')
@@ -82,8 +86,9 @@ else
       -- Refreshed by each of the writer's tries, and kept until the first share it waits for
       -- could end, and a lease more.
       redis.pcall('SET', WRITER_WAITING, TOKEN, 'PX', pttl + ttl)
+      return busy(pttl, 1)
     end
-    return busy(pttl)
+    return busy(pttl, 0)
   end
 end
 

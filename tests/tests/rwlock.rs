@@ -140,6 +140,7 @@ on_every_backend!(
     many_readers_hold_together_across_managers,
     a_writer_excludes_readers_and_other_writers,
     a_waiting_writer_goes_before_readers_that_came_after_it,
+    a_writer_that_stops_waiting_holds_no_reader_up,
     a_writers_release_wakes_the_waiting_readers_at_once,
     the_last_readers_release_wakes_the_waiting_writer_at_once,
     watchdog_keeps_a_short_read_share_across_a_long_body,
@@ -226,6 +227,30 @@ async fn a_waiting_writer_goes_before_readers_that_came_after_it(f: Fixture) {
         "the late reader entered while the writer held it"
     );
     assert!(written < read);
+}
+
+/// A writer that gave up, and one that was cancelled, take their waiting mark away: readers
+/// that come later need not wait for it to expire (about a lease).
+async fn a_writer_that_stops_waiting_holds_no_reader_up(f: Fixture) {
+    let first = f.locks.read_lock("gave-up", read()).await.expect("free");
+    let writers = f.connect().await;
+    let gave_up = writers
+        .write_lock("gave-up", read().wait(ms(300)))
+        .await
+        .expect_err("readers hold it");
+    assert!(gave_up.is_busy());
+    let cancelled = writers.write_lock("gave-up", read().wait(Duration::from_secs(10)));
+    assert!(tokio::time::timeout(ms(300), cancelled).await.is_err());
+    let readers = f.connect().await;
+    let started = Instant::now();
+    let share = readers
+        .read_lock("gave-up", read().wait(Duration::from_secs(10)))
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(1), "{waited:?}");
+    share.release().await.expect("release");
+    first.release().await.expect("release");
 }
 
 async fn a_writers_release_wakes_the_waiting_readers_at_once(f: Fixture) {

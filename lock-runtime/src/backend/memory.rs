@@ -102,6 +102,10 @@ impl ReadWrite {
         }
     }
 
+    fn waiting_writer(&self) -> Option<&str> {
+        self.writer_waiting.as_ref().map(|(own, _)| own.as_str())
+    }
+
     fn is_empty(&self) -> bool {
         self.readers.is_empty() && self.writer.is_none() && self.writer_waiting.is_none()
     }
@@ -333,7 +337,8 @@ impl State {
             return Acquire::Busy {
                 remaining: Some(until.saturating_duration_since(now)),
                 holder: None,
-                in_line: false,
+                // A writer that marked itself waiting takes the mark away when it stops.
+                in_line: rw.waiting_writer() == Some(token),
             };
         }
         if let Some(end) = rw.held(key.mode, token) {
@@ -552,6 +557,16 @@ impl Backend for MemoryBackend {
     ) -> BoxFuture<'a, Result<(), Failure>> {
         let now = Instant::now();
         let mut state = self.state();
+        if key.mode != Mode::Exclusive {
+            let rw = state.read_write.get_mut(&key.lock);
+            let Some(rw) = rw.filter(|rw| rw.waiting_writer() == Some(token)) else {
+                return ready(Ok(()));
+            };
+            rw.writer_waiting = None;
+            drop(state);
+            self.waiters.wake_one(&key.lock, None);
+            return ready(Ok(()));
+        }
         if let Some(line) = state.lines.get_mut(&key.lock) {
             line.leave(token);
             if line.turn.as_ref().is_some_and(|(own, _)| own == token) {

@@ -74,6 +74,12 @@ pub(super) static RW_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
         include_str!("../../scripts/rw_release.lua")
     ))
 });
+pub(super) static RW_LEAVE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../scripts/queue.lua"),
+        include_str!("../../scripts/rw_leave.lua")
+    ))
+});
 pub(super) static LEAVE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
         include_str!("../../scripts/queue.lua"),
@@ -324,13 +330,22 @@ impl Holder {
         }
     }
 
-    /// The call of leave.lua: `token` leaves the line of fair waiters for `key`.
-    pub(super) fn leave(
-        &self,
-        key: &StoredKey,
-        token: &str,
-        announce: Announce,
-    ) -> redis::ScriptInvocation<'static> {
+    /// The call of leave.lua: `token` leaves the line of fair waiters for `key`; for a
+    /// read-write lock, the call of rw_leave.lua: a writer stops waiting.
+    pub(super) fn leave(&self, key: &StoredKey, token: &str, announce: Announce) -> Call<'static> {
+        if key.permits.is_none() && key.mode != Mode::Exclusive {
+            let mut invocation = RW_LEAVE.prepare_invoke();
+            invocation
+                .key(key.rw_writer_waiting())
+                .key(key.sem_waiting())
+                .arg(token)
+                .arg(announce.as_arg())
+                .arg(&key.lock);
+            return Call {
+                invocation,
+                script: &RW_LEAVE,
+            };
+        }
         let mut invocation = LEAVE.prepare_invoke();
         invocation
             .key(&key.lock)
@@ -340,7 +355,10 @@ impl Holder {
             .arg(self.fair_turn_ms)
             .arg(announce.as_arg())
             .arg(self.fence_retention_ms);
-        invocation
+        Call {
+            invocation,
+            script: &LEAVE,
+        }
     }
 
     /// The call of handoff.lua that moves `key` from `from` to `to` for `ttl`.
@@ -710,7 +728,7 @@ impl RedisBackend {
         async move {
             let invocation = &invocation;
             let _: i64 = conn
-                .send(|mut conn| async move { invoke(invocation, &LEAVE, &mut conn).await })
+                .send(|mut conn| async move { invocation.run(&mut conn).await })
                 .await?;
             Ok(())
         }
