@@ -128,6 +128,9 @@ use proc_macro::TokenStream;
 /// - `permits` with `fair = true` is an error at `fair`: a semaphore's waiters are not served in
 ///   order. `permits = 0` is an error at the literal; a constant of 0 fails when the fn is
 ///   compiled to code (`cargo build`; `cargo check` does not evaluate it), at the constant.
+/// - `mode` with `permits`, `keys` or `fair = true` is an error at `mode` that says which to
+///   keep: a read-write lock is one key's, apart from its semaphore, and its waiting writer
+///   already goes before new readers. An unknown mode lists `"read"` and `"write"`.
 /// - `wait` and `max_hold` are independent (one bounds the time before acquiring, the other the
 ///   time after), so any combination is accepted.
 ///
