@@ -15,12 +15,13 @@ use crate::suggest;
 use crate::template::Template;
 
 /// The options, in the order the docs list them, with an example of each for messages.
-const OPTIONS: [(&str, &str); 13] = [
+const OPTIONS: [(&str, &str); 14] = [
     ("key", "key = \"order:<order_id>\""),
     ("keys", "keys = [\"account:<from>\", \"account:<to>\"]"),
     ("ttl", "ttl = \"30s\""),
     ("wait", "wait = \"5s\""),
     ("permits", "permits = 3"),
+    ("mode", "mode = \"read\""),
     ("fair", "fair = true"),
     ("watchdog", "watchdog = false"),
     ("on_lease_lost", "on_lease_lost = \"continue\""),
@@ -34,7 +35,7 @@ const OPTIONS: [(&str, &str); 13] = [
 /// Names people bring from other lock libraries (Redisson, Spring Integration, ShedLock, lock4j),
 /// mapped to ours. Matched after converting camelCase to snake_case, so `leaseTime` is
 /// `lease_time` here.
-const ALIASES: [(&str, &str); 19] = [
+const ALIASES: [(&str, &str); 21] = [
     ("name", "key"),
     ("lease", "ttl"),
     ("lease_time", "ttl"),
@@ -54,6 +55,8 @@ const ALIASES: [(&str, &str); 19] = [
     ("max_permits", "permits"),
     ("permit_count", "permits"),
     ("semaphore", "permits"),
+    ("read_write", "mode"),
+    ("lock_mode", "mode"),
 ];
 
 /// A duration option: its value and the literal it came from (for error spans and messages).
@@ -71,6 +74,12 @@ pub(crate) struct PermitsArg {
 pub(crate) struct BoolArg {
     pub(crate) value: bool,
     pub(crate) span: proc_macro2::Span,
+}
+
+/// `mode = "read" | "write"`: a read share or the write hold of the read-write lock of the key.
+pub(crate) struct ModeArg {
+    pub(crate) write: bool,
+    pub(crate) lit: LitStr,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -149,6 +158,7 @@ pub(crate) struct Args {
     pub(crate) ttl: Slot<DurationArg>,
     pub(crate) wait: Slot<DurationArg>,
     pub(crate) permits: Slot<PermitsArg>,
+    pub(crate) mode: Slot<ModeArg>,
     pub(crate) fair: Slot<BoolArg>,
     pub(crate) watchdog: Slot<BoolArg>,
     pub(crate) on_lease_lost: Slot<OnLeaseLost>,
@@ -167,6 +177,7 @@ impl Args {
             ttl: Slot::new("ttl"),
             wait: Slot::new("wait"),
             permits: Slot::new("permits"),
+            mode: Slot::new("mode"),
             fair: Slot::new("fair"),
             watchdog: Slot::new("watchdog"),
             on_lease_lost: Slot::new("on_lease_lost"),
@@ -219,6 +230,7 @@ impl Args {
             "ttl" => self.ttl.set(name, || ttl(value)),
             "wait" => self.wait.set(name, || duration("wait", value)),
             "permits" => self.permits.set(name, || permits(value)),
+            "mode" => self.mode.set(name, || mode(value)),
             "fair" => self.fair.set(name, || boolean("fair", value)),
             "watchdog" => self.watchdog.set(name, || boolean("watchdog", value)),
             "on_lease_lost" => self.on_lease_lost.set(name, || on_lease_lost(value)),
@@ -630,6 +642,39 @@ fn on_lease_lost(value: Expr) -> syn::Result<OnLeaseLost> {
     }
 }
 
+fn mode(value: Expr) -> syn::Result<ModeArg> {
+    let Some(lit) = string_lit(&value) else {
+        return Err(syn::Error::new_spanned(
+            value,
+            "`mode` takes a string: write `mode = \"read\"` or `mode = \"write\"`",
+        ));
+    };
+    match lit.value().as_str() {
+        "read" => Ok(ModeArg {
+            write: false,
+            lit: lit.clone(),
+        }),
+        "write" => Ok(ModeArg {
+            write: true,
+            lit: lit.clone(),
+        }),
+        other => {
+            let hint = suggest::closest(other, ["read", "write"])
+                .map(|meant| format!(" (did you mean \"{meant}\"?)"))
+                .unwrap_or_default();
+            Err(syn::Error::new(
+                lit.span(),
+                format!(
+                    "`mode` must be \"read\" (a shared read lock: many readers at once) or \
+                     \"write\" (the exclusive write lock of the same read-write lock), found \
+                     \"{}\"{hint}; leave `mode` out for the plain lock",
+                    other.escape_debug()
+                ),
+            ))
+        }
+    }
+}
+
 fn manager(value: Expr) -> syn::Result<Expr> {
     let Some(lit) = string_lit(&value) else {
         return Ok(value);
@@ -703,6 +748,16 @@ mod tests {
         assert_eq!(args.allow_long_ttl.get().map(|b| b.value), Some(true));
         assert!(args.manager.get().is_some());
         assert!(args.krate.get().is_some());
+    }
+
+    #[test]
+    fn mode_takes_read_or_write() {
+        let (args, errs) = Args::parse(quote!(key = "a", mode = "write"));
+        assert!(errs.is_empty() && args.mode.get().is_some_and(|mode| mode.write));
+        let errs = errors(quote!(key = "a", mode = "Read"));
+        assert!(errs[0].contains("(did you mean \"read\"?)"), "{errs:?}");
+        let errs = errors(quote!(key = "a", mode = read));
+        assert!(errs[0].starts_with("`mode` takes a string"), "{errs:?}");
     }
 
     #[test]

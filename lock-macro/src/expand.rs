@@ -397,6 +397,10 @@ fn options(options: &OptionsPlan) -> TokenStream {
             }},
         );
     }
+    if let Some(write) = options.write_mode {
+        let mode = if write { quote!(Write) } else { quote!(Read) };
+        set("mode", quote! { #runtime::__private::Mode::#mode });
+    }
     if let Some(fair) = options.fair {
         set("fair", fair.into_token_stream());
     }

@@ -50,6 +50,7 @@ use proc_macro::TokenStream;
 /// | `ttl`            | duration string               | `"30s"`       | the lease: how long the lock outlives a crashed holder |
 /// | `wait`           | duration string               | `"0s"`        | how long to wait for a busy lock; `"0s"` tries once |
 /// | `permits`        | integer (or const expression) | none          | take one of this many permits of the semaphore named by the key instead of its lock: at most this many calls run at once; at least 1; not with `fair`; not on Redlock |
+/// | `mode`           | `"read"` / `"write"`          | none          | take a read share or the write hold of the read-write lock named by the key instead of its lock: many readers at once or one writer; a waiting writer goes before readers that come after it; not with `permits`, `keys` or `fair`; not on Redlock |
 /// | `fair`           | `true` / `false`              | `false`       | first come, first served across processes: waiting callers take the lock in the order they came, and a holder that asks again goes to the back (needs `wait`; not on Redlock) |
 /// | `watchdog`       | `true` / `false`              | `true`        | renew the lease every `ttl / 3` while the body runs; `false` = fixed lease of `ttl` |
 /// | `on_lease_lost`  | `"abort"` / `"continue"`      | `"abort"`     | when the lease is proven lost: drop the body at its next `.await` and return `LockError::LeaseLost`, or let it run on |
@@ -127,6 +128,9 @@ use proc_macro::TokenStream;
 /// - `permits` with `fair = true` is an error at `fair`: a semaphore's waiters are not served in
 ///   order. `permits = 0` is an error at the literal; a constant of 0 fails when the fn is
 ///   compiled to code (`cargo build`; `cargo check` does not evaluate it), at the constant.
+/// - `mode` with `permits`, `keys` or `fair = true` is an error at `mode` that says which to
+///   keep: a read-write lock is one key's, apart from its semaphore, and its waiting writer
+///   already goes before new readers. An unknown mode lists `"read"` and `"write"`.
 /// - `wait` and `max_hold` are independent (one bounds the time before acquiring, the other the
 ///   time after), so any combination is accepted.
 ///

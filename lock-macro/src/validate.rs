@@ -43,6 +43,9 @@ pub(crate) struct OptionsPlan {
     pub(crate) wait: Option<u64>,
     /// `permits = N`: one of N permits of the semaphore of the key, not the lock.
     pub(crate) permits: Option<syn::Expr>,
+    /// `mode = "read" | "write"`: `Some(true)` for the write hold of the read-write lock of the
+    /// key, `Some(false)` for a read share; `None` for the lock.
+    pub(crate) write_mode: Option<bool>,
     pub(crate) fair: Option<bool>,
     pub(crate) watchdog: Option<bool>,
     pub(crate) on_lease_lost: Option<OnLeaseLost>,
@@ -155,6 +158,7 @@ pub(crate) fn validate(
         options: OptionsPlan {
             ttl: millis(&args.ttl),
             wait: millis(&args.wait),
+            write_mode: args.mode.get().map(|mode| mode.write),
             permits: args.permits.value.map(|permits| permits.value),
             fair: args.fair.get().map(|b| b.value),
             watchdog: args.watchdog.get().map(|b| b.value),
@@ -226,6 +230,46 @@ fn check_options(args: &Args, errors: &mut Vec<syn::Error>) {
     check_max_hold(args, errors);
     check_fair(args, errors);
     check_permits(args, errors);
+    check_mode(args, errors);
+}
+
+/// `mode` takes the read-write lock of one key: not a semaphore's permit, not several locks,
+/// and not in order (its waiting writer goes first already).
+fn check_mode(args: &Args, errors: &mut Vec<syn::Error>) {
+    let Some(mode) = args.mode.get() else {
+        return;
+    };
+    let shown = mode.lit.value();
+    if args.permits.get().is_some() {
+        errors.push(syn::Error::new(
+            mode.lit.span(),
+            format!(
+                "`mode = \"{shown}\"` takes the read-write lock of the key, but `permits` takes \
+                 a semaphore's permit: keep `mode` for the read-write lock, or keep `permits` \
+                 for the semaphore"
+            ),
+        ));
+    }
+    if args.keys.get().is_some() {
+        errors.push(syn::Error::new(
+            mode.lit.span(),
+            format!(
+                "`mode = \"{shown}\"` takes the read-write lock of one key, but `keys` takes \
+                 several locks: keep `keys` and remove `mode` to take the locks, or write one \
+                 `key = \"..\"` instead of `keys` to take that read-write lock"
+            ),
+        ));
+    }
+    if args.fair.get().is_some_and(|fair| fair.value) {
+        errors.push(syn::Error::new(
+            mode.lit.span(),
+            format!(
+                "`fair = true` orders the waiters of a lock, but `mode = \"{shown}\"` takes a \
+                 read-write lock, whose waiting writer already goes before new readers: remove \
+                 `fair`, or remove `mode` to take the lock"
+            ),
+        ));
+    }
 }
 
 /// A semaphore's waiters are not served in order: `fair = true` with `permits` would be refused
@@ -682,6 +726,22 @@ mod tests {
         assert_eq!(plan.key.one().format.value(), "order:{}:{}");
         assert!(plan.key.one().literal.is_none());
         assert_eq!(plan.key.one().capacity, "order::".len() + 40);
+    }
+
+    #[test]
+    fn mode_goes_to_the_plan_and_refuses_permits_keys_and_fair() {
+        let plan = plan(quote!(key = "k", mode = "read"), item()).expect("valid");
+        assert_eq!(plan.options.write_mode, Some(false));
+        let errs = errors(quote!(key = "k", mode = "write", permits = 2), item());
+        assert!(
+            errs[0].contains("keep `mode` for the read-write lock"),
+            "{errs:?}"
+        );
+        let errs = errors(
+            quote!(key = "k", mode = "write", wait = "1s", fair = true),
+            item(),
+        );
+        assert!(errs.iter().any(|e| e.contains("remove `fair`")), "{errs:?}");
     }
 
     #[test]

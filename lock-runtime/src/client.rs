@@ -91,7 +91,7 @@ impl Inner {
     /// `Backend::hands_off`): never a semaphore's permit, whose waiters may find another
     /// permit free and always ask the server.
     pub(crate) fn hands_off(&self, stored: &StoredKey) -> bool {
-        stored.permits.is_none() && self.backend.hands_off()
+        stored.is_lock() && self.backend.hands_off()
     }
 
     /// One release round trip, bounded by the request timeout. `hold` applies `hold_at_least`;

@@ -55,14 +55,21 @@ pub(crate) fn scope_frames<F: Future>(
 }
 
 /// The lease of `key` on manager `manager_id` if the running task already holds it: the lock,
-/// or with `semaphore`, a permit of the semaphore of that name.
-pub(crate) fn held(manager_id: u64, key: &str, semaphore: bool) -> Option<Arc<Lease>> {
+/// or with `semaphore`, a permit of the semaphore of that name, or with `read_write`, a read
+/// share or the write hold of the read-write lock of that name.
+pub(crate) fn held(
+    manager_id: u64,
+    key: &str,
+    semaphore: bool,
+    read_write: bool,
+) -> Option<Arc<Lease>> {
     HELD.try_with(|frame| {
         let mut frame = Some(frame);
         while let Some(f) = frame {
             if f.lease.manager_id == manager_id
                 && f.lease.key == key
                 && f.lease.stored.permits.is_some() == semaphore
+                && (f.lease.stored.mode != crate::Mode::Exclusive) == read_write
             {
                 return Some(f.lease.clone());
             }
@@ -164,6 +171,13 @@ impl CurrentLock {
     /// The lock key, as the caller named it.
     pub fn key(&self) -> &str {
         &self.lease.key
+    }
+
+    /// Which lock of the key's name the section holds (see
+    /// [`LockGuard::mode`](crate::LockGuard::mode)): [`Mode::Read`](crate::Mode::Read) inside a
+    /// `mode = "read"` section, for instance.
+    pub fn mode(&self) -> crate::Mode {
+        self.lease.stored.mode
     }
 
     /// The fencing token of this acquisition: pass it to the storage the lock protects, and have

@@ -115,6 +115,18 @@ impl LockGuard {
         self.lease.stored.permits
     }
 
+    /// Which lock of the key's name this guard holds: [`Mode::Exclusive`] for the lock (or a
+    /// semaphore's permit), [`Mode::Read`] for a read share or [`Mode::Write`] for the write
+    /// hold of the read-write lock. A read re-entered inside a write section reports `Write`,
+    /// the hold it shares.
+    ///
+    /// [`Mode::Exclusive`]: crate::Mode::Exclusive
+    /// [`Mode::Read`]: crate::Mode::Read
+    /// [`Mode::Write`]: crate::Mode::Write
+    pub fn mode(&self) -> crate::Mode {
+        self.lease.stored.mode
+    }
+
     /// The fencing token of this acquisition: strictly greater than every token handed out
     /// earlier for the same key (see the crate docs for the exact guarantee). For a
     /// semaphore's permit, greater than every token handed out earlier for any permit of it. Pass it to the

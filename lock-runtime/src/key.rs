@@ -1,9 +1,13 @@
 //! How a lock key is stored: `<prefix>{<key>}`, so that the lock, the line of its fair waiters and
 //! the fence counter of earlier versions share one Redis Cluster slot (the part in braces is the
 //! hash tag). A semaphore of the same name is `<prefix>{<key>}:sem`, in the same slot: a lock's
-//! name always ends with the closing brace, so no lock can be stored under a semaphore's.
+//! name always ends with the closing brace, so no lock can be stored under a semaphore's. The
+//! read-write lock of the same name is `<prefix>{<key>}:rw` (its channel) with its keys
+//! `:rw:readers`, `:rw:writer`, `:rw:writer-waiting`, `:rw:fence` and `:rw:waiting`, in the same
+//! slot and apart from the lock and the semaphore.
 
 use crate::LockError;
+use crate::options::Mode;
 
 /// The Redis names of one lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,6 +17,9 @@ pub(crate) struct StoredKey {
     pub(crate) lock: String,
     /// `Some(n)`: this names the semaphore of `n` permits called `<key>`, not the lock.
     pub(crate) permits: Option<u32>,
+    /// [`Mode::Read`] or [`Mode::Write`]: this names the read-write lock called `<key>`
+    /// (`<prefix>{<key>}:rw`, its channel; its data is in the `rw_*` keys), taken in that mode.
+    pub(crate) mode: Mode,
 }
 
 impl StoredKey {
@@ -37,6 +44,7 @@ impl StoredKey {
         Ok(StoredKey {
             lock,
             permits: None,
+            mode: Mode::Exclusive,
         })
     }
 
@@ -49,11 +57,59 @@ impl StoredKey {
         Ok(stored)
     }
 
-    /// The lock's, or with `permits`, the semaphore's names.
-    pub(crate) fn of(prefix: &str, key: &str, permits: Option<u32>) -> Result<Self, LockError> {
-        match permits {
-            Some(permits) => StoredKey::semaphore(prefix, key, permits),
-            None => StoredKey::new(prefix, key),
+    /// The names of the read-write lock `key` taken in `mode` (see rw_acquire.lua):
+    /// `<prefix>{<key>}:rw`, beside the lock of that name and in its slot.
+    pub(crate) fn read_write(prefix: &str, key: &str, mode: Mode) -> Result<Self, LockError> {
+        let mut stored = StoredKey::new(prefix, key)?;
+        stored.lock.push_str(":rw");
+        stored.mode = mode;
+        Ok(stored)
+    }
+
+    /// The lock's, or with `permits`, the semaphore's, or with a read or write `mode`, the
+    /// read-write lock's names.
+    pub(crate) fn of(
+        prefix: &str,
+        key: &str,
+        permits: Option<u32>,
+        mode: Mode,
+    ) -> Result<Self, LockError> {
+        match (permits, mode) {
+            (Some(permits), _) => StoredKey::semaphore(prefix, key, permits),
+            (None, Mode::Read | Mode::Write) => StoredKey::read_write(prefix, key, mode),
+            (None, Mode::Exclusive) => StoredKey::new(prefix, key),
+        }
+    }
+
+    /// Whether this names a plain lock: one holder, which a holder of this process may hand
+    /// straight to a waiter, and whose lease is the only one to watch.
+    pub(crate) fn is_lock(&self) -> bool {
+        self.permits.is_none() && self.mode == Mode::Exclusive
+    }
+
+    /// A read-write lock's readers: a sorted set of `r:<owner token>` scored by lease end.
+    pub(crate) fn rw_readers(&self) -> String {
+        self.with_suffix(":readers")
+    }
+
+    /// A read-write lock's writer: `held fence=<n> token=<owner token>`, expiring with its
+    /// lease (the lock's own format, so renew.lua renews it as a lock).
+    pub(crate) fn rw_writer(&self) -> String {
+        self.with_suffix(":writer")
+    }
+
+    /// Present while a writer waits: new readers wait behind it.
+    pub(crate) fn rw_writer_waiting(&self) -> String {
+        self.with_suffix(":writer-waiting")
+    }
+
+    /// The Redis key that holds this lease's data, which renewals extend: the lock itself, a
+    /// semaphore's set, a read-write lock's readers or writer.
+    pub(crate) fn held_at(&self) -> std::borrow::Cow<'_, str> {
+        match self.mode {
+            Mode::Read => self.rw_readers().into(),
+            Mode::Write => self.rw_writer().into(),
+            Mode::Exclusive => self.lock.as_str().into(),
         }
     }
 
@@ -103,6 +159,25 @@ mod tests {
         assert_eq!(k.fence(), "lock:{order:42}:fence");
         assert_eq!(k.queue(), "lock:{order:42}:queue");
         assert_eq!(k.queue_expiry(), "lock:{order:42}:queue:expiry");
+    }
+
+    #[test]
+    fn a_read_write_lock_lives_beside_the_lock_and_the_semaphore_of_its_name() {
+        let k = StoredKey::read_write("lock:", "doc", Mode::Read).expect("valid key");
+        assert_eq!(k.lock, "lock:{doc}:rw");
+        assert_eq!(k.rw_readers(), "lock:{doc}:rw:readers");
+        assert_eq!(k.rw_writer(), "lock:{doc}:rw:writer");
+        assert_eq!(k.rw_writer_waiting(), "lock:{doc}:rw:writer-waiting");
+        assert_eq!(k.sem_fence(), "lock:{doc}:rw:fence");
+        assert_eq!(k.sem_waiting(), "lock:{doc}:rw:waiting");
+        assert_eq!(k.held_at(), "lock:{doc}:rw:readers");
+        assert!(!k.is_lock());
+        let w = StoredKey::read_write("lock:", "doc", Mode::Write).expect("valid key");
+        assert_eq!(w.held_at(), "lock:{doc}:rw:writer");
+        assert_ne!(
+            StoredKey::new("lock:", "doc").expect("valid key").lock,
+            k.lock
+        );
     }
 
     #[test]

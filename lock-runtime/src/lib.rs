@@ -85,6 +85,28 @@
 //! # }
 //! ```
 //!
+//! # Read-write lock
+//!
+//! [`LockManager::read_lock`] and [`LockManager::write_lock`] (or `mode = "read"` /
+//! `mode = "write"` in the attribute) take the read-write lock of a name: many readers or one
+//! writer, each share or hold a lease through a [`LockGuard`] with the lock's guarantees above.
+//! A waiting writer goes before readers that come after it, and its fencing token is above
+//! every token handed out before it. Upgrading from read to write in one task fails at once.
+//! Not on Redlock.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), lock_runtime::LockError> {
+//! use lock_runtime::{LockManager, LockOptions, Mode};
+//!
+//! let locks = LockManager::memory();
+//! let share = locks.read_lock("catalog", LockOptions::new()).await?;
+//! assert_eq!(share.mode(), Mode::Read);
+//! share.release().await?;
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! # Seen from outside
 //!
 //! A lock is one string key that `GET` shows (holder host, pid, app, fencing token). The
@@ -139,4 +161,4 @@ pub use manager::{
     LockManager, LockManagerBuilder, MAX_TTL, MIN_TTL, global_default, set_global_default,
 };
 pub use multi::{MultiGuard, MultiReleaseError};
-pub use options::{LockOptions, OnLeaseLost};
+pub use options::{LockOptions, Mode, OnLeaseLost};

@@ -24,7 +24,7 @@ use crate::lease::Lease;
 use crate::section::{Body, box_body};
 use crate::waiters::{Slot, Waiters, Wake, Withdrawn};
 use crate::watchdog::Watchdog;
-use crate::{LockError, LockOptions, current, section, url};
+use crate::{LockError, LockOptions, Mode, current, section, url};
 
 /// The shortest lease accepted: renewal runs at a third of it and needs a few milliseconds.
 pub const MIN_TTL: Duration = Duration::from_millis(lock_macro::__min_ttl_millis!());
@@ -291,9 +291,15 @@ impl LockManager {
         options: LockOptions,
     ) -> Result<LockGuard, LockError> {
         let key = key.into();
-        if let Some(lease) = current::held(self.inner.id, &key, options.permits.is_some()) {
+        let read_write = options.mode != Mode::Exclusive;
+        if let Some(lease) =
+            current::held(self.inner.id, &key, options.permits.is_some(), read_write)
+        {
             if lease.stored.permits != options.permits {
                 return Err(permits_differ_here(&lease, options));
+            }
+            if lease.stored.mode == Mode::Read && options.mode == Mode::Write {
+                return Err(upgrade(&key));
             }
             return reenter(lease).map(LockGuard::reentered);
         }
@@ -352,6 +358,80 @@ impl LockManager {
         options: LockOptions,
     ) -> Result<LockGuard, LockError> {
         self.lock(key, options.permits(permits)).await
+    }
+
+    /// Takes a read share of the read-write lock `key`, waiting up to `options.wait`: any number
+    /// of readers hold it together, across every process on this deployment, but never while a
+    /// writer does, and a reader that comes while a writer waits queues behind that writer. The
+    /// share is a lease like a lock's, with everything a [`LockGuard`] gives: its own owner
+    /// token and fencing token, renewal by the watchdog, [`lost()`](LockGuard::lost), release
+    /// on drop; a reader that dies gives its share back when its lease (`options.ttl`) runs
+    /// out.
+    ///
+    /// The read-write lock `key` is apart from the lock and the semaphore `key`. Inside a
+    /// section of this task that holds `key` for reading or writing, this re-enters that hold.
+    /// Errors as [`lock`](Self::lock), and [`LockError::Config`] with [`LockOptions::fair`] or
+    /// `permits`, or on Redlock. Same as `lock(key, options.mode(Mode::Read))`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_runtime::LockError> {
+    /// use lock_runtime::{LockManager, LockOptions};
+    ///
+    /// let locks = LockManager::memory();
+    /// let one = locks.read_lock("catalog", LockOptions::new()).await?;
+    /// let two = locks.read_lock("catalog", LockOptions::new()).await?;
+    /// let writers = locks.clone();
+    /// let writer = tokio::spawn(async move {
+    ///     writers.write_lock("catalog", LockOptions::new()).await
+    /// });
+    /// assert!(writer.await.unwrap().unwrap_err().is_busy());
+    /// one.release().await?;
+    /// two.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn read_lock(
+        &self,
+        key: impl Into<String>,
+        options: LockOptions,
+    ) -> Result<LockGuard, LockError> {
+        self.lock(key, options.mode(Mode::Read)).await
+    }
+
+    /// Takes the write hold of the read-write lock `key`, waiting up to `options.wait`: one
+    /// writer and no reader at a time. While it waits, readers that come after it queue behind
+    /// it; readers already holding finish first. Its fencing token is greater than every token
+    /// handed out before it for the read-write lock `key`, to readers and writers.
+    ///
+    /// Inside a section of this task that holds the write hold of `key`, this re-enters it.
+    /// Inside one that holds a read share of `key` (or while this task holds one through this
+    /// manager), it fails at once with [`LockError::Config`]: an upgrade would wait for the
+    /// task's own share. Otherwise as [`read_lock`](Self::read_lock). Same as
+    /// `lock(key, options.mode(Mode::Write))`.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_runtime::LockError> {
+    /// use lock_runtime::{LockManager, LockOptions};
+    ///
+    /// let locks = LockManager::memory();
+    /// let reader = locks.read_lock("catalog", LockOptions::new()).await?;
+    /// let read_token = reader.fencing_token();
+    /// reader.release().await?;
+    /// let writer = locks.write_lock("catalog", LockOptions::new()).await?;
+    /// assert!(writer.fencing_token() > read_token);
+    /// assert!(locks.read_lock("catalog", LockOptions::new()).await.unwrap_err().is_busy());
+    /// writer.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn write_lock(
+        &self,
+        key: impl Into<String>,
+        options: LockOptions,
+    ) -> Result<LockGuard, LockError> {
+        self.lock(key, options.mode(Mode::Write)).await
     }
 
     /// Runs `body` while holding the lock `key`: acquires it (waiting up to `options.wait`),
@@ -421,6 +501,15 @@ fn permits_differ_here(held: &Lease, options: LockOptions) -> LockError {
     ))
 }
 
+/// A task that holds a read share of `key` asks for its write hold: it would wait for itself.
+fn upgrade(key: &str) -> LockError {
+    LockError::Config(format!(
+        "read-write lock `{}`: upgrade from read to write would deadlock: release the read lock \
+         first, or take the write lock from the start",
+        key.escape_debug()
+    ))
+}
+
 /// Re-entering a lock the task holds is only allowed while its lease is: a nested section must
 /// not run on a lease that was already lost.
 fn reenter(lease: Arc<Lease>) -> Result<Arc<Lease>, LockError> {
@@ -454,7 +543,25 @@ impl Inner {
                 key.escape_debug()
             )));
         }
-        let stored = StoredKey::of(&self.prefix, &key, options.permits)?;
+        if let (Mode::Read | Mode::Write, Some(reason)) =
+            (options.mode, self.backend.read_write_locks())
+        {
+            return Err(LockError::Config(format!(
+                "{} cannot hold read-write lock `{}`: {reason}",
+                self.backend.describe(),
+                key.escape_debug()
+            )));
+        }
+        let stored = StoredKey::of(&self.prefix, &key, options.permits, options.mode)?;
+        if options.mode == Mode::Write
+            && self.watchdog.held_by_task_in(
+                &stored.lock,
+                crate::lease::Owner::current(),
+                Mode::Read,
+            )
+        {
+            return Err(upgrade(&key));
+        }
         let token = uuid::Uuid::new_v4().to_string();
         let start = Instant::now();
         // `wait(Duration::MAX)` means "as long as it takes".
@@ -599,9 +706,11 @@ impl Inner {
                         // The next local waiter watches our lease: nobody announces its expiry.
                         // Another holder's permit may end sooner than ours: the next waiter for
                         // a semaphore asks at once, and learns when.
-                        let until = match lease_ref.stored.permits {
-                            Some(_) => Instant::now(),
-                            None => lease_ref.deadline(),
+                        // So may a read-write lock's other readers, or its writer.
+                        let until = if lease_ref.stored.is_lock() {
+                            lease_ref.deadline()
+                        } else {
+                            Instant::now()
                         };
                         waiting.hand_over(until);
                     }

@@ -65,6 +65,14 @@ impl LockManager {
     {
         let start = Instant::now();
         options.validate()?;
+        if options.mode != crate::Mode::Exclusive {
+            return Err(LockError::Config(format!(
+                "lock_all takes locks, but its options ask for a {:?} hold of a read-write lock: \
+                 take each read-write lock with `read_lock` or `write_lock`, or remove the mode \
+                 from the options",
+                options.mode
+            )));
+        }
         if let Some(permits) = options.permits {
             return Err(LockError::Config(format!(
                 "lock_all takes locks, but its options ask for one of {permits} permits: take \

@@ -39,6 +39,32 @@ pub struct LockOptions {
     pub(crate) label: Option<&'static str>,
     /// `Some(n)`: one of the `n` permits of the semaphore of that name, not the lock.
     pub(crate) permits: Option<u32>,
+    /// The lock, or a read or write hold of the read-write lock of that name.
+    pub(crate) mode: Mode,
+}
+
+/// Which lock of a key's name a call takes: the exclusive lock, or the read-write lock in
+/// shared (read) or exclusive (write) mode. The read-write lock of a name is apart from its
+/// lock and its semaphore: they never exclude each other.
+///
+/// ```
+/// use lock_runtime::{LockOptions, Mode};
+///
+/// const READ: LockOptions = LockOptions::new().mode(Mode::Read);
+/// assert_eq!(READ.mode_value(), Mode::Read);
+/// assert_eq!(LockOptions::new().mode_value(), Mode::Exclusive);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Mode {
+    /// The lock: one holder at a time (the default).
+    #[default]
+    Exclusive,
+    /// A read share of the read-write lock: any number of readers together, never with a
+    /// writer; new readers wait while a writer waits.
+    Read,
+    /// The write hold of the read-write lock: one writer, and no reader.
+    Write,
 }
 
 impl Default for LockOptions {
@@ -64,6 +90,7 @@ impl LockOptions {
             fair: false,
             label: None,
             permits: None,
+            mode: Mode::Exclusive,
         }
     }
 
@@ -168,6 +195,23 @@ impl LockOptions {
         self
     }
 
+    /// Take the read-write lock of the key's name in `mode` ([`Mode::Read`] or
+    /// [`Mode::Write`]) instead of its lock (see
+    /// [`LockManager::read_lock`](crate::LockManager::read_lock) and
+    /// [`write_lock`](crate::LockManager::write_lock), which set this). Not with
+    /// [`permits`](Self::permits) nor [`fair`](Self::fair).
+    ///
+    /// ```
+    /// use lock_runtime::{LockOptions, Mode};
+    ///
+    /// const WRITE: LockOptions = LockOptions::new().mode(Mode::Write);
+    /// assert_eq!(WRITE.mode_value(), Mode::Write);
+    /// ```
+    pub const fn mode(mut self, mode: Mode) -> Self {
+        self.mode = mode;
+        self
+    }
+
     /// Checks the values against what a lease can be: ttl within
     /// [`MIN_TTL`](crate::MIN_TTL)..=[`MAX_TTL`](crate::MAX_TTL), `hold_at_least` at most
     /// `MAX_TTL`. `wait` and `max_hold` may be anything (`Duration::MAX`: no limit).
@@ -193,6 +237,20 @@ impl LockOptions {
             return Err(LockError::Config(
                 "fair = true orders the waiters of a lock; a semaphore's waiters are not served \
                  in order: leave fair out, or take the lock"
+                    .into(),
+            ));
+        }
+        if self.mode != Mode::Exclusive && self.permits.is_some() {
+            return Err(LockError::Config(
+                "a read-write lock and a semaphore are different locks: set either a read or \
+                 write mode or permits, not both"
+                    .into(),
+            ));
+        }
+        if self.mode != Mode::Exclusive && self.fair {
+            return Err(LockError::Config(
+                "fair = true orders the waiters of a lock; a read-write lock already lets a \
+                 waiting writer go before new readers: leave fair out, or take the lock"
                     .into(),
             ));
         }
@@ -237,6 +295,11 @@ impl LockOptions {
     /// The number of permits of the semaphore taken, or `None` for the lock.
     pub const fn permits_value(&self) -> Option<u32> {
         self.permits
+    }
+
+    /// Which lock of the key's name is taken (see [`Mode`]).
+    pub const fn mode_value(&self) -> Mode {
+        self.mode
     }
 
     /// The metrics label, if any.

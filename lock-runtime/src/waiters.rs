@@ -369,6 +369,15 @@ impl Waiters {
                 return;
             }
         }
+        if key.ends_with(READ_WRITE_SUFFIX) {
+            // After a writer, every reader may go at once; after a reader, the writer waiting
+            // may be anywhere in line, behind readers that queue behind it: all look again.
+            for slot in &entry.line {
+                slot.woken.store(true, Ordering::Release);
+                slot.wake_to_retry();
+            }
+            return;
+        }
         wake_first(entry);
     }
 
@@ -494,6 +503,9 @@ fn wake_named(entry: &mut KeyWaiters, name: &[u8], turn: Duration) {
 }
 
 /// Wakes the first waiter of a line that is not awake already.
+/// How the stored name of a read-write lock ends (see `key`): no lock's nor semaphore's does.
+const READ_WRITE_SUFFIX: &str = "}:rw";
+
 fn wake_first(entry: &KeyWaiters) {
     let next = entry
         .line

@@ -220,6 +220,25 @@ impl Watchdog {
         self.held_by_task_count(stored, task) > 0
     }
 
+    /// Whether task `task` holds a renewed lease of `stored` in `mode` (see
+    /// [`Watchdog::held_by_task`]): a read share, before it asks for the write hold.
+    pub(crate) fn held_by_task_in(
+        &self,
+        stored: &str,
+        task: crate::lease::Owner,
+        mode: crate::Mode,
+    ) -> bool {
+        let state = self.shared.lock();
+        state.entries.values().any(|entry| {
+            entry.lease.upgrade().is_some_and(|lease| {
+                lease.task == task
+                    && lease.stored.lock == stored
+                    && lease.stored.mode == mode
+                    && lease.status() == crate::lease::Status::Held
+            })
+        })
+    }
+
     /// How many leases of `stored` task `task` holds as [`Watchdog::held_by_task`] counts them:
     /// one at most for a lock, up to its permits for a semaphore.
     pub(crate) fn held_by_task_count(&self, stored: &str, task: crate::lease::Owner) -> usize {

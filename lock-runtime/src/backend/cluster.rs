@@ -31,7 +31,7 @@ use redis::{
 use tokio::sync::mpsc;
 
 use super::redis::{
-    Announce, HANDOFF, Holder, LEAVE, RENEW, RedisSettings, Subscription, Subscriptions,
+    Announce, HANDOFF, Holder, RENEW, RedisSettings, Subscription, Subscriptions,
     acquire_confirmed, describe_error, enable_tls, invoke, is_noscript, millis, query_loading,
     release_answer, renew_invocation,
 };
@@ -433,7 +433,7 @@ impl Backend for ClusterBackend {
         Box::pin(async move {
             let mut conn = self.routed(&key.lock);
             let invocation = self.holder.leave(key, token, Announce::Sharded);
-            let _: i64 = settle_noscript(invoke(&invocation, &LEAVE, &mut conn).await)?;
+            let _: i64 = settle_noscript(invocation.run(&mut conn).await)?;
             Ok(())
         })
     }

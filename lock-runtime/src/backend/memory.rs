@@ -17,6 +17,7 @@ use super::{
 };
 use crate::client::release_id;
 use crate::key::StoredKey;
+use crate::options::Mode;
 use crate::waiters::Waiters;
 
 pub(crate) struct MemoryBackend {
@@ -37,6 +38,8 @@ struct State {
     lines: HashMap<String, FairLine>,
     /// The semaphores, by stored name (as semaphore.lua keeps them on Redis).
     semaphores: HashMap<String, Semaphore>,
+    /// The read-write locks, by stored name (as rw_acquire.lua keeps them on Redis).
+    read_write: HashMap<String, ReadWrite>,
     /// One counter for all keys: strictly increasing per key, and never reset while the process
     /// lives.
     last_fence: u64,
@@ -71,6 +74,88 @@ impl Semaphore {
             .iter_mut()
             .find(|(own, end)| own == token && *end > now)
             .map(|(_, end)| end)
+    }
+}
+
+/// One read-write lock: its readers, its writer, and the writer waiting for its turn.
+#[derive(Default)]
+struct ReadWrite {
+    /// Owner token, and when its share's lease ends.
+    readers: Vec<(String, Instant)>,
+    writer: Option<(String, Instant)>,
+    /// While it lasts, new readers wait (see rw_acquire.lua's writer-waiting marker).
+    writer_waiting: Option<(String, Instant)>,
+}
+
+impl ReadWrite {
+    fn drop_ended(&mut self, now: Instant) {
+        self.readers.retain(|(_, end)| *end > now);
+        if self.writer.as_ref().is_some_and(|(_, end)| *end <= now) {
+            self.writer = None;
+        }
+        if self
+            .writer_waiting
+            .as_ref()
+            .is_some_and(|(_, end)| *end <= now)
+        {
+            self.writer_waiting = None;
+        }
+    }
+
+    fn waiting_writer(&self) -> Option<&str> {
+        self.writer_waiting.as_ref().map(|(own, _)| own.as_str())
+    }
+
+    fn is_empty(&self) -> bool {
+        self.readers.is_empty() && self.writer.is_none() && self.writer_waiting.is_none()
+    }
+
+    /// The live lease end of `token`'s share or write hold, as `mode` says.
+    fn held(&mut self, mode: Mode, token: &str) -> Option<&mut Instant> {
+        match mode {
+            Mode::Read => self
+                .readers
+                .iter_mut()
+                .find(|(own, _)| own == token)
+                .map(|(_, end)| end),
+            _ => self
+                .writer
+                .as_mut()
+                .filter(|(own, _)| own == token)
+                .map(|(_, end)| end),
+        }
+    }
+
+    /// What stands in the way of `token` taking it in `mode`, and until when: `None` if
+    /// nothing. A writer that `waits` marks itself waiting.
+    fn blocked(
+        &mut self,
+        mode: Mode,
+        token: &str,
+        ttl: Duration,
+        waits: bool,
+        now: Instant,
+    ) -> Option<Instant> {
+        if let Some((_, end)) = self.writer.as_ref().filter(|(holder, _)| holder != token) {
+            let end = *end;
+            if mode == Mode::Write && waits {
+                self.writer_waiting = Some((token.to_owned(), end + ttl));
+            }
+            return Some(end);
+        }
+        if mode == Mode::Read {
+            let holds = self.readers.iter().any(|(own, _)| own == token);
+            return self
+                .writer_waiting
+                .as_ref()
+                .filter(|_| !holds)
+                .map(|(_, end)| *end);
+        }
+        let first = self.readers.iter().map(|(_, end)| *end).min()?;
+        if waits {
+            self.writer_waiting = Some((token.to_owned(), first + ttl));
+        }
+        Some(first.max(now))
     }
 }
 
@@ -180,6 +265,10 @@ impl State {
             return;
         }
         self.locks.retain(|_, entry| entry.expires > now);
+        self.read_write.retain(|_, rw| {
+            rw.drop_ended(now);
+            !rw.is_empty()
+        });
         self.semaphores.retain(|_, semaphore| {
             semaphore.drop_ended(now);
             !semaphore.holders.is_empty()
@@ -230,6 +319,100 @@ impl State {
         Ok(Acquire::Acquired {
             fence: self.last_fence,
         })
+    }
+
+    /// A read share or the write hold of the read-write lock `key` for `token` (see
+    /// rw_acquire.lua).
+    fn take_read_write(
+        &mut self,
+        key: &StoredKey,
+        token: &str,
+        ttl: Duration,
+        waits: bool,
+        now: Instant,
+    ) -> Acquire {
+        let rw = self.read_write.entry(key.lock.clone()).or_default();
+        rw.drop_ended(now);
+        if let Some(until) = rw.blocked(key.mode, token, ttl, waits, now) {
+            return Acquire::Busy {
+                remaining: Some(until.saturating_duration_since(now)),
+                holder: None,
+                // A writer that marked itself waiting takes the mark away when it stops.
+                in_line: rw.waiting_writer() == Some(token),
+            };
+        }
+        if let Some(end) = rw.held(key.mode, token) {
+            *end = now + ttl;
+        } else if key.mode == Mode::Read {
+            rw.readers.push((token.to_owned(), now + ttl));
+        } else {
+            rw.writer = Some((token.to_owned(), now + ttl));
+            if rw
+                .writer_waiting
+                .as_ref()
+                .is_some_and(|(own, _)| own == token)
+            {
+                rw.writer_waiting = None;
+            }
+        }
+        self.last_fence += 1;
+        Acquire::Acquired {
+            fence: self.last_fence,
+        }
+    }
+
+    /// Renews `token`'s read share or write hold of `key`: whether it was still held.
+    fn renew_read_write(
+        &mut self,
+        key: &StoredKey,
+        token: &str,
+        ttl: Duration,
+        now: Instant,
+    ) -> bool {
+        let Some(rw) = self.read_write.get_mut(&key.lock) else {
+            return false;
+        };
+        rw.drop_ended(now);
+        match rw.held(key.mode, token) {
+            Some(end) => {
+                *end = now + ttl;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Gives `token`'s read share or write hold of `key` back, or keeps it `keep` longer.
+    fn release_read_write(
+        &mut self,
+        key: &StoredKey,
+        token: &str,
+        keep: Duration,
+        now: Instant,
+    ) -> Release {
+        let Some(rw) = self.read_write.get_mut(&key.lock) else {
+            return Release::Gone;
+        };
+        rw.drop_ended(now);
+        let answer = match rw.held(key.mode, token) {
+            None => Release::Gone,
+            Some(end) if !keep.is_zero() => {
+                *end = now + keep;
+                Release::Released
+            }
+            Some(_) => {
+                if key.mode == Mode::Read {
+                    rw.readers.retain(|(own, _)| own != token);
+                } else {
+                    rw.writer = None;
+                }
+                Release::Released
+            }
+        };
+        if rw.is_empty() {
+            self.read_write.remove(&key.lock);
+        }
+        answer
     }
 
     /// Renews the permit of `token`: whether it was still held.
@@ -296,6 +479,10 @@ impl Backend for MemoryBackend {
         state.sweep(now);
         if let Some(permits) = key.permits {
             return ready(state.take_permit(key, permits, token, ttl, now));
+        }
+        if key.mode != Mode::Exclusive {
+            let waits = ask.line != Line::No;
+            return ready(Ok(state.take_read_write(key, token, ttl, waits, now)));
         }
         let State { locks, lines, .. } = &mut *state;
         let joins = match ask.line {
@@ -370,6 +557,16 @@ impl Backend for MemoryBackend {
     ) -> BoxFuture<'a, Result<(), Failure>> {
         let now = Instant::now();
         let mut state = self.state();
+        if key.mode != Mode::Exclusive {
+            let rw = state.read_write.get_mut(&key.lock);
+            let Some(rw) = rw.filter(|rw| rw.waiting_writer() == Some(token)) else {
+                return ready(Ok(()));
+            };
+            rw.writer_waiting = None;
+            drop(state);
+            self.waiters.wake_one(&key.lock, None);
+            return ready(Ok(()));
+        }
         if let Some(line) = state.lines.get_mut(&key.lock) {
             line.leave(token);
             if line.turn.as_ref().is_some_and(|(own, _)| own == token) {
@@ -389,6 +586,11 @@ impl Backend for MemoryBackend {
             batch
                 .iter()
                 .map(|renewal| {
+                    let stored = &renewal.lease.stored;
+                    if stored.permits.is_none() && stored.mode != Mode::Exclusive {
+                        let token = renewal.token();
+                        return Some(state.renew_read_write(stored, token, renewal.ttl, now));
+                    }
                     if renewal.lease.stored.permits.is_some() {
                         let (key, token) = (renewal.key(), renewal.token());
                         return Some(state.renew_permit(key, token, renewal.ttl, now));
@@ -416,6 +618,15 @@ impl Backend for MemoryBackend {
     ) -> BoxFuture<'a, Result<Release, Failure>> {
         let now = Instant::now();
         let mut state = self.state();
+        if key.permits.is_none() && key.mode != Mode::Exclusive {
+            let answer = state.release_read_write(key, token, keep, now);
+            drop(state);
+            if answer == Release::Released {
+                // Every waiter of a read-write lock looks again (see `Waiters::wake_one`).
+                self.waiters.wake_one(&key.lock, None);
+            }
+            return ready(Ok(answer));
+        }
         if key.permits.is_some() {
             let answer = state.release_permit(&key.lock, token, keep, now);
             drop(state);

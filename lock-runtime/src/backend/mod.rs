@@ -98,7 +98,7 @@ pub(crate) fn acquire_answer(
              above); the lock was not taken and nothing was written. Delete it only once no \
              storage still checks tokens of this lock",
             key.lock.escape_debug(),
-            if key.permits.is_some() {
+            if !key.is_lock() {
                 key.sem_fence()
             } else {
                 key.fence()
@@ -106,6 +106,11 @@ pub(crate) fn acquire_answer(
             .escape_debug()
         ))),
         -3 => Err(permits_differ(key, value)),
+        _ if key.mode != crate::options::Mode::Exclusive => Err(Failure::permanent(format!(
+            "a key of read-write lock `{}` holds data that is not a read-write lock; it was left \
+             untouched",
+            key.lock.escape_debug()
+        ))),
         _ if key.permits.is_some() => Err(Failure::permanent(format!(
             "a key of semaphore `{}` holds data that is not a semaphore; it was left untouched",
             key.lock.escape_debug()
@@ -222,6 +227,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// same calls as a lock): where one server counts the holders. `None` if they do, or why
     /// not.
     fn semaphores(&self) -> Option<&'static str> {
+        None
+    }
+
+    /// Whether read-write locks work here (a [`StoredKey`] with a read or write `mode`): where
+    /// one server sees the readers and the writer. `None` if they do, or why not.
+    fn read_write_locks(&self) -> Option<&'static str> {
         None
     }
 

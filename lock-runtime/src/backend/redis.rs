@@ -19,12 +19,13 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::replicas::{Pool, ReplicaAcks, Replication};
 use super::{
-    Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal, acquire_answer,
-    hand_off_answer, whole,
+    Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Line, Release, Renewal,
+    acquire_answer, hand_off_answer, whole,
 };
 use crate::background::{Background, Lifeline, Revivable};
 use crate::backoff::Backoff;
 use crate::key::StoredKey;
+use crate::options::Mode;
 use crate::waiters::Waiters;
 use crate::{LockError, url};
 
@@ -59,6 +60,24 @@ pub(super) static PERMIT_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
         include_str!("../../scripts/queue.lua"),
         include_str!("../../scripts/permit_release.lua")
+    ))
+});
+pub(super) static RW_ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../scripts/queue.lua"),
+        include_str!("../../scripts/rw_acquire.lua")
+    ))
+});
+pub(super) static RW_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../scripts/queue.lua"),
+        include_str!("../../scripts/rw_release.lua")
+    ))
+});
+pub(super) static RW_LEAVE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../scripts/queue.lua"),
+        include_str!("../../scripts/rw_leave.lua")
     ))
 });
 pub(super) static LEAVE: LazyLock<Lua> = LazyLock::new(|| {
@@ -120,17 +139,27 @@ impl Call<'_> {
     }
 }
 
-/// The renewal of one lease, as renew.lua takes it: a permit adds its number of permits.
+/// The renewal of one lease, as renew.lua takes it: a permit adds its number of permits; a
+/// read share, whose member is `r:<token>`, renews through the permit branch with `r`; a write
+/// hold is stored in a lock's format and renews as a lock.
 pub(super) fn renew_invocation(renewal: &Renewal) -> redis::ScriptInvocation<'static> {
+    let stored = &renewal.lease.stored;
     let mut invocation = RENEW.prepare_invoke();
     invocation
-        .key(renewal.key())
+        .key(stored.held_at().as_ref())
         .arg(renewal.token())
         .arg(millis(renewal.ttl));
-    if let Some(permits) = renewal.lease.stored.permits {
+    if let Some(permits) = stored.permits {
         invocation.arg(permits);
+    } else if stored.mode == Mode::Read {
+        invocation.arg("r");
     }
     invocation
+}
+
+/// `r` or `w`, as rw_acquire.lua and rw_release.lua take a mode.
+fn rw_mode(mode: Mode) -> &'static str {
+    if mode == Mode::Read { "r" } else { "w" }
 }
 
 /// What the Redis backend needs from the manager builder.
@@ -246,6 +275,25 @@ impl Holder {
         ask: Ask,
         announce: Announce,
     ) -> Call<'a> {
+        if key.permits.is_none() && key.mode != Mode::Exclusive {
+            let mut invocation = RW_ACQUIRE.prepare_invoke();
+            invocation
+                .key(key.rw_readers())
+                .key(key.rw_writer())
+                .key(key.rw_writer_waiting())
+                .key(key.sem_fence())
+                .key(key.sem_waiting())
+                .arg(token)
+                .arg(rw_mode(key.mode))
+                .arg(millis(ttl))
+                .arg(if ask.waited { "1" } else { "0" })
+                .arg(self.fence_retention_ms)
+                .arg(if ask.line == Line::No { "0" } else { "1" });
+            return Call {
+                invocation,
+                script: &RW_ACQUIRE,
+            };
+        }
         if let Some(permits) = key.permits {
             let mut invocation = SEMAPHORE.prepare_invoke();
             invocation
@@ -282,13 +330,22 @@ impl Holder {
         }
     }
 
-    /// The call of leave.lua: `token` leaves the line of fair waiters for `key`.
-    pub(super) fn leave(
-        &self,
-        key: &StoredKey,
-        token: &str,
-        announce: Announce,
-    ) -> redis::ScriptInvocation<'static> {
+    /// The call of leave.lua: `token` leaves the line of fair waiters for `key`; for a
+    /// read-write lock, the call of rw_leave.lua: a writer stops waiting.
+    pub(super) fn leave(&self, key: &StoredKey, token: &str, announce: Announce) -> Call<'static> {
+        if key.permits.is_none() && key.mode != Mode::Exclusive {
+            let mut invocation = RW_LEAVE.prepare_invoke();
+            invocation
+                .key(key.rw_writer_waiting())
+                .key(key.sem_waiting())
+                .arg(token)
+                .arg(announce.as_arg())
+                .arg(&key.lock);
+            return Call {
+                invocation,
+                script: &RW_LEAVE,
+            };
+        }
         let mut invocation = LEAVE.prepare_invoke();
         invocation
             .key(&key.lock)
@@ -298,7 +355,10 @@ impl Holder {
             .arg(self.fair_turn_ms)
             .arg(announce.as_arg())
             .arg(self.fence_retention_ms);
-        invocation
+        Call {
+            invocation,
+            script: &LEAVE,
+        }
     }
 
     /// The call of handoff.lua that moves `key` from `from` to `to` for `ttl`.
@@ -335,6 +395,22 @@ impl Holder {
         keep_ms: u64,
         announce: Announce,
     ) -> Call<'static> {
+        if key.permits.is_none() && key.mode != Mode::Exclusive {
+            let mut invocation = RW_RELEASE.prepare_invoke();
+            invocation
+                .key(key.rw_readers())
+                .key(key.rw_writer())
+                .key(key.sem_waiting())
+                .arg(token)
+                .arg(rw_mode(key.mode))
+                .arg(keep_ms)
+                .arg(announce.as_arg())
+                .arg(&key.lock);
+            return Call {
+                invocation,
+                script: &RW_RELEASE,
+            };
+        }
         if let Some(permits) = key.permits {
             let mut invocation = PERMIT_RELEASE.prepare_invoke();
             invocation
@@ -652,7 +728,7 @@ impl RedisBackend {
         async move {
             let invocation = &invocation;
             let _: i64 = conn
-                .send(|mut conn| async move { invoke(invocation, &LEAVE, &mut conn).await })
+                .send(|mut conn| async move { invocation.run(&mut conn).await })
                 .await?;
             Ok(())
         }

@@ -354,6 +354,17 @@ impl Backend for RedlockBackend {
         )
     }
 
+    fn read_write_locks(&self) -> Option<&'static str> {
+        Some(
+            "a read-write lock over independent masters is not sound: each master sees its own \
+             readers and writer, and a writer holding a majority does not keep readers off the \
+             other masters' majorities (with 3 masters, a writer on two and readers on two \
+             overlap on one master only where both win it), and a waiting writer's mark on some \
+             masters holds no reader up on the rest; use one Redis, Sentinel or Cluster for \
+             read-write locks",
+        )
+    }
+
     fn server(&self) -> &str {
         &self.server
     }

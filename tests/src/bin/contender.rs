@@ -10,6 +10,9 @@
 //! `contender permit <url> <key> <permits> <ttl ms>`: takes a permit of the semaphore `key`,
 //! prints `held <token>` and sleeps until killed.
 //!
+//! `contender read <url> <key> <ttl ms>`: takes a read share of the read-write lock `key`,
+//! prints `held <token>` and sleeps until killed.
+//!
 //! `contender lead <url> <name> <ttl ms>`: campaigns for the leadership `name`, prints
 //! `leader <token>` once elected and sleeps until killed.
 
@@ -87,6 +90,14 @@ async fn main() -> Result<(), LockError> {
             let ttl: u64 = arg(&args, 5).parse().expect("ttl in ms");
             let options = LockOptions::new().ttl(Duration::from_millis(ttl));
             let guard = locks.semaphore(key, permits, options).await?;
+            println!("held {}", guard.fencing_token());
+            std::io::stdout().flush().expect("flush stdout");
+            std::future::pending::<()>().await;
+        }
+        "read" => {
+            let ttl: u64 = arg(&args, 4).parse().expect("ttl in ms");
+            let options = LockOptions::new().ttl(Duration::from_millis(ttl));
+            let guard = locks.read_lock(key, options).await?;
             println!("held {}", guard.fencing_token());
             std::io::stdout().flush().expect("flush stdout");
             std::future::pending::<()>().await;

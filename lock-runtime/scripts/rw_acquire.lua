@@ -1,0 +1,127 @@
+-- Take a read share or the write hold of a read-write lock, or say how long until what stands
+-- in the way ends.
+--
+-- KEYS[1]  the readers: a sorted set of `r:<owner token>` scored by the end of each share's
+--          lease (server time in ms); it expires with its longest lease
+-- KEYS[2]  the writer: `held fence=<n> token=<owner token>` (a lock's format), expiring with
+--          its lease
+-- KEYS[3]  the waiting writer's marker: while it exists, new readers wait. It expires on its
+--          own (about a lease after the writer last asked), so a writer that dies while waiting
+--          holds nobody up for long
+-- KEYS[4]  the last fencing token handed out to either mode (the server time in µs, or one
+--          more than the last), kept for the fence retention after each grant
+-- KEYS[5]  present for a lease after someone was told the lock is busy: while it is, releases
+--          announce themselves
+-- ARGV[1]  owner token (a UUID v4, unique per acquisition)
+-- ARGV[2]  `r` for a read share, `w` for the write hold
+-- ARGV[3]  lease in milliseconds
+-- ARGV[4]  "1" if the caller waited for this grant, as semaphore.lua's ARGV[4]
+-- ARGV[5]  how long (ms) the last fencing token is kept, as release.lua's ARGV[4]
+-- ARGV[6]  "1" if the caller waits when told busy: only a writer that waits marks itself
+--          waiting, so a writer that only tries holds no reader up
+--
+-- Returns  {1, fencing token, 0, 0}  granted (also when ARGV[1] holds it already: its lease is
+--                                    refreshed, under a new fencing token)
+--          {0, pttl, 0, marked}      busy; pttl: ms until what stands in the way ends; marked: 1
+--                                    if the caller is a writer that marked itself waiting (it
+--                                    asks again every third of its lease to keep the mark, and
+--                                    takes it away with rw_leave.lua when it stops waiting)
+--          {-1, 0, 0, 0}             a key holds data that is not a read-write lock: untouched
+--          {-2, 0, 0, 0}             the last fencing token is one tokens cannot continue from
+--
+-- Redis calls: TIME, ZREMRANGEBYSCORE, GET, PTTL, then for a read ZSCORE, EXISTS, ZADD; for a
+-- write ZRANGE, SET, DEL; for a grant GET and SET of the fence.
+if #KEYS == 0 then
+  return 0
+end
+local MAX_FENCE = 9007199254740991
+local READERS, WRITER, WRITER_WAITING, FENCE, WAITING = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local TOKEN, MODE, TTL = ARGV[1], ARGV[2], ARGV[3]
+local ttl = tonumber(TTL)
+local member = 'r:' .. TOKEN
+
+local now_us, time = server_time()
+local now_ms = millis(time)
+
+local function busy(pttl, marked)
+  -- From now on releases announce themselves. (pcall: a server out of memory refuses it;
+  -- waiters then wait for the lease they were told of.)
+  redis.pcall('SET', WAITING, '1', 'PX', TTL)
+  return {0, math.max(pttl, 1), 0, marked}
+end
+
+-- A share ends at its score.
+local dropped = redis.pcall('ZREMRANGEBYSCORE', READERS, '-inf', now_ms)
+if type(dropped) == 'table' then
+  return {-1, 0, 0, 0}
+end
+local writer = redis.pcall('GET', WRITER)
+if type(writer) == 'table' then
+  return {-1, 0, 0, 0}
+end
+if writer then
+  local holder = string.match(writer, '^held fence=%d+ token=(%S+)')
+  if not holder then
+    return {-1, 0, 0, 0}
+  end
+  if holder ~= TOKEN then
+    if MODE == 'w' and ARGV[6] == '1' then
+      redis.pcall('SET', WRITER_WAITING, TOKEN, 'PX', redis.call('PTTL', WRITER) + ttl)
+      return busy(redis.call('PTTL', WRITER), 1)
+    end
+    return busy(redis.call('PTTL', WRITER), 0)
+  end
+end
+
+if MODE == 'r' then
+  if not redis.call('ZSCORE', READERS, member) and redis.call('EXISTS', WRITER_WAITING) == 1 then
+    -- A writer waits: new readers queue behind it.
+    return busy(redis.call('PTTL', WRITER_WAITING), 0)
+  end
+else
+  local first = redis.call('ZRANGE', READERS, 0, 0, 'WITHSCORES')
+  if first[1] then
+    local pttl = tonumber(first[2]) - now_ms
+    if ARGV[6] == '1' then
+      -- Refreshed by each of the writer's tries, and kept until the first share it waits for
+      -- could end, and a lease more.
+      redis.pcall('SET', WRITER_WAITING, TOKEN, 'PX', pttl + ttl)
+      return busy(pttl, 1)
+    end
+    return busy(pttl, 0)
+  end
+end
+
+local last = 0
+local stored = redis.pcall('GET', FENCE)
+if type(stored) == 'table' then
+  return {-1, 0, 0, 0}
+end
+if stored then
+  last = tonumber(stored)
+  -- As in acquire.lua: a token that cannot be counted on exactly could make tokens go down.
+  if not last or last ~= last or last < 0 or last >= MAX_FENCE then
+    return {-2, 0, 0, 0}
+  end
+end
+local fence = now_us
+if last > 0 and tonumber(now_us) <= last then
+  fence = string.format('%.0f', last + 1)
+end
+redis.call('SET', FENCE, fence, 'PX', math.max(tonumber(ARGV[5]), ttl))
+if MODE == 'r' then
+  redis.call('ZADD', READERS, now_ms + ttl, member)
+  if redis.call('PTTL', READERS) < ttl then
+    redis.call('PEXPIRE', READERS, TTL)
+  end
+else
+  redis.call('SET', WRITER, 'held fence=' .. fence .. ' token=' .. TOKEN, 'PX', TTL)
+  -- Its turn came: readers may queue behind the next waiting writer only.
+  if redis.call('GET', WRITER_WAITING) == TOKEN then
+    redis.call('DEL', WRITER_WAITING)
+  end
+end
+if ARGV[4] == '1' then
+  redis.pcall('SET', WAITING, '1', 'PX', TTL)
+end
+return {1, fence, 0, 0}

@@ -1,0 +1,626 @@
+//! The read-write lock (`read_lock`, `write_lock`, `mode = "read" | "write"`): many readers or one
+//! writer, each hold with the guarantees of a lock. Run on memory://, one redis-server, a master
+//! behind Sentinel and a three-master Redis Cluster; Redlock refuses it.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicI32;
+
+use lock_runtime::{LockError, LockManager, LockOptions, Mode, distributed_lock};
+use lock_tests::{RedisCluster, RedisServer, SentinelSetup};
+
+const CONTENDER: &str = env!("CARGO_BIN_EXE_contender");
+
+/// A manager, the URL more managers connect to, and the servers behind it (kept alive for the
+/// test).
+struct Fixture {
+    locks: LockManager,
+    url: String,
+    server: Option<RedisServer>,
+    sentinel: Option<SentinelSetup>,
+    cluster: Option<RedisCluster>,
+}
+
+impl Fixture {
+    async fn memory() -> Fixture {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        // A table of this test's own, that other managers of the test can connect to.
+        let url = format!("memory://rwlock-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+        Fixture::on(url, None, None, None).await
+    }
+
+    async fn redis() -> Fixture {
+        let server = RedisServer::start();
+        Fixture::on(server.url(), Some(server), None, None).await
+    }
+
+    /// A master with one replica behind three sentinels.
+    async fn sentinel() -> Fixture {
+        let setup = SentinelSetup::start(1, 3);
+        Fixture::on(setup.url(), None, Some(setup), None).await
+    }
+
+    /// A Redis Cluster of three masters.
+    async fn cluster() -> Fixture {
+        let cluster = RedisCluster::start(3, 0);
+        Fixture::on(cluster.url(), None, None, Some(cluster)).await
+    }
+
+    async fn on(
+        url: String,
+        server: Option<RedisServer>,
+        sentinel: Option<SentinelSetup>,
+        cluster: Option<RedisCluster>,
+    ) -> Fixture {
+        let mut fixture = Fixture {
+            locks: LockManager::memory(),
+            url,
+            server,
+            sentinel,
+            cluster,
+        };
+        fixture.locks = fixture.connect().await;
+        fixture
+    }
+
+    /// Another manager on the same deployment, as another process would have.
+    async fn connect(&self) -> LockManager {
+        LockManager::connect(&self.url)
+            .await
+            .unwrap_or_else(|err| panic!("connect: {err}\n{}", self.log()))
+    }
+
+    /// The server that stores `key`, for a command from outside (none for memory).
+    fn server_of(&self, key: &str) -> Option<&RedisServer> {
+        self.server
+            .as_ref()
+            .or(self.sentinel.as_ref().map(SentinelSetup::master))
+            .or(self
+                .cluster
+                .as_ref()
+                .map(|cluster| cluster.master_for_key(key)))
+    }
+
+    fn log(&self) -> String {
+        let server = self.server.iter().map(RedisServer::log);
+        server
+            .chain(self.sentinel.as_ref().map(SentinelSetup::log))
+            .chain(self.cluster.as_ref().map(RedisCluster::log))
+            .collect()
+    }
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Instantiates each behaviour once per backend that holds read-write locks.
+macro_rules! on_every_backend {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Fixture::memory().await).await
+                }
+            )*
+        }
+        mod redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Fixture::redis().await).await
+                }
+            )*
+        }
+        mod sentinel {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Fixture::sentinel().await).await
+                }
+            )*
+        }
+        mod cluster {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    super::$name(super::Fixture::cluster().await).await
+                }
+            )*
+        }
+    };
+}
+
+on_every_backend!(
+    many_readers_hold_together_across_managers,
+    a_writer_excludes_readers_and_other_writers,
+    a_waiting_writer_goes_before_readers_that_came_after_it,
+    a_writer_that_stops_waiting_holds_no_reader_up,
+    a_writers_release_wakes_the_waiting_readers_at_once,
+    the_last_readers_release_wakes_the_waiting_writer_at_once,
+    watchdog_keeps_a_short_read_share_across_a_long_body,
+    a_writers_token_is_above_every_earlier_token,
+    a_read_inside_a_write_section_reenters_it,
+    an_upgrade_from_read_to_write_fails_at_once,
+    release_on_cancel_frees_the_write_hold_at_once,
+    release_on_panic_frees_the_read_share_at_once,
+    the_lock_the_semaphore_and_the_read_write_lock_of_one_name_are_apart,
+    permits_and_fair_with_a_mode_are_refused,
+    the_attribute_lets_readers_in_together_and_a_writer_alone,
+);
+
+fn read() -> LockOptions {
+    LockOptions::new().ttl(Duration::from_secs(10))
+}
+
+async fn many_readers_hold_together_across_managers(f: Fixture) {
+    let managers = [f.locks.clone(), f.connect().await];
+    let mut shares = Vec::new();
+    for locks in managers.iter().cycle().take(4) {
+        let share = locks.read_lock("catalog", read()).await;
+        shares.push(share.unwrap_or_else(|err| panic!("{err}\n{}", f.log())));
+    }
+    let mut tokens: Vec<u64> = shares.iter().map(|share| share.fencing_token()).collect();
+    tokens.dedup();
+    assert_eq!(tokens.len(), 4, "every share has its own fencing token");
+    assert!(shares.iter().all(|share| share.mode() == Mode::Read));
+    // (Another manager: through these two, this task holds shares, and asking for the write
+    // hold there is an upgrade.)
+    let writers = f.connect().await;
+    let writer = writers.write_lock("catalog", LockOptions::new()).await;
+    assert!(writer.expect_err("readers hold it").is_busy());
+    for share in shares {
+        share.release().await.expect("release");
+    }
+    let writer = writers.write_lock("catalog", LockOptions::new()).await;
+    writer.expect("free").release().await.expect("release");
+}
+
+async fn a_writer_excludes_readers_and_other_writers(f: Fixture) {
+    let writer = f.locks.write_lock("doc", read()).await.expect("free");
+    assert_eq!(writer.mode(), Mode::Write);
+    let other = f.connect().await;
+    let reader = other.read_lock("doc", LockOptions::new()).await;
+    assert!(reader.expect_err("written").is_busy());
+    let second = other.write_lock("doc", LockOptions::new()).await;
+    assert!(second.expect_err("written").is_busy());
+    writer.release().await.expect("release");
+    let reader = other.read_lock("doc", LockOptions::new()).await;
+    reader.expect("free").release().await.expect("release");
+}
+
+/// Readers that come while a writer waits wait until the writer had its turn.
+async fn a_waiting_writer_goes_before_readers_that_came_after_it(f: Fixture) {
+    let first = f.locks.read_lock("queue", read()).await.expect("free");
+    let writers = f.connect().await;
+    let readers = f.connect().await;
+    let wait = LockOptions::new().wait(Duration::from_secs(10));
+    let writer = tokio::spawn(async move {
+        let hold = writers.write_lock("queue", wait).await?;
+        let entered = Instant::now();
+        tokio::time::sleep(ms(300)).await;
+        let left = Instant::now();
+        hold.release().await?;
+        Ok::<_, LockError>((entered, left))
+    });
+    tokio::time::sleep(ms(300)).await;
+    // A reader that only tries is told busy though only readers hold it.
+    let late = readers.read_lock("queue", LockOptions::new()).await;
+    assert!(late.expect_err("a writer waits").is_busy(), "{}", f.log());
+    let reader = tokio::spawn(async move {
+        let share = readers.read_lock("queue", wait).await?;
+        let entered = Instant::now();
+        share.release().await?;
+        Ok::<_, LockError>(entered)
+    });
+    tokio::time::sleep(ms(200)).await;
+    first.release().await.expect("release");
+    let (written, left) = writer.await.expect("task").expect("writer");
+    let read = reader.await.expect("task").expect("reader");
+    assert!(
+        read >= left,
+        "the late reader entered while the writer held it"
+    );
+    assert!(written < read);
+}
+
+/// A writer that gave up, and one that was cancelled, take their waiting mark away: readers
+/// that come later need not wait for it to expire (about a lease).
+async fn a_writer_that_stops_waiting_holds_no_reader_up(f: Fixture) {
+    let first = f.locks.read_lock("gave-up", read()).await.expect("free");
+    let writers = f.connect().await;
+    let gave_up = writers
+        .write_lock("gave-up", read().wait(ms(300)))
+        .await
+        .expect_err("readers hold it");
+    assert!(gave_up.is_busy());
+    let cancelled = writers.write_lock("gave-up", read().wait(Duration::from_secs(10)));
+    assert!(tokio::time::timeout(ms(300), cancelled).await.is_err());
+    let readers = f.connect().await;
+    let started = Instant::now();
+    let share = readers
+        .read_lock("gave-up", read().wait(Duration::from_secs(10)))
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(1), "{waited:?}");
+    share.release().await.expect("release");
+    first.release().await.expect("release");
+}
+
+async fn a_writers_release_wakes_the_waiting_readers_at_once(f: Fixture) {
+    let writer = f.locks.write_lock("wake", read()).await.expect("free");
+    let other = f.connect().await;
+    let mut waiting = Vec::new();
+    for _ in 0..2 {
+        let other = other.clone();
+        waiting.push(tokio::spawn(async move {
+            let options = read().wait(Duration::from_secs(20));
+            let share = other.read_lock("wake", options).await?;
+            Ok::<_, LockError>((Instant::now(), share))
+        }));
+    }
+    tokio::time::sleep(ms(300)).await;
+    let released = Instant::now();
+    writer.release().await.expect("release");
+    let mut shares = Vec::new();
+    for task in waiting {
+        let (entered, share) = task
+            .await
+            .expect("task")
+            .unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
+        // The lease had 10 s left: within a second means the release woke them, together.
+        let handover = entered.duration_since(released);
+        assert!(handover < Duration::from_secs(1), "{handover:?}");
+        shares.push(share);
+    }
+    for share in shares {
+        share.release().await.expect("release");
+    }
+}
+
+async fn the_last_readers_release_wakes_the_waiting_writer_at_once(f: Fixture) {
+    let a = f.locks.read_lock("drain", read()).await.expect("free");
+    let b = f.locks.read_lock("drain", read()).await.expect("free");
+    let other = f.connect().await;
+    let writer = tokio::spawn(async move {
+        let hold = other
+            .write_lock("drain", LockOptions::new().wait(Duration::from_secs(20)))
+            .await?;
+        let entered = Instant::now();
+        hold.release().await?;
+        Ok::<_, LockError>(entered)
+    });
+    tokio::time::sleep(ms(300)).await;
+    a.release().await.expect("release");
+    tokio::time::sleep(ms(300)).await;
+    assert!(!writer.is_finished(), "one reader still holds it");
+    let released = Instant::now();
+    b.release().await.expect("release");
+    let entered = writer
+        .await
+        .expect("task")
+        .unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
+    let handover = entered.duration_since(released);
+    assert!(handover < Duration::from_secs(1), "{handover:?}");
+}
+
+async fn watchdog_keeps_a_short_read_share_across_a_long_body(f: Fixture) {
+    let options = LockOptions::new().ttl(Duration::from_secs(1));
+    let share = f.locks.read_lock("long-body", options).await.expect("free");
+    let other = f.connect().await;
+    for _ in 0..6 {
+        tokio::time::sleep(ms(500)).await;
+        assert!(share.is_held(), "{}", f.log());
+        let writer = other.write_lock("long-body", LockOptions::new()).await;
+        assert!(writer.expect_err("still read").is_busy());
+    }
+    share.release().await.expect("still ours after 3 s");
+}
+
+async fn a_writers_token_is_above_every_earlier_token(f: Fixture) {
+    let other = f.connect().await;
+    let mut earlier = Vec::new();
+    for locks in [&f.locks, &other, &f.locks] {
+        let share = locks.read_lock("fenced", read()).await.expect("free");
+        earlier.push(share.fencing_token());
+        share.release().await.expect("release");
+    }
+    let writer = other.write_lock("fenced", read()).await.expect("free");
+    let token = writer.fencing_token();
+    assert!(
+        earlier.iter().all(|&t| t < token),
+        "{earlier:?} then {token}"
+    );
+    writer.release().await.expect("release");
+    let share = f.locks.read_lock("fenced", read()).await.expect("free");
+    assert!(share.fencing_token() > token);
+    share.release().await.expect("release");
+}
+
+async fn a_read_inside_a_write_section_reenters_it(f: Fixture) {
+    let locks = f.locks.clone();
+    let options = read().mode(Mode::Write);
+    let inner = f
+        .locks
+        .run_locked("nested".into(), options, async move {
+            let outer = lock_runtime::current().expect("inside").fencing_token();
+            let share = locks.read_lock("nested", LockOptions::new()).await?;
+            assert_eq!(share.fencing_token(), outer, "no second hold");
+            assert_eq!(share.mode(), Mode::Write);
+            share.release().await?;
+            // A read inside a read re-enters too.
+            Ok::<_, LockError>(outer)
+        })
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
+    assert!(inner > 0);
+    let locks = f.locks.clone();
+    f.locks
+        .run_locked("nested".into(), read().mode(Mode::Read), async move {
+            let share = locks.read_lock("nested", LockOptions::new()).await?;
+            assert_eq!(share.mode(), Mode::Read);
+            share.release().await
+        })
+        .await
+        .expect("read inside read");
+}
+
+async fn an_upgrade_from_read_to_write_fails_at_once(f: Fixture) {
+    let locks = f.locks.clone();
+    let wait = LockOptions::new().wait(Duration::from_secs(10));
+    let started = Instant::now();
+    let err = f
+        .locks
+        .run_locked("upgrade".into(), read().mode(Mode::Read), async move {
+            locks.write_lock("upgrade", wait).await.map(drop)
+        })
+        .await
+        .expect_err("an upgrade");
+    assert!(matches!(err, LockError::Config(_)), "{err:?}");
+    assert!(
+        err.to_string().contains("upgrade from read to write"),
+        "{err}"
+    );
+    // Outside a section, a share this task holds counts too.
+    let share = f.locks.read_lock("upgrade", read()).await.expect("free");
+    let err = f
+        .locks
+        .write_lock("upgrade", wait)
+        .await
+        .expect_err("upgrade");
+    assert!(
+        err.to_string().contains("release the read lock first"),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(1));
+    share.release().await.expect("release");
+    // Nothing was left that holds readers up.
+    let other = f.connect().await;
+    let reader = other.read_lock("upgrade", LockOptions::new()).await;
+    reader.expect("free").release().await.expect("release");
+}
+
+async fn release_on_cancel_frees_the_write_hold_at_once(f: Fixture) {
+    let locks = f.locks.clone();
+    let holder = async move {
+        let options = LockOptions::new().mode(Mode::Write);
+        locks
+            .run_locked("cancel".into(), options, async {
+                tokio::time::sleep(Duration::from_secs(60)).await;
+                Ok::<_, LockError>(())
+            })
+            .await
+    };
+    // ttl is 30 s: only the cancellation can free it this fast.
+    let timed_out = tokio::time::timeout(ms(200), holder).await;
+    assert!(timed_out.is_err(), "the body sleeps a minute");
+    let started = Instant::now();
+    let options = LockOptions::new().wait(Duration::from_secs(5));
+    let share = f.locks.read_lock("cancel", options).await;
+    let share = share.unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
+    assert!(started.elapsed() < Duration::from_secs(1));
+    share.release().await.expect("release");
+}
+
+async fn release_on_panic_frees_the_read_share_at_once(f: Fixture) {
+    let locks = f.locks.clone();
+    let panicked = tokio::spawn(async move {
+        locks
+            .run_locked("panic".into(), LockOptions::new().mode(Mode::Read), async {
+                panic!("the body failed");
+                #[allow(unreachable_code)]
+                Ok::<(), LockError>(())
+            })
+            .await
+    })
+    .await;
+    assert!(panicked.expect_err("the task panicked").is_panic());
+    let writer = f.locks.write_lock("panic", LockOptions::new()).await;
+    writer
+        .unwrap_or_else(|err| panic!("{err}\n{}", f.log()))
+        .release()
+        .await
+        .expect("release");
+}
+
+async fn the_lock_the_semaphore_and_the_read_write_lock_of_one_name_are_apart(f: Fixture) {
+    let lock = f
+        .locks
+        .lock("name", LockOptions::new())
+        .await
+        .expect("free");
+    let permit = f.locks.semaphore("name", 1, LockOptions::new()).await;
+    let permit = permit.expect("free");
+    let writer = f.locks.write_lock("name", LockOptions::new()).await;
+    let writer = writer.unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
+    writer.release().await.expect("release");
+    permit.release().await.expect("release");
+    lock.release().await.expect("release");
+}
+
+async fn permits_and_fair_with_a_mode_are_refused(f: Fixture) {
+    let both = LockOptions::new().permits(2).mode(Mode::Read);
+    let err = f.locks.lock("x", both).await.expect_err("refused");
+    assert!(matches!(err, LockError::Config(_)), "{err:?}");
+    let fair = LockOptions::new().fair(true);
+    let err = f.locks.write_lock("x", fair).await.expect_err("refused");
+    assert!(err.to_string().contains("leave fair out"), "{err}");
+    let err = f
+        .locks
+        .lock_all(["x", "y"], LockOptions::new().mode(Mode::Read))
+        .await;
+    assert!(matches!(err, Err(LockError::Config(_))));
+}
+
+/// Readers count up, a writer counts down: a writer never sees another holder.
+#[distributed_lock(key = "page:<id>", mode = "read", wait = "20s", manager = locks)]
+async fn read_page(locks: LockManager, id: u64, inside: Arc<AtomicI32>) -> Result<i32, LockError> {
+    assert_eq!(lock_runtime::current().expect("inside").mode(), Mode::Read);
+    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+    assert!(now > 0, "a reader beside a writer");
+    tokio::time::sleep(ms(100)).await;
+    inside.fetch_sub(1, Ordering::SeqCst);
+    Ok(now)
+}
+
+#[distributed_lock(key = "page:<id>", mode = "write", wait = "20s", manager = locks)]
+async fn write_page(locks: LockManager, id: u64, inside: Arc<AtomicI32>) -> Result<i32, LockError> {
+    let before = inside.fetch_sub(1000, Ordering::SeqCst);
+    assert_eq!(before, 0, "a writer beside another holder");
+    tokio::time::sleep(ms(20)).await;
+    inside.fetch_add(1000, Ordering::SeqCst);
+    Ok(0)
+}
+
+async fn the_attribute_lets_readers_in_together_and_a_writer_alone(f: Fixture) {
+    let managers = [f.locks.clone(), f.connect().await];
+    let inside = Arc::new(AtomicI32::new(0));
+    // Tasks of their own: branches of one task are one owner.
+    let readers: Vec<_> = (0..4)
+        .map(|i| tokio::spawn(read_page(managers[i % 2].clone(), 1, inside.clone())))
+        .collect();
+    tokio::time::sleep(ms(30)).await;
+    let writers: Vec<_> = (0..2)
+        .map(|i| tokio::spawn(write_page(managers[i % 2].clone(), 1, inside.clone())))
+        .collect();
+    let mut most = 0;
+    for call in readers {
+        let answer = call.await.expect("task");
+        most = most.max(answer.unwrap_or_else(|err| panic!("{err}\n{}", f.log())));
+    }
+    for call in writers {
+        call.await.expect("task").expect("written");
+    }
+    assert!(most > 1, "readers went one at a time");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_refuses_a_read_write_lock_and_says_why() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let hosts: Vec<String> = servers.iter().map(|s| s.addr().to_string()).collect();
+    let locks = LockManager::connect(&format!("redlock://{}", hosts.join(",")))
+        .await
+        .expect("connect");
+    for mode in [Mode::Read, Mode::Write] {
+        let err = locks
+            .lock("doc", LockOptions::new().mode(mode))
+            .await
+            .expect_err("refused");
+        assert!(matches!(err, LockError::Config(_)), "{err:?}");
+        assert!(err.to_string().contains("not sound"), "{err}");
+    }
+    for server in &servers {
+        assert_eq!(server.cmd(&["DBSIZE"]), "0", "{}", server.log());
+    }
+}
+
+/// A reader process SIGKILLed mid-share: its share ends with its lease, and a writer goes.
+async fn a_killed_readers_share_ends_with_its_lease(f: Fixture) {
+    let mut reader = Command::new(CONTENDER)
+        .args(["read", &f.url, "report", "1000"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn reader");
+    let mut line = String::new();
+    BufReader::new(reader.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("reader reports");
+    assert!(line.starts_with("held "), "{line}\n{}", f.log());
+    let busy = f.locks.write_lock("report", LockOptions::new()).await;
+    assert!(busy.expect_err("read by the child").is_busy());
+    reader.kill().expect("SIGKILL the reader");
+    let killed = Instant::now();
+    reader.wait().expect("reaped");
+    let options = LockOptions::new().wait(Duration::from_secs(10));
+    let writer = f.locks.write_lock("report", options).await;
+    let writer = writer.unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
+    // At most one ttl (1 s) after the kill, plus a margin.
+    let took = killed.elapsed();
+    assert!(took < ms(1500), "{took:?}");
+    writer.release().await.expect("release");
+}
+
+/// The stored layout the README documents.
+async fn the_stored_layout_is_what_the_readme_shows(f: Fixture) {
+    let share = f.locks.read_lock("layout", LockOptions::new()).await;
+    let share = share.expect("free");
+    let server = f.server_of("lock:{layout}:rw:readers").expect("a server");
+    let readers = server.cmd(&["ZRANGE", "lock:{layout}:rw:readers", "0", "-1"]);
+    assert!(readers.starts_with("r:"), "{readers}");
+    let fence = server.cmd(&["GET", "lock:{layout}:rw:fence"]);
+    assert_eq!(fence, share.fencing_token().to_string());
+    share.release().await.expect("release");
+    let writer = f.locks.write_lock("layout", LockOptions::new()).await;
+    let writer = writer.expect("free");
+    let held = server.cmd(&["GET", "lock:{layout}:rw:writer"]);
+    let fence = writer.fencing_token();
+    assert!(
+        held.starts_with(&format!("held fence={fence} token=")),
+        "{held}"
+    );
+    writer.release().await.expect("release");
+    assert_eq!(server.cmd(&["EXISTS", "lock:{layout}:rw:readers"]), "0");
+    assert_eq!(server.cmd(&["EXISTS", "lock:{layout}:rw:writer"]), "0");
+}
+/// The behaviours that need a server to reach from outside.
+macro_rules! on_every_server {
+    ($($name:ident),* $(,)?) => {
+        mod on_servers {
+            mod redis {
+                $(
+                    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                    async fn $name() {
+                        super::super::$name(super::super::Fixture::redis().await).await
+                    }
+                )*
+            }
+            mod sentinel {
+                $(
+                    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                    async fn $name() {
+                        super::super::$name(super::super::Fixture::sentinel().await).await
+                    }
+                )*
+            }
+            mod cluster {
+                $(
+                    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                    async fn $name() {
+                        super::super::$name(super::super::Fixture::cluster().await).await
+                    }
+                )*
+            }
+        }
+    };
+}
+
+on_every_server!(
+    a_killed_readers_share_ends_with_its_lease,
+    the_stored_layout_is_what_the_readme_shows,
+);
