@@ -160,11 +160,21 @@ impl Deployment {
 /// behaviour of the second list, which calls the behaviour `async fn name(d: Deployment)` with a
 /// fresh deployment of that kind.
 ///
+/// `mod <name>;` first puts those modules in a module of that name, for a second list of
+/// behaviours on other backends in the same file.
+///
 /// ```ignore
 /// lock_tests::on_backends!([memory, redis, cluster] [a_held_lock_is_busy, release_wakes_a_waiter]);
+/// lock_tests::on_backends!(mod on_servers; [redis, cluster] [a_killed_holder_is_replaced]);
 /// ```
 #[macro_export]
 macro_rules! on_backends {
+    (mod $outer:ident; [$($backend:ident),* $(,)?] $names:tt) => {
+        mod $outer {
+            use super::*;
+            $crate::on_backends!([$($backend),*] $names);
+        }
+    };
     ([$($backend:ident),* $(,)?] $names:tt) => {
         $( $crate::on_backends!(@backend $backend $names); )*
     };

@@ -4,139 +4,24 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use std::sync::Arc;
 use std::sync::atomic::AtomicI32;
 
 use lock_runtime::{LockError, LockManager, LockOptions, Mode, distributed_lock};
-use lock_tests::{RedisCluster, RedisServer, SentinelSetup};
+use lock_tests::{Deployment, RedisServer};
 
 const CONTENDER: &str = env!("CARGO_BIN_EXE_contender");
-
-/// A manager, the URL more managers connect to, and the servers behind it (kept alive for the
-/// test).
-struct Fixture {
-    locks: LockManager,
-    url: String,
-    server: Option<RedisServer>,
-    sentinel: Option<SentinelSetup>,
-    cluster: Option<RedisCluster>,
-}
-
-impl Fixture {
-    async fn memory() -> Fixture {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        // A table of this test's own, that other managers of the test can connect to.
-        let url = format!("memory://rwlock-{}", NEXT.fetch_add(1, Ordering::Relaxed));
-        Fixture::on(url, None, None, None).await
-    }
-
-    async fn redis() -> Fixture {
-        let server = RedisServer::start();
-        Fixture::on(server.url(), Some(server), None, None).await
-    }
-
-    /// A master with one replica behind three sentinels.
-    async fn sentinel() -> Fixture {
-        let setup = SentinelSetup::start(1, 3);
-        Fixture::on(setup.url(), None, Some(setup), None).await
-    }
-
-    /// A Redis Cluster of three masters.
-    async fn cluster() -> Fixture {
-        let cluster = RedisCluster::start(3, 0);
-        Fixture::on(cluster.url(), None, None, Some(cluster)).await
-    }
-
-    async fn on(
-        url: String,
-        server: Option<RedisServer>,
-        sentinel: Option<SentinelSetup>,
-        cluster: Option<RedisCluster>,
-    ) -> Fixture {
-        let mut fixture = Fixture {
-            locks: LockManager::memory(),
-            url,
-            server,
-            sentinel,
-            cluster,
-        };
-        fixture.locks = fixture.connect().await;
-        fixture
-    }
-
-    /// Another manager on the same deployment, as another process would have.
-    async fn connect(&self) -> LockManager {
-        LockManager::connect(&self.url)
-            .await
-            .unwrap_or_else(|err| panic!("connect: {err}\n{}", self.log()))
-    }
-
-    /// The server that stores `key`, for a command from outside (none for memory).
-    fn server_of(&self, key: &str) -> Option<&RedisServer> {
-        self.server
-            .as_ref()
-            .or(self.sentinel.as_ref().map(SentinelSetup::master))
-            .or(self
-                .cluster
-                .as_ref()
-                .map(|cluster| cluster.master_for_key(key)))
-    }
-
-    fn log(&self) -> String {
-        let server = self.server.iter().map(RedisServer::log);
-        server
-            .chain(self.sentinel.as_ref().map(SentinelSetup::log))
-            .chain(self.cluster.as_ref().map(RedisCluster::log))
-            .collect()
-    }
-}
 
 fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// Instantiates each behaviour once per backend that holds read-write locks.
-macro_rules! on_every_backend {
-    ($($name:ident),* $(,)?) => {
-        mod memory {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Fixture::memory().await).await
-                }
-            )*
-        }
-        mod redis {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Fixture::redis().await).await
-                }
-            )*
-        }
-        mod sentinel {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Fixture::sentinel().await).await
-                }
-            )*
-        }
-        mod cluster {
-            $(
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn $name() {
-                    super::$name(super::Fixture::cluster().await).await
-                }
-            )*
-        }
-    };
-}
-
-on_every_backend!(
+lock_tests::on_backends!(
+    [memory, redis, sentinel, cluster]
+    [
     many_readers_hold_together_across_managers,
     a_writer_excludes_readers_and_other_writers,
     a_waiting_writer_goes_before_readers_that_came_after_it,
@@ -152,13 +37,14 @@ on_every_backend!(
     the_lock_the_semaphore_and_the_read_write_lock_of_one_name_are_apart,
     permits_and_fair_with_a_mode_are_refused,
     the_attribute_lets_readers_in_together_and_a_writer_alone,
+    ]
 );
 
 fn read() -> LockOptions {
     LockOptions::new().ttl(Duration::from_secs(10))
 }
 
-async fn many_readers_hold_together_across_managers(f: Fixture) {
+async fn many_readers_hold_together_across_managers(f: Deployment) {
     let managers = [f.locks.clone(), f.connect().await];
     let mut shares = Vec::new();
     for locks in managers.iter().cycle().take(4) {
@@ -181,7 +67,7 @@ async fn many_readers_hold_together_across_managers(f: Fixture) {
     writer.expect("free").release().await.expect("release");
 }
 
-async fn a_writer_excludes_readers_and_other_writers(f: Fixture) {
+async fn a_writer_excludes_readers_and_other_writers(f: Deployment) {
     let writer = f.locks.write_lock("doc", read()).await.expect("free");
     assert_eq!(writer.mode(), Mode::Write);
     let other = f.connect().await;
@@ -195,7 +81,7 @@ async fn a_writer_excludes_readers_and_other_writers(f: Fixture) {
 }
 
 /// Readers that come while a writer waits wait until the writer had its turn.
-async fn a_waiting_writer_goes_before_readers_that_came_after_it(f: Fixture) {
+async fn a_waiting_writer_goes_before_readers_that_came_after_it(f: Deployment) {
     let first = f.locks.read_lock("queue", read()).await.expect("free");
     let writers = f.connect().await;
     let readers = f.connect().await;
@@ -231,7 +117,7 @@ async fn a_waiting_writer_goes_before_readers_that_came_after_it(f: Fixture) {
 
 /// A writer that gave up, and one that was cancelled, take their waiting mark away: readers
 /// that come later need not wait for it to expire (about a lease).
-async fn a_writer_that_stops_waiting_holds_no_reader_up(f: Fixture) {
+async fn a_writer_that_stops_waiting_holds_no_reader_up(f: Deployment) {
     let first = f.locks.read_lock("gave-up", read()).await.expect("free");
     let writers = f.connect().await;
     let gave_up = writers
@@ -253,7 +139,7 @@ async fn a_writer_that_stops_waiting_holds_no_reader_up(f: Fixture) {
     first.release().await.expect("release");
 }
 
-async fn a_writers_release_wakes_the_waiting_readers_at_once(f: Fixture) {
+async fn a_writers_release_wakes_the_waiting_readers_at_once(f: Deployment) {
     let writer = f.locks.write_lock("wake", read()).await.expect("free");
     let other = f.connect().await;
     let mut waiting = Vec::new();
@@ -284,7 +170,7 @@ async fn a_writers_release_wakes_the_waiting_readers_at_once(f: Fixture) {
     }
 }
 
-async fn the_last_readers_release_wakes_the_waiting_writer_at_once(f: Fixture) {
+async fn the_last_readers_release_wakes_the_waiting_writer_at_once(f: Deployment) {
     let a = f.locks.read_lock("drain", read()).await.expect("free");
     let b = f.locks.read_lock("drain", read()).await.expect("free");
     let other = f.connect().await;
@@ -310,7 +196,7 @@ async fn the_last_readers_release_wakes_the_waiting_writer_at_once(f: Fixture) {
     assert!(handover < Duration::from_secs(1), "{handover:?}");
 }
 
-async fn watchdog_keeps_a_short_read_share_across_a_long_body(f: Fixture) {
+async fn watchdog_keeps_a_short_read_share_across_a_long_body(f: Deployment) {
     let options = LockOptions::new().ttl(Duration::from_secs(1));
     let share = f.locks.read_lock("long-body", options).await.expect("free");
     let other = f.connect().await;
@@ -323,7 +209,7 @@ async fn watchdog_keeps_a_short_read_share_across_a_long_body(f: Fixture) {
     share.release().await.expect("still ours after 3 s");
 }
 
-async fn a_writers_token_is_above_every_earlier_token(f: Fixture) {
+async fn a_writers_token_is_above_every_earlier_token(f: Deployment) {
     let other = f.connect().await;
     let mut earlier = Vec::new();
     for locks in [&f.locks, &other, &f.locks] {
@@ -343,7 +229,7 @@ async fn a_writers_token_is_above_every_earlier_token(f: Fixture) {
     share.release().await.expect("release");
 }
 
-async fn a_read_inside_a_write_section_reenters_it(f: Fixture) {
+async fn a_read_inside_a_write_section_reenters_it(f: Deployment) {
     let locks = f.locks.clone();
     let options = read().mode(Mode::Write);
     let inner = f
@@ -371,7 +257,7 @@ async fn a_read_inside_a_write_section_reenters_it(f: Fixture) {
         .expect("read inside read");
 }
 
-async fn an_upgrade_from_read_to_write_fails_at_once(f: Fixture) {
+async fn an_upgrade_from_read_to_write_fails_at_once(f: Deployment) {
     let locks = f.locks.clone();
     let wait = LockOptions::new().wait(Duration::from_secs(10));
     let started = Instant::now();
@@ -406,7 +292,7 @@ async fn an_upgrade_from_read_to_write_fails_at_once(f: Fixture) {
     reader.expect("free").release().await.expect("release");
 }
 
-async fn release_on_cancel_frees_the_write_hold_at_once(f: Fixture) {
+async fn release_on_cancel_frees_the_write_hold_at_once(f: Deployment) {
     let locks = f.locks.clone();
     let holder = async move {
         let options = LockOptions::new().mode(Mode::Write);
@@ -428,7 +314,7 @@ async fn release_on_cancel_frees_the_write_hold_at_once(f: Fixture) {
     share.release().await.expect("release");
 }
 
-async fn release_on_panic_frees_the_read_share_at_once(f: Fixture) {
+async fn release_on_panic_frees_the_read_share_at_once(f: Deployment) {
     let locks = f.locks.clone();
     let panicked = tokio::spawn(async move {
         locks
@@ -449,7 +335,7 @@ async fn release_on_panic_frees_the_read_share_at_once(f: Fixture) {
         .expect("release");
 }
 
-async fn the_lock_the_semaphore_and_the_read_write_lock_of_one_name_are_apart(f: Fixture) {
+async fn the_lock_the_semaphore_and_the_read_write_lock_of_one_name_are_apart(f: Deployment) {
     let lock = f
         .locks
         .lock("name", LockOptions::new())
@@ -464,7 +350,7 @@ async fn the_lock_the_semaphore_and_the_read_write_lock_of_one_name_are_apart(f:
     lock.release().await.expect("release");
 }
 
-async fn permits_and_fair_with_a_mode_are_refused(f: Fixture) {
+async fn permits_and_fair_with_a_mode_are_refused(f: Deployment) {
     let both = LockOptions::new().permits(2).mode(Mode::Read);
     let err = f.locks.lock("x", both).await.expect_err("refused");
     assert!(matches!(err, LockError::Config(_)), "{err:?}");
@@ -498,7 +384,7 @@ async fn write_page(locks: LockManager, id: u64, inside: Arc<AtomicI32>) -> Resu
     Ok(0)
 }
 
-async fn the_attribute_lets_readers_in_together_and_a_writer_alone(f: Fixture) {
+async fn the_attribute_lets_readers_in_together_and_a_writer_alone(f: Deployment) {
     let managers = [f.locks.clone(), f.connect().await];
     let inside = Arc::new(AtomicI32::new(0));
     // Tasks of their own: branches of one task are one owner.
@@ -541,9 +427,9 @@ async fn redlock_refuses_a_read_write_lock_and_says_why() {
 }
 
 /// A reader process SIGKILLed mid-share: its share ends with its lease, and a writer goes.
-async fn a_killed_readers_share_ends_with_its_lease(f: Fixture) {
+async fn a_killed_readers_share_ends_with_its_lease(f: Deployment) {
     let mut reader = Command::new(CONTENDER)
-        .args(["read", &f.url, "report", "1000"])
+        .args(["read", f.url(), "report", "1000"])
         .stdout(Stdio::piped())
         .spawn()
         .expect("spawn reader");
@@ -567,7 +453,7 @@ async fn a_killed_readers_share_ends_with_its_lease(f: Fixture) {
 }
 
 /// The stored layout the README documents.
-async fn the_stored_layout_is_what_the_readme_shows(f: Fixture) {
+async fn the_stored_layout_is_what_the_readme_shows(f: Deployment) {
     let share = f.locks.read_lock("layout", LockOptions::new()).await;
     let share = share.expect("free");
     let server = f.server_of("lock:{layout}:rw:readers").expect("a server");
@@ -588,39 +474,11 @@ async fn the_stored_layout_is_what_the_readme_shows(f: Fixture) {
     assert_eq!(server.cmd(&["EXISTS", "lock:{layout}:rw:readers"]), "0");
     assert_eq!(server.cmd(&["EXISTS", "lock:{layout}:rw:writer"]), "0");
 }
-/// The behaviours that need a server to reach from outside.
-macro_rules! on_every_server {
-    ($($name:ident),* $(,)?) => {
-        mod on_servers {
-            mod redis {
-                $(
-                    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                    async fn $name() {
-                        super::super::$name(super::super::Fixture::redis().await).await
-                    }
-                )*
-            }
-            mod sentinel {
-                $(
-                    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                    async fn $name() {
-                        super::super::$name(super::super::Fixture::sentinel().await).await
-                    }
-                )*
-            }
-            mod cluster {
-                $(
-                    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                    async fn $name() {
-                        super::super::$name(super::super::Fixture::cluster().await).await
-                    }
-                )*
-            }
-        }
-    };
-}
-
-on_every_server!(
+lock_tests::on_backends!(
+    mod on_servers;
+    [redis, sentinel, cluster]
+    [
     a_killed_readers_share_ends_with_its_lease,
     the_stored_layout_is_what_the_readme_shows,
+    ]
 );

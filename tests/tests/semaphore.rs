@@ -509,40 +509,12 @@ async fn the_stored_layout_is_what_the_readme_shows(f: Deployment) {
     assert_eq!(server.cmd(&["EXISTS", "lock:{layout}:sem"]), "0");
 }
 
-/// The behaviours that need a server to reach from outside.
-macro_rules! on_every_server {
-    ($($name:ident),* $(,)?) => {
-        mod on_servers {
-            mod redis {
-                $(
-                    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                    async fn $name() {
-                        super::super::$name(super::super::Deployment::redis().await).await
-                    }
-                )*
-            }
-            mod sentinel {
-                $(
-                    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                    async fn $name() {
-                        super::super::$name(super::super::Deployment::sentinel().await).await
-                    }
-                )*
-            }
-            mod cluster {
-                $(
-                    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                    async fn $name() {
-                        super::super::$name(super::super::Deployment::cluster().await).await
-                    }
-                )*
-            }
-        }
-    };
-}
-
-on_every_server!(
+lock_tests::on_backends!(
+    mod on_servers;
+    [redis, sentinel, cluster]
+    [
     a_killed_holders_permit_comes_back_after_its_lease,
     a_permit_removed_from_outside_is_reported_lost,
     the_stored_layout_is_what_the_readme_shows,
+    ]
 );
