@@ -17,8 +17,10 @@
 #
 # Each server runs, through the harness's LOCK_TESTS_REDIS_SERVER: tests/tests/behaviour.rs (every
 # behaviour on one server, Sentinel, Cluster and Redlock), tests/tests/compat.rs (the attribute,
-# cross-process wake-up, fair mode) and lockctl's tests (lockctl/tests/cli.rs). Needs python3 with pip, curl, make and a C
-# compiler; installs the missing ones with apt-get as scripts/test.sh does.
+# cross-process wake-up, fair mode), lockctl's tests (lockctl/tests/cli.rs), and on one server the
+# suites of leader election, the multi-key lock, the semaphore and the read-write lock. Needs
+# python3 with pip, curl, make and a C compiler; installs the missing ones with apt-get as
+# scripts/test.sh does.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -165,8 +167,12 @@ summary() {
 need_tools
 # --workspace, as scripts/test.sh: the same features, so the same build.
 suites=(--workspace --test behaviour --test compat --test cli)
+# The other primitives (leader election, several keys, semaphore, read-write lock): their
+# behaviours on one server, which run the same scripts as every other topology.
+primitives=(--workspace --test election --test multi --test semaphore --test rwlock)
 echo "compat.sh: building the test binaries once"
 cargo test "${suites[@]}" --no-run --quiet
+cargo test "${primitives[@]}" --no-run --quiet
 
 declare -a lines
 failed=0
@@ -184,9 +190,11 @@ for name in "${servers[@]}"; do
     export LOCK_TESTS_REDIS_SERVER=$bin
     # memory:: runs no server: the main test run covers it.
     run_suite "$logs/tests.log" cargo test "${suites[@]}" -- --skip memory:: || status=FAILED
+    run_suite "$logs/primitives.log" cargo test "${primitives[@]}" -- redis:: || status=FAILED
     unset LOCK_TESTS_REDIS_SERVER
     [ "$status" = ok ] || failed=1
-    lines+=("$(printf '%-11s %-15s %-22s %s' "$name" "$version" "$(summary "$logs/tests.log")" \
+    cat "$logs/tests.log" "$logs/primitives.log" >"$logs/all.log"
+    lines+=("$(printf '%-11s %-15s %-22s %s' "$name" "$version" "$(summary "$logs/all.log")" \
         "$status")")
 done
 
