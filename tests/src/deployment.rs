@@ -163,9 +163,23 @@ impl Deployment {
 /// `mod <name>;` first puts those modules in a module of that name, for a second list of
 /// behaviours on other backends in the same file.
 ///
-/// ```ignore
-/// lock_tests::on_backends!([memory, redis, cluster] [a_held_lock_is_busy, release_wakes_a_waiter]);
-/// lock_tests::on_backends!(mod on_servers; [redis, cluster] [a_killed_holder_is_replaced]);
+/// ```no_run
+/// use lock_runtime::LockOptions;
+/// use lock_tests::Deployment;
+///
+/// async fn a_held_lock_is_busy(d: Deployment) {
+///     let _held = d.locks.lock("k", LockOptions::new()).await.expect("free");
+///     assert!(!d.is_free("k").await, "{}", d.log());
+/// }
+///
+/// async fn the_server_stores_it(d: Deployment) {
+///     let _held = d.locks.lock("k", LockOptions::new()).await.expect("free");
+///     assert!(d.server_of("lock:{k}").expect("a server").holds_lock("lock:{k}"));
+/// }
+///
+/// lock_tests::on_backends!([memory, redis, cluster] [a_held_lock_is_busy]);
+/// lock_tests::on_backends!(mod on_servers; [redis, cluster] [the_server_stores_it]);
+/// # fn main() {}
 /// ```
 #[macro_export]
 macro_rules! on_backends {
