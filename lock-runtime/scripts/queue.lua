@@ -128,3 +128,25 @@ local function free_for_next(lock, queue, expiry, fence, window_ms, retention_ms
   end
   return head
 end
+
+-- The next fencing token of the counter at `key` (semaphore.lua, rw_acquire.lua): above the last
+-- one, and the server time in µs when that is higher, as acquire.lua's. Returns nil and the code
+-- to answer when the stored value cannot be counted on: -1 for a value that is not a string,
+-- -2 for one that is not a number below 2^53 (tokens could then go down).
+local function next_fence(key, now_us)
+  local last = 0
+  local stored = redis.pcall('GET', key)
+  if type(stored) == 'table' then
+    return nil, -1
+  end
+  if stored then
+    last = tonumber(stored)
+    if not last or last ~= last or last < 0 or last >= 9007199254740991 then
+      return nil, -2
+    end
+  end
+  if last > 0 and tonumber(now_us) <= last then
+    return string.format('%.0f', last + 1)
+  end
+  return now_us
+end

@@ -29,7 +29,6 @@
 if #KEYS == 0 then
   return 0
 end
-local MAX_FENCE = 9007199254740991
 local SET, FENCE, WAITING = KEYS[1], KEYS[2], KEYS[3]
 local TOKEN, PERMITS, TTL = ARGV[1], ARGV[2], ARGV[3]
 local member = PERMITS .. ':' .. TOKEN
@@ -60,21 +59,9 @@ if first[1] then
   end
 end
 
-local last = 0
-local stored = redis.pcall('GET', FENCE)
-if type(stored) == 'table' then
-  return {-1, 0, 0, 0}
-end
-if stored then
-  last = tonumber(stored)
-  -- As in acquire.lua: a token that cannot be counted on exactly could make tokens go down.
-  if not last or last ~= last or last < 0 or last >= MAX_FENCE then
-    return {-2, 0, 0, 0}
-  end
-end
-local fence = now_us
-if last > 0 and tonumber(now_us) <= last then
-  fence = string.format('%.0f', last + 1)
+local fence, refused = next_fence(FENCE, now_us)
+if not fence then
+  return {refused, 0, 0, 0}
 end
 local ttl = tonumber(TTL)
 redis.call('SET', FENCE, fence, 'PX', math.max(tonumber(ARGV[5]), ttl))

@@ -518,3 +518,28 @@ lock_tests::on_backends!(
     the_stored_layout_is_what_the_readme_shows,
     ]
 );
+
+/// A fence counter that tokens cannot continue from (not a number) refuses the grant, for the
+/// semaphore and the read-write lock alike, and leaves the counter as it found it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fence_counter_that_is_not_a_number_refuses_the_grant() {
+    let f = Deployment::redis().await;
+    let server = f.server_of("lock:{bad}").expect("a server");
+    for (fence, take) in [
+        ("lock:{bad}:sem:fence", "permit"),
+        ("lock:{bad}:rw:fence", "write"),
+    ] {
+        server.cmd(&["SET", fence, "not-a-number"]);
+        let taken = match take {
+            "permit" => f.locks.semaphore("bad", 2, LockOptions::new()).await,
+            _ => f.locks.write_lock("bad", LockOptions::new()).await,
+        };
+        let err = taken.expect_err("no token can follow");
+        assert!(
+            err.to_string().contains("cannot continue from"),
+            "{take}: {err}"
+        );
+        assert_eq!(server.cmd(&["GET", fence]), "not-a-number", "{take}");
+        server.cmd(&["DEL", fence]);
+    }
+}
