@@ -61,10 +61,14 @@ pub enum LockError {
     /// with [`LockGuard::scope`](crate::LockGuard::scope), or a sibling branch of `join!`),
     /// under a lease the watchdog renews: it would wait for itself until its wait budget ran
     /// out. (With `watchdog(false)` the held lease runs out by itself, so the task waits for that
-    /// as any other waiter would; with `wait` zero it is told [`LockError::Busy`].)
+    /// as any other waiter would; with `wait` zero it is told [`LockError::Busy`].) The same
+    /// holds for a read-write lock's write hold asked for again, or a read asked for outside the
+    /// write's scope, and for a semaphore whose every permit this task holds.
     #[error(
-        "lock `{key}` is already held by this task: waiting would wait for itself; run the nested \
-         code inside `guard.scope(...)` to re-enter the lock, or release the guard first",
+        "`{key}` is already held by this task (the lock, the write hold of a read-write lock, or \
+         every permit of a semaphore): waiting would wait for itself; release the guard first, \
+         or, to re-enter a lock or read inside a write, run the nested code inside \
+         `guard.scope(...)`",
         key = KeyDisplay(key)
     )]
     HeldByThisTask {

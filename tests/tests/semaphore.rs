@@ -339,6 +339,8 @@ async fn a_nested_section_reenters_the_permit_of_its_task(f: Deployment) {
         .await
         .expect_err("its only permit is this task's");
     assert!(matches!(err, LockError::HeldByThisTask { .. }), "{err:?}");
+    // The message speaks of the semaphore's permits too, not only of re-entering a lock.
+    assert!(err.to_string().contains("every permit of a semaphore"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(2));
     held.release().await.expect("release");
 
@@ -535,10 +537,11 @@ async fn a_fence_counter_that_is_not_a_number_refuses_the_grant() {
             _ => f.locks.write_lock("bad", LockOptions::new()).await,
         };
         let err = taken.expect_err("no token can follow");
-        assert!(
-            err.to_string().contains("cannot continue from"),
-            "{take}: {err}"
-        );
+        let message = err.to_string();
+        assert!(message.contains("cannot continue from"), "{take}: {err}");
+        // It names the counter to mend, which is the one in use (not an earlier version's).
+        assert!(message.contains(&format!("`{fence}`")), "{take}: {err}");
+        assert!(!message.contains("earlier version"), "{take}: {err}");
         assert_eq!(server.cmd(&["GET", fence]), "not-a-number", "{take}");
         server.cmd(&["DEL", fence]);
     }

@@ -92,18 +92,21 @@ pub(crate) fn acquire_answer(
             holder: u64::try_from(holder).ok().filter(|&holder| holder != 0),
             in_line: in_line == 1,
         }),
-        -2 => Err(Failure::permanent(format!(
+        -2 if key.is_lock() => Err(Failure::permanent(format!(
             "the last fencing token recorded for `{}` (in the lock, or in the fence counter `{}` \
              an earlier version kept) is one tokens cannot continue from (not a number, or 2^53 and \
              above); the lock was not taken and nothing was written. Delete it only once no \
              storage still checks tokens of this lock",
             key.lock.escape_debug(),
-            if !key.is_lock() {
-                key.sem_fence()
-            } else {
-                key.fence()
-            }
-            .escape_debug()
+            key.fence().escape_debug()
+        ))),
+        // A semaphore's and a read-write lock's counter is the one they keep now.
+        -2 => Err(Failure::permanent(format!(
+            "the fence counter `{}` of `{}` holds a value tokens cannot continue from (not a \
+             number, or 2^53 and above); nothing was taken and nothing was written. Delete it \
+             only once no storage still checks tokens of this key",
+            key.sem_fence().escape_debug(),
+            key.lock.escape_debug()
         ))),
         -3 => Err(permits_differ(key, value)),
         _ if key.mode != crate::options::Mode::Exclusive => Err(Failure::permanent(format!(
