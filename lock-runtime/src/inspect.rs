@@ -3,7 +3,9 @@
 //! without repeating how they are stored.
 //!
 //! - [`lock_key`], [`queue_key`], [`queue_expiry_key`], [`lock_name`] and [`scan_pattern`]: the
-//!   Redis names of a lock.
+//!   Redis names of a lock; [`semaphore_keys`], [`read_write_keys`], [`stored_name`] and
+//!   [`scan_patterns`] those of semaphores and read-write locks too, with [`permit_holder`] and
+//!   [`reader_token`] to read their holders.
 //! - [`StoredLock::parse`]: the stored value, read with one `GET`.
 //! - [`UNLOCK_SCRIPT`]: the force-release script.
 //! - [`Deployment::parse`] and [`redact_url`]: the lock URLs the manager takes, and how to show
@@ -95,6 +97,126 @@ pub fn scan_pattern(prefix: &str, pattern: &str) -> String {
         escaped.push(c);
     }
     format!("{escaped}{{{pattern}}}")
+}
+
+/// What a key this crate stores belongs to (see [`stored_name`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Kind {
+    /// The exclusive lock, `<prefix>{<name>}`.
+    Lock,
+    /// The semaphore, `<prefix>{<name>}:sem` (and its `:sem:fence`).
+    Semaphore,
+    /// The read-write lock, `<prefix>{<name>}:rw:readers`, `:rw:writer` (and its `:rw:fence`).
+    ReadWrite,
+}
+
+impl Kind {
+    /// `lock`, `semaphore` or `rwlock`: how tools name it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Lock => "lock",
+            Kind::Semaphore => "semaphore",
+            Kind::ReadWrite => "rwlock",
+        }
+    }
+}
+
+/// The Redis names of the semaphore `key` under `prefix` (see the README's stored layout).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SemaphoreKeys {
+    /// `<prefix>{<key>}:sem`: a sorted set of `<permits>:<owner token>` by lease end (server
+    /// ms), and the channel its releases are announced on.
+    pub holders: String,
+    /// The last fencing token granted.
+    pub fence: String,
+}
+
+/// The Redis names of the read-write lock `key` under `prefix` (see the README's stored layout).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ReadWriteKeys {
+    /// `<prefix>{<key>}:rw`: the channel its releases are announced on (no data).
+    pub channel: String,
+    /// A sorted set of `r:<owner token>` by lease end (server ms).
+    pub readers: String,
+    /// `held fence=<F> token=<T>`, a lock's form ([`StoredLock::parse`]), expiring with the
+    /// writer's lease.
+    pub writer: String,
+    /// A waiting writer's owner token: while present, new readers wait.
+    pub writer_waiting: String,
+    /// The last fencing token granted to either mode.
+    pub fence: String,
+}
+
+/// The names of the semaphore `key` under `prefix`.
+///
+/// # Errors
+///
+/// [`LockError::Config`] for an empty key.
+pub fn semaphore_keys(prefix: &str, key: &str) -> Result<SemaphoreKeys, LockError> {
+    let stored = StoredKey::semaphore(prefix, key, 1)?;
+    Ok(SemaphoreKeys {
+        fence: stored.sem_fence(),
+        holders: stored.lock,
+    })
+}
+
+/// The names of the read-write lock `key` under `prefix`.
+///
+/// # Errors
+///
+/// [`LockError::Config`] for an empty key.
+pub fn read_write_keys(prefix: &str, key: &str) -> Result<ReadWriteKeys, LockError> {
+    let stored = StoredKey::read_write(prefix, key, crate::options::Mode::Read)?;
+    Ok(ReadWriteKeys {
+        readers: stored.rw_readers(),
+        writer: stored.rw_writer(),
+        writer_waiting: stored.rw_writer_waiting(),
+        fence: stored.sem_fence(),
+        channel: stored.lock,
+    })
+}
+
+/// The name and kind a stored key stands for: `lock:{a}` is the lock `a`; `lock:{a}:sem` and
+/// `lock:{a}:sem:fence` the semaphore `a`; `lock:{a}:rw:readers`, `lock:{a}:rw:writer` and
+/// `lock:{a}:rw:fence` the read-write lock `a`. `None` for the other keys (lines of fair
+/// waiters, markers) and for keys not under `prefix`.
+pub fn stored_name(prefix: &str, stored: &str) -> Option<(String, Kind)> {
+    if let Some(name) = lock_name(prefix, stored) {
+        return Some((name, Kind::Lock));
+    }
+    const SUFFIXES: [(&str, Kind); 5] = [
+        ("}:sem", Kind::Semaphore),
+        ("}:sem:fence", Kind::Semaphore),
+        ("}:rw:readers", Kind::ReadWrite),
+        ("}:rw:writer", Kind::ReadWrite),
+        ("}:rw:fence", Kind::ReadWrite),
+    ];
+    SUFFIXES.iter().find_map(|&(suffix, kind)| {
+        let base = stored.strip_suffix(suffix)?;
+        Some((lock_name(prefix, &format!("{base}}}"))?, kind))
+    })
+}
+
+/// The `SCAN ... MATCH` patterns for everything [`stored_name`] recognizes under `prefix` whose
+/// names match the glob `pattern`: locks, semaphores and read-write locks.
+pub fn scan_patterns(prefix: &str, pattern: &str) -> [String; 3] {
+    let lock = scan_pattern(prefix, pattern);
+    [lock.clone(), format!("{lock}:sem*"), format!("{lock}:rw:*")]
+}
+
+/// The permits declared and the owner token of a semaphore holder's member (`<permits>:<T>`).
+/// The token lets whoever knows it release the permit: never show it (see [`token_id`]).
+pub fn permit_holder(member: &str) -> Option<(u32, &str)> {
+    let (permits, token) = member.split_once(':')?;
+    Some((permits.parse().ok()?, token))
+}
+
+/// The owner token of a read-write lock reader's member (`r:<T>`); never show it.
+pub fn reader_token(member: &str) -> Option<&str> {
+    member.strip_prefix("r:")
 }
 
 /// One stored lock, parsed (see the [module](self) docs for the forms).
@@ -438,6 +560,48 @@ mod tests {
         assert_eq!(lock_name("other:", "lock:{a}"), None);
         assert_eq!(queue_key("lock:{a}"), "lock:{a}:queue");
         assert_eq!(queue_expiry_key("lock:{a}"), "lock:{a}:queue:expiry");
+    }
+
+    #[test]
+    fn semaphores_and_read_write_locks_are_named_from_their_keys() {
+        for key in ["exports", "}a", "a}b"] {
+            let sem = semaphore_keys("lock:", key).expect("valid");
+            let rw = read_write_keys("lock:", key).expect("valid");
+            for (stored, kind) in [
+                (&sem.holders, Kind::Semaphore),
+                (&sem.fence, Kind::Semaphore),
+                (&rw.readers, Kind::ReadWrite),
+                (&rw.writer, Kind::ReadWrite),
+                (&rw.fence, Kind::ReadWrite),
+            ] {
+                assert_eq!(
+                    stored_name("lock:", stored),
+                    Some((key.to_owned(), kind)),
+                    "{stored}"
+                );
+            }
+            assert_eq!(stored_name("lock:", &rw.channel), None);
+            assert_eq!(stored_name("lock:", &rw.writer_waiting), None);
+        }
+        let sem = semaphore_keys("lock:", "exports").expect("valid");
+        assert_eq!(sem.holders, "lock:{exports}:sem");
+        assert_eq!(sem.fence, "lock:{exports}:sem:fence");
+        let rw = read_write_keys("lock:", "doc:7").expect("valid");
+        assert_eq!(rw.readers, "lock:{doc:7}:rw:readers");
+        assert_eq!(rw.fence, "lock:{doc:7}:rw:fence");
+        assert_eq!(
+            stored_name("lock:", "lock:{a}"),
+            Some(("a".into(), Kind::Lock))
+        );
+        assert_eq!(stored_name("lock:", "lock:{a}:sem:waiting"), None);
+        assert_eq!(stored_name("lock:", "lock:{a}:queue"), None);
+        assert_eq!(
+            scan_patterns("lock:", "job-?"),
+            ["lock:{job-?}", "lock:{job-?}:sem*", "lock:{job-?}:rw:*"]
+        );
+        assert_eq!(permit_holder("3:tok:en"), Some((3, "tok:en")));
+        assert_eq!(permit_holder("x:t"), None);
+        assert_eq!(reader_token("r:t"), Some("t"));
     }
 
     #[test]

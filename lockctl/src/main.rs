@@ -47,9 +47,10 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Lists held locks (and kept ones, and those freed for a fair waiter).
+    /// Lists held locks, semaphores and read-write locks (and kept locks, and those freed for a
+    /// fair waiter).
     List(ListArgs),
-    /// Shows everything about one lock.
+    /// Shows everything about one lock, and the semaphore and read-write lock of its name.
     Show(ShowArgs),
     /// Force-releases a lock whatever its holder, and wakes its waiters.
     Unlock(UnlockArgs),

@@ -1,7 +1,9 @@
 //! Reading locks: SCAN (never KEYS) on every data server, then each lock's value, lease,
-//! waiters and fair line.
+//! waiters and fair line; semaphores' and read-write locks' holders and their leases.
 
-use lock_runtime::inspect::{self, DeploymentKind, StoredLock};
+use std::collections::BTreeSet;
+
+use lock_runtime::inspect::{self, DeploymentKind, Kind, StoredLock};
 use serde::Serialize;
 
 use crate::failure::Failure;
@@ -13,7 +15,10 @@ use crate::nodes::{Node, Nodes};
 pub(crate) struct LockView {
     /// The lock's name (`order:42`).
     pub(crate) key: String,
-    /// Its Redis key (`lock:{order:42}`).
+    /// `lock`, `semaphore` or `rwlock`.
+    pub(crate) kind: &'static str,
+    /// Its Redis key (`lock:{order:42}`; a semaphore's set of holders, a read-write lock's
+    /// channel).
     pub(crate) stored_key: String,
     /// The server it was read on (`host:port`).
     pub(crate) server: String,
@@ -46,6 +51,29 @@ pub(crate) struct LockView {
     /// The fair line in order (`show` only).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) line: Option<Vec<LineEntry>>,
+    /// A semaphore's permits, as its holders declared them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) permits: Option<u32>,
+    /// A read-write lock's: `read` (shares held), `write` (the write hold) or `none`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) mode: Option<&'static str>,
+    /// A semaphore's or a read-write lock's holders, each with its lease.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) holders: Option<Vec<HolderEntry>>,
+    /// A read-write lock's: a writer waits, so new readers wait behind it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) writer_waiting: Option<bool>,
+}
+
+/// One holder of a semaphore's permit or of a read-write lock.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct HolderEntry {
+    /// 12 hex digits of the SHA-1 of its owner token.
+    pub(crate) holder_id: String,
+    /// `permit`, `read` or `write`.
+    pub(crate) holds: &'static str,
+    /// Its lease left.
+    pub(crate) lease_ms: i64,
 }
 
 /// One fair waiter in line.
@@ -59,21 +87,26 @@ pub(crate) struct LineEntry {
     pub(crate) expires_in_ms: Option<i64>,
 }
 
-/// The locks whose names match `pattern` on every server; free markers only with `all`.
+/// The locks, semaphores and read-write locks whose names match `pattern` on every server; free
+/// markers (only a last fencing token left) only with `all`.
 pub(crate) async fn list(
     nodes: &Nodes,
     prefix: &str,
     pattern: &str,
     all: bool,
 ) -> Result<Vec<LockView>, Failure> {
-    let matching = inspect::scan_pattern(prefix, pattern);
     let mut locks = Vec::new();
     for node in &nodes.nodes {
-        for stored in scan(nodes, node, &matching).await? {
-            let Some(key) = inspect::lock_name(prefix, &stored) else {
-                continue;
-            };
-            let Some(view) = read(nodes, node, &key, &stored, false).await? else {
+        let mut found = BTreeSet::new();
+        for matching in inspect::scan_patterns(prefix, pattern) {
+            for stored in scan(nodes, node, &matching).await? {
+                if let Some(named) = inspect::stored_name(prefix, &stored) {
+                    found.insert(named);
+                }
+            }
+        }
+        for (key, kind) in found {
+            let Some(view) = read_kind(nodes, node, prefix, &key, kind, false).await? else {
                 continue;
             };
             if all || view.state != "free" {
@@ -81,20 +114,262 @@ pub(crate) async fn list(
             }
         }
     }
-    locks.sort_by(|a, b| a.key.cmp(&b.key).then_with(|| a.server.cmp(&b.server)));
+    locks.sort_by(|a, b| (&a.key, a.kind, &a.server).cmp(&(&b.key, b.kind, &b.server)));
     Ok(locks)
 }
 
-/// The lock `key` on every server that may hold it, with its fair line; `absent` where there is
-/// none.
+/// The lock `key` on every server that may hold it, with its fair line, and the semaphore and
+/// the read-write lock of that name where they exist; `absent` where none of them is.
 pub(crate) async fn show(nodes: &Nodes, prefix: &str, key: &str) -> Result<Vec<LockView>, Failure> {
     let stored = inspect::lock_key(prefix, key).map_err(|err| Failure::usage(err.to_string()))?;
     let mut views = Vec::new();
     for node in nodes.for_key(&stored).await? {
-        let view = read(nodes, node, key, &stored, true).await?;
-        views.push(view.unwrap_or_else(|| LockView::absent(key, &stored, &node.server)));
+        let lock = read(nodes, node, key, &stored, true).await?;
+        let mut shared = Vec::new();
+        for kind in [Kind::Semaphore, Kind::ReadWrite] {
+            shared.extend(read_kind(nodes, node, prefix, key, kind, true).await?);
+        }
+        // `absent` only where nothing of that name is.
+        match lock {
+            Some(lock) => views.push(lock),
+            None if shared.is_empty() => {
+                views.push(LockView::absent(key, &stored, &node.server));
+            }
+            None => {}
+        }
+        views.extend(shared);
     }
     Ok(views)
+}
+
+/// The `kind` of `key` on `node`; `None` if there is none.
+async fn read_kind(
+    nodes: &Nodes,
+    node: &Node,
+    prefix: &str,
+    key: &str,
+    kind: Kind,
+    with_line: bool,
+) -> Result<Option<LockView>, Failure> {
+    let usage = |err: lock_runtime::LockError| Failure::usage(err.to_string());
+    match kind {
+        Kind::Semaphore => {
+            read_semaphore(
+                nodes,
+                node,
+                key,
+                &inspect::semaphore_keys(prefix, key).map_err(usage)?,
+            )
+            .await
+        }
+        Kind::ReadWrite => {
+            read_read_write(
+                nodes,
+                node,
+                key,
+                &inspect::read_write_keys(prefix, key).map_err(usage)?,
+            )
+            .await
+        }
+        _ => {
+            let stored = inspect::lock_key(prefix, key).map_err(usage)?;
+            read(nodes, node, key, &stored, with_line).await
+        }
+    }
+}
+
+/// A sorted set of holders read `WITHSCORES`: each member with the end of its lease.
+type Members = Vec<(String, f64)>;
+/// `TIME`: seconds and microseconds.
+type ServerTime = (u64, u64);
+/// `PUBSUB NUMSUB` of one channel: its name and its subscribers.
+type NumSub = (String, u64);
+
+/// The semaphore stored at `keys` on `node`: its live holders (a holder whose lease has ended
+/// but which no one has cleared yet is not counted), the permits they declared, its last
+/// fencing token; `None` if nothing of it is left.
+async fn read_semaphore(
+    nodes: &Nodes,
+    node: &Node,
+    key: &str,
+    keys: &inspect::SemaphoreKeys,
+) -> Result<Option<LockView>, Failure> {
+    let mut pipe = redis::pipe();
+    pipe.cmd("ZRANGE")
+        .arg(&keys.holders)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES");
+    pipe.cmd("GET").arg(&keys.fence);
+    pipe.cmd("PTTL").arg(&keys.fence);
+    pipe.cmd("TIME");
+    pipe.cmd("PUBSUB").arg("NUMSUB").arg(&keys.holders);
+    let Some((members, fence, fence_pttl, (secs, micros), (_, subscribed))): Option<(
+        Members,
+        Option<String>,
+        i64,
+        ServerTime,
+        NumSub,
+    )> = read_pipe(nodes, node, &keys.holders, pipe).await?
+    else {
+        return Ok(None);
+    };
+    let now_ms = (secs * 1000 + micros / 1000) as i64;
+    let mut permits = None;
+    let mut holders = Vec::new();
+    for (member, ends) in &members {
+        let Some((declared, token)) = inspect::permit_holder(member) else {
+            continue;
+        };
+        if (*ends as i64) <= now_ms {
+            continue;
+        }
+        permits = Some(declared);
+        holders.push(HolderEntry {
+            holder_id: inspect::token_id(token),
+            holds: "permit",
+            lease_ms: *ends as i64 - now_ms,
+        });
+    }
+    if holders.is_empty() && fence.is_none() {
+        return Ok(None);
+    }
+    let waiters = subscribed + cluster_subscribers(nodes, node, &keys.holders).await?;
+    let view = LockView {
+        fence: fence.and_then(|fence| fence.parse().ok()),
+        permits,
+        waiters,
+        ..LockView::shared(key, Kind::Semaphore, &keys.holders, &node.server)
+    };
+    Ok(Some(view.with_holders(holders, fence_pttl)))
+}
+
+/// What [`read_read_write`]'s pipeline answers: the readers, the writer and its PTTL, the fence
+/// and its PTTL, whether a writer waits, the time, the channel's subscribers.
+type ReadWriteReply = (
+    Members,
+    Option<String>,
+    i64,
+    Option<String>,
+    i64,
+    bool,
+    ServerTime,
+    NumSub,
+);
+
+/// The read-write lock stored at `keys` on `node`: its writer or its live readers, whether a
+/// writer waits, its last fencing token; `None` if nothing of it is left.
+async fn read_read_write(
+    nodes: &Nodes,
+    node: &Node,
+    key: &str,
+    keys: &inspect::ReadWriteKeys,
+) -> Result<Option<LockView>, Failure> {
+    let mut pipe = redis::pipe();
+    pipe.cmd("ZRANGE")
+        .arg(&keys.readers)
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES");
+    pipe.cmd("GET").arg(&keys.writer);
+    pipe.cmd("PTTL").arg(&keys.writer);
+    pipe.cmd("GET").arg(&keys.fence);
+    pipe.cmd("PTTL").arg(&keys.fence);
+    pipe.cmd("EXISTS").arg(&keys.writer_waiting);
+    pipe.cmd("TIME");
+    pipe.cmd("PUBSUB").arg("NUMSUB").arg(&keys.channel);
+    let Some((
+        readers,
+        writer,
+        writer_pttl,
+        fence,
+        fence_pttl,
+        waiting,
+        (secs, micros),
+        (_, subscribed),
+    )): Option<ReadWriteReply> = read_pipe(nodes, node, &keys.readers, pipe).await?
+    else {
+        return Ok(None);
+    };
+    let now_ms = (secs * 1000 + micros / 1000) as i64;
+    let mut holders = Vec::new();
+    if let Some(token) = writer
+        .as_deref()
+        .and_then(StoredLock::parse)
+        .and_then(|lock| lock.token_id())
+    {
+        holders.push(HolderEntry {
+            holder_id: token,
+            holds: "write",
+            lease_ms: writer_pttl.max(0),
+        });
+    }
+    for (member, ends) in &readers {
+        let Some(token) = inspect::reader_token(member) else {
+            continue;
+        };
+        if (*ends as i64) <= now_ms {
+            continue;
+        }
+        holders.push(HolderEntry {
+            holder_id: inspect::token_id(token),
+            holds: "read",
+            lease_ms: *ends as i64 - now_ms,
+        });
+    }
+    if holders.is_empty() && fence.is_none() {
+        return Ok(None);
+    }
+    let mode = match holders.first() {
+        Some(holder) => holder.holds,
+        None => "none",
+    };
+    let waiters = subscribed + cluster_subscribers(nodes, node, &keys.channel).await?;
+    let view = LockView {
+        fence: fence.and_then(|fence| fence.parse().ok()),
+        mode: Some(mode),
+        writer_waiting: Some(waiting),
+        waiters,
+        ..LockView::shared(key, Kind::ReadWrite, &keys.channel, &node.server)
+    };
+    Ok(Some(view.with_holders(holders, fence_pttl)))
+}
+
+/// Runs `pipe` on `node`; `None` (said on stderr) if a key of `what` holds data of another type.
+async fn read_pipe<T: redis::FromRedisValue>(
+    nodes: &Nodes,
+    node: &Node,
+    what: &str,
+    pipe: redis::Pipeline,
+) -> Result<Option<T>, Failure> {
+    let mut conn = node.conn.clone();
+    match nodes
+        .within(
+            &node.server,
+            &format!("reading `{what}`"),
+            pipe.query_async(&mut conn),
+        )
+        .await
+    {
+        Ok(value) => Ok(Some(value)),
+        Err(err) if err.to_string().contains("WRONGTYPE") => {
+            eprintln!(
+                "lockctl: a key of `{what}` on {} holds data of another type: skipped",
+                node.server
+            );
+            Ok(None)
+        }
+        Err(err) => Err(err),
+    }
+}
+
+/// On Cluster, the processes subscribed to `channel`'s sharded channel; 0 elsewhere.
+async fn cluster_subscribers(nodes: &Nodes, node: &Node, channel: &str) -> Result<u64, Failure> {
+    if nodes.kind() == DeploymentKind::Cluster {
+        sharded_subscribers(nodes, node, channel).await
+    } else {
+        Ok(0)
+    }
 }
 
 /// Every key matching `pattern` on `node`, with SCAN.
@@ -177,10 +452,7 @@ pub(crate) async fn read(
             pipe.query_async(&mut conn),
         )
         .await?;
-    let mut waiters = subscribed;
-    if nodes.kind() == DeploymentKind::Cluster {
-        waiters += sharded_subscribers(nodes, node, stored).await?;
-    }
+    let waiters = subscribed + cluster_subscribers(nodes, node, stored).await?;
     let now_ms = secs * 1000 + micros / 1000;
     let since_ms = lock
         .holder_field("since")
@@ -200,6 +472,7 @@ pub(crate) async fn read(
     };
     Ok(Some(LockView {
         key: key.to_owned(),
+        kind: Kind::Lock.as_str(),
         stored_key: stored.to_owned(),
         server: node.server.clone(),
         state: state.to_owned(),
@@ -217,6 +490,10 @@ pub(crate) async fn read(
         reserved_for: lock.holder_field("next").map(inspect::token_id),
         reserved_ms: until_ms.map(|until| until - now_ms as i64),
         line,
+        permits: None,
+        mode: None,
+        holders: None,
+        writer_waiting: None,
     }))
 }
 
@@ -282,6 +559,7 @@ impl LockView {
     fn absent(key: &str, stored: &str, server: &str) -> LockView {
         LockView {
             key: key.to_owned(),
+            kind: Kind::Lock.as_str(),
             stored_key: stored.to_owned(),
             server: server.to_owned(),
             state: "absent".to_owned(),
@@ -299,6 +577,35 @@ impl LockView {
             reserved_for: None,
             reserved_ms: None,
             line: None,
+            permits: None,
+            mode: None,
+            holders: None,
+            writer_waiting: None,
         }
+    }
+
+    /// A semaphore or read-write lock with nothing read yet.
+    fn shared(key: &str, kind: Kind, stored: &str, server: &str) -> LockView {
+        LockView {
+            kind: kind.as_str(),
+            state: "free".to_owned(),
+            ..LockView::absent(key, stored, server)
+        }
+    }
+
+    /// `held` with these holders (the lease shown is the longest: when the last one ends), or
+    /// `free` with only the fencing token kept for `fence_pttl`.
+    fn with_holders(mut self, holders: Vec<HolderEntry>, fence_pttl: i64) -> LockView {
+        if holders.is_empty() {
+            self.lease_ms = (fence_pttl >= 0).then_some(fence_pttl);
+        } else {
+            self.state = "held".to_owned();
+            self.lease_ms = holders.iter().map(|holder| holder.lease_ms).max();
+            if let [only] = holders.as_slice() {
+                self.holder_id = Some(only.holder_id.clone());
+            }
+        }
+        self.holders = Some(holders);
+        self
     }
 }

@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::failure::Failure;
 use crate::nodes::Nodes;
-use crate::read::LockView;
+use crate::read::{HolderEntry, LockView};
 
 #[derive(Serialize)]
 struct ListJson<'a> {
@@ -34,7 +34,7 @@ pub(crate) fn print_list(nodes: &Nodes, locks: &[LockView], json: bool) -> Resul
     let with_server = nodes.nodes.len() > 1;
     let mut rows = vec![{
         let mut header = vec![
-            "KEY", "STATE", "HOLDER", "APP", "AGE", "LEASE", "FENCE", "WAITERS", "LINE",
+            "KEY", "KIND", "STATE", "HOLDER", "APP", "AGE", "LEASE", "FENCE", "WAITERS", "LINE",
         ];
         if with_server {
             header.push("SERVER");
@@ -44,6 +44,7 @@ pub(crate) fn print_list(nodes: &Nodes, locks: &[LockView], json: bool) -> Resul
     for lock in locks {
         let mut row = vec![
             lock.key.clone(),
+            lock.kind.to_owned(),
             lock.state.clone(),
             holder(lock),
             lock.app.clone().unwrap_or_else(|| "-".into()),
@@ -83,11 +84,14 @@ pub(crate) fn print_show(
     for lock in locks {
         let mut fields: Vec<(&str, String)> = vec![
             ("key", lock.key.clone()),
+            ("kind", lock.kind.to_owned()),
             ("stored as", lock.stored_key.clone()),
             ("server", lock.server.clone()),
             ("state", lock.state.clone()),
         ];
-        if lock.state != "absent" {
+        if let Some(holders) = &lock.holders {
+            shared_fields(&mut fields, lock, holders);
+        } else if lock.state != "absent" {
             fields.extend([
                 (
                     "fence",
@@ -135,8 +139,50 @@ pub(crate) fn print_show(
     write_out("\n")
 }
 
-/// `host/pid`, or `-`.
+/// The fields of a semaphore or a read-write lock, then one line per holder.
+fn shared_fields(fields: &mut Vec<(&str, String)>, lock: &LockView, holders: &[HolderEntry]) {
+    fields.push((
+        "fence",
+        lock.fence.map_or("-".into(), |fence| fence.to_string()),
+    ));
+    if let Some(permits) = lock.permits {
+        fields.push(("permits", permits.to_string()));
+    }
+    if let Some(mode) = lock.mode {
+        fields.push(("held for", mode.to_owned()));
+    }
+    fields.push(("holders", holders.len().to_string()));
+    for holder in holders {
+        fields.push((
+            "  holder",
+            format!(
+                "{} {}, lease left {}",
+                holder.holder_id,
+                holder.holds,
+                millis(Some(holder.lease_ms))
+            ),
+        ));
+    }
+    if holders.is_empty() {
+        fields.push(("fence kept for", millis(lock.lease_ms)));
+    }
+    if let Some(waiting) = lock.writer_waiting {
+        fields.push(("writer waiting", if waiting { "yes" } else { "no" }.into()));
+    }
+    fields.push(("waiters", lock.waiters.to_string()));
+}
+
+/// `host/pid`; for a semaphore or a read-write lock how many hold it; or `-`.
 fn holder(lock: &LockView) -> String {
+    if let Some(holders) = &lock.holders {
+        return match (lock.permits, lock.mode) {
+            _ if holders.is_empty() => "-".into(),
+            (Some(permits), _) => format!("{}/{permits} permits", holders.len()),
+            (None, Some("write")) => "writer".into(),
+            _ if holders.len() == 1 => "1 reader".into(),
+            _ => format!("{} readers", holders.len()),
+        };
+    }
     match (&lock.host, lock.pid) {
         (Some(host), Some(pid)) => format!("{host}/{pid}"),
         (Some(host), None) => host.clone(),

@@ -21,10 +21,26 @@ pub(crate) async fn unlock(
 ) -> Result<(), Failure> {
     let stored = inspect::lock_key(prefix, key).map_err(|err| Failure::usage(err.to_string()))?;
     let views = read::show(nodes, prefix, key).await?;
-    let busy: Vec<&LockView> = views
-        .iter()
+    let (locks, shared): (Vec<&LockView>, Vec<&LockView>) =
+        views.iter().partition(|view| view.holders.is_none());
+    let busy: Vec<&LockView> = locks
+        .into_iter()
         .filter(|view| matches!(view.state.as_str(), "held" | "kept"))
         .collect();
+    if let (true, Some(held)) = (
+        busy.is_empty(),
+        shared.iter().find(|view| view.state == "held"),
+    ) {
+        return Err(Failure::failed(format!(
+            "`{key}` is a {} held by {} holder(s) on {}, not a lock: lockctl force-releases locks \
+             only; each of its holds comes back by itself when its lease ends (the last in {} \
+             ms; `lockctl show {key}` lists them)",
+            held.kind,
+            held.holders.as_ref().map_or(0, Vec::len),
+            held.server,
+            held.lease_ms.unwrap_or(0),
+        )));
+    }
     if busy.is_empty() {
         let states: Vec<String> = views
             .iter()

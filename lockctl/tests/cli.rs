@@ -142,6 +142,130 @@ async fn list_skips_free_markers_unless_all_and_text_names_the_holder() {
     assert_eq!(states, [("busy", "held"), ("done", "free")], "{all}");
 }
 
+/// Semaphores and read-write locks are listed and shown beside the locks, with their holders'
+/// ids and leases (never their owner tokens), and `unlock` refuses them, saying why.
+#[tokio::test(flavor = "multi_thread")]
+async fn semaphores_and_read_write_locks_are_listed_and_shown_but_not_unlocked() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let locks = manager(&url, "exports").await;
+    let options = LockOptions::new().ttl(Duration::from_secs(30));
+    let first = locks.semaphore("exports", 3, options).await.expect("free");
+    let second = locks.semaphore("exports", 3, options).await.expect("free");
+    let reader = locks.read_lock("doc:7", options).await.expect("free");
+    let other = manager(&url, "readers").await;
+    let reader_two = other.read_lock("doc:7", options).await.expect("shared");
+    let writer = locks.write_lock("doc:8", options).await.expect("free");
+    let _lock = locks.lock("order:1", options).await.expect("free");
+    let tokens: Vec<String> = ["lock:{exports}:sem", "lock:{doc:7}:rw:readers"]
+        .iter()
+        .flat_map(|set| {
+            let members = server.cmd(&["ZRANGE", set, "0", "-1"]);
+            members
+                .lines()
+                .filter_map(|member| member.rsplit_once(':').map(|(_, t)| t.to_owned()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert_eq!(tokens.len(), 4, "two permits, two readers");
+
+    let output = lockctl(&url, &["list", "--json"]);
+    let shown = text(&output);
+    for token in &tokens {
+        assert!(!shown.contains(token.as_str()), "no owner token: {shown}");
+    }
+    let listed = json(&output);
+    let rows: Vec<(&str, &str, &str, usize)> = listed["locks"]
+        .as_array()
+        .expect("locks")
+        .iter()
+        .map(|row| {
+            (
+                row["key"].as_str().unwrap_or_default(),
+                row["kind"].as_str().unwrap_or_default(),
+                row["state"].as_str().unwrap_or_default(),
+                row["holders"].as_array().map_or(0, Vec::len),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("doc:7", "rwlock", "held", 2),
+            ("doc:8", "rwlock", "held", 1),
+            ("exports", "semaphore", "held", 2),
+            ("order:1", "lock", "held", 0),
+        ],
+        "{shown}"
+    );
+    let exports = &listed["locks"][2];
+    assert_eq!(exports["permits"], 3, "{shown}");
+    assert_eq!(exports["fence"], second.fencing_token(), "{shown}");
+    assert_eq!(exports["stored_key"], "lock:{exports}:sem", "{shown}");
+    assert_eq!(listed["locks"][0]["mode"], "read", "{shown}");
+    assert_eq!(listed["locks"][1]["mode"], "write", "{shown}");
+    assert_eq!(
+        listed["locks"][1]["fence"],
+        writer.fencing_token(),
+        "{shown}"
+    );
+    for holder in exports["holders"].as_array().expect("holders") {
+        let lease = holder["lease_ms"].as_i64().expect("a lease");
+        assert!(lease > 0 && lease <= 30_000, "{shown}");
+        assert_eq!(
+            holder["holder_id"].as_str().map(str::len),
+            Some(12),
+            "{shown}"
+        );
+    }
+
+    let text_list = lockctl(&url, &["list"]);
+    let stdout = String::from_utf8_lossy(&text_list.stdout);
+    for expected in [
+        "KIND",
+        "2/3 permits",
+        "2 readers",
+        "writer",
+        "semaphore",
+        "rwlock",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "{expected}: {}",
+            text(&text_list)
+        );
+    }
+    let show = lockctl(&url, &["show", "exports"]);
+    let show_text = String::from_utf8_lossy(&show.stdout);
+    assert!(
+        show_text.contains("permits") && show_text.matches("permit, lease left").count() == 2,
+        "{}",
+        text(&show)
+    );
+
+    let refused = lockctl(&url, &["unlock", "exports", "--yes"]);
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        said.contains("is a semaphore") && said.contains("lease ends"),
+        "{}",
+        text(&refused)
+    );
+    assert!(first.is_held() && reader.is_held(), "left untouched");
+
+    // Released, they keep only their last fencing token: listed with --all alone.
+    for guard in [first, second] {
+        guard.release().await.expect("released");
+    }
+    reader.release().await.expect("released");
+    reader_two.release().await.expect("released");
+    let after = json(&lockctl(&url, &["list", "exports", "--json"]));
+    assert_eq!(after["locks"].as_array().map(Vec::len), Some(0), "{after}");
+    let all = json(&lockctl(&url, &["list", "--all", "doc:7", "--json"]));
+    assert_eq!(all["locks"][0]["state"], "free", "{all}");
+    assert_eq!(all["locks"][0]["mode"], "none", "{all}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn show_json_gives_the_fair_line_and_unlock_serves_its_first() {
     let server = RedisServer::start();
@@ -300,6 +424,35 @@ async fn cluster_list_reads_every_master_and_unlock_wakes_a_waiter() {
     let mut expected = keys.clone();
     expected.sort();
     assert_eq!(names, expected, "{shown}");
+
+    // A semaphore and a read-write lock are found on the masters that serve their slots.
+    let _permit = holder
+        .semaphore("pool", 2, LockOptions::new())
+        .await
+        .expect("free");
+    let _share = holder
+        .read_lock("doc", LockOptions::new())
+        .await
+        .expect("free");
+    for (name, kind, stored) in [
+        ("pool", "semaphore", "lock:{pool}:sem"),
+        ("doc", "rwlock", "lock:{doc}:rw"),
+    ] {
+        let listed = json(&lockctl(&url, &["list", name, "--json"]));
+        assert_eq!(
+            listed["locks"].as_array().map(Vec::len),
+            Some(1),
+            "{listed}"
+        );
+        let row = &listed["locks"][0];
+        assert_eq!(row["kind"], kind, "{listed}");
+        assert_eq!(row["state"], "held", "{listed}");
+        assert_eq!(
+            row["server"],
+            cluster.master_for_key(stored).addr().to_string(),
+            "{listed}"
+        );
+    }
 
     let waiting = tokio::spawn(async move {
         let options = LockOptions::new().wait(Duration::from_secs(30));

@@ -340,7 +340,10 @@ async fn a_nested_section_reenters_the_permit_of_its_task(f: Deployment) {
         .expect_err("its only permit is this task's");
     assert!(matches!(err, LockError::HeldByThisTask { .. }), "{err:?}");
     // The message speaks of the semaphore's permits too, not only of re-entering a lock.
-    assert!(err.to_string().contains("every permit of a semaphore"), "{err}");
+    assert!(
+        err.to_string().contains("every permit of a semaphore"),
+        "{err}"
+    );
     assert!(started.elapsed() < Duration::from_secs(2));
     held.release().await.expect("release");
 
