@@ -48,6 +48,13 @@ pub struct Plan {
     /// The natural contention scenario: its length and tasks.
     pub natural: Duration,
     pub natural_tasks: usize,
+    /// The read-heavy scenario: the length of each lock's run and its tasks.
+    pub read_heavy: Duration,
+    pub read_heavy_tasks: usize,
+    /// The semaphore scenario: its length and tasks (the permits are
+    /// [`scenario::semaphore::PERMITS`]).
+    pub semaphore: Duration,
+    pub semaphore_tasks: usize,
     /// The hung holder's lease (one of [`contender::FIXED_LEASES`]).
     pub expiry_lease: Duration,
     pub hold_locks: usize,
@@ -74,6 +81,10 @@ impl Plan {
             contended_tasks: 8,
             natural: Duration::from_secs(4),
             natural_tasks: 8,
+            read_heavy: Duration::from_secs(2),
+            read_heavy_tasks: 8,
+            semaphore: Duration::from_secs(2),
+            semaphore_tasks: 16,
             expiry_lease: Duration::from_secs(1),
             hold_locks: 10_000,
             hold_lease: Duration::from_secs(30),
@@ -95,6 +106,10 @@ impl Plan {
             contended_tasks: 8,
             natural: Duration::from_millis(1500),
             natural_tasks: 8,
+            read_heavy: Duration::from_millis(1000),
+            read_heavy_tasks: 8,
+            semaphore: Duration::from_millis(1000),
+            semaphore_tasks: 16,
             expiry_lease: Duration::from_millis(200),
             hold_locks: 1_000,
             hold_lease: Duration::from_secs(3),
@@ -116,6 +131,10 @@ impl Plan {
             contended_tasks: 4,
             natural: Duration::from_millis(300),
             natural_tasks: 4,
+            read_heavy: Duration::from_millis(300),
+            read_heavy_tasks: 8,
+            semaphore: Duration::from_millis(300),
+            semaphore_tasks: 16,
             expiry_lease: Duration::from_millis(200),
             hold_locks: 50,
             hold_lease: Duration::from_millis(300),
@@ -132,17 +151,21 @@ pub enum Scenario {
     Parallel,
     Contended,
     Natural,
+    ReadHeavy,
+    Semaphore,
     ExpiryTakeover,
     HoldMany,
     Ceiling,
 }
 
 impl Scenario {
-    pub const ALL: [Scenario; 7] = [
+    pub const ALL: [Scenario; 9] = [
         Scenario::Uncontended,
         Scenario::Parallel,
         Scenario::Contended,
         Scenario::Natural,
+        Scenario::ReadHeavy,
+        Scenario::Semaphore,
         Scenario::ExpiryTakeover,
         Scenario::HoldMany,
         Scenario::Ceiling,
@@ -155,6 +178,8 @@ impl Scenario {
             Scenario::Parallel => "parallel",
             Scenario::Contended => "contended",
             Scenario::Natural => "natural_contention",
+            Scenario::ReadHeavy => "read_heavy",
+            Scenario::Semaphore => "semaphore",
             Scenario::ExpiryTakeover => "expiry_takeover",
             Scenario::HoldMany => "hold_many",
             Scenario::Ceiling => "redis_benchmark",
@@ -188,8 +213,9 @@ pub struct Options {
 /// The outcome of a run.
 pub struct Report {
     pub results: Results,
-    /// Mutual-exclusion violations seen in the two contention scenarios, all contenders (and
-    /// fair modes) together.
+    /// Exclusion violations seen in the two contention scenarios (all contenders and fair
+    /// modes together), in read-heavy (a writer not alone, a reader beside a writer) and in
+    /// semaphore (more holders than permits).
     pub violations: u64,
 }
 
@@ -251,6 +277,42 @@ pub async fn run(target: &Target, options: &Options) -> Result<Report, BenchErro
                     let metrics =
                         scenario::ceiling::measure(target, &sha, plan.ceiling_requests).await?;
                     measured.push(("redis-benchmark", metrics));
+                }
+                Scenario::ReadHeavy => {
+                    // The library's own primitives, whatever the contenders; each repetition
+                    // starts with the other one.
+                    let (tasks, length) = (plan.read_heavy_tasks, plan.read_heavy);
+                    let lockings = scenario::read_heavy::Locking::ALL;
+                    for i in 0..lockings.len() {
+                        let locking = lockings[(i + rep) % lockings.len()];
+                        let key = scenario::key(&run_id, scenario.name(), locking.name(), rep, 0);
+                        let outcome = scenario::read_heavy::measure(
+                            locking,
+                            target.url(),
+                            probe.clone(),
+                            &key,
+                            tasks,
+                            length,
+                        )
+                        .await?;
+                        violations += reported(locking.name(), &outcome);
+                        measured.push((locking.name(), outcome.metrics));
+                    }
+                }
+                Scenario::Semaphore => {
+                    let name = scenario::semaphore::NAME;
+                    let key = scenario::key(&run_id, scenario.name(), name, rep, 0);
+                    let (tasks, length) = (plan.semaphore_tasks, plan.semaphore);
+                    let outcome = scenario::semaphore::measure(
+                        target.url(),
+                        probe.clone(),
+                        &key,
+                        tasks,
+                        length,
+                    )
+                    .await?;
+                    violations += reported(name, &outcome);
+                    measured.push((name, outcome.metrics));
                 }
                 Scenario::Uncontended => {
                     let mut pairs: Vec<Pairs> = order.iter().map(|_| Pairs::default()).collect();
@@ -324,14 +386,7 @@ pub async fn run(target: &Target, options: &Options) -> Result<Report, BenchErro
                                     )
                                     .await?
                                 };
-                                if outcome.violations > 0 {
-                                    eprintln!(
-                                        "MUTUAL EXCLUSION VIOLATED: {} let {} sections overlap",
-                                        contender.name(),
-                                        outcome.violations
-                                    );
-                                }
-                                violations += outcome.violations;
+                                violations += reported(contender.name(), &outcome);
                                 outcome.metrics
                             }
                             Scenario::ExpiryTakeover => {
@@ -383,6 +438,17 @@ pub async fn run(target: &Target, options: &Options) -> Result<Report, BenchErro
     })
 }
 
+/// The violations of `outcome`, printed when there are any.
+fn reported(contender: &str, outcome: &scenario::contended::Outcome) -> u64 {
+    if outcome.violations > 0 {
+        eprintln!(
+            "MUTUAL EXCLUSION VIOLATED: {contender} let {} sections overlap",
+            outcome.violations
+        );
+    }
+    outcome.violations
+}
+
 /// The contenders a scenario measures, in `order`: in the natural scenario each followed by
 /// its fair mode where it has one; a fair mode this build cannot run is noted in `results`.
 fn variants(
@@ -408,7 +474,8 @@ fn variants(
 }
 
 /// Figures relative to the floor (throughput) and to rslock (handover), repetition by
-/// repetition; the fair mode's throughput relative to the default mode's.
+/// repetition; the fair mode's throughput relative to the default mode's; the read-write
+/// lock's throughput relative to the exclusive lock's.
 fn add_ratios(results: &mut Results) {
     for scenario in [Scenario::Uncontended, Scenario::Parallel] {
         results.add_ratio(
@@ -433,6 +500,14 @@ fn add_ratios(results: &mut Results) {
         contender::Manager::NAME,
         "sections_per_s_vs_default",
         |fair, default| fair / default,
+    );
+    results.add_ratio_of(
+        Scenario::ReadHeavy.name(),
+        "ops_per_s",
+        scenario::read_heavy::RWLOCK,
+        scenario::read_heavy::EXCLUSIVE,
+        "ops_per_s_vs_exclusive",
+        |rwlock, exclusive| rwlock / exclusive,
     );
 }
 

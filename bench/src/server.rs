@@ -248,6 +248,10 @@ pub enum Per {
     Section,
     /// A hung holder's lease running out and a waiter taking the lock over.
     Takeover,
+    /// A read or write of the read-heavy load: acquire, section, release, waiting included.
+    Operation,
+    /// A semaphore permit taken and given back, waiting included.
+    Permit,
 }
 
 impl Usage {
@@ -258,6 +262,8 @@ impl Usage {
             Per::Pair => ("redis_calls_per_pair", "redis_cpu_per_pair"),
             Per::Section => ("redis_calls_per_section", "redis_cpu_per_section"),
             Per::Takeover => ("redis_calls_per_takeover", "redis_cpu_per_takeover"),
+            Per::Operation => ("redis_calls_per_op", "redis_cpu_per_op"),
+            Per::Permit => ("redis_calls_per_permit", "redis_cpu_per_permit"),
         };
         [
             Metric::new(calls, "calls", self.calls as f64 / units),

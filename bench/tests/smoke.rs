@@ -1,14 +1,21 @@
 //! The benchmark itself, run in a tiny form against a redis-server of its own: every scenario
 //! reports for every contender (and the library's fair mode, or why it cannot run), the JSON
 //! has the documented shape, and no contender let two holders into a contended section.
-//! Figures are not checked: speed belongs in the benchmark.
+//! Figures are not checked: speed belongs in the benchmark. The tests share one run.
 
 use std::collections::BTreeSet;
+use std::sync::OnceLock;
 
 use lock_bench::server::Target;
 use lock_bench::{HoldManyIn, Options, Plan, Scenario, contender};
 
-fn tiny_run() -> lock_bench::Report {
+/// The one tiny run of every scenario, made by whichever test asks first.
+fn tiny_run() -> &'static lock_bench::Report {
+    static REPORT: OnceLock<lock_bench::Report> = OnceLock::new();
+    REPORT.get_or_init(run_every_scenario)
+}
+
+fn run_every_scenario() -> lock_bench::Report {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -158,4 +165,70 @@ fn a_tiny_run_reports_every_scenario_as_documented_and_without_violations() {
             }
         }
     }
+}
+
+#[test]
+fn read_heavy_compares_the_read_write_lock_with_the_exclusive_lock_without_violations() {
+    use lock_bench::scenario::read_heavy::{EXCLUSIVE, RWLOCK};
+
+    let rows = tiny_run().results.rows();
+    let row = |contender: &str, metric: &str| {
+        rows.iter()
+            .find(|r| r.scenario == "read_heavy" && r.contender == contender && r.metric == metric)
+            .unwrap_or_else(|| panic!("read_heavy {contender} {metric}"))
+    };
+    for name in [RWLOCK, EXCLUSIVE] {
+        for metric in [
+            "ops_per_s",
+            "reads",
+            "read_acquire_p50",
+            "read_acquire_p99",
+            "write_acquire_p50",
+            "write_acquire_p99",
+            "mean_section",
+            "most_inside",
+            "redis_calls_per_op",
+            "redis_cpu_per_op",
+        ] {
+            row(name, metric);
+        }
+        assert_eq!(
+            row(name, "violations").max,
+            0.0,
+            "{name} let a writer share"
+        );
+        assert!(row(name, "redis_calls_per_op").min >= 2.0, "{name}");
+    }
+    // The exclusive lock never lets two in; the ratio is on the read-write lock's row.
+    assert_eq!(row(EXCLUSIVE, "most_inside").max, 1.0);
+    assert!(row(RWLOCK, "ops_per_s_vs_exclusive").median > 0.0);
+}
+
+#[test]
+fn semaphore_never_admits_more_holders_than_permits() {
+    use lock_bench::scenario::semaphore::{NAME, PERMITS};
+
+    let rows = tiny_run().results.rows();
+    let row = |metric: &str| {
+        rows.iter()
+            .find(|r| r.scenario == "semaphore" && r.contender == NAME && r.metric == metric)
+            .unwrap_or_else(|| panic!("semaphore {metric}"))
+    };
+    for metric in [
+        "acquires_per_s",
+        "ideal_per_s",
+        "acquires_per_s_vs_ideal",
+        "acquire_p50",
+        "acquire_p99",
+        "mean_hold",
+        "permits_busy",
+        "redis_calls_per_permit",
+        "redis_cpu_per_permit",
+    ] {
+        row(metric);
+    }
+    let most = row("most_holders").max;
+    assert!((1.0..=f64::from(PERMITS)).contains(&most), "{most} holders");
+    assert_eq!(row("violations").max, 0.0);
+    assert!(row("redis_calls_per_permit").min >= 2.0);
 }

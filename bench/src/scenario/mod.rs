@@ -7,6 +7,8 @@ pub mod expiry;
 pub mod hold_many;
 pub mod natural;
 pub mod parallel;
+pub mod read_heavy;
+pub mod semaphore;
 pub mod uncontended;
 
 /// One measured value of one repetition.
