@@ -286,6 +286,19 @@ async fn an_upgrade_from_read_to_write_fails_at_once(f: Deployment) {
     );
     assert!(started.elapsed() < Duration::from_secs(1));
     share.release().await.expect("release");
+    // A share the watchdog does not renew is this task's too: the upgrade does not wait for
+    // its lease to run out.
+    let unwatched = read().watchdog(false).ttl(Duration::from_secs(5));
+    let share = f.locks.read_lock("upgrade", unwatched).await.expect("free");
+    let asked = Instant::now();
+    let err = f
+        .locks
+        .write_lock("upgrade", wait)
+        .await
+        .expect_err("upgrade");
+    assert!(matches!(err, LockError::Config(_)), "{err:?}");
+    assert!(asked.elapsed() < Duration::from_secs(1), "{err}");
+    share.release().await.expect("release");
     // Nothing was left that holds readers up.
     let other = f.connect().await;
     let reader = other.read_lock("upgrade", LockOptions::new()).await;
