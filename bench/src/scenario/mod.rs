@@ -33,3 +33,16 @@ pub fn key(run: &str, scenario: &str, contender: &str, rep: usize, index: usize)
         .collect();
     format!("bench:{run}:{scenario}:{contender}:{rep}:{index}")
 }
+
+/// One `LockManager` per task, as separate processes would have: nothing shared in the client,
+/// so every handover between tasks goes through the server.
+pub async fn managers(
+    url: &str,
+    tasks: usize,
+) -> Result<Vec<lock_runtime::LockManager>, crate::BenchError> {
+    let mut managers = Vec::with_capacity(tasks);
+    for _ in 0..tasks {
+        managers.push(lock_runtime::LockManager::connect(url).await?);
+    }
+    Ok(managers)
+}

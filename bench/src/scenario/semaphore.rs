@@ -64,10 +64,7 @@ pub async fn measure(
     tasks: usize,
     duration: Duration,
 ) -> Result<Outcome, BenchError> {
-    let mut managers = Vec::with_capacity(tasks);
-    for _ in 0..tasks {
-        managers.push(LockManager::connect(url).await?);
-    }
+    let managers = super::managers(url, tasks).await?;
     let holders = Arc::new(Holders::default());
     let before = probe.reading().await?;
     let deadline = Instant::now() + duration;
