@@ -370,6 +370,14 @@ fn check_mode(config: &mut Config, permits: Option<u64>, reads: Option<u64>) -> 
             "--keys runs the many-keys leases beside the lock: use it with --mode exclusive\n{USAGE}"
         ));
     }
+    let holders = config.workers.saturating_mul(config.tasks) as u64;
+    if mode == Mode::Semaphore && holders <= u64::from(config.permits) {
+        return Err(format!(
+            "--permits {}: with {} workers x {} tasks nobody ever waits for a permit; the \
+             takeover check needs every permit wanted, so give more tasks than permits",
+            config.permits, config.workers, config.tasks
+        ));
+    }
     if config.fair {
         return Err(format!(
             "--fair is a lock's fair line: lock-runtime has none for semaphores and read-write \
@@ -471,6 +479,8 @@ mod tests {
         assert!(err.contains("--mode rw"), "{err}");
         let err = parse(&args("--mode semaphore --permits 0")).expect_err("no permits");
         assert!(err.contains("1 or more permits"), "{err}");
+        let err = parse(&args("--mode semaphore --permits 12")).expect_err("uncontended");
+        assert!(err.contains("more tasks than permits"), "{err}");
         let err = parse(&args("--mode rw --reads 101")).expect_err("over 100");
         assert!(err.contains("0 to 100"), "{err}");
         let err = parse(&args("--mode rw --topology cluster --keys 3")).expect_err("keys");
