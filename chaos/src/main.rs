@@ -4,7 +4,9 @@
 //! Worker processes (this binary again, `chaos worker ...`) take one lock through
 //! `#[distributed_lock]` over and over and write their fencing token to a resource on a separate
 //! Redis server whose data is never faulted and which accepts only tokens higher than any it has
-//! seen (a `partition` delays one worker's link to it).
+//! seen (a `partition` delays one worker's link to it). With `--mode rw` they take the read-write
+//! lock of that name instead (readers read the resource, writers write it, both fenced), with
+//! `--mode semaphore` one of the semaphore's permits (capacity is checked, not fencing).
 //! Meanwhile a seeded fault injector kills and pauses workers and, depending on the topology:
 //!
 //! - `single`: restarts the lock server with and without persistence, and stalls, delays and
