@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use serde_json::{Value, json};
 
 use crate::deployment::Topology;
-use crate::{Config, TTL};
+use crate::{Config, Mode, TTL};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum FaultKind {
@@ -152,12 +152,15 @@ pub(crate) struct Incarnation {
     pub(crate) clean_exit: bool,
 }
 
+/// A section's operation on the resource: a write, or in rw mode a reader's read.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Write {
     pub(crate) at: u64,
     pub(crate) accepted: bool,
     pub(crate) seq: u64,
     pub(crate) held: bool,
+    /// A read: the resource's value it was answered (the token of the last write accepted).
+    pub(crate) seen: Option<u64>,
 }
 
 /// One write as the resource saw it, from its journal (the `n`th entry is write `seq` n + 1).
@@ -168,25 +171,64 @@ pub(crate) struct Delivery {
     /// The resource server's clock when the write arrived (wall-clock ns, comparable with the
     /// workers' logs: every process runs on this machine).
     pub(crate) at: u64,
+    /// A reader's read (rw mode), not a write.
+    pub(crate) read: bool,
 }
 
-/// Reads the resource's journal: one `<token> <accepted 0|1> <ns>` entry per write, in order.
+/// Reads the resource's journal: one `<token> <accepted 0|1> <ns>` entry per write, in order,
+/// ` r` after a read.
 pub(crate) fn parse_journal(entries: &[String]) -> Result<Vec<Delivery>, String> {
     entries
         .iter()
         .map(|entry| {
             let parts: Vec<&str> = entry.split_whitespace().collect();
             let bad = || format!("bad resource journal entry: {entry}");
-            match parts[..] {
-                [token, accepted, at] => Ok(Delivery {
-                    token: token.parse().map_err(|_| bad())?,
-                    accepted: accepted == "1",
-                    at: at.parse().map_err(|_| bad())?,
-                }),
-                _ => Err(bad()),
-            }
+            let (token, accepted, at, read) = match parts[..] {
+                [token, accepted, at] => (token, accepted, at, false),
+                [token, accepted, at, "r"] => (token, accepted, at, true),
+                _ => return Err(bad()),
+            };
+            Ok(Delivery {
+                token: token.parse().map_err(|_| bad())?,
+                accepted: accepted == "1",
+                at: at.parse().map_err(|_| bad())?,
+                read,
+            })
         })
         .collect()
+}
+
+/// What a section held.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// The lock.
+    Exclusive,
+    /// A read share of the read-write lock.
+    Read,
+    /// The write hold of the read-write lock.
+    Write,
+    /// A permit of the semaphore.
+    Permit,
+}
+
+impl Role {
+    fn parse(tag: Option<&str>) -> Self {
+        match tag {
+            Some("read") => Role::Read,
+            Some("write") => Role::Write,
+            Some("permit") => Role::Permit,
+            _ => Role::Exclusive,
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Role::Exclusive => "exclusive",
+            Role::Read => "read",
+            Role::Write => "write",
+            Role::Permit => "permit",
+        }
+    }
 }
 
 /// One locked section: [enter, exit] by one task of one worker process.
@@ -201,6 +243,8 @@ pub(crate) struct Hold {
     pub(crate) exit_logged: bool,
     pub(crate) token: u64,
     pub(crate) continues: bool,
+    pub(crate) role: Role,
+    /// Its operation on the resource (none for a semaphore's permit).
     pub(crate) write: Option<Write>,
 }
 
@@ -264,6 +308,31 @@ pub(crate) struct Takeover {
     pub(crate) superseded: bool,
 }
 
+/// Semaphore mode: a moment a holder came in while all the permits were held already.
+#[derive(Clone, Debug)]
+pub(crate) struct Excess {
+    /// When the holder one too many came in, and when the first of them left.
+    pub(crate) start: u64,
+    pub(crate) end: u64,
+    /// Indices into `holds`: those inside, the one that came in last included.
+    pub(crate) holders: Vec<usize>,
+    /// The fault that explains it (index into `faults`): one that could have taken the lease
+    /// of a holder that was inside before.
+    pub(crate) explained_by: Option<usize>,
+}
+
+/// How much the holders shared the primitive: readers in rw mode, permit holders in
+/// semaphore mode (nobody in exclusive mode, where sharing is an overlap).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Sharing {
+    /// Pairs of sections of different tasks that were inside together.
+    pub(crate) pairs: usize,
+    /// The most sections inside at one moment.
+    pub(crate) most_at_once: usize,
+    /// How long (ns) two or more were inside together.
+    pub(crate) shared_ns: u64,
+}
+
 pub(crate) struct Input<'a> {
     pub(crate) config: &'a Config,
     pub(crate) incarnations: &'a [Incarnation],
@@ -285,6 +354,14 @@ pub(crate) struct Report {
     pub(crate) holds: Vec<Hold>,
     pub(crate) overlaps: Vec<Overlap>,
     pub(crate) takeovers: Vec<Takeover>,
+    /// Semaphore mode: more holders than permits at once.
+    pub(crate) excess: Vec<Excess>,
+    pub(crate) sharing: Sharing,
+    /// Semaphore mode: fencing tokens that two sections were given.
+    pub(crate) duplicate_tokens: usize,
+    /// Rw mode: accepted reads whose value was written by a writer whose section overlaps
+    /// the reader's.
+    pub(crate) dirty_reads: usize,
     pub(crate) errors: BTreeMap<String, u64>,
     pub(crate) violations: u64,
     pub(crate) stale_accepted: u64,
@@ -330,10 +407,11 @@ fn read_log(
                     exit_logged: false,
                     token: field(&parts, 4, line)?,
                     continues: parts.get(5) == Some(&"continue"),
+                    role: Role::parse(parts.get(6).copied()),
                     write: None,
                 });
             }
-            Some("write") => {
+            Some(op @ ("write" | "read")) => {
                 let key = (field(&parts, 1, line)?, field(&parts, 2, line)?);
                 if let Some(&i) = open.get(&key) {
                     holds[i].write = Some(Write {
@@ -341,6 +419,11 @@ fn read_log(
                         accepted: field::<u8>(&parts, 5, line)? == 1,
                         seq: field(&parts, 6, line)?,
                         held: field::<u8>(&parts, 7, line)? == 1,
+                        seen: if op == "read" {
+                            Some(field(&parts, 8, line)?)
+                        } else {
+                            None
+                        },
                     });
                 }
             }
@@ -490,24 +573,25 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
     holds.sort_by_key(|h| (h.enter, h.slot, h.task));
 
     // The resource, in the order it saw the writes (its own journal, which also has the writes
-    // nobody lived or waited to log): accepted tokens must rise strictly.
+    // nobody lived or waited to log): an accepted write's token is higher than every token
+    // accepted before it, a reader's included, and an accepted read's higher than every
+    // accepted write's before it.
     let journal = &input.journal;
-    let mut highest = 0;
-    let mut stale_accepted = 0;
-    for d in journal {
-        if d.accepted {
-            if d.token <= highest {
-                stale_accepted += 1;
-            }
-            highest = highest.max(d.token);
-        }
-    }
+    let stale_accepted = stale_in(journal);
+    let highest = journal
+        .iter()
+        .filter(|d| d.accepted)
+        .map(|d| d.token)
+        .max()
+        .unwrap_or(0);
     let disagree = holds
         .iter()
         .filter_map(|h| h.write.map(|w| (w, h.token)))
         .filter(|(w, token)| {
             let entry = (w.seq as usize).checked_sub(1).and_then(|i| journal.get(i));
-            entry.is_none_or(|d| d.token != *token || d.accepted != w.accepted)
+            entry.is_none_or(|d| {
+                d.token != *token || d.accepted != w.accepted || d.read != w.seen.is_some()
+            })
         })
         .count();
     if disagree > 0 {
@@ -529,9 +613,16 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
         ));
     }
 
-    // Every pair of sections of different tasks that intersect.
+    // Every pair of sections of different tasks that intersect, but for two readers (which
+    // share) and a semaphore's holders (which are counted instead).
     let mut overlaps = Vec::new();
-    for i in 0..holds.len() {
+    let mut reader_pairs = 0;
+    let pairs = if input.config.mode == Mode::Semaphore {
+        0
+    } else {
+        holds.len()
+    };
+    for i in 0..pairs {
         for j in i + 1..holds.len() {
             if holds[j].enter >= holds[i].exit {
                 // Sorted by enter: every later section starts after this one ended.
@@ -541,6 +632,10 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
             if (first.slot, first.incarnation, first.task)
                 == (second.slot, second.incarnation, second.task)
             {
+                continue;
+            }
+            if first.role == Role::Read && second.role == Role::Read {
+                reader_pairs += 1;
                 continue;
             }
             let (start, end) = (second.enter, first.exit.min(second.exit));
@@ -613,8 +708,38 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
         ));
     }
 
-    // After each fault someone holds the lock again within ttl + margin.
-    let enters: Vec<u64> = holds.iter().map(|h| h.enter).collect();
+    let grace = ttl + margin;
+    let excess = if input.config.mode == Mode::Semaphore {
+        over_capacity(&holds, input.faults, input.config, grace)
+    } else {
+        Vec::new()
+    };
+    let unexplained = excess.iter().filter(|e| e.explained_by.is_none()).count();
+    if unexplained > 0 {
+        failures.push(format!(
+            "{unexplained} times more than {} holders of the semaphore at once, with no fault to explain it",
+            input.config.permits
+        ));
+    }
+    let duplicate_tokens = if input.config.mode == Mode::Semaphore {
+        let mut tokens: Vec<u64> = holds.iter().map(|h| h.token).collect();
+        tokens.sort_unstable();
+        tokens.windows(2).filter(|w| w[0] == w[1]).count()
+    } else {
+        0
+    };
+    if duplicate_tokens > 0 {
+        failures.push(format!(
+            "{duplicate_tokens} fencing tokens were handed out to two sections"
+        ));
+    }
+    let sharing = sharing(&holds, input.config.mode, reader_pairs);
+    let dirty_reads = dirty_reads(&holds);
+
+    // After each fault someone holds the lock again within the limit (semaphore mode: every
+    // permit is held again).
+    let taken = Taken::new(input.config, &holds);
+    let limit = input.config.takeover_limit().as_nanos() as u64;
     let mut takeovers = Vec::new();
     for (k, f) in input.faults.iter().enumerate() {
         // A holder that kept its lease through the fault rightly keeps everyone out until it is
@@ -625,19 +750,17 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
             .filter(|h| h.enter <= f.serving && f.serving < h.exit)
             .filter_map(|h| h.write.filter(|w| w.held).map(|w| w.at))
             .fold(f.serving, u64::max);
-        let next = enters.partition_point(|&e| e <= from);
-        let after = enters.get(next).map(|e| e - from);
+        let again = taken.at(from);
+        let after = again.map(|at| at - from);
         // A later fault that made the store unavailable (a failover, a restart) before the lock
         // was taken again within the limit holds everyone out itself: the wait is then judged
         // by that fault's own takeover, counted from when the store served again.
-        let deadline = from + ttl + margin;
+        let deadline = from + limit;
         let superseded = input.faults[k + 1..].iter().any(|later| {
             later.pid.is_none()
                 && later.serving > later.start
                 && later.start < deadline
-                && enters
-                    .get(next)
-                    .is_none_or(|&entered| later.start < entered)
+                && again.is_none_or(|entered| later.start < entered)
         });
         if superseded {
             takeovers.push(Takeover {
@@ -648,14 +771,14 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
             continue;
         }
         match after {
-            Some(after) if after <= ttl + margin => {}
+            Some(after) if after <= limit => {}
             Some(after) => failures.push(format!(
                 "after {} at {:.2}s the lock was taken again only after {} ms, counted from {:.2}s (limit {} ms)",
                 f.kind.name(),
                 (f.start.saturating_sub(input.t0)) as f64 / 1e9,
                 after / 1_000_000,
                 (from.saturating_sub(input.t0)) as f64 / 1e9,
-                (ttl + margin) / 1_000_000
+                limit / 1_000_000
             )),
             None => failures.push(format!(
                 "after {} at {:.2}s the lock was never taken again",
@@ -696,6 +819,10 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
         holds,
         overlaps,
         takeovers,
+        excess,
+        sharing,
+        duplicate_tokens,
+        dirty_reads,
         errors,
         violations,
         stale_accepted,
@@ -705,6 +832,176 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
         leases,
         failures,
     })
+}
+
+/// Journal entries accepted although stale: a write whose token is not higher than every
+/// token accepted before it, a read whose token is not higher than every write's accepted
+/// before it. (In exclusive mode there are only writes: accepted tokens rise strictly.)
+fn stale_in(journal: &[Delivery]) -> u64 {
+    let (mut highest, mut highest_write, mut stale) = (0, 0, 0);
+    for d in journal.iter().filter(|d| d.accepted) {
+        let floor = if d.read { highest_write } else { highest };
+        if d.token <= floor {
+            stale += 1;
+        }
+        highest = highest.max(d.token);
+        if !d.read {
+            highest_write = highest_write.max(d.token);
+        }
+    }
+    stale
+}
+
+/// How many sections were inside from each moment on: `(time, count)` steps in time order, a
+/// section that leaves counted before one that comes in at the same nanosecond.
+fn steps<'a>(holds: impl Iterator<Item = &'a Hold>) -> Vec<(u64, usize)> {
+    let mut events: Vec<(u64, bool)> = holds
+        .flat_map(|h| [(h.enter, true), (h.exit, false)])
+        .collect();
+    events.sort_unstable();
+    let mut inside = 0usize;
+    events
+        .into_iter()
+        .map(|(at, enters)| {
+            inside = if enters {
+                inside + 1
+            } else {
+                inside.saturating_sub(1)
+            };
+            (at, inside)
+        })
+        .collect()
+}
+
+/// Readers' sharing in rw mode, permit holders' in semaphore mode.
+fn sharing(holds: &[Hold], mode: Mode, reader_pairs: usize) -> Sharing {
+    let shares = |h: &&Hold| match mode {
+        Mode::ReadWrite => h.role == Role::Read,
+        Mode::Semaphore => true,
+        Mode::Exclusive => false,
+    };
+    let steps = steps(holds.iter().filter(shares));
+    let shared_ns = steps
+        .windows(2)
+        .filter(|w| w[0].1 >= 2)
+        .map(|w| w[1].0 - w[0].0)
+        .sum();
+    let pairs = match mode {
+        Mode::Semaphore => overlapping_pairs(holds),
+        Mode::ReadWrite | Mode::Exclusive => reader_pairs,
+    };
+    Sharing {
+        pairs,
+        most_at_once: steps.iter().map(|s| s.1).max().unwrap_or(0),
+        shared_ns,
+    }
+}
+
+/// Pairs of sections (sorted by enter) of different tasks whose [enter, exit] intersect.
+fn overlapping_pairs(holds: &[Hold]) -> usize {
+    let mut pairs = 0;
+    for (i, first) in holds.iter().enumerate() {
+        pairs += holds[i + 1..]
+            .iter()
+            .take_while(|second| second.enter < first.exit)
+            .filter(|second| {
+                (second.slot, second.incarnation, second.task)
+                    != (first.slot, first.incarnation, first.task)
+            })
+            .count();
+    }
+    pairs
+}
+
+/// Semaphore mode: each time a section came in while `permits` others were inside. It is
+/// explained when a fault could have taken the lease of one of those that were inside before
+/// (the same faults as for an overlap of the lock's holders, see [`explanation`]).
+fn over_capacity(holds: &[Hold], faults: &[Fault], config: &Config, grace: u64) -> Vec<Excess> {
+    let permits = config.permits as usize;
+    let mut inside: Vec<usize> = Vec::new();
+    let mut excess = Vec::new();
+    for (j, h) in holds.iter().enumerate() {
+        inside.retain(|&i| holds[i].exit > h.enter);
+        if inside.len() >= permits {
+            let end = inside.iter().map(|&i| holds[i].exit).fold(h.exit, u64::min);
+            let explained_by = inside.iter().find_map(|&i| {
+                explanation(faults, &holds[i], (h.enter, end), grace, config.quorum())
+                    .map(|(fault, _)| fault)
+            });
+            let mut holders = inside.clone();
+            holders.push(j);
+            excess.push(Excess {
+                start: h.enter,
+                end,
+                holders,
+                explained_by,
+            });
+        }
+        inside.push(j);
+    }
+    excess
+}
+
+/// Rw mode: accepted reads that saw the value of a writer whose section overlaps the
+/// reader's (each is also an overlap of the two, judged as such).
+fn dirty_reads(holds: &[Hold]) -> usize {
+    let writers: HashMap<u64, &Hold> = holds
+        .iter()
+        .filter(|h| h.role == Role::Write)
+        .map(|h| (h.token, h))
+        .collect();
+    holds
+        .iter()
+        .filter(|h| h.role == Role::Read)
+        .filter_map(|h| {
+            let seen = h.write.filter(|r| r.accepted)?.seen?;
+            Some((h, writers.get(&seen)?))
+        })
+        .filter(|(reader, writer)| writer.enter < reader.exit && reader.enter < writer.exit)
+        .count()
+}
+
+/// When the primitive is taken again after a moment: the lock, or the read-write lock in either
+/// mode, by a section that comes in; a semaphore once every permit is held again.
+enum Taken {
+    /// The sections' enter times, sorted.
+    Enters(Vec<u64>),
+    /// How many sections were inside, and the number that means every permit.
+    Full(Vec<(u64, usize)>, usize),
+}
+
+impl Taken {
+    fn new(config: &Config, holds: &[Hold]) -> Self {
+        match config.mode {
+            // In rw mode a reader coming in counts: a writer may rightly wait behind a long
+            // reader that came in before it asked.
+            Mode::Exclusive | Mode::ReadWrite => {
+                let mut enters: Vec<u64> = holds.iter().map(|h| h.enter).collect();
+                enters.sort_unstable();
+                Taken::Enters(enters)
+            }
+            Mode::Semaphore => Taken::Full(steps(holds.iter()), config.permits as usize),
+        }
+    }
+
+    /// The first moment after `from` the primitive is taken again (`from` itself for a
+    /// semaphore whose permits are all held then).
+    fn at(&self, from: u64) -> Option<u64> {
+        match self {
+            Taken::Enters(enters) => enters.get(enters.partition_point(|&e| e <= from)).copied(),
+            Taken::Full(steps, permits) => {
+                let next = steps.partition_point(|&(at, _)| at <= from);
+                let now = next.checked_sub(1).map_or(0, |i| steps[i].1);
+                if now >= *permits {
+                    return Some(from);
+                }
+                steps[next..]
+                    .iter()
+                    .find(|&&(_, inside)| inside >= *permits)
+                    .map(|&(at, _)| at)
+            }
+        }
+    }
 }
 
 /// The fault that explains why a many-keys lease was reported lost, if any: one active between
@@ -843,19 +1140,32 @@ impl Report {
             self.incarnations.len(),
             self.incarnations.iter().filter(|i| i.killed).count()
         );
-        println!(
-            "  holds: {} sections, {} writes ({} refused by fencing, {} written after the lease was lost)",
-            self.holds.len(),
-            writes,
-            refused,
-            lost_writes
-        );
-        println!(
-            "  writes no worker logged: {} (arrived after their section had ended: {}, of them refused by fencing {})",
-            self.unlogged.len(),
-            self.late.len(),
-            self.refused(self.late.iter().copied())
-        );
+        let semaphore = self.config.mode == Mode::Semaphore;
+        if semaphore {
+            println!(
+                "  holds: {} sections (a permit's token fences nothing: no resource operation)",
+                self.holds.len()
+            );
+        } else {
+            println!(
+                "  holds: {} sections, {} {} ({} refused by fencing, {} after the lease was lost)",
+                self.holds.len(),
+                writes,
+                if self.config.mode == Mode::ReadWrite {
+                    "writes and reads"
+                } else {
+                    "writes"
+                },
+                refused,
+                lost_writes
+            );
+            println!(
+                "  writes no worker logged: {} (arrived after their section had ended: {}, of them refused by fencing {})",
+                self.unlogged.len(),
+                self.late.len(),
+                self.refused(self.late.iter().copied())
+            );
+        }
         let faults: Vec<String> = self
             .faults_by_kind()
             .iter()
@@ -875,6 +1185,16 @@ impl Report {
                 errors.join(", ")
             }
         );
+        if !semaphore {
+            self.print_overlaps();
+        }
+        println!("  stale tokens accepted: {}", self.stale_accepted);
+        println!("  sections without the lock: {}", self.violations);
+        self.print_mode();
+        self.print_end();
+    }
+
+    fn print_overlaps(&self) {
         println!(
             "  overlaps: {} (caught by fencing {}, writes in order {}, no conflicting write {}, stale accepted {})",
             self.overlaps.len(),
@@ -913,8 +1233,10 @@ impl Report {
                 .filter(|o| o.explained_by.is_none())
                 .count()
         );
-        println!("  stale tokens accepted: {}", self.stale_accepted);
-        println!("  sections without the lock: {}", self.violations);
+    }
+
+    /// The many-keys leases, the worst takeover and the verdict.
+    fn print_end(&self) {
         if !self.leases.is_empty() {
             let (lost, healthy) = self.leases_lost();
             let mut by_fault: BTreeMap<&str, usize> = BTreeMap::new();
@@ -939,10 +1261,15 @@ impl Report {
         }
         match self.worst_takeover() {
             Some(t) => println!(
-                "  worst takeover: {} ms after {} (limit {} ms = ttl + margin)",
+                "  worst takeover: {} ms after {} (limit {} ms = {})",
                 t.after.unwrap_or(0) / 1_000_000,
                 self.faults[t.fault].kind.name(),
-                (TTL + self.config.margin).as_millis()
+                self.config.takeover_limit().as_millis(),
+                if self.config.mode == Mode::ReadWrite {
+                    "2 ttl + margin"
+                } else {
+                    "ttl + margin"
+                }
             ),
             None => println!("  worst takeover: no faults"),
         }
@@ -956,7 +1283,134 @@ impl Report {
         }
     }
 
+    /// The mode's own lines: readers' sharing and reads in rw mode; holders at once, over
+    /// capacity and tokens in semaphore mode.
+    fn print_mode(&self) {
+        let sharing = &self.sharing;
+        let shared_s = sharing.shared_ns as f64 / 1e9;
+        match self.config.mode {
+            Mode::Exclusive => {}
+            Mode::ReadWrite => {
+                let (reads, refused) = self.reads();
+                println!(
+                    "  reads: {reads} ({refused} refused by fencing, {} of a writer overlapping the reader); {} write sections, {} read sections",
+                    self.dirty_reads,
+                    self.holds.iter().filter(|h| h.role == Role::Write).count(),
+                    self.holds.iter().filter(|h| h.role == Role::Read).count()
+                );
+                println!(
+                    "  readers sharing: {} pairs of read sections inside together, at most {} readers at once, {shared_s:.1} s with two or more",
+                    sharing.pairs, sharing.most_at_once
+                );
+            }
+            Mode::Semaphore => {
+                println!(
+                    "  permits: {}; at most {} holders at once, {} pairs of sections inside together, {shared_s:.1} s with two or more",
+                    self.config.permits, sharing.most_at_once, sharing.pairs
+                );
+                let mut by_fault: BTreeMap<&str, usize> = BTreeMap::new();
+                for e in &self.excess {
+                    let name = e
+                        .explained_by
+                        .map_or("unexplained", |f| self.faults[f].kind.name());
+                    *by_fault.entry(name).or_default() += 1;
+                }
+                let by_fault: Vec<String> =
+                    by_fault.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                println!(
+                    "  over capacity (a holder in while every permit was held): {}{}",
+                    self.excess.len(),
+                    if by_fault.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (explained by: {})", by_fault.join(", "))
+                    }
+                );
+                println!("  unexplained over capacity: {}", self.unexplained_excess());
+                println!("  tokens handed out twice: {}", self.duplicate_tokens);
+                let kills: Vec<u64> = self
+                    .faults
+                    .iter()
+                    .zip(&self.takeovers)
+                    .filter(|(f, t)| f.kind == FaultKind::Kill && !t.superseded)
+                    .filter_map(|(_, t)| t.after)
+                    .collect();
+                if let Some(worst) = kills.iter().max() {
+                    println!(
+                        "  every permit held again after a kill: {} kills, worst {} ms",
+                        kills.len(),
+                        worst / 1_000_000
+                    );
+                }
+            }
+        }
+    }
+
+    /// Reads the resource's journal has, and of them those it refused.
+    fn reads(&self) -> (usize, usize) {
+        let reads = self.journal.iter().filter(|d| d.read);
+        (reads.clone().count(), reads.filter(|d| !d.accepted).count())
+    }
+
+    fn unexplained_excess(&self) -> usize {
+        self.excess
+            .iter()
+            .filter(|e| e.explained_by.is_none())
+            .count()
+    }
+
+    /// The summary's figures of the rw and semaphore modes (zero in exclusive mode).
+    fn mode_json(&self) -> Value {
+        json!({
+            "write_sections": self.holds.iter().filter(|h| matches!(h.role, Role::Write | Role::Exclusive)).count(),
+            "read_sections": self.holds.iter().filter(|h| h.role == Role::Read).count(),
+            "reads": self.reads().0,
+            "reads_refused": self.reads().1,
+            "reads_of_an_overlapping_writer": self.dirty_reads,
+            "shared_pairs": self.sharing.pairs,
+            "most_at_once": self.sharing.most_at_once,
+            "shared_s": self.sharing.shared_ns as f64 / 1e9,
+            "over_capacity": self.excess.len(),
+            "unexplained_over_capacity": self.unexplained_excess(),
+            "tokens_handed_out_twice": self.duplicate_tokens,
+        })
+    }
+
+    /// The rw and semaphore modes' settings and the moments over capacity, beside the rest.
+    fn mode_settings_json(&self) -> Value {
+        let rel = |t: u64| t.saturating_sub(self.t0) as f64 / 1e9;
+        json!({
+            "mode": self.config.mode.name(),
+            "permits": (self.config.mode == Mode::Semaphore).then_some(self.config.permits),
+            "reads_pct": (self.config.mode == Mode::ReadWrite).then_some(self.config.reads_pct),
+            "over_capacity": self.excess.iter().map(|e| json!({
+                "start_s": rel(e.start),
+                "end_s": rel(e.end),
+                "holders": e.holders.iter().map(|&i| {
+                    let h = &self.holds[i];
+                    json!({"worker": h.slot, "task": h.task, "token": h.token, "enter_s": rel(h.enter), "exit_s": rel(h.exit)})
+                }).collect::<Vec<_>>(),
+                "explained_by": e.explained_by.map(|f| self.faults[f].kind.name()),
+            })).collect::<Vec<_>>(),
+        })
+    }
+
     pub(crate) fn json(&self) -> Value {
+        let mut report = self.json_common();
+        if let (Some(summary), Value::Object(mode)) =
+            (report["summary"].as_object_mut(), self.mode_json())
+        {
+            summary.extend(mode);
+        }
+        if let (Some(report), Value::Object(mode)) =
+            (report.as_object_mut(), self.mode_settings_json())
+        {
+            report.extend(mode);
+        }
+        report
+    }
+
+    fn json_common(&self) -> Value {
         let rel = |t: u64| t.saturating_sub(self.t0) as f64 / 1e9;
         json!({
             "ok": self.ok(),
@@ -1022,8 +1476,8 @@ impl Report {
                 json!({
                     "start_s": rel(o.start),
                     "end_s": rel(o.end),
-                    "stale": {"worker": a.slot, "task": a.task, "token": a.token, "on_lease_lost": if a.continues { "continue" } else { "abort" }, "write_s": a.write.map(|w| rel(w.at)), "write_accepted": a.write.map(|w| w.accepted)},
-                    "newer": {"worker": b.slot, "task": b.task, "token": b.token, "on_lease_lost": if b.continues { "continue" } else { "abort" }, "write_s": b.write.map(|w| rel(w.at)), "write_accepted": b.write.map(|w| w.accepted)},
+                    "stale": {"worker": a.slot, "task": a.task, "role": a.role.name(), "token": a.token, "on_lease_lost": if a.continues { "continue" } else { "abort" }, "write_s": a.write.map(|w| rel(w.at)), "write_accepted": a.write.map(|w| w.accepted)},
+                    "newer": {"worker": b.slot, "task": b.task, "role": b.role.name(), "token": b.token, "on_lease_lost": if b.continues { "continue" } else { "abort" }, "write_s": b.write.map(|w| rel(w.at)), "write_accepted": b.write.map(|w| w.accepted)},
                     "outcome": format!("{:?}", o.outcome),
                     "explained_by": o.explained_by.map(|f| self.faults[f].kind.name()),
                     "bare_redlock_majority": o.bare_majority,
@@ -1078,6 +1532,9 @@ mod tests {
             faults: Vec::new(),
             keys: 0,
             fair: false,
+            mode: Mode::Exclusive,
+            permits: crate::DEFAULT_PERMITS,
+            reads_pct: crate::DEFAULT_READS_PCT,
         }
     }
 
@@ -1189,6 +1646,7 @@ mod tests {
                     token: first,
                     accepted: stale_accepted == 1,
                     at: stale_exit - MS,
+                    read: false,
                 },
             ),
             (
@@ -1197,6 +1655,7 @@ mod tests {
                     token: second,
                     accepted: true,
                     at: 2 * S + MS,
+                    read: false,
                 },
             ),
         ];
@@ -1302,6 +1761,7 @@ mod tests {
             token,
             accepted,
             at,
+            read: false,
         }
     }
 
@@ -1857,5 +2317,328 @@ mod tests {
         });
         let _ = fs::remove_dir_all(&dir);
         assert!(outcome.is_err_and(|e| e.contains("bad worker log line")));
+    }
+
+    // The rw mode.
+
+    fn rw_config() -> Config {
+        Config {
+            mode: Mode::ReadWrite,
+            ..config()
+        }
+    }
+
+    fn semaphore_config(permits: u32) -> Config {
+        Config {
+            mode: Mode::Semaphore,
+            permits,
+            ..config()
+        }
+    }
+
+    fn read_entry(token: u64, accepted: bool, at: u64) -> Delivery {
+        Delivery {
+            read: true,
+            ..delivery(token, accepted, at)
+        }
+    }
+
+    /// Worker 0 reads from 1 s to 2.5 s with token 10 (its read at 2.4 s, `seq` given), worker
+    /// 1 takes `role` at 2 s with token 20 and touches the resource at 2.001 s (`seq` 1 or 2 as
+    /// the reader's is 2 or 1), leaving at 2.1 s. The journal is as given.
+    fn reader_and(
+        name: &str,
+        role: &str,
+        (reader_seq, reader_accepted): (u64, u8),
+        faults: &[Fault],
+        journal: Vec<Delivery>,
+    ) -> Report {
+        let other_seq = 3 - reader_seq;
+        let reader = vec![
+            format!("enter 0 1 {} 10 continue read", S),
+            format!(
+                "read 0 1 {} 10 {reader_accepted} {reader_seq} 0 5",
+                2_400 * MS
+            ),
+            format!("exit 0 1 {}", 2_500 * MS),
+        ];
+        let op = if role == "read" {
+            format!("read 0 1 {} 20 1 {other_seq} 1 5", 2 * S + MS)
+        } else {
+            format!("write 0 1 {} 20 1 {other_seq} 1", 2 * S + MS)
+        };
+        let other = vec![
+            format!("enter 0 1 {} 20 abort {role}", 2 * S),
+            op,
+            format!("exit 0 1 {}", 2 * S + 100 * MS),
+        ];
+        let name = format!("rw-{name}");
+        two_workers(&rw_config(), &name, [reader, other], faults, journal)
+    }
+
+    #[test]
+    fn readers_inside_together_share_and_are_no_overlap() {
+        let journal = vec![
+            read_entry(20, true, 2 * S + MS),
+            read_entry(10, true, 2_400 * MS),
+        ];
+        let report = reader_and("share", "read", (2, 1), &[], journal);
+        assert!(report.ok(), "{:?}", report.failures);
+        assert!(report.overlaps.is_empty());
+        assert_eq!(report.sharing.pairs, 1);
+        assert_eq!(report.sharing.most_at_once, 2);
+        assert_eq!(report.sharing.shared_ns, 100 * MS);
+    }
+
+    #[test]
+    fn a_writer_inside_with_a_reader_and_no_fault_fails_the_run() {
+        let journal = vec![
+            delivery(20, true, 2 * S + MS),
+            read_entry(10, false, 2_400 * MS),
+        ];
+        let report = reader_and("writer-in", "write", (2, 0), &[], journal);
+        assert_eq!(report.overlaps.len(), 1);
+        assert_fails_with(&report, "1 overlaps with no fault to explain them");
+    }
+
+    #[test]
+    fn a_stale_reader_refused_after_a_newer_write_during_a_pause_passes() {
+        let journal = vec![
+            delivery(20, true, 2 * S + MS),
+            read_entry(10, false, 2_400 * MS),
+        ];
+        let report = reader_and("caught", "write", (2, 0), &[pause_of_worker_0()], journal);
+        assert!(report.ok(), "{:?}", report.failures);
+        assert_eq!(report.overlaps[0].outcome, Outcome::Caught);
+    }
+
+    #[test]
+    fn a_stale_read_accepted_after_a_newer_write_fails_the_run() {
+        let journal = vec![
+            delivery(20, true, 2 * S + MS),
+            read_entry(10, true, 2_400 * MS),
+        ];
+        let report = reader_and(
+            "stale-read",
+            "write",
+            (2, 1),
+            &[pause_of_worker_0()],
+            journal,
+        );
+        assert_eq!(report.stale_accepted, 1);
+        assert_eq!(report.overlaps[0].outcome, Outcome::StaleAccepted);
+        assert_fails_with(&report, "accepted 1 stale tokens");
+    }
+
+    /// Worker 0 writes with token 10 from 1 s to 2.5 s, its write at 2.4 s (after worker 1's
+    /// read); worker 1 reads with token 20 from 2 s to 2.1 s. Worker 0 was paused.
+    fn stale_writer_after_a_reader(name: &str, writer_accepted: bool) -> Report {
+        let writer = vec![
+            format!("enter 0 1 {} 10 continue write", S),
+            format!(
+                "write 0 1 {} 10 {} 2 0",
+                2_400 * MS,
+                u8::from(writer_accepted)
+            ),
+            format!("exit 0 1 {}", 2_500 * MS),
+        ];
+        let reader = vec![
+            format!("enter 0 1 {} 20 abort read", 2 * S),
+            format!("read 0 1 {} 20 1 1 1 0", 2 * S + MS),
+            format!("exit 0 1 {}", 2 * S + 100 * MS),
+        ];
+        let journal = vec![
+            read_entry(20, true, 2 * S + MS),
+            delivery(10, writer_accepted, 2_400 * MS),
+        ];
+        let name = format!("rw-stale-writer-{name}");
+        let faults = [pause_of_worker_0()];
+        two_workers(&rw_config(), &name, [writer, reader], &faults, journal)
+    }
+
+    #[test]
+    fn a_stale_writer_after_a_newer_readers_read_must_be_refused() {
+        let refused = stale_writer_after_a_reader("refused", false);
+        assert!(refused.ok(), "{:?}", refused.failures);
+        assert_eq!(refused.overlaps[0].outcome, Outcome::Caught);
+        let accepted = stale_writer_after_a_reader("accepted", true);
+        assert_eq!(accepted.stale_accepted, 1);
+        assert_fails_with(&accepted, "stale holder's later write was accepted");
+    }
+
+    #[test]
+    fn a_read_of_an_overlapping_writers_value_is_counted() {
+        // The reader reads after the writer's write and sees its token: the writer came in
+        // while the reader held its share.
+        let reader = vec![
+            format!("enter 0 1 {} 10 abort read", S),
+            format!("read 0 1 {} 10 1 2 1 20", 2_050 * MS),
+            format!("exit 0 1 {}", 2_500 * MS),
+        ];
+        let writer = vec![
+            format!("enter 0 1 {} 20 abort write", 2 * S),
+            format!("write 0 1 {} 20 1 1 1", 2 * S + MS),
+            format!("exit 0 1 {}", 2 * S + 100 * MS),
+        ];
+        // Its token is below the value it was answered, so the resource would refuse it: here
+        // the journal says it did not, which is also stale.
+        let journal = vec![
+            delivery(20, true, 2 * S + MS),
+            read_entry(10, true, 2_050 * MS),
+        ];
+        let report = two_workers(&rw_config(), "rw-dirty", [reader, writer], &[], journal);
+        assert_eq!(report.dirty_reads, 1);
+        assert!(!report.ok());
+    }
+
+    #[test]
+    fn the_journal_tells_reads_from_writes() {
+        let entries = ["20 1 5 r".to_owned(), "21 0 6".to_owned()];
+        let parsed = parse_journal(&entries).expect("valid");
+        assert!(parsed[0].read && !parsed[1].read);
+        assert!(parse_journal(&["20 1 5 w".to_owned()]).is_err());
+    }
+
+    #[test]
+    fn rw_mode_allows_readers_a_lease_more_to_come_back_after_a_kill() {
+        let kill = Fault {
+            kind: FaultKind::Kill,
+            hit: Hit::Worker(0),
+            pid: Some(100),
+            start: 3 * S,
+            end: 3 * S,
+            serving: 3 * S,
+            detail: String::new(),
+            slots: Vec::new(),
+        };
+        let logs = |role: &str| {
+            [
+                vec![
+                    format!("enter 0 1 {} 10 abort {role}", S),
+                    format!("exit 0 1 {}", S + 10 * MS),
+                ],
+                vec![
+                    format!("enter 0 1 {} 20 abort {role}", 5_200 * MS),
+                    format!("exit 0 1 {}", 5_210 * MS),
+                ],
+            ]
+        };
+        let faults = [kill];
+        let rw = two_workers(&rw_config(), "rw-kill", logs("read"), &faults, Vec::new());
+        assert!(rw.ok(), "{:?}", rw.failures);
+        let exclusive = two_workers(&config(), "ex-kill", logs(""), &faults, Vec::new());
+        assert_fails_with(&exclusive, "taken again only after 2200 ms");
+    }
+
+    // The semaphore mode.
+
+    /// Worker 0's tasks 0 and 1 hold permits from 1 s to 2.5 s, worker 1 comes in at 2 s and
+    /// leaves at 2.1 s; tokens 10, 11, 20.
+    fn three_holders(config: &Config, name: &str, faults: &[Fault], third_token: u64) -> Report {
+        let first = vec![
+            format!("enter 0 1 {} 10 continue permit", S),
+            format!("enter 1 1 {} 11 abort permit", S + MS),
+            format!("exit 0 1 {}", 2_500 * MS),
+            format!("exit 1 1 {}", 2_500 * MS),
+        ];
+        let second = vec![
+            format!("enter 0 1 {} {third_token} abort permit", 2 * S),
+            format!("exit 0 1 {}", 2 * S + 100 * MS),
+        ];
+        let name = format!("sem-{name}");
+        two_workers(config, &name, [first, second], faults, Vec::new())
+    }
+
+    #[test]
+    fn more_holders_than_permits_and_no_fault_fail_the_run() {
+        let report = three_holders(&semaphore_config(2), "over", &[], 20);
+        assert_eq!(report.excess.len(), 1);
+        assert_eq!(report.excess[0].holders.len(), 3);
+        assert_eq!(report.sharing.most_at_once, 3);
+        assert_fails_with(&report, "more than 2 holders of the semaphore at once");
+    }
+
+    #[test]
+    fn as_many_holders_as_permits_pass_and_count_as_sharing() {
+        let report = three_holders(&semaphore_config(3), "full", &[], 20);
+        assert!(report.ok(), "{:?}", report.failures);
+        assert!(report.excess.is_empty());
+        assert_eq!(report.sharing.pairs, 3);
+        assert_eq!(report.sharing.most_at_once, 3);
+    }
+
+    #[test]
+    fn more_holders_than_permits_during_a_pause_of_a_holder_pass() {
+        let report = three_holders(&semaphore_config(2), "paused", &[pause_of_worker_0()], 20);
+        assert!(report.ok(), "{:?}", report.failures);
+        assert_eq!(report.excess[0].explained_by, Some(0));
+    }
+
+    #[test]
+    fn a_fault_on_the_newcomers_worker_does_not_explain_too_many_holders() {
+        let pause_of_worker_1 = Fault {
+            hit: Hit::Worker(1),
+            pid: Some(101),
+            ..pause_of_worker_0()
+        };
+        let report = three_holders(&semaphore_config(2), "newcomer", &[pause_of_worker_1], 20);
+        assert_fails_with(&report, "more than 2 holders of the semaphore at once");
+    }
+
+    #[test]
+    fn a_token_handed_out_twice_fails_the_run() {
+        let report = three_holders(&semaphore_config(3), "twice", &[], 11);
+        assert_eq!(report.duplicate_tokens, 1);
+        assert_fails_with(&report, "1 fencing tokens were handed out to two sections");
+    }
+
+    /// Permits 2. Worker 0 holds one until it is killed at 3 s; worker 1's task 0 holds one
+    /// from 2.5 s to 7 s, its task 1 comes in at `back` (both permits held again).
+    fn permit_back_at(name: &str, back: u64) -> Report {
+        let kill = Fault {
+            kind: FaultKind::Kill,
+            hit: Hit::Worker(0),
+            pid: Some(100),
+            start: 3 * S,
+            end: 3 * S,
+            serving: 3 * S,
+            detail: String::new(),
+            slots: Vec::new(),
+        };
+        let killed = vec![format!("enter 0 1 {} 10 abort permit", 2 * S)];
+        let other = vec![
+            format!("enter 0 1 {} 11 abort permit", 2_500 * MS),
+            format!("enter 1 1 {back} 20 abort permit"),
+            format!("exit 1 1 {}", back + 10 * MS),
+            format!("exit 0 1 {}", 7 * S),
+        ];
+        let dir =
+            std::env::temp_dir().join(format!("lock-chaos-unit-sem-{name}-{}", std::process::id()));
+        fs::create_dir_all(&dir).expect("temp dir");
+        let mut dead = worker(&dir, 0, &killed);
+        dead.killed = true;
+        dead.ended = 3 * S;
+        let report = analyze(&Input {
+            config: &semaphore_config(2),
+            incarnations: &[dead, worker(&dir, 1, &other)],
+            faults: &[kill],
+            problems: Vec::new(),
+            t0: 0,
+            t1: 20 * S,
+            final_token: None,
+            journal: Vec::new(),
+        })
+        .expect("the logs parse");
+        let _ = fs::remove_dir_all(&dir);
+        report
+    }
+
+    #[test]
+    fn a_dead_holders_permit_must_be_held_again_within_the_limit() {
+        let back = permit_back_at("back", 3_900 * MS);
+        assert!(back.ok(), "{:?}", back.failures);
+        assert_eq!(back.takeovers[0].after, Some(900 * MS));
+        let late = permit_back_at("late", 5 * S);
+        assert_fails_with(&late, "taken again only after 2000 ms");
     }
 }

@@ -27,7 +27,7 @@ use lock_tests::{FaultProxy, RedisCluster, RedisServer, Reply, SentinelSetup, re
 use crate::analyze::{FaultKind, Hit};
 use crate::lockserver::LockServer;
 use crate::rng::Rng;
-use crate::{Config, now_ns, stored_key};
+use crate::{Config, Mode, now_ns, stored_key};
 
 /// Sentinel: one replica to promote (a failover brings the old master back as the next one)
 /// and three sentinels, so that a majority of them agrees on a failover.
@@ -443,16 +443,28 @@ impl Deployment {
             .find(|&pid| pids.iter().filter(|&&other| other == pid).count() >= majority)
     }
 
-    /// Where the lock is still held (or kept), as `node address` descriptions; empty when
-    /// nowhere. A released lock that only keeps its last token (`free fence=..`) is not one.
-    pub(crate) fn locks_left(&self) -> Result<Vec<String>, String> {
+    /// Where a grant of `mode`'s primitive is still held (or kept), as `node address`
+    /// descriptions; empty when nowhere. A released lock that only keeps its last token
+    /// (`free fence=..`) is not one; a semaphore's or read-write lock's keys exist only while
+    /// someone holds a lease (they expire with the longest).
+    pub(crate) fn locks_left(&self, mode: Mode) -> Result<Vec<String>, String> {
         let mut left = Vec::new();
         for node in self.lock_nodes()? {
-            match ask(node, &["GET", &stored_key()]) {
-                Ok(Reply::Nil) => {}
-                Ok(Reply::Bulk(value)) if value.starts_with(b"free ") => {}
-                Ok(Reply::Bulk(_)) => left.push(node.to_string()),
-                other => return Err(format!("GET on {node}: {other:?}")),
+            for key in mode.held_keys() {
+                let held = match mode {
+                    Mode::Exclusive => match ask(node, &["GET", &key]) {
+                        Ok(Reply::Nil) => false,
+                        Ok(Reply::Bulk(value)) => !value.starts_with(b"free "),
+                        other => return Err(format!("GET on {node}: {other:?}")),
+                    },
+                    Mode::ReadWrite | Mode::Semaphore => match ask(node, &["EXISTS", &key]) {
+                        Ok(Reply::Integer(n)) => n > 0,
+                        other => return Err(format!("EXISTS on {node}: {other:?}")),
+                    },
+                };
+                if held {
+                    left.push(format!("{node} ({key})"));
+                }
             }
         }
         Ok(left)

@@ -11,7 +11,7 @@ use lock_tests::{FaultProxy, RedisServer, Reply};
 use crate::analyze::{self, Fault, FaultKind, Hit, Incarnation, Report};
 use crate::deployment::{Deployment, Stop, StoreFault};
 use crate::rng::Rng;
-use crate::{Config, TTL, now_ns, signal};
+use crate::{Config, Mode, TTL, now_ns, signal};
 
 /// Quiet time before the first fault and after the last one: every orphaned lease has run out
 /// and the lock has been passed around normally again before the workers are stopped.
@@ -72,6 +72,9 @@ impl Run<'_> {
             .args(["--seed", &seed.to_string()])
             .args(["--keys", &self.config.keys.to_string()])
             .args(["--fair", if self.config.fair { "1" } else { "0" }])
+            .args(["--mode", self.config.mode.name()])
+            .args(["--permits", &self.config.permits.to_string()])
+            .args(["--reads", &self.config.reads_pct.to_string()])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(stderr)
@@ -96,8 +99,26 @@ impl Run<'_> {
         })
     }
 
-    /// The slot of the worker that holds the lock now, if the lock store says.
-    fn holder(&self) -> Option<usize> {
+    /// The slot of the worker that holds the lock now, if the lock store says. A semaphore's
+    /// permits and a read-write lock's grants record no pid: there the workers' own logs say
+    /// who is inside a section now, a writer before readers, and `pick` (a draw made whether
+    /// it is needed or not, so the schedule does not depend on it) chooses among them.
+    fn holder(&self, pick: u64) -> Option<usize> {
+        if self.config.mode != Mode::Exclusive {
+            let inside: Vec<(bool, usize)> = self
+                .workers
+                .iter()
+                .flat_map(|w| {
+                    open_sections(&w.record.log)
+                        .into_iter()
+                        .map(move |writer| (writer, w.slot))
+                })
+                .collect();
+            let writers: Vec<usize> = inside.iter().filter(|i| i.0).map(|i| i.1).collect();
+            let any: Vec<usize> = inside.iter().map(|i| i.1).collect();
+            let from = if writers.is_empty() { any } else { writers };
+            return (!from.is_empty()).then(|| from[pick as usize % from.len()]);
+        }
         let pid = self.deployment.holder_pid()?;
         self.workers
             .iter()
@@ -109,7 +130,13 @@ impl Run<'_> {
     fn target(&mut self) -> usize {
         let random = self.rng.below(self.workers.len() as u64) as usize;
         if self.rng.below(4) < 3 {
-            self.holder().unwrap_or(random)
+            // Drawn only in the new modes: the exclusive mode's schedule of a seed stays.
+            let pick = if self.config.mode == Mode::Exclusive {
+                0
+            } else {
+                self.rng.below(1 << 16)
+            };
+            self.holder(pick).unwrap_or(random)
         } else {
             random
         }
@@ -356,6 +383,36 @@ impl Drop for Run<'_> {
     }
 }
 
+/// The sections a worker's log shows open now (entered, not yet left), each `true` for a
+/// writer's. Only the log's tail is read: a section open now entered a moment ago, or is one of
+/// the long ones (about 1.4 s), whose lines fit well within it.
+fn open_sections(log: &Path) -> Vec<bool> {
+    const TAIL: u64 = 64 * 1024;
+    let Ok(mut file) = fs::File::open(log) else {
+        return Vec::new();
+    };
+    let len = file.metadata().map_or(0, |m| m.len());
+    let mut bytes = Vec::new();
+    let start = std::io::SeekFrom::Start(len.saturating_sub(TAIL));
+    if std::io::Seek::seek(&mut file, start).is_err()
+        || std::io::Read::read_to_end(&mut file, &mut bytes).is_err()
+    {
+        return Vec::new();
+    }
+    // The tail may begin mid-line, mid-character even: only the whole lines after it matter.
+    let text = String::from_utf8_lossy(&bytes);
+    let mut open: Vec<((&str, &str), bool)> = Vec::new();
+    for line in text.lines() {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        match parts[..] {
+            ["enter", task, n, .., role] => open.push(((task, n), role == "write")),
+            ["exit", task, n, ..] => open.retain(|(section, _)| *section != (task, n)),
+            _ => {}
+        }
+    }
+    open.into_iter().map(|(_, writer)| writer).collect()
+}
+
 /// A fault on the lock store as the analysis sees it.
 fn on_store(kind: FaultKind, fault: StoreFault) -> Fault {
     Fault {
@@ -418,8 +475,13 @@ fn work_dir(config: &Config) -> Result<(PathBuf, bool), String> {
 pub(crate) fn run(config: &Config) -> Result<bool, String> {
     let (dir, keep) = work_dir(config)?;
     let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
+    let mode = match config.mode {
+        Mode::Exclusive => String::new(),
+        Mode::ReadWrite => format!(", mode rw ({}% reads)", config.reads_pct),
+        Mode::Semaphore => format!(", mode semaphore ({} permits)", config.permits),
+    };
     println!(
-        "chaos: seed {}, topology {}, {} workers x {} tasks, ttl {:?}, {} s{}",
+        "chaos: seed {}, topology {}{mode}, {} workers x {} tasks, ttl {:?}, {} s{}",
         config.seed,
         config.topology.name(),
         config.workers,
@@ -429,8 +491,13 @@ pub(crate) fn run(config: &Config) -> Result<bool, String> {
         if config.quick { " (quick)" } else { "" }
     );
     println!(
-        "  replay with --topology {} --seed {}; logs in {}",
+        "  replay with --topology {}{} --seed {}; logs in {}",
         config.topology.name(),
+        match config.mode {
+            Mode::Exclusive => String::new(),
+            Mode::ReadWrite => format!(" --mode rw --reads {}", config.reads_pct),
+            Mode::Semaphore => format!(" --mode semaphore --permits {}", config.permits),
+        },
         config.seed,
         dir.display()
     );
@@ -556,11 +623,10 @@ impl Run<'_> {
             self.record_failovers_not_injected(watch.stop()?)?;
         }
         self.faults.sort_by_key(|f| f.start);
-        match self.deployment.locks_left() {
+        match self.deployment.locks_left(config.mode) {
             Ok(left) if left.is_empty() => {}
             Ok(left) => problems.push(format!(
-                "lock left behind: {} still exists on {} after every worker stopped",
-                crate::stored_key(),
+                "lock left behind: still held on {} after every worker stopped",
                 left.join(", ")
             )),
             Err(e) => problems.push(format!("cannot check for a lock left behind: {e}")),

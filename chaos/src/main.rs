@@ -4,7 +4,9 @@
 //! Worker processes (this binary again, `chaos worker ...`) take one lock through
 //! `#[distributed_lock]` over and over and write their fencing token to a resource on a separate
 //! Redis server whose data is never faulted and which accepts only tokens higher than any it has
-//! seen (a `partition` delays one worker's link to it).
+//! seen (a `partition` delays one worker's link to it). With `--mode rw` they take the read-write
+//! lock of that name instead (readers read the resource, writers write it, both fenced), with
+//! `--mode semaphore` one of the semaphore's permits (capacity is checked, not fencing).
 //! Meanwhile a seeded fault injector kills and pauses workers and, depending on the topology:
 //!
 //! - `single`: restarts the lock server with and without persistence, and stalls, delays and
@@ -29,6 +31,8 @@
 //!       [--svg PATH] [--dir PATH] [--margin-ms N]      (the full run, 30 minutes by default)
 //!       [--keys N]                                     (Cluster: N leases per worker on every shard)
 //!       [--fair]                                       (every section waits in fair mode)
+//!       [--mode exclusive|rw|semaphore] [--reads PCT] [--permits N]
+//!                                                      (the primitive the sections take)
 //! ```
 //!
 //! Exits 0 when every invariant holds, 1 when one fails, 2 on bad usage or a setup failure.
@@ -49,9 +53,59 @@ use deployment::Topology;
 
 /// The lock every worker takes (the stored key is `lock:{chaos:resource}`).
 pub(crate) const LOCK_KEY: &str = "chaos:resource";
-/// Where the lock lives in Redis: the default `lock:` prefix, the key in a hash tag.
+/// Where the lock lives in Redis: the default `lock:` prefix, the key in a hash tag. The
+/// semaphore and the read-write lock of that name share its hash tag, so its slot.
 pub(crate) fn stored_key() -> String {
     format!("lock:{{{LOCK_KEY}}}")
+}
+
+/// The permits of the semaphore in `--mode semaphore` when `--permits` does not say.
+pub(crate) const DEFAULT_PERMITS: u32 = 3;
+/// The share of read sections in `--mode rw` when `--reads` does not say, in percent.
+pub(crate) const DEFAULT_READS_PCT: u64 = 80;
+
+/// Which primitive the workers' sections take on `chaos:resource` (`--mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// The lock: one holder at a time.
+    Exclusive,
+    /// The read-write lock: a writer alone, readers together.
+    ReadWrite,
+    /// The semaphore of `--permits` permits: at most that many holders at once.
+    Semaphore,
+}
+
+impl Mode {
+    pub(crate) fn parse(name: &str) -> Result<Self, String> {
+        match name {
+            "exclusive" => Ok(Mode::Exclusive),
+            "rw" => Ok(Mode::ReadWrite),
+            "semaphore" => Ok(Mode::Semaphore),
+            other => Err(format!(
+                "unknown mode {other}: choose exclusive, rw or semaphore"
+            )),
+        }
+    }
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Mode::Exclusive => "exclusive",
+            Mode::ReadWrite => "rw",
+            Mode::Semaphore => "semaphore",
+        }
+    }
+
+    /// The Redis keys that hold the primitive's grants (`lock:{chaos:resource}` and its
+    /// siblings, see lock-runtime's `key.rs`): none of them may be left once every worker
+    /// stopped.
+    pub(crate) fn held_keys(self) -> Vec<String> {
+        let lock = stored_key();
+        match self {
+            Mode::Exclusive => vec![lock],
+            Mode::ReadWrite => vec![format!("{lock}:rw:readers"), format!("{lock}:rw:writer")],
+            Mode::Semaphore => vec![format!("{lock}:sem")],
+        }
+    }
 }
 /// The lease the workers' attribute asks for (`ttl = "1s"` in worker.rs).
 pub(crate) const TTL: Duration = Duration::from_secs(1);
@@ -100,6 +154,12 @@ pub(crate) struct Config {
     pub(crate) keys: usize,
     /// Every section waits for the lock in fair mode (`--fair`): first come, first served.
     pub(crate) fair: bool,
+    /// The primitive the sections take (`--mode`).
+    pub(crate) mode: Mode,
+    /// The semaphore's permits (`--permits`, semaphore mode).
+    pub(crate) permits: u32,
+    /// The share of read sections in percent (`--reads`, rw mode).
+    pub(crate) reads_pct: u64,
 }
 
 impl Config {
@@ -135,6 +195,17 @@ impl Config {
         kinds
     }
 
+    /// How soon after a fault the primitive must be taken again: a lease (what a dead holder
+    /// leaves behind) and the margin. In rw mode a lease more: a writer killed while it waits
+    /// leaves its mark, which keeps new readers out for up to a lease after what it waited for
+    /// (lock-runtime's rw_acquire.lua), so readers may wait out two leases.
+    pub(crate) fn takeover_limit(&self) -> Duration {
+        match self.mode {
+            Mode::ReadWrite => 2 * TTL + self.margin,
+            Mode::Exclusive | Mode::Semaphore => TTL + self.margin,
+        }
+    }
+
     /// How many of the lock store's nodes a lock is granted on: a majority of Redlock's
     /// masters, otherwise the one store.
     pub(crate) fn quorum(&self) -> usize {
@@ -147,7 +218,8 @@ impl Config {
 
 const USAGE: &str = "usage: chaos [--topology single|sentinel|cluster|redlock] [--masters N] \
 [--faults KIND,KIND,...] [--quick] [--seconds N | --minutes N] [--workers N] [--tasks N] \
-[--seed N] [--json PATH] [--svg PATH] [--dir PATH] [--margin-ms N] [--keys N] [--fair]";
+[--seed N] [--json PATH] [--svg PATH] [--dir PATH] [--margin-ms N] [--keys N] [--fair] \
+[--mode exclusive|rw|semaphore] [--reads PCT] [--permits N]";
 
 fn parse(args: &[String]) -> Result<Config, String> {
     let mut config = Config {
@@ -165,8 +237,12 @@ fn parse(args: &[String]) -> Result<Config, String> {
         faults: Vec::new(),
         keys: 0,
         fair: false,
+        mode: Mode::Exclusive,
+        permits: DEFAULT_PERMITS,
+        reads_pct: DEFAULT_READS_PCT,
     };
     let mut duration = None;
+    let (mut permits, mut reads) = (None, None);
     let mut it = args.iter();
     while let Some(flag) = it.next() {
         if flag == "--quick" {
@@ -198,6 +274,9 @@ fn parse(args: &[String]) -> Result<Config, String> {
             "--topology" => config.topology = Topology::parse(value)?,
             "--masters" => config.masters = number()? as usize,
             "--keys" => config.keys = number()? as usize,
+            "--mode" => config.mode = Mode::parse(value)?,
+            "--permits" => permits = Some(number()?),
+            "--reads" => reads = Some(number()?),
             "--faults" => {
                 config.faults = value
                     .split(',')
@@ -224,6 +303,7 @@ fn parse(args: &[String]) -> Result<Config, String> {
             "--keys spreads leases over the shards of a cluster: use it with --topology cluster\n{USAGE}"
         ));
     }
+    check_mode(&mut config, permits, reads)?;
     let kinds = config.available_kinds();
     if let Some(kind) = config.faults.iter().find(|kind| !kinds.contains(kind)) {
         let names: Vec<&str> = kinds.iter().map(|kind| kind.name()).collect();
@@ -244,6 +324,69 @@ fn parse(args: &[String]) -> Result<Config, String> {
         return Err("a run needs at least 8 seconds".into());
     }
     Ok(config)
+}
+
+/// The rules of `--mode` and its options: what each mode can be combined with.
+fn check_mode(config: &mut Config, permits: Option<u64>, reads: Option<u64>) -> Result<(), String> {
+    let mode = config.mode;
+    if permits.is_some() && mode != Mode::Semaphore {
+        return Err(format!(
+            "--permits is the semaphore's: use it with --mode semaphore\n{USAGE}"
+        ));
+    }
+    if reads.is_some() && mode != Mode::ReadWrite {
+        return Err(format!(
+            "--reads is the share of read sections: use it with --mode rw\n{USAGE}"
+        ));
+    }
+    if let Some(permits) = permits {
+        config.permits = u32::try_from(permits)
+            .ok()
+            .filter(|&n| n >= 1)
+            .ok_or_else(|| {
+                format!(
+                    "--permits {permits}: a semaphore needs 1 or more permits, up to {}",
+                    u32::MAX
+                )
+            })?;
+    }
+    if let Some(reads) = reads {
+        if reads > 100 {
+            return Err(format!("--reads {reads}: a share in percent, 0 to 100"));
+        }
+        config.reads_pct = reads;
+    }
+    if mode == Mode::Exclusive {
+        return Ok(());
+    }
+    if config.topology == Topology::Redlock {
+        return Err(format!(
+            "--mode {} is not supported on Redlock: lock-runtime refuses semaphores and read-write \
+             locks there, since independent masters could each admit different holders (more than \
+             the permits, or a writer beside readers); use --topology single, sentinel or cluster",
+            mode.name()
+        ));
+    }
+    if config.keys > 0 {
+        return Err(format!(
+            "--keys runs the many-keys leases beside the lock: use it with --mode exclusive\n{USAGE}"
+        ));
+    }
+    let holders = config.workers.saturating_mul(config.tasks) as u64;
+    if mode == Mode::Semaphore && holders <= u64::from(config.permits) {
+        return Err(format!(
+            "--permits {}: with {} workers x {} tasks nobody ever waits for a permit; the \
+             takeover check needs every permit wanted, so give more tasks than permits",
+            config.permits, config.workers, config.tasks
+        ));
+    }
+    if config.fair {
+        return Err(format!(
+            "--fair is a lock's fair line: lock-runtime has none for semaphores and read-write \
+             locks, use it with --mode exclusive\n{USAGE}"
+        ));
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -300,5 +443,56 @@ mod tests {
         assert!(err.contains("--topology cluster"), "{err}");
         let err = parse(&args("--topology cluster --faults shard-stall")).expect_err("no keys");
         assert!(err.contains("shard-stall is not a fault"), "{err}");
+    }
+
+    #[test]
+    fn the_mode_is_exclusive_unless_told_and_its_options_have_defaults() {
+        let plain = parse(&args("--quick")).expect("valid");
+        assert_eq!(plain.mode, Mode::Exclusive);
+        let rw = parse(&args("--mode rw --topology cluster")).expect("valid");
+        assert_eq!(
+            (rw.mode, rw.reads_pct),
+            (Mode::ReadWrite, DEFAULT_READS_PCT)
+        );
+        let sem = parse(&args("--mode semaphore --permits 5 --topology sentinel")).expect("valid");
+        assert_eq!((sem.mode, sem.permits), (Mode::Semaphore, 5));
+        assert_eq!(
+            parse(&args("--mode semaphore")).expect("valid").permits,
+            DEFAULT_PERMITS
+        );
+    }
+
+    #[test]
+    fn redlock_refuses_the_rw_and_semaphore_modes_and_says_why() {
+        for mode in ["rw", "semaphore"] {
+            let err =
+                parse(&args(&format!("--topology redlock --mode {mode}"))).expect_err("redlock");
+            assert!(err.contains("not supported on Redlock"), "{err}");
+            assert!(err.contains("independent masters"), "{err}");
+        }
+        assert!(parse(&args("--topology redlock")).is_ok());
+    }
+
+    #[test]
+    fn mode_options_need_their_mode_and_the_new_modes_refuse_keys_and_fair() {
+        let err = parse(&args("--permits 2")).expect_err("not a semaphore");
+        assert!(err.contains("--mode semaphore"), "{err}");
+        let err = parse(&args("--mode semaphore --reads 50")).expect_err("not rw");
+        assert!(err.contains("--mode rw"), "{err}");
+        let err = parse(&args("--mode semaphore --permits 0")).expect_err("no permits");
+        assert!(err.contains("1 or more permits"), "{err}");
+        let err = parse(&args("--mode semaphore --permits 12")).expect_err("uncontended");
+        assert!(err.contains("more tasks than permits"), "{err}");
+        let err = parse(&args("--mode rw --reads 101")).expect_err("over 100");
+        assert!(err.contains("0 to 100"), "{err}");
+        let err = parse(&args("--mode rw --topology cluster --keys 3")).expect_err("keys");
+        assert!(err.contains("--mode exclusive"), "{err}");
+        let err = parse(&args("--mode semaphore --fair")).expect_err("fair");
+        assert!(err.contains("--mode exclusive"), "{err}");
+        assert!(
+            parse(&args("--mode bogus"))
+                .expect_err("unknown")
+                .contains("exclusive, rw or semaphore")
+        );
     }
 }

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::analyze::{FaultKind, Report};
+use crate::analyze::{FaultKind, Report, Role};
 
 const WIDTH: f64 = 1600.0;
 const LEFT: f64 = 110.0;
@@ -112,16 +112,20 @@ pub(crate) fn render(report: &Report) -> String {
     for hold in &report.holds {
         let x0 = x(hold.enter);
         let w = (x(hold.exit) - x0).max(1.0);
+        let read = hold.role == Role::Read;
         let fill = match hold.write {
+            Some(w) if w.accepted && read => "#98df8a",
             Some(w) if w.accepted => "#2ca02c",
+            Some(_) if read => "#ff9896",
             Some(_) => "#d62728",
             None => "#999",
         };
         let _ = writeln!(
             svg,
-            r#"<rect x="{x0:.2}" y="{:.1}" width="{w:.2}" height="{:.1}" fill="{fill}"><title>token {} ({})</title></rect>"#,
+            r#"<rect x="{x0:.2}" y="{:.1}" width="{w:.2}" height="{:.1}" fill="{fill}"><title>{} token {} ({})</title></rect>"#,
             row_y(hold.slot, hold.task) + 3.0,
             ROW - 6.0,
+            hold.role.name(),
             hold.token,
             if hold.continues {
                 "continues after a lost lease"
@@ -150,6 +154,8 @@ pub(crate) fn render(report: &Report) -> String {
     for (label, fill) in [
         ("write accepted", "#2ca02c"),
         ("write refused (fencing)", "#d62728"),
+        ("read accepted", "#98df8a"),
+        ("read refused", "#ff9896"),
         ("no write", "#999"),
     ] {
         let _ = writeln!(

@@ -6,8 +6,9 @@
 //!
 //! ```text
 //! start <ns> <pid>
-//! enter <task> <n> <ns> <token> <abort|continue>
+//! enter <task> <n> <ns> <token> <abort|continue> [read|write|permit]
 //! write <task> <n> <ns> <token> <accepted 0|1> <seq> <held 0|1>
+//! read <task> <n> <ns> <token> <accepted 0|1> <seq> <held 0|1> <value seen>
 //! exit <task> <n> <ns>
 //! violation <task> <n> <ns>
 //! error <task> <ns> <busy|lease_lost|backend|config|resource>
@@ -20,6 +21,11 @@
 //! seconds at a time while the watchdog renews it, then released and taken again. Nobody else
 //! takes them, so a lease can only be lost to a fault; `lease` records how each hold ended.
 //!
+//! The sections take what `--mode` says: the lock (`enter` without a role); in rw mode a read
+//! share (`read`, which reads the resource) or the write hold (`write`, which writes it), as
+//! `--reads` percent of the sections say; in semaphore mode a permit (`permit`, which touches
+//! no resource: see chaos/README.md for why a semaphore's token fences nothing).
+//!
 //! Times are wall-clock nanoseconds (`SystemTime`), shared by every process on the machine.
 //! The worker stops when its stdin closes: each task finishes the section it is in, then exits.
 
@@ -29,36 +35,58 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use lock_runtime::{LockError, LockManager, LockOptions, distributed_lock};
+use lock_runtime::{LockError, LockManager, LockOptions, OnLeaseLost, distributed_lock};
 
-use crate::now_ns;
 use crate::rng::Rng;
+use crate::{DEFAULT_PERMITS, LOCK_KEY, Mode, now_ns};
 
-/// The fenced resource: accepts a token only if it is higher than every token it accepted before.
-/// `KEYS[1]` holds the highest accepted token, `KEYS[2]` numbers every write, so the analysis
-/// knows the order in which the resource saw them. `KEYS[3]` is the resource's own journal, one
-/// entry per write in that order: `<token> <accepted 0|1> <server time ns>`. It also holds the
-/// writes no worker lived to log, and those that arrived after their writer gave up: a write
-/// held up in the network reaches the resource whatever its sender knows by then.
+/// The fenced resource. `KEYS[1]` holds the highest token of any operation it accepted, `KEYS[4]`
+/// the token of the last write it accepted (the resource's value), `KEYS[2]` numbers every
+/// operation, so the analysis knows the order in which the resource saw them. `KEYS[3]` is the
+/// resource's own journal, one entry per operation in that order: `<token> <accepted 0|1>
+/// <server time ns>`, and ` r` after a read. It also holds the operations no worker lived to
+/// log, and those that arrived after their sender gave up: a request held up in the network
+/// reaches the resource whatever its sender knows by then.
+///
+/// `ARGV[1]` is the holder's fencing token, `ARGV[2]` `w` for a write, `r` for a read (rw mode).
+/// A write is accepted only with a token higher than every token accepted before, a reader's
+/// included: a writer whose lease a newer holder has already used is stale. A read is accepted
+/// only with a token higher than the last write's: a reader granted before that writer must
+/// have let go before it was granted. Returns `{accepted, seq, value}`, the value being the
+/// last accepted write's token after this operation.
 const CHECK_AND_SET: &str = r"
 if redis.replicate_commands then redis.replicate_commands() end
 local seq = redis.call('INCR', KEYS[2])
-local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+local highest = tonumber(redis.call('GET', KEYS[1]) or '0')
+local value = tonumber(redis.call('GET', KEYS[4]) or '0')
 local token = tonumber(ARGV[1])
 local accepted = 0
-if token > current then
+if ARGV[2] == 'r' then
+  if token > value then
+    accepted = 1
+    if token > highest then
+      redis.call('SET', KEYS[1], ARGV[1])
+    end
+  end
+elseif token > highest then
   redis.call('SET', KEYS[1], ARGV[1])
+  redis.call('SET', KEYS[4], ARGV[1])
   accepted = 1
+  value = token
 end
 local now = redis.call('TIME')
-redis.call('RPUSH', KEYS[3],
-  ARGV[1] .. ' ' .. accepted .. ' ' .. now[1] .. string.format('%06d', tonumber(now[2])) .. '000')
-return {accepted, seq}
+local entry = ARGV[1] .. ' ' .. accepted .. ' ' .. now[1] .. string.format('%06d', tonumber(now[2])) .. '000'
+if ARGV[2] == 'r' then
+  entry = entry .. ' r'
+end
+redis.call('RPUSH', KEYS[3], entry)
+return {accepted, seq, value}
 ";
 
 pub(crate) const RESOURCE_KEY: &str = "resource:last_token";
 pub(crate) const RESOURCE_SEQ: &str = "resource:seq";
 pub(crate) const RESOURCE_JOURNAL: &str = "resource:journal";
+pub(crate) const RESOURCE_VALUE: &str = "resource:value";
 
 /// What a worker is told on its command line.
 pub(crate) struct WorkerArgs {
@@ -71,6 +99,12 @@ pub(crate) struct WorkerArgs {
     pub(crate) keys: usize,
     /// Sections wait for the lock in fair mode.
     pub(crate) fair: bool,
+    /// The primitive the sections take.
+    pub(crate) mode: Mode,
+    /// The semaphore's permits (semaphore mode).
+    pub(crate) permits: u32,
+    /// The share of read sections, in percent (rw mode).
+    pub(crate) reads_pct: u64,
 }
 
 impl WorkerArgs {
@@ -83,6 +117,9 @@ impl WorkerArgs {
             seed: 0,
             keys: 0,
             fair: false,
+            mode: Mode::Exclusive,
+            permits: DEFAULT_PERMITS,
+            reads_pct: 0,
         };
         let mut it = args.iter();
         while let Some(flag) = it.next() {
@@ -98,6 +135,13 @@ impl WorkerArgs {
                 "--seed" => parsed.seed = value.parse().map_err(|e| format!("--seed: {e}"))?,
                 "--keys" => parsed.keys = value.parse().map_err(|e| format!("--keys: {e}"))?,
                 "--fair" => parsed.fair = value == "1",
+                "--mode" => parsed.mode = Mode::parse(&value)?,
+                "--permits" => {
+                    parsed.permits = value.parse().map_err(|e| format!("--permits: {e}"))?;
+                }
+                "--reads" => {
+                    parsed.reads_pct = value.parse().map_err(|e| format!("--reads: {e}"))?;
+                }
                 other => return Err(format!("unknown worker option {other}")),
             }
         }
@@ -134,17 +178,21 @@ impl Ctx {
             .expect("the worker log must be writable");
     }
 
-    async fn write(&self, token: u64) -> Result<(bool, u64), redis::RedisError> {
+    /// One operation on the fenced resource: a write, or a read (`read`) of its value.
+    /// Returns whether it was accepted, its sequence number and the value after it.
+    async fn touch(&self, token: u64, read: bool) -> Result<(bool, u64, u64), redis::RedisError> {
         let mut conn = self.resource.clone();
-        let (accepted, seq): (u64, u64) = self
+        let (accepted, seq, value): (u64, u64, u64) = self
             .script
             .key(RESOURCE_KEY)
             .key(RESOURCE_SEQ)
             .key(RESOURCE_JOURNAL)
+            .key(RESOURCE_VALUE)
             .arg(token.to_string())
+            .arg(if read { "r" } else { "w" })
             .invoke_async(&mut conn)
             .await?;
-        Ok((accepted == 1, seq))
+        Ok((accepted == 1, seq, value))
     }
 }
 
@@ -163,12 +211,38 @@ impl Drop for ExitLog<'_> {
     }
 }
 
-/// The section: tokens come from `current()`, the write goes to the fenced resource.
+/// What a section holds, and so what it does with the resource.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    /// The lock: writes its token.
+    Exclusive,
+    /// A read share of the read-write lock: reads the resource.
+    Read,
+    /// The write hold of the read-write lock: writes its token.
+    Write,
+    /// A semaphore's permit: touches no resource.
+    Permit,
+}
+
+impl Role {
+    /// What the `enter` line says after `abort|continue`.
+    fn tag(self) -> &'static str {
+        match self {
+            Role::Exclusive => "",
+            Role::Read => " read",
+            Role::Write => " write",
+            Role::Permit => " permit",
+        }
+    }
+}
+
+/// The section: tokens come from `current()`, the operation goes to the fenced resource.
 async fn section(
     ctx: &Ctx,
     task: usize,
     n: u64,
-    mode: &str,
+    on_lost: &str,
+    role: Role,
     pauses: (u64, u64),
 ) -> Result<(), WorkerError> {
     let enter = now_ns();
@@ -177,17 +251,27 @@ async fn section(
         return Ok(());
     };
     let token = lock.fencing_token();
-    ctx.log(format!("enter {task} {n} {enter} {token} {mode}"));
+    ctx.log(format!(
+        "enter {task} {n} {enter} {token} {on_lost}{}",
+        role.tag()
+    ));
     let _exit = ExitLog { ctx, task, n };
     tokio::time::sleep(Duration::from_millis(pauses.0)).await;
-    let (accepted, seq) = ctx.write(token).await.map_err(WorkerError::Resource)?;
-    let held = lock.is_held();
-    ctx.log(format!(
-        "write {task} {n} {} {token} {} {seq} {}",
-        now_ns(),
-        u8::from(accepted),
-        u8::from(held)
-    ));
+    if role != Role::Permit {
+        let read = role == Role::Read;
+        let (accepted, seq, value) = ctx
+            .touch(token, read)
+            .await
+            .map_err(WorkerError::Resource)?;
+        let held = lock.is_held();
+        let at = now_ns();
+        let (accepted, held) = (u8::from(accepted), u8::from(held));
+        ctx.log(if read {
+            format!("read {task} {n} {at} {token} {accepted} {seq} {held} {value}")
+        } else {
+            format!("write {task} {n} {at} {token} {accepted} {seq} {held}")
+        });
+    }
     tokio::time::sleep(Duration::from_millis(pauses.1)).await;
     Ok(())
 }
@@ -200,7 +284,7 @@ async fn locked_abort(
     n: u64,
     pauses: (u64, u64),
 ) -> Result<(), WorkerError> {
-    section(ctx, task, n, "abort", pauses).await
+    section(ctx, task, n, "abort", Role::Exclusive, pauses).await
 }
 
 /// Runs on after the lease is lost, as a holder that does not look would: only fencing stops
@@ -217,13 +301,13 @@ async fn locked_continue(
     n: u64,
     pauses: (u64, u64),
 ) -> Result<(), WorkerError> {
-    section(ctx, task, n, "continue", pauses).await
+    section(ctx, task, n, "continue", Role::Exclusive, pauses).await
 }
 
 /// [`locked_abort`] in fair mode.
 #[distributed_lock(key = "chaos:resource", ttl = "1s", wait = "5s", fair = true)]
 async fn fair_abort(ctx: &Ctx, task: usize, n: u64, pauses: (u64, u64)) -> Result<(), WorkerError> {
-    section(ctx, task, n, "abort", pauses).await
+    section(ctx, task, n, "abort", Role::Exclusive, pauses).await
 }
 
 /// [`locked_continue`] in fair mode.
@@ -240,7 +324,111 @@ async fn fair_continue(
     n: u64,
     pauses: (u64, u64),
 ) -> Result<(), WorkerError> {
-    section(ctx, task, n, "continue", pauses).await
+    section(ctx, task, n, "continue", Role::Exclusive, pauses).await
+}
+
+/// A read share of the read-write lock `chaos:resource`, given up when the lease is lost.
+#[distributed_lock(key = "chaos:resource", ttl = "1s", wait = "5s", mode = "read")]
+async fn read_abort(ctx: &Ctx, task: usize, n: u64, pauses: (u64, u64)) -> Result<(), WorkerError> {
+    section(ctx, task, n, "abort", Role::Read, pauses).await
+}
+
+/// [`read_abort`] running on after a lost lease: only the resource's check refuses its read.
+#[distributed_lock(
+    key = "chaos:resource",
+    ttl = "1s",
+    wait = "5s",
+    mode = "read",
+    on_lease_lost = "continue"
+)]
+async fn read_continue(
+    ctx: &Ctx,
+    task: usize,
+    n: u64,
+    pauses: (u64, u64),
+) -> Result<(), WorkerError> {
+    section(ctx, task, n, "continue", Role::Read, pauses).await
+}
+
+/// The write hold of the read-write lock `chaos:resource`, given up when the lease is lost.
+#[distributed_lock(key = "chaos:resource", ttl = "1s", wait = "5s", mode = "write")]
+async fn write_abort(
+    ctx: &Ctx,
+    task: usize,
+    n: u64,
+    pauses: (u64, u64),
+) -> Result<(), WorkerError> {
+    section(ctx, task, n, "abort", Role::Write, pauses).await
+}
+
+/// [`write_abort`] running on after a lost lease: only fencing stops its late write.
+#[distributed_lock(
+    key = "chaos:resource",
+    ttl = "1s",
+    wait = "5s",
+    mode = "write",
+    on_lease_lost = "continue"
+)]
+async fn write_continue(
+    ctx: &Ctx,
+    task: usize,
+    n: u64,
+    pauses: (u64, u64),
+) -> Result<(), WorkerError> {
+    section(ctx, task, n, "continue", Role::Write, pauses).await
+}
+
+/// A permit of the semaphore `chaos:resource` of [`DEFAULT_PERMITS`] permits, given up when the
+/// lease is lost.
+#[distributed_lock(key = "chaos:resource", ttl = "1s", wait = "5s", permits = DEFAULT_PERMITS)]
+async fn permit_abort(
+    ctx: &Ctx,
+    task: usize,
+    n: u64,
+    pauses: (u64, u64),
+) -> Result<(), WorkerError> {
+    section(ctx, task, n, "abort", Role::Permit, pauses).await
+}
+
+/// [`permit_abort`] running on after a lost lease.
+#[distributed_lock(
+    key = "chaos:resource",
+    ttl = "1s",
+    wait = "5s",
+    permits = DEFAULT_PERMITS,
+    on_lease_lost = "continue"
+)]
+async fn permit_continue(
+    ctx: &Ctx,
+    task: usize,
+    n: u64,
+    pauses: (u64, u64),
+) -> Result<(), WorkerError> {
+    section(ctx, task, n, "continue", Role::Permit, pauses).await
+}
+
+/// A permit of a semaphore of `permits` permits other than the attribute's
+/// [`DEFAULT_PERMITS`]: the attribute takes the number at compile time, so this goes through
+/// `run_locked`, what the attribute expands to.
+async fn permit_of(
+    locks: &LockManager,
+    ctx: &Ctx,
+    (task, n, continues): (usize, u64, bool),
+    permits: u32,
+    pauses: (u64, u64),
+) -> Result<(), WorkerError> {
+    let (on_lost, action) = if continues {
+        ("continue", OnLeaseLost::Continue)
+    } else {
+        ("abort", OnLeaseLost::Abort)
+    };
+    let options = LockOptions::new()
+        .ttl(Duration::from_secs(1))
+        .wait(Duration::from_secs(5))
+        .permits(permits)
+        .on_lease_lost(action);
+    let body = section(ctx, task, n, on_lost, Role::Permit, pauses);
+    locks.run_locked(LOCK_KEY.to_owned(), options, body).await
 }
 
 fn error_kind(err: &WorkerError) -> &'static str {
@@ -253,7 +441,16 @@ fn error_kind(err: &WorkerError) -> &'static str {
     }
 }
 
-async fn task_loop(ctx: Arc<Ctx>, stop: Arc<AtomicBool>, task: usize, seed: u64, fair: bool) {
+/// How the sections of a task are taken: the worker's settings every task shares.
+struct Plan {
+    mode: Mode,
+    fair: bool,
+    permits: u32,
+    reads_pct: u64,
+    locks: LockManager,
+}
+
+async fn task_loop(ctx: Arc<Ctx>, stop: Arc<AtomicBool>, task: usize, seed: u64, plan: Arc<Plan>) {
     let mut rng = Rng::new(seed ^ (task as u64).wrapping_mul(0x9E37_79B9));
     let mut n = 0;
     while !stop.load(Ordering::Relaxed) {
@@ -266,11 +463,31 @@ async fn task_loop(ctx: Arc<Ctx>, stop: Arc<AtomicBool>, task: usize, seed: u64,
             (rng.range(5, 40), rng.range(0, 10))
         };
         // Every other section runs on after a lost lease; the others abort.
-        let outcome = match ((task as u64 + n) % 2 == 1, fair) {
-            (true, false) => locked_continue(&ctx, task, n, pauses).await,
-            (false, false) => locked_abort(&ctx, task, n, pauses).await,
-            (true, true) => fair_continue(&ctx, task, n, pauses).await,
-            (false, true) => fair_abort(&ctx, task, n, pauses).await,
+        let continues = (task as u64 + n) % 2 == 1;
+        let outcome = match plan.mode {
+            Mode::Exclusive => match (continues, plan.fair) {
+                (true, false) => locked_continue(&ctx, task, n, pauses).await,
+                (false, false) => locked_abort(&ctx, task, n, pauses).await,
+                (true, true) => fair_continue(&ctx, task, n, pauses).await,
+                (false, true) => fair_abort(&ctx, task, n, pauses).await,
+            },
+            Mode::ReadWrite => match (rng.below(100) < plan.reads_pct, continues) {
+                (true, true) => read_continue(&ctx, task, n, pauses).await,
+                (true, false) => read_abort(&ctx, task, n, pauses).await,
+                (false, true) => write_continue(&ctx, task, n, pauses).await,
+                (false, false) => write_abort(&ctx, task, n, pauses).await,
+            },
+            Mode::Semaphore if plan.permits == DEFAULT_PERMITS => {
+                if continues {
+                    permit_continue(&ctx, task, n, pauses).await
+                } else {
+                    permit_abort(&ctx, task, n, pauses).await
+                }
+            }
+            Mode::Semaphore => {
+                let section = (task, n, continues);
+                permit_of(&plan.locks, &ctx, section, plan.permits, pauses).await
+            }
         };
         if let Err(err) = outcome {
             if let WorkerError::Resource(e) = &err {
@@ -426,6 +643,13 @@ pub(crate) fn run(args: WorkerArgs) -> Result<(), String> {
                 stop.store(true, Ordering::Relaxed);
             });
         }
+        let plan = Arc::new(Plan {
+            mode: args.mode,
+            fair: args.fair,
+            permits: args.permits,
+            reads_pct: args.reads_pct,
+            locks: locks.clone(),
+        });
         let mut handles: Vec<_> = (0..args.tasks)
             .map(|task| {
                 tokio::spawn(task_loop(
@@ -433,7 +657,7 @@ pub(crate) fn run(args: WorkerArgs) -> Result<(), String> {
                     stop.clone(),
                     task,
                     args.seed,
-                    args.fair,
+                    plan.clone(),
                 ))
             })
             .collect();
