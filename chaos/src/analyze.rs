@@ -1494,7 +1494,7 @@ impl Report {
                 "reason": l.lost,
                 "explained_by": l.explained_by.map(|f| self.faults[f].kind.name()),
             })).collect::<Vec<_>>(),
-            "workers": self.incarnations.iter().map(|i| json!({
+            "processes": self.incarnations.iter().map(|i| json!({
                 "worker": i.slot,
                 "incarnation": i.incarnation,
                 "pid": i.pid,

@@ -64,6 +64,10 @@ fn quick_run(topology: &str, seconds: u64, seed: u64, extra: &[&str]) -> (Value,
         faults(&report, &[]) >= 3,
         "a short run injects a few faults:\n{stdout}"
     );
+    // The worker count and the list of worker processes are two fields, not one key twice.
+    assert_eq!(report["workers"], 2, "{stdout}");
+    let processes = report["processes"].as_array().map_or(0, Vec::len);
+    assert!(processes >= 2, "{stdout}");
     (report, stdout)
 }
 
