@@ -62,6 +62,68 @@ async fn with_the_replica_paused_acquire_fails_cleanly_and_leaves_no_lock() {
     assert!(!master.holds_lock("lock:{unacked}"), "{}", master.log());
 }
 
+/// A permit and a read share are acknowledged as a lock is; with the replica paused, neither is
+/// taken and nothing of them is left on the master.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn permits_and_shares_wait_for_replicas_too() {
+    let (master, replica) = master_and_replica();
+    let locks = manager(&master).await;
+    let permit = locks
+        .semaphore("pool", 2, LockOptions::new())
+        .await
+        .expect("free");
+    let share = locks
+        .read_lock("doc", LockOptions::new())
+        .await
+        .expect("free");
+    assert_eq!(
+        replica.cmd(&["ZCARD", "lock:{pool}:sem"]),
+        "1",
+        "{}",
+        replica.log()
+    );
+    assert_eq!(
+        replica.cmd(&["ZCARD", "lock:{doc}:rw:readers"]),
+        "1",
+        "{}",
+        replica.log()
+    );
+    permit.release().await.expect("release");
+    share.release().await.expect("release");
+
+    replica.pause();
+    let permit = locks.semaphore("unacked", 2, LockOptions::new()).await;
+    let writer = locks.write_lock("unacked", LockOptions::new()).await;
+    replica.resume();
+    for (what, err) in [
+        (
+            "permit",
+            permit.map(drop).expect_err("no replica acknowledged"),
+        ),
+        (
+            "write",
+            writer.map(drop).expect_err("no replica acknowledged"),
+        ),
+    ] {
+        assert!(
+            err.to_string().contains("replicas acknowledged"),
+            "{what}: {err}"
+        );
+    }
+    assert_eq!(
+        master.cmd(&["EXISTS", "lock:{unacked}:sem"]),
+        "0",
+        "{}",
+        master.log()
+    );
+    assert_eq!(
+        master.cmd(&["EXISTS", "lock:{unacked}:rw:writer"]),
+        "0",
+        "{}",
+        master.log()
+    );
+}
+
 /// `WAIT` blocks the connection it is sent on: a lock waiting for a paused replica must not hold
 /// up the renewals of locks that are already held.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
