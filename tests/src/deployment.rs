@@ -145,6 +145,40 @@ impl Deployment {
         .expect("task")
     }
 
+    /// Runs a section of `key` under `options` whose body sleeps a minute, and cancels it after
+    /// 200 ms by dropping its future: what a timeout or an aborted request does to a holder.
+    pub async fn cancel_a_section(&self, key: &str, options: LockOptions) {
+        let locks = self.locks.clone();
+        let holder = async move {
+            locks
+                .run_locked(key.to_owned(), options, async {
+                    tokio::time::sleep(std::time::Duration::from_secs(60)).await;
+                    Ok::<_, lock_runtime::LockError>(())
+                })
+                .await
+        };
+        let timed_out = tokio::time::timeout(std::time::Duration::from_millis(200), holder).await;
+        assert!(timed_out.is_err(), "the body sleeps a minute");
+    }
+
+    /// Runs a section of `key` under `options` whose body panics, on a task of its own, and
+    /// checks that the panic went on past the section.
+    pub async fn panic_in_a_section(&self, key: &str, options: LockOptions) {
+        let locks = self.locks.clone();
+        let key = key.to_owned();
+        let panicked = tokio::spawn(async move {
+            locks
+                .run_locked(key, options, async {
+                    panic!("the body failed");
+                    #[allow(unreachable_code)]
+                    Ok::<(), lock_runtime::LockError>(())
+                })
+                .await
+        })
+        .await;
+        assert!(panicked.expect_err("the task panicked").is_panic());
+    }
+
     /// The logs of every server behind the deployment, for assertion messages.
     pub fn log(&self) -> String {
         let servers = self.servers.iter().map(RedisServer::log);

@@ -306,19 +306,9 @@ async fn an_upgrade_from_read_to_write_fails_at_once(f: Deployment) {
 }
 
 async fn release_on_cancel_frees_the_write_hold_at_once(f: Deployment) {
-    let locks = f.locks.clone();
-    let holder = async move {
-        let options = LockOptions::new().mode(Mode::Write);
-        locks
-            .run_locked("cancel".into(), options, async {
-                tokio::time::sleep(Duration::from_secs(60)).await;
-                Ok::<_, LockError>(())
-            })
-            .await
-    };
+    f.cancel_a_section("cancel", LockOptions::new().mode(Mode::Write))
+        .await;
     // ttl is 30 s: only the cancellation can free it this fast.
-    let timed_out = tokio::time::timeout(ms(200), holder).await;
-    assert!(timed_out.is_err(), "the body sleeps a minute");
     let started = Instant::now();
     let options = LockOptions::new().wait(Duration::from_secs(5));
     let share = f.locks.read_lock("cancel", options).await;
@@ -328,18 +318,8 @@ async fn release_on_cancel_frees_the_write_hold_at_once(f: Deployment) {
 }
 
 async fn release_on_panic_frees_the_read_share_at_once(f: Deployment) {
-    let locks = f.locks.clone();
-    let panicked = tokio::spawn(async move {
-        locks
-            .run_locked("panic".into(), LockOptions::new().mode(Mode::Read), async {
-                panic!("the body failed");
-                #[allow(unreachable_code)]
-                Ok::<(), LockError>(())
-            })
-            .await
-    })
-    .await;
-    assert!(panicked.expect_err("the task panicked").is_panic());
+    f.panic_in_a_section("panic", LockOptions::new().mode(Mode::Read))
+        .await;
     let writer = f.locks.write_lock("panic", LockOptions::new()).await;
     writer
         .unwrap_or_else(|err| panic!("{err}\n{}", f.log()))

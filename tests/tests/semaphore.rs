@@ -236,19 +236,9 @@ async fn a_different_number_of_permits_for_one_key_is_a_config_error(f: Deployme
 }
 
 async fn release_on_cancel_gives_the_permit_back_at_once(f: Deployment) {
-    let locks = f.locks.clone();
-    let holder = async move {
-        let options = LockOptions::new().permits(1);
-        locks
-            .run_locked("cancel".into(), options, async {
-                tokio::time::sleep(Duration::from_secs(60)).await;
-                Ok::<_, LockError>(())
-            })
-            .await
-    };
+    f.cancel_a_section("cancel", LockOptions::new().permits(1))
+        .await;
     // ttl is 30 s: only the cancellation can free the permit this fast.
-    let timed_out = tokio::time::timeout(ms(200), holder).await;
-    assert!(timed_out.is_err(), "the body sleeps a minute");
     let started = Instant::now();
     let options = LockOptions::new().wait(Duration::from_secs(5));
     let permit = f
@@ -265,18 +255,8 @@ async fn release_on_cancel_gives_the_permit_back_at_once(f: Deployment) {
 }
 
 async fn release_on_panic_gives_the_permit_back_at_once(f: Deployment) {
-    let locks = f.locks.clone();
-    let panicked = tokio::spawn(async move {
-        locks
-            .run_locked("panic".into(), LockOptions::new().permits(1), async {
-                panic!("the body failed");
-                #[allow(unreachable_code)]
-                Ok::<(), LockError>(())
-            })
-            .await
-    })
-    .await;
-    assert!(panicked.expect_err("the task panicked").is_panic());
+    f.panic_in_a_section("panic", LockOptions::new().permits(1))
+        .await;
     // Released before the panic went on: no waiting needed.
     let permit = f.locks.semaphore("panic", 1, LockOptions::new()).await;
     permit
