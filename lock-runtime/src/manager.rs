@@ -493,11 +493,12 @@ impl LockManager {
 /// number of permits.
 fn permits_differ_here(held: &Lease, options: LockOptions) -> LockError {
     LockError::Config(format!(
-        "semaphore `{}` is held by this task with {} permits, but this call declares {}: every \
-         call site of one semaphore must declare the same number of permits",
+        "semaphore `{}` is held by this task with {}",
         held.key.escape_debug(),
-        held.stored.permits.unwrap_or_default(),
-        options.permits.unwrap_or_default()
+        crate::backend::permits_mismatch(
+            held.stored.permits.unwrap_or_default(),
+            options.permits.unwrap_or_default()
+        )
     ))
 }
 

@@ -130,10 +130,18 @@ pub(crate) fn acquire_answer(
 pub(crate) fn permits_differ(key: &StoredKey, held: i64) -> Failure {
     let declared = key.permits.unwrap_or_default();
     Failure::config(format!(
-        "it is held with {held} permits, but this call declares {declared}: every call site of \
-         one semaphore must declare the same number of permits (a new number applies once no \
-         permit of the old one is held)"
+        "it is held with {} (a new number applies once no permit of the old one is held)",
+        permits_mismatch(held, declared)
     ))
+}
+
+/// `<held> permits, but this call declares <declared>: ...`: what a semaphore declared with two
+/// numbers of permits says, whether the server or this task's own hold found it.
+pub(crate) fn permits_mismatch(held: impl std::fmt::Display, declared: u32) -> String {
+    format!(
+        "{held} permits, but this call declares {declared}: every call site of one semaphore \
+         must declare the same number of permits"
+    )
 }
 
 /// The answer to a release.
