@@ -33,6 +33,7 @@
 mod cluster;
 mod deployment;
 pub mod fair;
+pub mod prelude;
 mod masters;
 mod port;
 mod probe;
