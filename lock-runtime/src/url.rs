@@ -149,11 +149,12 @@ pub(crate) fn redact(url: &str) -> String {
 
 fn redact_whole(url: &str) -> String {
     let Some((scheme, rest)) = split_scheme(url) else {
-        // Not a URL; it may still be a secret pasted in the wrong place.
-        return if url.contains('@') || url.contains(':') {
-            "<unparsable URL>".into()
-        } else {
-            url.into()
+        // Not a URL (`localhost:6379`, `host:6379/0`): shown as typed, so the user sees what
+        // is missing; everything up to the last `@` is hidden whole, since without a scheme
+        // nothing says which part of it is a user name.
+        return match url.rsplit_once('@') {
+            Some((_, after)) => format!("***@{}", redact_query(after)),
+            None => redact_query(url),
         };
     };
     match rest.rsplit_once('@') {
@@ -332,6 +333,22 @@ mod tests {
         );
         let err = normalized(&format!("{url}?password=p")).expect_err("query password");
         assert!(err.to_string().len() < 800);
+    }
+
+    #[test]
+    fn a_url_without_scheme_is_echoed_as_typed_without_its_password() {
+        assert_eq!(redact("localhost:6379"), "localhost:6379");
+        assert_eq!(redact("10.0.0.5:6379/2"), "10.0.0.5:6379/2");
+        assert_eq!(redact("app:s3cret@10.0.0.5:6379"), "***@10.0.0.5:6379");
+        assert_eq!(redact(":s3cret@host:1"), "***@host:1");
+        assert_eq!(redact("host:1/?password=s3cret"), "host:1/?password=***");
+        let err = scheme("app:s3cret@localhost:6379").expect_err("no scheme");
+        let shown = format!("{err} {err:?}");
+        assert!(
+            shown.contains("`***@localhost:6379` is not a lock URL"),
+            "{shown}"
+        );
+        assert!(!shown.contains("s3cret"), "{shown}");
     }
 
     #[test]
