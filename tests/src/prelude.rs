@@ -20,9 +20,7 @@ use std::time::Duration;
 
 pub use lock_runtime::{LockError, LockGuard, LockManager, LockOptions};
 
-pub use crate::{
-    Deployment, FaultProxy, RedisCluster, RedisServer, wait_until, wait_until_async,
-};
+pub use crate::{Deployment, FaultProxy, RedisCluster, RedisServer, wait_until, wait_until_async};
 
 /// How long a test waits for something that must happen eventually before it fails: the test's
 /// patience, not a promise of the library. Generous, because a loaded machine (a CI runner beside
@@ -71,4 +69,21 @@ where
         }
         tokio::time::sleep(ms(10)).await;
     }
+}
+
+/// Waits until a renewal has moved a lease's end past where it was when called, reading the
+/// lease through `remaining` (a guard's or `current()`'s `remaining()`): true once one has,
+/// false if none did within [`PATIENCE`] (or the lease was lost). What a test that needs "held
+/// past its ttl" can wait on instead of sleeping past the ttl.
+pub async fn renewed(remaining: impl Fn() -> Duration) -> bool {
+    // Read before the clock, so `end` is never earlier than the lease's end now; a later
+    // reading of the clock before `remaining` is never later than the lease's end then.
+    let left = remaining();
+    let end = tokio::time::Instant::now() + left;
+    eventually(|| {
+        let now = tokio::time::Instant::now();
+        let left = remaining();
+        std::future::ready(!left.is_zero() && now + left > end)
+    })
+    .await
 }

@@ -2,15 +2,21 @@
 //! calls on a real server: the counts add up, the series are labelled by key template, and no
 //! rendered key shows.
 
+use std::future::Future;
 use std::time::Duration;
 
 use lock_runtime::{LockError, LockManager, LockOptions, distributed_lock};
-use lock_tests::RedisServer;
-use metrics_exporter_prometheus::PrometheusBuilder;
+use lock_tests::prelude::*;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
+/// Holds invoice `id` until `done` completes.
 #[distributed_lock(key = "invoice:<id>", ttl = "5s", wait = "100ms", manager = locks)]
-async fn bill(locks: &LockManager, id: u32, hold: Duration) -> Result<u32, LockError> {
-    tokio::time::sleep(hold).await;
+async fn bill(
+    locks: &LockManager,
+    id: u32,
+    done: impl Future<Output = ()>,
+) -> Result<u32, LockError> {
+    done.await;
     Ok(id)
 }
 
@@ -28,23 +34,37 @@ async fn locked_calls_show_in_the_scraped_metrics() {
         .install_recorder()
         .expect("the only recorder of this test binary");
     let server = RedisServer::start();
-    let locks = LockManager::connect(&server.url())
-        .await
-        .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()));
+    let locks = connect(&server).await;
     // Three invoices one after the other, each acquired.
     for id in 1..=3 {
-        bill(&locks, id, Duration::from_millis(5))
+        bill(&locks, id, std::future::ready(()))
             .await
             .expect("free");
     }
-    // Two tasks bill invoice 9 at once: one holds it 600 ms, the other gives up after 100 ms.
+    // Two tasks bill invoice 9 at once: one holds it until the other has given up after its
+    // 100 ms wait.
+    let (give_back, given_back) = tokio::sync::oneshot::channel::<()>();
     let holder = tokio::spawn({
         let locks = locks.clone();
-        async move { bill(&locks, 9, Duration::from_millis(600)).await }
+        async move {
+            let done = async {
+                let _ = given_back.await;
+            };
+            bill(&locks, 9, done).await
+        }
     });
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let busy = bill(&locks, 9, Duration::ZERO).await;
+    let held = wait_until_async(PATIENCE, || server.holds_lock("lock:{invoice:9}")).await;
+    assert!(
+        held,
+        "the first biller never held invoice 9\n{}",
+        server.log()
+    );
+    let seen_held = tokio::time::Instant::now();
+    let busy = bill(&locks, 9, std::future::ready(())).await;
     assert!(matches!(busy, Err(LockError::Busy { .. })), "{busy:?}");
+    // The first biller held invoice 9 at least this long.
+    let held_at_least = seen_held.elapsed();
+    give_back.send(()).expect("the first biller holds on");
     // A lock held through the API with a label, and one without.
     let labelled = locks
         .lock("export:2026-11-25", LockOptions::new().label("export"))
@@ -84,7 +104,10 @@ async fn locked_calls_show_in_the_scraped_metrics() {
     // The busy caller asked at least twice: once at first, once when its wait ran out.
     assert!(count("lock_busy_answers", invoice) >= 1.0, "{text}");
     assert_eq!(count("lock_hold_duration_count", invoice), 4.0, "{text}");
-    assert!(count("lock_hold_duration_sum", invoice) >= 0.6, "{text}");
+    assert!(
+        count("lock_hold_duration_sum", invoice) >= held_at_least.as_secs_f64(),
+        "{held_at_least:?}\n{text}"
+    );
     assert_eq!(
         count(
             "lock_acquire_duration_count",
@@ -111,37 +134,50 @@ async fn locked_calls_show_in_the_scraped_metrics() {
 
     // A lease lost while held is counted by reason. (The recorder is global to this test
     // binary, so this is part of the one test.)
+    // A 3 s lease, renewed every second: a renewal delayed by a loaded machine still comes
+    // long before the lease runs out by itself, so the loss is the renewal's.
+    let renewals = |outcome: &str| {
+        let text = exporter.render();
+        let labels = format!("lock_renewal_outcome=\"{outcome}\"");
+        value(&text, "lock_renewals", &labels).unwrap_or(0.0)
+    };
+    let renewed_before = renewals("renewed");
     let guard = locks
         .lock(
             "lost:1",
-            LockOptions::new().label("lost").ttl(Duration::from_secs(1)),
+            LockOptions::new().label("lost").ttl(Duration::from_secs(3)),
         )
         .await
         .expect("free");
-    // Renewed every ttl / 3 while held ...
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let text = exporter.render();
-    let renewed = value(&text, "lock_renewals", "lock_renewal_outcome=\"renewed\"");
-    assert!(renewed.is_some_and(|renewed| renewed >= 1.0), "{text}");
+    // Renewed while held, and each renewal counted ...
+    assert!(renewed(|| guard.remaining()).await, "{}", server.log());
+    assert!(
+        eventually(|| async { renewals("renewed") > renewed_before }).await,
+        "{}",
+        exporter.render()
+    );
     // ... until someone deletes the lock: the next renewal finds it gone.
     server.cmd(&["DEL", "lock:{lost:1}"]);
-    let reason = tokio::time::timeout(Duration::from_secs(3), guard.lost())
+    let reason = tokio::time::timeout(PATIENCE, guard.lost())
         .await
-        .expect("lost within a renewal period");
+        .expect("lost at a renewal");
     assert_eq!(reason, lock_runtime::LostReason::NotOwner);
     drop(guard);
-    let text = exporter.render();
-    assert_eq!(
-        value(
-            &text,
-            "lock_lease_losses",
-            "lock_name=\"lost\",lock_lost_reason=\"not_owner\""
-        ),
-        Some(1.0),
-        "{text}"
+    // The guard is told of the loss just before the loss is counted: the counter shows up
+    // soon after, and then counts the one loss exactly.
+    let losses = |exporter: &PrometheusHandle| {
+        let labels = "lock_name=\"lost\",lock_lost_reason=\"not_owner\"";
+        value(&exporter.render(), "lock_lease_losses", labels)
+    };
+    assert!(
+        eventually(|| async { losses(&exporter).is_some() }).await,
+        "{}",
+        exporter.render()
     );
     assert!(
-        value(&text, "lock_renewals", "lock_renewal_outcome=\"not_owner\"").is_some(),
-        "{text}"
+        eventually(|| async { renewals("not_owner") >= 1.0 }).await,
+        "{}",
+        exporter.render()
     );
+    assert_eq!(losses(&exporter), Some(1.0), "{}", exporter.render());
 }
