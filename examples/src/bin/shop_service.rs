@@ -36,7 +36,8 @@ use lock_runtime::{LockError, distributed_lock};
 #[derive(Debug, Parser)]
 #[command(about = "The shop service: a flash sale over HTTP, locked with #[distributed_lock]")]
 struct Args {
-    /// The port to listen on, on 127.0.0.1 (0: any free port, printed at start).
+    /// The port to listen on, on 127.0.0.1 (0: a free port the system picks; either way the
+    /// address bound is printed at start, in a `listening on http://<addr>` line).
     #[arg(long)]
     port: u16,
     /// The SQLite database file, created by shop_runner.
@@ -229,6 +230,8 @@ async fn run(args: Args) -> Result<(), String> {
     let local = listener
         .local_addr()
         .map_err(|err| format!("cannot read the address of {addr}: {err}"))?;
+    // `shop_runner` starts instances with `--port 0` and reads the address back from this line:
+    // printed only once the port is bound, so a request sent to it waits in the backlog.
     println!(
         "{} listening on http://{local}, locks on {backend}",
         shop.name

@@ -1,18 +1,27 @@
-//! The service instances: `shop_service` processes on free loopback ports, started, waited for
-//! and killed by the runner.
+//! The service instances: `shop_service` processes on ports of their own choosing, started,
+//! waited for and killed by the runner.
+//!
+//! Each instance is started with `--port 0`: it binds a port the system picks and says which in
+//! its `listening on http://<addr>` line, so no port is chosen here and bound later by a process
+//! that another one can beat to it.
 
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use lock_examples::shop::OnLeaseLost;
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
 
 use crate::load::Client;
 
-/// How long a fresh instance may take to answer its health check.
+/// How long a fresh instance may take to say where it listens, and then to answer its health
+/// check: the runner's patience, generous for a loaded machine.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// What precedes the address in the line the service prints once it listens.
+const LISTENING: &str = "listening on http://";
 
 /// A running `shop_service` process, killed when dropped.
 pub(crate) struct Instance {
@@ -22,8 +31,8 @@ pub(crate) struct Instance {
 }
 
 impl Instance {
-    /// Starts `bin` as instance `name` on a free port, with its locks on `redis_url`, and waits
-    /// until it answers.
+    /// Starts `bin` as instance `name` on a port it chooses, with its locks on `redis_url`, and
+    /// waits until it answers.
     pub(crate) async fn start(
         bin: &Path,
         name: &str,
@@ -32,10 +41,8 @@ impl Instance {
         on_lease_lost: OnLeaseLost,
         client: &Client,
     ) -> Result<Instance, String> {
-        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, lock_tests::free_port()));
-        let child = Command::new(bin)
-            .arg("--port")
-            .arg(addr.port().to_string())
+        let mut child = Command::new(bin)
+            .args(["--port", "0"])
             .arg("--db")
             .arg(db)
             .arg("--name")
@@ -43,36 +50,53 @@ impl Instance {
             .args(["--on-lease-lost", on_lease_lost.as_arg()])
             .env("REDIS_URL", redis_url)
             .stdin(Stdio::null())
-            .stdout(Stdio::null())
+            .stdout(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .map_err(|err| format!("cannot start {}: {err}", bin.display()))?;
-        let mut instance = Instance {
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| format!("{name}: no stdout"))?;
+        let mut lines = BufReader::new(stdout).lines();
+        let addr = match tokio::time::timeout(READY_TIMEOUT, listening_addr(&mut lines)).await {
+            Ok(Ok(addr)) => addr,
+            Ok(Err(why)) => {
+                let status = child
+                    .wait()
+                    .await
+                    .map_or_else(|err| err.to_string(), |status| status.to_string());
+                return Err(format!("{name} exited at start ({status}): {why}"));
+            }
+            Err(_) => {
+                return Err(format!(
+                    "{name} did not say where it listens within {READY_TIMEOUT:?}"
+                ));
+            }
+        };
+        // What it prints from now on (its warnings) goes to our stderr, and never fills the pipe.
+        let prefix = name.to_owned();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                eprintln!("[{prefix}] {line}");
+            }
+        });
+        // The port is bound before the line is printed: a request waits in its backlog until the
+        // server accepts it, so one health check tells it serves.
+        if !tokio::time::timeout(READY_TIMEOUT, crate::load::is_healthy(client, addr))
+            .await
+            .unwrap_or(false)
+        {
+            return Err(format!(
+                "{name} listens on {addr} but did not answer its health check within \
+                 {READY_TIMEOUT:?}"
+            ));
+        }
+        Ok(Instance {
             name: name.to_owned(),
             addr,
             child,
-        };
-        instance.wait_ready(client).await?;
-        Ok(instance)
-    }
-
-    async fn wait_ready(&mut self, client: &Client) -> Result<(), String> {
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(format!("{} exited at start ({status})", self.name));
-            }
-            if crate::load::is_healthy(client, self.addr).await {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                return Err(format!(
-                    "{} did not answer on {} within {READY_TIMEOUT:?}",
-                    self.name, self.addr
-                ));
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
     }
 
     /// The process id, for signals; `None` once it was reaped.
@@ -90,6 +114,29 @@ impl Instance {
             .await
             .map_err(|err| format!("cannot reap {}: {err}", self.name))?;
         Ok(())
+    }
+}
+
+/// Reads the service's lines up to the one that says where it listens, and returns that address.
+/// An error when its output ends first (it exited) or the line does not hold an address.
+async fn listening_addr(lines: &mut Lines<BufReader<ChildStdout>>) -> Result<SocketAddr, String> {
+    loop {
+        let line = lines
+            .next_line()
+            .await
+            .map_err(|err| format!("reading its output: {err}"))?
+            .ok_or("its output ended before it said where it listens")?;
+        let Some((_, rest)) = line.split_once(LISTENING) else {
+            eprintln!("{line}");
+            continue;
+        };
+        let addr = rest
+            .split(|c: char| c == ',' || c == '/' || c.is_whitespace())
+            .next()
+            .unwrap_or_default();
+        return addr
+            .parse()
+            .map_err(|err| format!("`{addr}` in `{line}` is not an address: {err}"));
     }
 }
 
