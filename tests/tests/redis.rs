@@ -7,19 +7,18 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use lock_runtime::{LockError, LockManager, LockOptions, LostReason};
-use lock_tests::{FaultProxy, RedisServer, free_port};
+use lock_runtime::LostReason;
+use lock_tests::free_port;
+use lock_tests::prelude::*;
 
 const CONTENDER: &str = env!("CARGO_BIN_EXE_contender");
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
-async fn connect(server: &RedisServer) -> LockManager {
-    LockManager::connect(&server.url())
-        .await
-        .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()))
+/// Whether `count` clients of `server` are subscribed to the release channel of the lock stored
+/// at `stored_key`: waiters waiting for it, each on its manager's subscription.
+fn subscribers(server: &RedisServer, stored_key: &str, count: usize) -> bool {
+    server
+        .cmd(&["PUBSUB", "NUMSUB", stored_key])
+        .ends_with(&format!("\n{count}"))
 }
 
 #[test]
@@ -94,12 +93,12 @@ async fn waiter_takes_over_when_the_holder_process_is_killed() {
     holder.wait().expect("reaped");
 
     let guard = locks
-        .lock("job", LockOptions::new().wait(Duration::from_secs(10)))
+        .lock("job", LockOptions::new().wait(PATIENCE))
         .await
         .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
-    // At most one ttl (1 s) after the kill, plus a margin.
+    // About one ttl (1 s) after the kill: the waiter asks again when the lease ends.
     let took = killed.elapsed();
-    assert!(took < ms(1500), "{took:?}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
     guard.release().await.expect("release");
 }
 
@@ -110,14 +109,17 @@ async fn deleting_the_key_from_outside_is_reported_and_aborts_the_body() {
     let finished = Arc::new(AtomicBool::new(false));
     let flag = finished.clone();
     let started = Instant::now();
-    let options = LockOptions::new().ttl(ms(600));
+    // Renewed every second, a 3 s lease ends by itself only if renewals are two seconds late:
+    // the loss is the renewal's.
+    let options = LockOptions::new().ttl(Duration::from_secs(3));
     let section = locks.run_locked("deleted".into(), options, async move {
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        tokio::time::sleep(Duration::from_secs(60)).await;
         flag.store(true, Ordering::SeqCst);
         Ok::<_, LockError>(())
     });
     let deleter = async {
-        tokio::time::sleep(ms(100)).await;
+        let held = wait_until_async(PATIENCE, || server.holds_lock("lock:{deleted}")).await;
+        assert!(held, "{}", server.log());
         assert_eq!(
             server.cmd(&["DEL", "lock:{deleted}"]),
             "1",
@@ -134,9 +136,9 @@ async fn deleting_the_key_from_outside_is_reported_and_aborts_the_body() {
         other => panic!("expected LeaseLost, got {other:?}"),
     }
     assert!(!finished.load(Ordering::SeqCst));
-    // Noticed at the first renewal (ttl / 3), long before the body would have ended.
+    // Noticed at a renewal, long before the body would have ended.
     assert!(
-        started.elapsed() < Duration::from_secs(2),
+        started.elapsed() < Duration::from_secs(30),
         "{:?}",
         started.elapsed()
     );
@@ -146,8 +148,9 @@ async fn deleting_the_key_from_outside_is_reported_and_aborts_the_body() {
 async fn overwriting_the_owner_from_outside_is_reported_and_left_alone() {
     let server = RedisServer::start();
     let locks = connect(&server).await;
+    // A 3 s lease renewed every second: the loss is found by a renewal, not by the lease's end.
     let guard = locks
-        .lock("stolen", LockOptions::new().ttl(ms(600)))
+        .lock("stolen", LockOptions::new().ttl(Duration::from_secs(3)))
         .await
         .expect("free");
     server.cmd(&[
@@ -157,7 +160,7 @@ async fn overwriting_the_owner_from_outside_is_reported_and_left_alone() {
         "PX",
         "60000",
     ]);
-    let reason = tokio::time::timeout(Duration::from_secs(2), guard.lost())
+    let reason = tokio::time::timeout(PATIENCE, guard.lost())
         .await
         .expect("told at the next renewal");
     assert_eq!(reason, LostReason::NotOwner);
@@ -187,19 +190,27 @@ async fn a_stalled_connection_is_reported_before_the_server_expires_the_lock() {
         .await
         .expect("free");
     proxy.blackhole(true);
-    let reason = tokio::time::timeout(Duration::from_secs(3), guard.lost())
-        .await
-        .expect("told within the lease");
-    assert_eq!(reason, LostReason::Expired);
-    // The holder gave up while the server still had the lock: nobody else could have entered.
-    let pttl: i64 = server
+    // No renewal gets through any more. The holder's lease ends at the latest `ends_by`; the
+    // server's at the earliest `expires_from` (a renewal still on its way could only move it
+    // later). Measured in this order, a slow step only widens the gap between them.
+    let left = guard.remaining();
+    let ends_by = tokio::time::Instant::now() + left;
+    let asked = tokio::time::Instant::now();
+    let pttl: u64 = server
         .cmd(&["PTTL", "lock:{stalled}"])
         .parse()
-        .expect("integer");
+        .expect("a lock with an expiry");
+    let expires_from = asked + ms(pttl);
+    // The holder gives up while the server still has the lock: nobody else can have entered.
     assert!(
-        pttl > 0,
-        "server expiry passed before the holder was told: {pttl}"
+        ends_by <= expires_from,
+        "the holder counts on {left:?}, the server keeps it {pttl} ms\n{}",
+        server.log()
     );
+    let reason = tokio::time::timeout(PATIENCE, guard.lost())
+        .await
+        .expect("told when the lease ends");
+    assert_eq!(reason, LostReason::Expired);
     drop(guard);
     proxy.blackhole(false);
 }
@@ -214,17 +225,14 @@ async fn a_stalled_connection_aborts_the_body_with_lease_lost() {
         .build()
         .await
         .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
-    let stall = async {
-        tokio::time::sleep(ms(200)).await;
-        proxy.blackhole(true);
-    };
     let options = LockOptions::new().ttl(Duration::from_secs(1));
     let section = locks.run_locked("stalled-body".into(), options, async {
-        tokio::time::sleep(Duration::from_secs(10)).await;
+        // Held: from now on the server hears nothing more from this client.
+        proxy.blackhole(true);
+        tokio::time::sleep(PATIENCE).await;
         Ok::<_, LockError>(())
     });
-    let (result, ()) = tokio::join!(section, stall);
-    assert!(result.expect_err("lease lost").is_lease_lost());
+    assert!(section.await.expect_err("lease lost").is_lease_lost());
     proxy.blackhole(false);
 }
 
@@ -236,7 +244,7 @@ async fn a_lost_lease_is_returned_when_the_body_is_dropped_not_after_the_release
     let proxy = FaultProxy::start(server.addr());
     let locks = LockManager::builder()
         .url(proxy.url())
-        .request_timeout(Duration::from_secs(5))
+        .request_timeout(PATIENCE)
         .build()
         .await
         .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
@@ -251,8 +259,8 @@ async fn a_lost_lease_is_returned_when_the_body_is_dropped_not_after_the_release
     let took = started.elapsed();
     proxy.blackhole(false);
     assert!(result.expect_err("lease lost").is_lease_lost());
-    // Lost at about 0.6 s; the release would have waited up to the 5 s request timeout.
-    assert!(took < Duration::from_secs(3), "returned after {took:?}");
+    // Lost at about 0.6 s; the release would have waited up to the 20 s request timeout.
+    assert!(took < Duration::from_secs(10), "returned after {took:?}");
 }
 
 #[tokio::test]
@@ -460,7 +468,7 @@ async fn a_lock_held_in_the_earlier_format_is_busy_until_it_expires_and_tokens_c
         "host",
         "old-host",
     ]);
-    server.cmd(&["PEXPIRE", "lock:{upgrade}", "700"]);
+    server.cmd(&["PEXPIRE", "lock:{upgrade}", "3000"]);
     server.cmd(&[
         "SET",
         "lock:{upgrade}:fence",
@@ -479,14 +487,21 @@ async fn a_lock_held_in_the_earlier_format_is_busy_until_it_expires_and_tokens_c
         "their-token",
         "overwritten"
     );
+    // Read after `started`: the old lease runs at least `left` past it.
     let started = Instant::now();
+    let left: u64 = server
+        .cmd(&["PTTL", "lock:{upgrade}"])
+        .parse()
+        .expect("a lease");
     let guard = locks
-        .lock("upgrade", LockOptions::new().wait(Duration::from_secs(5)))
+        .lock("upgrade", LockOptions::new().wait(PATIENCE))
         .await
         .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    // PTTL rounds down to the millisecond.
     assert!(
-        started.elapsed() >= ms(300),
-        "entered before the old lease ran out"
+        started.elapsed() + ms(1) >= ms(left),
+        "entered before the old lease ran out: {:?} of {left} ms",
+        started.elapsed()
     );
     assert!(
         guard.fencing_token() > old_fence,
@@ -553,13 +568,12 @@ fn dropping_a_guard_never_blocks_a_current_thread_runtime() {
         for locks in [LockManager::memory(), connect(&server).await] {
             let guard = locks.lock("drop", LockOptions::new()).await.expect("free");
             drop(guard);
-            // The release runs on this same thread once we yield; ttl is 30 s.
-            let started = Instant::now();
+            // The release runs on this same thread once we yield; ttl is 30 s, so only the
+            // release lets this in within its wait.
             let again = locks
-                .lock("drop", LockOptions::new().wait(Duration::from_secs(5)))
+                .lock("drop", LockOptions::new().wait(Duration::from_secs(10)))
                 .await
                 .expect("released in the background");
-            assert!(started.elapsed() < Duration::from_secs(1));
             again.release().await.expect("release");
         }
     });
@@ -572,15 +586,16 @@ async fn one_release_wakes_one_waiter_and_each_waiter_gets_its_turn() {
     let guard = locks.lock("queue", LockOptions::new()).await.expect("free");
     let mut waiters = Vec::new();
     for _ in 0..4 {
-        let locks = locks.clone();
+        // A manager each, so that each waiter's subscription shows on the server.
+        let locks = connect(&server).await;
         waiters.push(tokio::spawn(async move {
-            let options = LockOptions::new().wait(Duration::from_secs(20));
+            let options = LockOptions::new().wait(PATIENCE);
             let guard = locks.lock("queue", options).await?;
-            tokio::time::sleep(ms(50)).await;
             guard.release().await
         }));
     }
-    tokio::time::sleep(ms(200)).await;
+    let waiting = wait_until_async(PATIENCE, || subscribers(&server, "lock:{queue}", 4)).await;
+    assert!(waiting, "the waiters never all waited\n{}", server.log());
     let started = Instant::now();
     guard.release().await.expect("release");
     for waiter in waiters {
@@ -591,7 +606,7 @@ async fn one_release_wakes_one_waiter_and_each_waiter_gets_its_turn() {
     }
     // Four handovers by notification; the 30 s lease never had to run out.
     assert!(
-        started.elapsed() < Duration::from_secs(3),
+        started.elapsed() < Duration::from_secs(15),
         "{:?}",
         started.elapsed()
     );
@@ -610,14 +625,25 @@ async fn a_waiter_still_hears_the_release_after_its_connections_were_cut() {
         .await
         .expect("free");
     let waiter = tokio::spawn(async move {
-        let options = LockOptions::new().wait(Duration::from_secs(20));
+        let options = LockOptions::new().wait(PATIENCE);
         let guard = waiter_side.lock("cut", options).await?;
         guard.release().await
     });
-    // Let the waiter subscribe, then cut every connection through the proxy.
-    tokio::time::sleep(ms(300)).await;
+    // Once the waiter has subscribed, cut every connection through the proxy, and wait for it
+    // to subscribe again on a new one.
+    let subscribed = || subscriber_ids(&server);
+    assert!(
+        wait_until_async(PATIENCE, || subscribers(&server, "lock:{cut}", 1)).await,
+        "{}",
+        server.log()
+    );
+    let before = subscribed();
     proxy.cut();
-    tokio::time::sleep(ms(500)).await;
+    let again = wait_until_async(PATIENCE, || {
+        subscribers(&server, "lock:{cut}", 1) && subscribed().iter().all(|id| !before.contains(id))
+    })
+    .await;
+    assert!(again, "the waiter never subscribed again\n{}", server.log());
     let released = Instant::now();
     guard.release().await.expect("release");
     waiter
@@ -626,10 +652,20 @@ async fn a_waiter_still_hears_the_release_after_its_connections_were_cut() {
         .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
     // The lease had 30 s left: the waiter heard the release on its new subscription.
     assert!(
-        released.elapsed() < Duration::from_secs(3),
+        released.elapsed() < Duration::from_secs(10),
         "{:?}",
         released.elapsed()
     );
+}
+
+/// The ids of the server's clients that are subscribed to something.
+fn subscriber_ids(server: &RedisServer) -> Vec<String> {
+    server
+        .cmd(&["CLIENT", "LIST", "TYPE", "pubsub"])
+        .lines()
+        .filter_map(|line| line.split(' ').find_map(|field| field.strip_prefix("id=")))
+        .map(str::to_owned)
+        .collect()
 }
 
 #[test]
