@@ -1,13 +1,13 @@
 //! What a manager meets in a real program, beyond one lock on one manager: several managers on
 //! one deployment, a guard's section seen by nested code, and a manager shut down.
 
+//!
+//! The tests on memory:// run on tokio's paused clock: time moves only when every task waits,
+//! so a sleep there lets every other task get as far as it can, whatever the machine's load.
+
 use std::time::Duration;
 
-use lock_runtime::{LockManager, LockOptions};
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use lock_tests::prelude::*;
 
 async fn memory(url: &str) -> LockManager {
     LockManager::connect(url)
@@ -64,7 +64,7 @@ async fn named_memory_tables_are_apart_from_each_other_and_from_the_default() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_release_through_one_manager_wakes_a_waiter_of_another_at_once() {
     let key = "lifecycle:handover";
     let holder = memory("memory://lifecycle-handover").await;
@@ -77,28 +77,23 @@ async fn a_release_through_one_manager_wakes_a_waiter_of_another_at_once() {
             .await?;
         let waited = started.elapsed();
         guard.release().await?;
-        Ok::<_, lock_runtime::LockError>(waited)
+        Ok::<_, LockError>(waited)
     });
+    // Paused clock: the waiter is waiting by the time this sleep ends.
     tokio::time::sleep(ms(100)).await;
     held.release().await.expect("release");
     let waited = waiting.await.expect("task").expect("acquired");
-    // The lease is 30 s: only a notification explains a handover this soon.
-    assert!(waited < Duration::from_secs(5), "{waited:?}");
-}
-
-async fn redis(server: &lock_tests::RedisServer) -> LockManager {
-    LockManager::connect(&server.url())
-        .await
-        .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()))
+    // The lease is 30 s: only a notification explains a handover at the release.
+    assert!(waited < Duration::from_secs(1), "{waited:?}");
 }
 
 /// A rolling deploy: the old instance shuts its manager down on SIGTERM, and the new one takes
 /// the lock at once instead of waiting out a 30 s lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_releases_held_locks_and_the_next_instance_takes_them_at_once() {
-    let server = lock_tests::RedisServer::start();
-    let old = redis(&server).await;
-    let new = redis(&server).await;
+    let server = RedisServer::start();
+    let old = connect(&server).await;
+    let new = connect(&server).await;
     let held = old
         .lock(
             "deploy:job",
@@ -109,21 +104,26 @@ async fn shutdown_releases_held_locks_and_the_next_instance_takes_them_at_once()
     let waiting = tokio::spawn(async move {
         let started = tokio::time::Instant::now();
         let guard = new
-            .lock(
-                "deploy:job",
-                LockOptions::new().wait(Duration::from_secs(20)),
-            )
+            .lock("deploy:job", LockOptions::new().wait(PATIENCE))
             .await?;
         let waited = started.elapsed();
         guard.release().await?;
-        Ok::<_, lock_runtime::LockError>(waited)
+        Ok::<_, LockError>(waited)
     });
-    tokio::time::sleep(ms(200)).await;
+    // The new instance waits: subscribed to the lock's releases.
+    let subscribed = wait_until_async(PATIENCE, || {
+        server
+            .cmd(&["PUBSUB", "NUMSUB", "lock:{deploy:job}"])
+            .ends_with("\n1")
+    })
+    .await;
+    assert!(subscribed, "{}", server.log());
     old.shutdown().await.expect("released");
     assert!(!held.is_held(), "the guard learns its lock is gone");
     let waited = waiting.await.expect("task").expect("acquired");
+    // Well within the 30 s lease: the shutdown released the lock.
     assert!(
-        waited < Duration::from_secs(5),
+        waited < Duration::from_secs(15),
         "{waited:?}\n{}",
         server.log()
     );
@@ -146,7 +146,7 @@ async fn a_shut_down_manager_takes_no_more_locks() {
     assert_eq!(err.key(), Some("after"));
     let ran = locks
         .run_locked("after".into(), LockOptions::new(), async {
-            Ok::<_, lock_runtime::LockError>(())
+            Ok::<_, LockError>(())
         })
         .await;
     assert!(ran.expect_err("the body never runs").is_shut_down());
@@ -154,7 +154,7 @@ async fn a_shut_down_manager_takes_no_more_locks() {
     locks.shutdown().await.expect("again");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn shutdown_wakes_the_tasks_waiting_through_the_manager() {
     let holder = memory("memory://lifecycle-shutdown-waiters").await;
     let leaving = memory("memory://lifecycle-shutdown-waiters").await;
@@ -167,6 +167,7 @@ async fn shutdown_wakes_the_tasks_waiting_through_the_manager() {
                 .await
         }
     });
+    // Paused clock: the waiter is waiting by the time this sleep ends.
     tokio::time::sleep(ms(100)).await;
     leaving.shutdown().await.expect("nothing held");
     let answer = tokio::time::timeout(Duration::from_secs(5), waiter)
@@ -178,7 +179,7 @@ async fn shutdown_wakes_the_tasks_waiting_through_the_manager() {
     held.release().await.expect("release");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test(start_paused = true)]
 async fn a_section_running_at_shutdown_is_aborted_with_lease_lost() {
     let locks = LockManager::memory();
     let section = tokio::spawn({
@@ -187,11 +188,12 @@ async fn a_section_running_at_shutdown_is_aborted_with_lease_lost() {
             locks
                 .run_locked("long-job".into(), LockOptions::new(), async {
                     tokio::time::sleep(Duration::from_secs(60)).await;
-                    Ok::<_, lock_runtime::LockError>("finished")
+                    Ok::<_, LockError>("finished")
                 })
                 .await
         }
     });
+    // Paused clock: the section is running by the time this sleep ends.
     tokio::time::sleep(ms(100)).await;
     locks.shutdown().await.expect("released");
     let outcome = tokio::time::timeout(Duration::from_secs(5), section)
@@ -215,9 +217,7 @@ async fn a_guard_scope_lets_nested_sections_reenter_its_lock() {
             assert_eq!((held.key(), held.fencing_token()), ("order:1", token));
             locks
                 .run_locked("order:1".into(), options, async {
-                    Ok::<_, lock_runtime::LockError>(
-                        lock_runtime::current().map(|held| held.fencing_token()),
-                    )
+                    Ok::<_, LockError>(lock_runtime::current().map(|held| held.fencing_token()))
                 })
                 .await
         })
@@ -236,7 +236,7 @@ async fn a_guard_scope_lets_nested_sections_reenter_its_lock() {
     again.release().await.expect("release");
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_task_that_asks_for_a_lock_it_holds_outside_a_scope_is_told_at_once() {
     let locks = LockManager::memory();
     let guard = locks
@@ -248,19 +248,17 @@ async fn a_task_that_asks_for_a_lock_it_holds_outside_a_scope_is_told_at_once() 
         .run_locked(
             "order:2".into(),
             LockOptions::new().wait(Duration::from_secs(30)),
-            async { Ok::<_, lock_runtime::LockError>(()) },
+            async { Ok::<_, LockError>(()) },
         )
         .await
         .expect_err("would wait for itself");
+    // Paused clock: any waiting would have moved it.
     assert!(
-        started.elapsed() < Duration::from_secs(5),
+        started.elapsed() < Duration::from_secs(1),
         "{:?}",
         started.elapsed()
     );
-    assert!(
-        matches!(err, lock_runtime::LockError::HeldByThisTask { .. }),
-        "{err}"
-    );
+    assert!(matches!(err, LockError::HeldByThisTask { .. }), "{err}");
     assert!(err.to_string().contains("guard.scope"), "{err}");
     // Another task is another owner: it waits, and gets the lock once the guard is released.
     let other = tokio::spawn({
@@ -272,6 +270,7 @@ async fn a_task_that_asks_for_a_lock_it_holds_outside_a_scope_is_told_at_once() 
             guard.release().await
         }
     });
+    // Paused clock: the other task is waiting by the time this sleep ends.
     tokio::time::sleep(ms(50)).await;
     guard.release().await.expect("release");
     other
@@ -282,27 +281,23 @@ async fn a_task_that_asks_for_a_lock_it_holds_outside_a_scope_is_told_at_once() 
 
 /// Two `join!` branches are one task, so one owner: the second branch asking for the lock the
 /// first holds is told at once instead of waiting for its sibling.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn join_branches_of_one_task_are_one_owner() {
     let locks = LockManager::memory();
     let options = LockOptions::new().wait(Duration::from_secs(30));
+    // Paused clock: the first branch holds the lock while the second asks for it.
     let first = locks.run_locked("order:3".into(), options, async {
         tokio::time::sleep(ms(200)).await;
-        Ok::<_, lock_runtime::LockError>(())
+        Ok::<_, LockError>(())
     });
     let second = async {
         tokio::time::sleep(ms(50)).await;
         locks
-            .run_locked("order:3".into(), options, async {
-                Ok::<_, lock_runtime::LockError>(())
-            })
+            .run_locked("order:3".into(), options, async { Ok::<_, LockError>(()) })
             .await
     };
     let (first, second) = tokio::join!(first, second);
     first.expect("the first branch ran");
     let err = second.expect_err("the sibling holds it");
-    assert!(
-        matches!(err, lock_runtime::LockError::HeldByThisTask { .. }),
-        "{err}"
-    );
+    assert!(matches!(err, LockError::HeldByThisTask { .. }), "{err}");
 }
