@@ -8,14 +8,10 @@
 
 use std::time::Duration;
 
-use lock_runtime::{LockError, LockManager, LockOptions};
-use lock_tests::{RedisServer, SentinelSetup};
+use lock_tests::SentinelSetup;
+use lock_tests::prelude::*;
 use tokio::runtime::Runtime;
 use tokio::time::Instant;
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
 
 /// A runtime like the one `#[tokio::test]` builds.
 fn test_runtime() -> Runtime {
@@ -51,13 +47,13 @@ fn made_on_a_runtime_that_shut_down(url: &str) -> LockManager {
 }
 
 async fn use_everything(locks: &LockManager) {
-    let renewed = locks
-        .lock("warm-up", LockOptions::new().ttl(ms(300)))
+    let guard = locks
+        .lock("warm-up", LockOptions::new().ttl(Duration::from_secs(1)))
         .await
         .expect("lock");
-    tokio::time::sleep(ms(400)).await;
-    assert!(renewed.is_held(), "renewed past its ttl");
-    renewed.release().await.expect("release");
+    assert!(renewed(|| guard.remaining()).await, "never renewed");
+    assert!(guard.is_held(), "renewed");
+    guard.release().await.expect("release");
     let waited = handover(locks, "warm-up-handover").await;
     assert!(waited < Duration::from_secs(5), "{waited:?}");
 }
@@ -72,16 +68,23 @@ async fn handover(locks: &LockManager, key: &'static str) -> Duration {
         .wait(Duration::from_secs(5));
     let held = locks.lock(key, options).await.expect("holder");
     let waiter = locks.clone();
+    let (told, told_busy) = tokio::sync::oneshot::channel();
     let waiting = tokio::spawn(async move {
-        let guard = waiter
-            .lock(key, LockOptions::new().wait(Duration::from_secs(20)))
-            .await?;
+        // Told the lock is busy first: it was held when the waiter came. A release right after
+        // either wakes the waiter or is found by its next request, both long before the lease
+        // would have let it in.
+        let first = waiter.lock(key, LockOptions::new()).await;
+        let _ = told.send(first.as_ref().err().is_some_and(LockError::is_busy));
+        drop(first);
+        let guard = waiter.lock(key, LockOptions::new().wait(PATIENCE)).await?;
         let entered = Instant::now();
         guard.release().await?;
         Ok::<_, LockError>(entered)
     });
-    // The waiter is subscribed and asleep on the 30 s lease.
-    tokio::time::sleep(ms(300)).await;
+    assert!(
+        told_busy.await.expect("the waiter asks"),
+        "`{key}` was free"
+    );
     let released = Instant::now();
     held.release().await.expect("release");
     let entered = waiting.await.expect("waiter task").expect("waiter");
@@ -100,13 +103,13 @@ fn a_manager_from_a_runtime_that_shut_down_locks_on_the_first_request_of_the_nex
             .await
             .unwrap_or_else(|err| panic!("first request: {err}\n{}", server.log()));
         guard.release().await.expect("release on the first try too");
-        let renewed = locks
-            .lock("renewed", LockOptions::new().ttl(ms(300)))
+        let guard = locks
+            .lock("renewed", LockOptions::new().ttl(Duration::from_secs(1)))
             .await
             .expect("lock");
-        tokio::time::sleep(ms(400)).await;
-        assert!(renewed.is_held(), "the renewal driver runs again");
-        renewed.release().await.expect("release");
+        let again = renewed(|| guard.remaining()).await;
+        assert!(again, "the renewal driver runs again\n{}", server.log());
+        guard.release().await.expect("release");
     });
 }
 
@@ -156,8 +159,10 @@ fn failover_listeners_come_back_on_a_later_runtime() {
             .expect("a data node of the setup");
         let new = tokio::task::block_in_place(|| setup.pause_master_and_wait_failover());
         assert_ne!(new.addr(), old.addr(), "{}", setup.log());
-        // The announcement is published as the replica is promoted; give the client a moment.
-        tokio::time::sleep(ms(500)).await;
+        // The announcement is published as the replica is promoted; give the client a moment
+        // to hear it. Nothing outside the client shows that it has: this is the one wait on
+        // time alone, and generous so that a loaded machine meets it.
+        tokio::time::sleep(Duration::from_secs(2)).await;
         old.resume();
         let after = locks
             .lock("after", LockOptions::new())
@@ -202,7 +207,7 @@ fn a_manager_pinned_to_a_runtime_keeps_renewing_when_the_runtime_that_used_it_sh
         std::thread::spawn(move || {
             test_runtime().block_on(async {
                 let held = locks
-                    .lock("held", LockOptions::new().ttl(ms(300)))
+                    .lock("held", LockOptions::new().ttl(Duration::from_secs(1)))
                     .await
                     .expect("lock");
                 taken.send(()).expect("main thread");
@@ -211,8 +216,12 @@ fn a_manager_pinned_to_a_runtime_keeps_renewing_when_the_runtime_that_used_it_sh
                     .await
                     .expect("join")
                     .expect("main thread");
-                tokio::time::sleep(ms(900)).await;
-                let held_on = held.is_held();
+                // Renewed after the first runtime is gone, and held through more than its ttl.
+                let started = Instant::now();
+                let mut held_on = true;
+                while held_on && started.elapsed() < Duration::from_secs(2) {
+                    held_on = renewed(|| held.remaining()).await && held.is_held();
+                }
                 let released = held.release().await;
                 (held_on, released)
             })
@@ -224,7 +233,7 @@ fn a_manager_pinned_to_a_runtime_keeps_renewing_when_the_runtime_that_used_it_sh
     let (held_on, released) = holder.join().expect("holder thread");
     assert!(
         held_on,
-        "renewed on the pinned runtime past three ttls\n{}",
+        "renewed on the pinned runtime past two ttls\n{}",
         server.log()
     );
     released.unwrap_or_else(|err| panic!("release: {err}\n{}", server.log()));
