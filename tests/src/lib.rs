@@ -45,6 +45,7 @@ mod stored;
 mod tempdir;
 mod topology;
 mod wait;
+mod waiting;
 
 pub use cluster::{RedisCluster, SLOT_COUNT, key_slot};
 pub use deployment::Deployment;
