@@ -10,9 +10,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use lock_runtime::{LockError, LockManager, LockOptions, distributed_lock};
-use lock_tests::RedisServer;
-use tokio::sync::OnceCell;
+use lock_runtime::distributed_lock;
+use lock_tests::prelude::*;
+use tokio::sync::{OnceCell, oneshot};
 use tokio::time::Instant;
 
 /// The server of the whole binary. Statics are never dropped, so a small shell stops it when
@@ -53,25 +53,54 @@ async fn global() -> LockManager {
         .clone()
 }
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
 #[distributed_lock(key = "global:order:<id>", ttl = "30s", wait = "5s")]
 async fn place_order(id: u64) -> Result<u64, LockError> {
     Ok(id * 2)
 }
 
-#[distributed_lock(key = "global:slow:<id>", ttl = "300ms")]
+/// Runs longer than its ttl, renewal after renewal, and says whether it is still held then.
+///
+/// The renewal driver runs on the runtime of whichever test started it, and that test may end
+/// while this body runs; the manager starts the driver again on the runtime of its next use
+/// (see `LockManagerBuilder::runtime`). So the body uses the manager while it waits, as a body
+/// that does its work through locks would: a body that never does misses its renewals then.
+#[distributed_lock(key = "global:slow:<id>", ttl = "1s")]
 async fn slow_job(id: u64) -> Result<bool, LockError> {
-    tokio::time::sleep(ms(800)).await;
-    Ok(lock_runtime::current().is_some_and(|held| held.is_held()))
+    let held = lock_runtime::current().expect("inside");
+    let locks = lock_runtime::global_default().expect("set");
+    let other_key = format!("global:slow-touch:{id}");
+    let started = Instant::now();
+    while started.elapsed() <= Duration::from_secs(1) {
+        // As in `renewed`: an end never earlier than the lease's end now ...
+        let left = held.remaining();
+        let end = Instant::now() + left;
+        let moved = eventually(|| async {
+            let other = locks.lock(other_key.as_str(), LockOptions::new()).await;
+            other.expect("free").release().await.expect("release");
+            // ... and one never later than the lease's end then.
+            let now = Instant::now();
+            let left = held.remaining();
+            !left.is_zero() && now + left > end
+        })
+        .await;
+        if !moved {
+            return Ok(false);
+        }
+    }
+    Ok(held.is_held())
 }
 
+/// Holds the lock, says so on `inside`, and gives it back when `release` fires; returns when it
+/// gave it back.
 #[distributed_lock(key = "global:shared:<id>", ttl = "30s", wait = "20s")]
-async fn hold_for(id: u64, hold: Duration) -> Result<Instant, LockError> {
+async fn hold_until(
+    id: u64,
+    inside: oneshot::Sender<()>,
+    release: oneshot::Receiver<()>,
+) -> Result<Instant, LockError> {
     let _ = id;
-    tokio::time::sleep(hold).await;
+    inside.send(()).expect("the test waits for it");
+    let _ = release.await;
     Ok(Instant::now())
 }
 
@@ -100,13 +129,26 @@ async fn never_finishes(id: u64) -> Result<(), LockError> {
 /// The lease of a released lock is 30 s: only the release notification hands it over this
 /// quickly.
 async fn handover(id: u64) {
-    let holder = tokio::spawn(hold_for(id, ms(500)));
-    tokio::time::sleep(ms(150)).await;
-    let entered = enter(id).await.expect("waiter");
+    let (inside, held) = oneshot::channel();
+    let (release, released) = oneshot::channel();
+    let holder = tokio::spawn(hold_until(id, inside, released));
+    held.await.expect("the holder entered");
+    let waiter = tokio::spawn(enter(id));
+    // The waiter waits: subscribed to the lock's releases.
+    let channel = format!("lock:{{global:shared:{id}}}");
+    let waiting = wait_until_async(PATIENCE, || {
+        server()
+            .cmd(&["PUBSUB", "NUMSUB", &channel])
+            .ends_with("\n1")
+    })
+    .await;
+    assert!(waiting, "the waiter never waited\n{}", server().log());
+    release.send(()).expect("the holder holds on");
+    let entered = waiter.await.expect("waiter task").expect("waiter");
     let released = holder.await.expect("holder task").expect("holder");
     let after = entered.saturating_duration_since(released);
     assert!(
-        after < Duration::from_secs(5),
+        after < Duration::from_secs(10),
         "waited {after:?} after the release\n{}",
         server().log()
     );
@@ -145,7 +187,7 @@ async fn a_waiter_is_woken_by_the_release() {
 #[tokio::test]
 async fn a_section_dropped_mid_body_releases_its_lock() {
     let locks = global().await;
-    let cancelled = tokio::time::timeout(ms(200), never_finishes(5)).await;
+    let cancelled = tokio::time::timeout(ms(500), never_finishes(5)).await;
     assert!(cancelled.is_err(), "the body never finishes");
     // The release is spawned by the guard's drop; it lands well before the 30 s lease ends.
     let guard = locks
