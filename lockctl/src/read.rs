@@ -480,7 +480,11 @@ pub(crate) async fn read(
         holder_id: lock.token_id(),
         host: lock.holder_field("host").map(str::to_owned),
         pid: lock.holder_field("pid").and_then(|pid| pid.parse().ok()),
-        app: lock.holder_field("app").map(str::to_owned),
+        // A manager without `app_name` stores `app=` with nothing after it: no app, not an empty one.
+        app: lock
+            .holder_field("app")
+            .filter(|app| !app.is_empty())
+            .map(str::to_owned),
         since_ms,
         age_ms: since_ms.map(|since| now_ms.saturating_sub(since)),
         lease_ms: (pttl >= 0).then_some(pttl),

@@ -168,7 +168,9 @@ fn describe_stored(lock: &StoredLock) -> String {
         lock.state,
         lock.holder_field("host").unwrap_or("-"),
         lock.holder_field("pid").unwrap_or("-"),
-        lock.holder_field("app").unwrap_or("-"),
+        lock.holder_field("app")
+            .filter(|app| !app.is_empty())
+            .unwrap_or("-"),
         lock.fence,
         lock.token_id().as_deref().unwrap_or("-"),
     )
