@@ -11,11 +11,50 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::{Duration, Instant};
 
-use lock_runtime::{LockError, LockGuard, LockManager, LockOptions, LostReason};
-use lock_tests::{RedisCluster, RedisServer, free_port, key_slot};
+use lock_runtime::LostReason;
+use lock_tests::prelude::*;
+use lock_tests::{free_port, key_slot};
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
+/// Bounds a handover that a release makes take milliseconds, against the 30 s lease a waiter
+/// not told would sleep on: generous for a loaded machine, far from the lease.
+const NOTIFIED: Duration = Duration::from_secs(5);
+
+/// How many clients of `node` are subscribed to the release channel of `stored` (the stored key
+/// itself, in its slot): a waiter subscribes before it sleeps.
+fn subscribers(node: &RedisServer, stored: &str) -> u64 {
+    let answer = node.cmd(&["PUBSUB", "SHARDNUMSUB", stored]);
+    answer
+        .lines()
+        .last()
+        .and_then(|count| count.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// How many times `command` ran on `node` since its last `CONFIG RESETSTAT` (Redis 7 counts
+/// the commands scripts run too).
+fn calls(node: &RedisServer, command: &str) -> u64 {
+    node.command_calls()
+        .iter()
+        .find(|(name, _)| name == command)
+        .map_or(0, |&(_, calls)| calls)
+}
+
+/// The server's `PTTL` of `stored` on `node`.
+fn pttl(node: &RedisServer, stored: &str) -> i64 {
+    node.cmd(&["PTTL", stored]).parse().unwrap_or(-2)
+}
+
+/// Waits until the lease of `stored` on `node` is renewed (its `PTTL` rises, which only a
+/// renewal makes it do) or `guard` is no longer held.
+async fn renewed_or_lost(node: &RedisServer, stored: &str, guard: &LockGuard) -> bool {
+    let mut last = pttl(node, stored);
+    wait_until_async(PATIENCE, || {
+        let now = pttl(node, stored);
+        let rose = now > last;
+        last = now;
+        rose || !guard.is_held()
+    })
+    .await
 }
 
 /// The 3-master cluster of the tests that do not change the topology: started by the first test
@@ -147,7 +186,7 @@ async fn mutual_exclusion_holds_between_tasks_with_strictly_rising_tokens() {
         let order = order.clone();
         tasks.push(tokio::spawn(async move {
             for _ in 0..15 {
-                let options = LockOptions::new().wait(Duration::from_secs(20));
+                let options = LockOptions::new().wait(PATIENCE);
                 let guard = locks.lock("shared", options).await?;
                 if inside.fetch_add(1, Ordering::SeqCst) != 0 {
                     overlaps.fetch_add(1, Ordering::SeqCst);
@@ -184,49 +223,61 @@ async fn waiter_is_woken_by_release_not_by_ttl() {
     let guard = locks.lock("wake", LockOptions::new()).await.expect("free");
     let waiter_locks = locks.clone();
     let waiter = tokio::spawn(async move {
-        let options = LockOptions::new().wait(Duration::from_secs(20));
+        let options = LockOptions::new().wait(PATIENCE);
         let guard = waiter_locks.lock("wake", options).await?;
         let entered = Instant::now();
         guard.release().await?;
         Ok::<_, LockError>(entered)
     });
-    tokio::time::sleep(ms(300)).await;
+    // In line and subscribed: from here it sleeps until the release (or the 30 s lease).
+    let master = cluster.master_for_key("wake:{wake}");
+    let subscribed = wait_until_async(PATIENCE, || subscribers(master, "wake:{wake}") > 0).await;
+    assert!(subscribed, "the waiter never waited\n{}", cluster.log());
     let released = Instant::now();
     guard.release().await.expect("release");
     let entered = waiter
         .await
         .expect("task")
         .unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
-    // The lease had 30 s left: entering within a second means the release woke the waiter.
+    // The lease had 30 s left: entering this fast means the release woke the waiter.
     let handover = entered.duration_since(released);
-    assert!(handover < Duration::from_secs(1), "{handover:?}");
+    assert!(handover < NOTIFIED, "{handover:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn watchdog_keeps_a_one_second_lease_across_a_four_second_body() {
+async fn watchdog_keeps_a_two_second_lease_across_a_six_second_body() {
     let (cluster, locks) = fixture("watchdog:").await;
-    let options = LockOptions::new().ttl(Duration::from_secs(1));
-    let guard = locks.lock("long-body", options).await.expect("free");
-    for _ in 0..8 {
-        tokio::time::sleep(ms(500)).await;
+    let ttl = Duration::from_secs(2);
+    let guard = locks
+        .lock("long-body", LockOptions::new().ttl(ttl))
+        .await
+        .expect("free");
+    // Time must pass here: three leases, looked at every half lease.
+    let body_ends = Instant::now() + 3 * ttl;
+    while Instant::now() < body_ends {
+        tokio::time::sleep(ttl / 2).await;
         assert!(guard.is_held(), "{}", cluster.log());
         let other = locks.lock("long-body", LockOptions::new()).await;
         assert!(other.expect_err("still held").is_busy());
     }
-    guard.release().await.expect("still ours after 4 s");
+    guard
+        .release()
+        .await
+        .expect("still ours after three leases");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_deleted_from_outside_is_reported_as_lease_lost() {
     let (cluster, locks) = fixture("deleted:").await;
+    // Long enough that the next renewal, not the local deadline, finds it gone.
     let guard = locks
-        .lock("gone", LockOptions::new().ttl(ms(600)))
+        .lock("gone", LockOptions::new().ttl(ms(3000)))
         .await
         .expect("free");
     let stored = "deleted:{gone}";
     let master = cluster.master_for_key(stored);
     assert_eq!(master.cmd(&["DEL", stored]), "1", "{}", cluster.log());
-    let reason = tokio::time::timeout(Duration::from_secs(2), guard.lost())
+    let reason = tokio::time::timeout(PATIENCE, guard.lost())
         .await
         .expect("told at the next renewal");
     assert_eq!(reason, LostReason::NotOwner);
@@ -237,27 +288,30 @@ async fn a_key_deleted_from_outside_is_reported_as_lease_lost() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn release_on_cancel_frees_the_lock_immediately() {
     let (cluster, locks) = fixture("cancel:").await;
+    let master = cluster.master_for_key("cancel:{cancel}");
     let holder_locks = locks.clone();
     let holder = async move {
         holder_locks
             .run_locked("cancel".into(), LockOptions::new(), async {
-                tokio::time::sleep(Duration::from_secs(60)).await;
+                std::future::pending::<()>().await;
                 Ok::<_, LockError>(())
             })
             .await
     };
-    assert!(tokio::time::timeout(ms(200), holder).await.is_err());
+    // Cancelled (dropped) once its body runs under the lock.
+    tokio::select! {
+        ended = holder => panic!("the body never ends: {ended:?}"),
+        held = wait_until_async(PATIENCE, || master.holds_lock("cancel:{cancel}")) => {
+            assert!(held, "never held\n{}", cluster.log());
+        }
+    }
     let started = Instant::now();
     let guard = locks
-        .lock("cancel", LockOptions::new().wait(Duration::from_secs(5)))
+        .lock("cancel", LockOptions::new().wait(PATIENCE))
         .await
         .unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
     // ttl is 30 s: only the release spawned by the cancellation frees it this fast.
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() < NOTIFIED, "{:?}", started.elapsed());
     guard.release().await.expect("release");
 }
 
@@ -265,11 +319,12 @@ async fn release_on_cancel_frees_the_lock_immediately() {
 async fn locks_spread_over_every_master_are_held_renewed_and_released_together() {
     let prefix = "spread:";
     let (cluster, locks) = fixture(prefix).await;
+    let ttl = Duration::from_secs(2);
     let mut acquiring = Vec::new();
     for i in 0..300 {
         let locks = locks.clone();
         acquiring.push(tokio::spawn(async move {
-            let options = LockOptions::new().ttl(Duration::from_secs(1));
+            let options = LockOptions::new().ttl(ttl);
             locks.lock(format!("order:{i}"), options).await
         }));
     }
@@ -309,8 +364,25 @@ async fn locks_spread_over_every_master_are_held_renewed_and_released_together()
         assert_eq!(master.cmd(&["DEL", &stored]), "1", "{}", cluster.log());
     }
 
-    // Several renewal rounds at ttl / 3, each spanning every master.
-    tokio::time::sleep(ms(2500)).await;
+    // The next renewal round tells their holders; the others are renewed through two leases
+    // of rounds at ttl / 3, each spanning every master.
+    let deleted_at = Instant::now();
+    let told = wait_until_async(PATIENCE, || {
+        guards
+            .iter()
+            .filter(|guard| deleted.contains(guard.key()))
+            .all(|guard| !guard.is_held())
+    })
+    .await;
+    assert!(told, "a deleted lock is still held\n{}", cluster.log());
+    let outlived = wait_until_async(PATIENCE, || {
+        deleted_at.elapsed() > 2 * ttl
+            || guards
+                .iter()
+                .any(|guard| !deleted.contains(guard.key()) && !guard.is_held())
+    })
+    .await;
+    assert!(outlived);
     let lost: HashSet<String> = guards
         .iter()
         .filter(|guard| !guard.is_held())
@@ -351,12 +423,12 @@ async fn scripts_flushed_from_a_master_are_loaded_again_on_it() {
     first.release().await.expect("release");
     assert_eq!(master.cmd(&["SCRIPT", "FLUSH"]), "OK", "{}", cluster.log());
     let guard = locks
-        .lock("job", LockOptions::new().ttl(ms(300)))
+        .lock("job", LockOptions::new().ttl(ms(3000)))
         .await
         .unwrap_or_else(|err| panic!("acquire after SCRIPT FLUSH: {err}\n{}", cluster.log()));
     assert_eq!(master.cmd(&["SCRIPT", "FLUSH"]), "OK", "{}", cluster.log());
-    // The renewal at ttl / 3 meets NOSCRIPT too.
-    tokio::time::sleep(ms(400)).await;
+    // The renewal at ttl / 3 meets NOSCRIPT too, and loads the script again.
+    assert!(renewed_or_lost(master, &stored, &guard).await);
     assert!(guard.is_held(), "{}", cluster.log());
     assert_eq!(master.cmd(&["SCRIPT", "FLUSH"]), "OK", "{}", cluster.log());
     guard
@@ -418,8 +490,9 @@ struct Contested {
 
 impl Contested {
     async fn start(first: &LockManager, second: &LockManager, key: &str, ttl: Duration) -> Self {
+        // The first holder waits for a replica's acknowledgement: a slow one costs a retry.
         let guard = first
-            .lock(key, LockOptions::new().ttl(ttl))
+            .lock(key, LockOptions::new().ttl(ttl).wait(PATIENCE))
             .await
             .unwrap_or_else(|err| panic!("{key}: {err}"));
         let first_token = guard.fencing_token();
@@ -506,8 +579,13 @@ async fn failover_of_a_held_locks_master_never_lets_two_holders_overlap() {
     let long = Contested::start(&first, &second, &long_key, Duration::from_secs(8)).await;
 
     kill_master_of(&cluster, "lock:{short-lease}").await;
-    // Long enough for a renewal to reach the promoted replica, or for a lease to run out.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // A renewal reaches the promoted replica, or the lease runs out.
+    let promoted = cluster.master_for_key("lock:{short-lease}");
+    for contested in [&short, &long] {
+        let stored = format!("lock:{{{}}}", contested.key);
+        let settled = renewed_or_lost(promoted, &stored, &contested.guard).await;
+        assert!(settled, "{}: neither\n{}", contested.key, cluster.log());
+    }
 
     // Either outcome is correct for either lease (failover takes ~1.5 to 3 s); usually the short
     // one runs out and the long one is kept.
@@ -531,8 +609,9 @@ async fn waiter_is_woken_by_a_release_after_its_master_failed_over() {
     let cluster = cluster_with_replicas().await;
     let holder_locks = failover_manager(&cluster, true).await;
     let waiter_locks = failover_manager(&cluster, false).await;
+    // The holder waits for a replica's acknowledgement: a slow one costs a retry.
     let guard = holder_locks
-        .lock("handover", LockOptions::new())
+        .lock("handover", LockOptions::new().wait(PATIENCE))
         .await
         .unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
     let waiter = tokio::spawn(async move {
@@ -542,14 +621,26 @@ async fn waiter_is_woken_by_a_release_after_its_master_failed_over() {
         guard.release().await?;
         Ok::<_, LockError>(entered)
     });
-    tokio::time::sleep(ms(300)).await;
+    let master = cluster.master_for_key("lock:{handover}");
+    let subscribed =
+        wait_until_async(PATIENCE, || subscribers(master, "lock:{handover}") > 0).await;
+    assert!(subscribed, "the waiter never waited\n{}", cluster.log());
 
     kill_master_of(&cluster, "lock:{handover}").await;
-    // Long enough for the waiter to stop retrying the failed-over slot (each try is bounded by
-    // the 1 s request timeout) and sleep on its lease of about 30 s: from here only a release
-    // notification, reaching it through a subscription that followed the slot to the promoted
-    // replica, wakes it early.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let promoted = cluster.master_for_key("lock:{handover}");
+    // The waiter's subscription follows the slot to the promoted replica, and the waiter, done
+    // retrying the failed-over slot, is told there that the lock is busy (the `PTTL` of a busy
+    // answer; renewals do not read it) and sleeps on its lease of about 30 s: from here only
+    // a release notification wakes it early.
+    let asleep = wait_until_async(PATIENCE, || {
+        subscribers(promoted, "lock:{handover}") > 0 && calls(promoted, "pttl") > 0
+    })
+    .await;
+    assert!(
+        asleep,
+        "the waiter never waited on the promoted replica\n{}",
+        cluster.log()
+    );
     let released = Instant::now();
     guard
         .release()
@@ -561,11 +652,7 @@ async fn waiter_is_woken_by_a_release_after_its_master_failed_over() {
         .unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
     // The lease had about 30 s left: only the release's notification wakes the waiter this fast.
     let handover = entered.duration_since(released);
-    assert!(
-        handover < Duration::from_secs(2),
-        "{handover:?}\n{}",
-        cluster.log()
-    );
+    assert!(handover < NOTIFIED, "{handover:?}\n{}", cluster.log());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -584,7 +671,9 @@ async fn waiter_is_woken_by_a_release_after_a_coordinated_failover_moved_its_slo
         guard.release().await?;
         Ok::<_, LockError>(entered)
     });
-    tokio::time::sleep(ms(300)).await;
+    let master = cluster.master_for_key("lock:{moved}");
+    let subscribed = wait_until_async(PATIENCE, || subscribers(master, "lock:{moved}") > 0).await;
+    assert!(subscribed, "the waiter never waited\n{}", cluster.log());
 
     // The old master stays up as a replica: its subscribers are told the slot left it.
     let failed_over = cluster.clone();
@@ -594,7 +683,22 @@ async fn waiter_is_woken_by_a_release_after_a_coordinated_failover_moved_its_slo
     })
     .await
     .expect("failover");
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // The old master, a replica now, unsubscribed the waiter from the slot it lost: the
+    // waiter subscribes again, on a node that serves the slot now (the new master, or its
+    // replica, which hears the master's announcements too).
+    let followed = wait_until_async(PATIENCE, || {
+        let nodes = cluster.nodes().iter();
+        nodes
+            .map(|node| subscribers(node, "lock:{moved}"))
+            .sum::<u64>()
+            > 0
+    })
+    .await;
+    assert!(
+        followed,
+        "the subscription stayed behind\n{}",
+        cluster.log()
+    );
     let released = Instant::now();
     guard
         .release()
@@ -605,11 +709,7 @@ async fn waiter_is_woken_by_a_release_after_a_coordinated_failover_moved_its_slo
         .expect("task")
         .unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
     let handover = entered.duration_since(released);
-    assert!(
-        handover < Duration::from_secs(2),
-        "{handover:?}\n{}",
-        cluster.log()
-    );
+    assert!(handover < NOTIFIED, "{handover:?}\n{}", cluster.log());
 }
 
 /// The master `replica` replicates, by its own `ROLE` answer.
@@ -650,7 +750,7 @@ async fn scripts_are_reloaded_on_the_slots_master_while_another_node_hangs() {
         .find(|key| other_master.cmd(&["SET", key, "x"]) == "OK")
         .is_some();
     assert!(written);
-    let listed = lock_tests::wait_until(Duration::from_secs(10), || {
+    let listed = wait_until(PATIENCE, || {
         other_master
             .cmd(&["CLUSTER", "SLOTS"])
             .lines()
@@ -700,12 +800,13 @@ impl Watched {
 /// checks what the renewal driver made of it: no lease on another master is lost, and a lease
 /// on the frozen master is lost only once its own local deadline (as it stood when the master
 /// froze) has passed, and kept when that deadline lies clearly after the master resumed.
-/// Returns (leases on the frozen master kept, lost).
+/// The leases are all `ttl` long. Returns (leases on the frozen master kept, lost).
 async fn freeze_one_master(
     cluster: &Arc<RedisCluster>,
     held: &[Watched],
     frozen: u16,
     pause: Duration,
+    ttl: Duration,
 ) -> (usize, usize) {
     // Where each frozen lease's deadline stood when its master stopped: nothing renews it
     // during the pause, so the holder may give it up from then on, not before.
@@ -728,8 +829,24 @@ async fn freeze_one_master(
     })
     .await
     .expect("pause and resume");
-    // Several renewal rounds after the pause, so that late answers and retries are booked.
-    tokio::time::sleep(ms(1200)).await;
+    // Each lease on the frozen master was either told it is lost or renewed since (its deadline
+    // moved on), and a whole lease passed since the resume, so that late answers and retries
+    // are booked and a healthy lease a stalled batch had cost would have been given up.
+    let settled = wait_until_async(PATIENCE, || {
+        let now = Instant::now();
+        let frozen_settled = held.iter().zip(&deadlines).all(|(watched, &deadline)| {
+            watched.master_port != frozen
+                || watched.told_lost().is_some()
+                || now + watched.guard.remaining() > deadline + ms(50)
+        });
+        frozen_settled && now >= resumed_at + ttl
+    })
+    .await;
+    assert!(
+        settled,
+        "a frozen lease neither renewed nor lost\n{}",
+        cluster.log()
+    );
 
     let (mut kept, mut lost) = (0, 0);
     for (watched, &deadline) in held.iter().zip(&deadlines) {
@@ -780,6 +897,9 @@ async fn a_frozen_master_costs_only_its_own_leases_never_those_on_healthy_master
         .await
         .expect("cluster start");
     let locks = manager(&cluster, "stall:").await;
+    // Renewed every 500 ms: a healthy lease has a second of slack on a loaded machine, while
+    // the freezes stay under the cluster's failure detection.
+    let ttl = ms(1500);
     // Four locks on each master, found by the slot of their stored key.
     let owners = cluster.clone();
     let placed: Vec<(String, u16)> = tokio::task::spawn_blocking(move || {
@@ -801,7 +921,7 @@ async fn a_frozen_master_costs_only_its_own_leases_never_those_on_healthy_master
     let mut held = Vec::new();
     for (key, master_port) in placed {
         let guard = locks
-            .lock(&key, LockOptions::new().ttl(ms(900)))
+            .lock(&key, LockOptions::new().ttl(ttl))
             .await
             .unwrap_or_else(|err| panic!("{key}: {err}\n{}", cluster.log()));
         let guard = Arc::new(guard);
@@ -820,7 +940,6 @@ async fn a_frozen_master_costs_only_its_own_leases_never_those_on_healthy_master
         // ttl / 3 cycle, so the freezes below strike them at different points of it.
         tokio::time::sleep(ms(25)).await;
     }
-    tokio::time::sleep(ms(400)).await;
     let masters: Vec<u16> = {
         let mut ports: Vec<u16> = held.iter().map(|w| w.master_port).collect();
         ports.dedup();
@@ -828,14 +947,15 @@ async fn a_frozen_master_costs_only_its_own_leases_never_those_on_healthy_master
     };
     assert_eq!(masters.len(), 3, "{masters:?}");
 
-    // A short freeze: every lease outlives it, on the frozen master too.
-    let (kept, lost) = freeze_one_master(&cluster, &held, masters[0], ms(400)).await;
+    // A short freeze: the leases outlive it, on the frozen master too, unless a loaded
+    // machine let their deadline pass before the resume (checked lease by lease).
+    let (kept, lost) = freeze_one_master(&cluster, &held, masters[0], ms(400), ttl).await;
     eprintln!("frozen 400 ms: {kept} leases on the frozen master kept, {lost} lost");
-    assert_eq!((kept, lost), (4, 0), "{}", cluster.log());
+    assert_eq!(kept + lost, 4, "{}", cluster.log());
 
     // Most of a ttl: the frozen master's leases run out if their deadline passes first, the
     // healthy masters' leases are renewed all along.
-    let (kept, lost) = freeze_one_master(&cluster, &held, masters[1], ms(800)).await;
+    let (kept, lost) = freeze_one_master(&cluster, &held, masters[1], ms(800), ttl).await;
     eprintln!("frozen 800 ms: {kept} leases on the frozen master kept, {lost} lost");
 
     for watched in held {
@@ -869,12 +989,12 @@ async fn after_a_failover_the_replica_shortage_policy_decides() {
         .await
         .unwrap_or_else(|err| panic!("connect: {err}\n{}", cluster.log()));
     let warm = lenient
-        .lock("orphaned", LockOptions::new())
+        .lock("orphaned", LockOptions::new().wait(PATIENCE))
         .await
-        .expect("free");
+        .unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
     warm.release().await.expect("release");
     kill_master_of(&cluster, "lock:{orphaned}").await;
-    let options = LockOptions::new().wait(Duration::from_secs(5));
+    let options = LockOptions::new().wait(PATIENCE);
     let guard = lenient
         .lock("orphaned", options)
         .await
@@ -886,13 +1006,15 @@ async fn after_a_failover_the_replica_shortage_policy_decides() {
         });
     guard.release().await.expect("release");
     let started = Instant::now();
+    let wait = ms(800);
     let err = strict
-        .lock("orphaned", LockOptions::new().wait(ms(800)))
+        .lock("orphaned", LockOptions::new().wait(wait))
         .await
         .expect_err("no replica to acknowledge");
     assert!(err.to_string().contains("replicas acknowledged"), "{err}");
+    // The budget, one more attempt (a 1 s request and a 200 ms WAIT) and a loaded machine.
     assert!(
-        started.elapsed() < Duration::from_secs(3),
+        started.elapsed() < wait + Duration::from_secs(4),
         "{:?}",
         started.elapsed()
     );
@@ -907,15 +1029,13 @@ async fn a_release_hands_the_lock_to_a_waiter_of_this_process() {
     let held = locks.lock("hot", LockOptions::new()).await.expect("free");
     let waiter = {
         let locks = locks.clone();
-        tokio::spawn(async move {
-            locks
-                .lock("hot", LockOptions::new().wait(Duration::from_secs(10)))
-                .await
-        })
+        tokio::spawn(async move { locks.lock("hot", LockOptions::new().wait(PATIENCE)).await })
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    // In line and subscribed, having taken its place without asking the server.
     let stored = format!("{prefix}{{hot}}");
     let master = cluster.master_for_key(&stored);
+    let waiting = wait_until_async(PATIENCE, || subscribers(master, &stored) > 0).await;
+    assert!(waiting, "the waiter never waited\n{}", cluster.log());
     assert!(
         master
             .stored_lock(&stored)
@@ -924,7 +1044,7 @@ async fn a_release_hands_the_lock_to_a_waiter_of_this_process() {
     );
     let before = held.fencing_token();
     held.release().await.expect("release");
-    let next = tokio::time::timeout(Duration::from_secs(3), waiter)
+    let next = tokio::time::timeout(NOTIFIED, waiter)
         .await
         .expect("handed over at once")
         .expect("task")
