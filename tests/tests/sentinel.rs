@@ -2,20 +2,83 @@
 
 use std::time::{Duration, Instant};
 
-use lock_runtime::{LockError, LockManager, LockOptions};
 use lock_tests::SentinelSetup;
+use lock_tests::prelude::*;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+/// Bounds a handover that the release notification makes take milliseconds, against a lease of
+/// 30 s that a waiter not told would sleep on: generous for a loaded machine, far from the lease.
+const NOTIFIED: Duration = Duration::from_secs(5);
 
 async fn manager(setup: &SentinelSetup) -> LockManager {
     LockManager::builder()
         .url(setup.url())
-        .request_timeout(ms(500))
+        .request_timeout(Duration::from_secs(2))
         .build()
         .await
         .unwrap_or_else(|err| panic!("connect: {err}\n{}", setup.log()))
+}
+
+/// Whether the lock stored at `stored` on `node` is marked as awaited: someone was told it is
+/// busy since it was taken, so its release announces itself.
+fn awaited(node: &RedisServer, stored: &str) -> bool {
+    node.stored_lock(stored).is_some_and(|lock| lock.waiting)
+}
+
+/// The connections to `node` that are neither a sentinel's, nor a replica's, nor this probe:
+/// the manager's, each as its client port and the last command it sent.
+fn manager_connections(node: &RedisServer) -> Vec<(u16, String)> {
+    node.cmd(&["CLIENT", "LIST"])
+        .lines()
+        .filter(|client| {
+            !client.contains(" name=sentinel-")
+                && !client.contains(" cmd=client|list ")
+                && !client.contains(" flags=S ")
+                && !client.contains(" flags=M ")
+        })
+        .filter_map(|client| {
+            let field = |name: &str| {
+                client
+                    .split(' ')
+                    .find_map(|field| field.strip_prefix(name))
+                    .map(str::to_owned)
+            };
+            let port = field("addr=")?.rsplit_once(':')?.1.parse().ok()?;
+            Some((port, field("cmd=")?))
+        })
+        .collect()
+}
+
+/// Whether the manager has switched to `node`: it connected there and finished its checks of
+/// a new server, whose last is a `PUBLISH` to the permission probe's channel.
+fn followed_to(node: &RedisServer) -> bool {
+    manager_connections(node)
+        .iter()
+        .any(|(_, command)| command == "publish")
+}
+
+/// Whether one of the connections from `clients` (client ports) to `node` has bytes that `node`
+/// has not read: a request sent to a paused server, waiting in its socket.
+fn unread_from(node: &RedisServer, clients: &[u16]) -> bool {
+    let port = |address: &str| {
+        let hex = address.rsplit_once(':')?.1;
+        u16::from_str_radix(hex, 16).ok()
+    };
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    table.lines().skip(1).any(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (Some(local), Some(remote), Some(queues)) =
+            (fields.get(1), fields.get(2), fields.get(4))
+        else {
+            return false;
+        };
+        let unread = queues
+            .split_once(':')
+            .and_then(|(_, rx)| u64::from_str_radix(rx, 16).ok())
+            .unwrap_or(0);
+        port(local) == Some(node.port())
+            && port(remote).is_some_and(|client| clients.contains(&client))
+            && unread > 0
+    })
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -35,40 +98,54 @@ async fn locks_work_through_sentinel_and_waiters_are_woken_by_release() {
             .expect_err("held")
             .is_busy()
     );
-    let waiter_locks = locks.clone();
+    // Another manager, as another process would: it asks the server, which marks the lock as
+    // awaited, and sleeps until the release announces itself.
+    let waiter_locks = manager(&setup).await;
     let waiter = tokio::spawn(async move {
         let guard = waiter_locks
-            .lock("k", LockOptions::new().wait(Duration::from_secs(10)))
+            .lock("k", LockOptions::new().wait(PATIENCE))
             .await?;
         let entered = Instant::now();
         guard.release().await?;
         Ok::<_, LockError>(entered)
     });
-    tokio::time::sleep(ms(200)).await;
+    assert!(
+        wait_until_async(PATIENCE, || awaited(setup.master(), "lock:{k}")).await,
+        "the waiter never asked\n{}",
+        setup.log()
+    );
     let released = Instant::now();
     guard.release().await.expect("release");
     let entered = waiter.await.expect("task").expect("waiter");
-    assert!(entered.duration_since(released) < Duration::from_secs(1));
+    let handover = entered.duration_since(released);
+    assert!(handover < NOTIFIED, "{handover:?}\n{}", setup.log());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failover_during_a_hold_is_survived_or_reported_and_locking_works_after_it() {
     let setup = SentinelSetup::start(1, 3);
     let locks = manager(&setup).await;
+    let ttl = Duration::from_secs(2);
     let guard = locks
-        .lock("held", LockOptions::new().ttl(Duration::from_secs(2)))
+        .lock("held", LockOptions::new().ttl(ttl))
         .await
         .expect("free");
     let fence = guard.fencing_token();
     let old_master = setup.master().addr();
-    setup.kill_master_and_wait_failover();
+    tokio::task::block_in_place(|| setup.kill_master_and_wait_failover());
     assert_ne!(setup.current_master_addr(), old_master);
+    let failed_over = Instant::now();
 
-    // Within one lease the holder either renewed on the promoted replica or was told it lost.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Within one lease after the failover the holder either renewed on the promoted replica
+    // (held past its lease) or was told it lost.
+    let settled = wait_until_async(PATIENCE, || {
+        !guard.is_held() || failed_over.elapsed() > ttl + ttl / 2
+    })
+    .await;
+    assert!(settled);
     let other = locks
         .clone()
-        .lock("held", LockOptions::new().wait(Duration::from_secs(10)))
+        .lock("held", LockOptions::new().wait(ms(10_000)))
         .await;
     match other {
         Ok(other) => {
@@ -102,15 +179,20 @@ async fn a_waiter_waiting_through_a_failover_gets_the_lock() {
         .lock("queue", LockOptions::new().ttl(Duration::from_secs(2)))
         .await
         .expect("free");
-    let waiter_locks = locks.clone();
+    // Another manager, as another process would: the server marks the lock as awaited.
+    let waiter_locks = manager(&setup).await;
     let waiter = tokio::spawn(async move {
         let guard = waiter_locks
-            .lock("queue", LockOptions::new().wait(Duration::from_secs(20)))
+            .lock("queue", LockOptions::new().wait(Duration::from_secs(40)))
             .await?;
         guard.release().await
     });
-    tokio::time::sleep(ms(200)).await;
-    setup.kill_master_and_wait_failover();
+    assert!(
+        wait_until_async(PATIENCE, || awaited(setup.master(), "lock:{queue}")).await,
+        "the waiter never asked\n{}",
+        setup.log()
+    );
+    tokio::task::block_in_place(|| setup.kill_master_and_wait_failover());
     // The holder finishes after the failover; its lease may or may not have survived it.
     let _ = holder.release().await;
     waiter
@@ -160,8 +242,12 @@ async fn an_idle_client_follows_an_announced_failover_before_the_old_master_is_d
     let old = node_at(setup.current_master_addr());
     let new = tokio::task::block_in_place(|| setup.pause_master_and_wait_failover());
     assert_ne!(new.addr(), old.addr(), "{}", setup.log());
-    // The announcement is published as the replica is promoted; give the client a moment.
-    tokio::time::sleep(ms(500)).await;
+    // The announcement is published as the replica is promoted: the client connects to it.
+    assert!(
+        wait_until_async(PATIENCE, || followed_to(new)).await,
+        "the client never followed the announcement\n{}",
+        setup.log()
+    );
     old.resume();
     let after = locks.lock("after", LockOptions::new()).await.expect("lock");
     let exists = |node: &lock_tests::RedisServer| node.holds_lock("lock:{after}");
@@ -199,6 +285,11 @@ async fn a_grant_from_a_master_replaced_while_the_request_was_out_is_not_trusted
         .iter()
         .find(|node| node.addr() == old_addr)
         .expect("a data node of the setup");
+    let own: Vec<u16> = manager_connections(old)
+        .into_iter()
+        .map(|(port, _)| port)
+        .collect();
+    assert!(!own.is_empty(), "{}", setup.log());
     old.pause();
     let taker = locks.clone();
     let acquire = tokio::spawn(async move {
@@ -207,11 +298,20 @@ async fn a_grant_from_a_master_replaced_while_the_request_was_out_is_not_trusted
             .wait(Duration::from_secs(30));
         taker.lock("queued", options).await
     });
-    // The acquire is sent, and waits in the paused master's socket.
-    tokio::time::sleep(ms(200)).await;
+    // The acquire is sent, and waits unread in the paused master's socket.
+    assert!(
+        wait_until_async(PATIENCE, || unread_from(old, &own)).await,
+        "the acquire never reached the paused master\n{}",
+        setup.log()
+    );
     let new = tokio::task::block_in_place(|| setup.wait_replaced(old));
     // The client hears the sentinels' `+switch-master` and follows.
-    tokio::time::sleep(ms(500)).await;
+    assert!(
+        wait_until_async(PATIENCE, || followed_to(new)).await,
+        "the client never followed the announcement\n{}",
+        setup.log()
+    );
+    assert!(!acquire.is_finished(), "answered by a paused master");
     old.resume();
     let guard = acquire
         .await
