@@ -275,7 +275,7 @@ fn cluster_replica_takes_over_from_a_paused_master_which_then_steps_down() {
     assert_eq!(promoted.cmd(&["SET", "job", "x"]), "OK", "{}", log());
 
     master.resume();
-    let stepped_down = lock_tests::wait_until(Duration::from_secs(20), || {
+    let stepped_down = lock_tests::wait_until(lock_tests::prelude::PATIENCE, || {
         ports(cluster.replicas_of(promoted)).contains(&master.port())
     });
     assert!(
