@@ -21,13 +21,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Poll;
 use std::time::Duration;
 
-use lock_runtime::{LockError, LockManager, LockOptions, distributed_lock};
+use lock_runtime::distributed_lock;
+use lock_tests::prelude::*;
 use lock_tests::{busy_elsewhere, is_free};
 use tokio::sync::Barrier;
 use tokio::time::timeout;
-
-/// Bounds a call that would hang if the behaviour under test were broken.
-const PATIENCE: Duration = Duration::from_secs(10);
 
 /// From inside a locked body: the key `current()` reports, and whether others see it held.
 async fn observe(locks: &LockManager) -> (String, bool) {
@@ -376,7 +374,9 @@ async fn export(locks: &LockManager, name: &str, finished: &AtomicBool) -> Resul
     Ok(())
 }
 
-#[tokio::test]
+/// On tokio's paused clock: the 300 ms lease runs out before the 3 s body ends, whatever the
+/// machine's load.
+#[tokio::test(start_paused = true)]
 async fn lost_lease_with_abort_returns_lease_lost_and_stops_the_body() {
     let locks = LockManager::memory();
     let finished = AtomicBool::new(false);

@@ -12,14 +12,12 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Poll;
-use std::time::Duration;
 
 use async_trait::async_trait;
-use lock_runtime::{LockError, LockManager, distributed_lock};
+use lock_runtime::distributed_lock;
+use lock_tests::prelude::*;
 use lock_tests::{busy_elsewhere, is_free};
-use tokio::time::{sleep, timeout};
-
-const PATIENCE: Duration = Duration::from_secs(10);
+use tokio::time::timeout;
 
 /// How a body leaves.
 enum Exit {
@@ -119,13 +117,8 @@ where
     .await;
     assert_eq!(entered.ok(), Some(true), "{key}: the body was not entered");
     drop(hanging);
-    let released = timeout(PATIENCE, async {
-        while !is_free(locks, key).await {
-            sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await;
-    assert!(released.is_ok(), "{key}: still held after cancellation");
+    let released = eventually(|| is_free(locks, key)).await;
+    assert!(released, "{key}: still held after cancellation");
 }
 
 struct Svc {

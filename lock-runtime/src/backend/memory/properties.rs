@@ -57,18 +57,17 @@ enum Op {
     },
 }
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
-
 fn op() -> impl Strategy<Value = Op> {
     let key = 0..KEYS.len();
     let token = 0..TOKENS.len();
     // Short leases and steps, so that expiry falls between and exactly on steps.
-    let ttl = (1u64..=20).prop_map(ms);
-    let keep = prop_oneof![Just(Duration::ZERO), (1u64..=10).prop_map(ms)];
+    let ttl = (1u64..=20).prop_map(Duration::from_millis);
+    let keep = prop_oneof![
+        Just(Duration::ZERO),
+        (1u64..=10).prop_map(Duration::from_millis)
+    ];
     let step = prop_oneof![
-        (0u64..=12).prop_map(ms),
+        (0u64..=12).prop_map(Duration::from_millis),
         (1u64..1_000).prop_map(Duration::from_micros),
     ];
     prop_oneof![
