@@ -7,11 +7,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use lock_runtime::{LockError, LockManager, LockOptions, LostReason, distributed_lock};
-use lock_tests::Deployment;
+use lock_runtime::inspect::{lock_key, queue_key};
+use lock_runtime::{LostReason, distributed_lock};
+use lock_tests::prelude::*;
 
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
+/// The stored name of the lock `key`, where its releases are announced.
+fn stored(key: &str) -> String {
+    lock_key("lock:", key).expect("a key")
 }
 
 lock_tests::on_backends!(
@@ -74,7 +76,8 @@ async fn a_busy_key_fails_the_call_and_frees_the_keys_taken_before_it(f: Deploym
     };
     assert_eq!(key, "busy:2", "the error names the key that failed");
     assert!(*waited >= ms(300), "{waited:?}");
-    assert!(started.elapsed() < Duration::from_secs(3));
+    // It gave up after its wait, not after a lease.
+    assert!(started.elapsed() < Duration::from_secs(10));
     // busy:1 was taken before busy:2 and given back before the error; busy:3 never taken.
     assert!(f.is_free("busy:1").await, "{}", f.log());
     assert!(f.is_free("busy:3").await);
@@ -87,24 +90,25 @@ async fn a_cancelled_attempt_leaves_nothing_held(f: Deployment) {
         .lock("cancel:2", LockOptions::new())
         .await
         .expect("free");
-    let locks = f.locks.clone();
-    let attempt = tokio::spawn(async move {
+    let locks = f.connect().await;
+    let attempt = async move {
         let options = LockOptions::new().wait(Duration::from_secs(30));
         locks.lock_all(["cancel:1", "cancel:2"], options).await
-    });
-    // Long enough to take cancel:1 and wait on cancel:2.
-    tokio::time::sleep(ms(300)).await;
+    };
+    // Cancelled once it took cancel:1 and waits on cancel:2.
+    let attempt = f.spawn_waiting(&stored("cancel:2"), 1, attempt).await;
+    assert!(eventually(|| async { !f.is_free("cancel:1").await }).await);
     attempt.abort();
     assert!(attempt.await.expect_err("aborted").is_cancelled());
     // The lease is 30 s: only the dropped guard's release frees cancel:1 this fast.
     let started = Instant::now();
     let first = f
         .locks
-        .lock("cancel:1", LockOptions::new().wait(Duration::from_secs(5)))
+        .lock("cancel:1", LockOptions::new().wait(PATIENCE))
         .await
         .unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
     assert!(
-        started.elapsed() < Duration::from_secs(1),
+        started.elapsed() < Duration::from_secs(5),
         "{:?}",
         started.elapsed()
     );
@@ -207,7 +211,7 @@ async fn the_loss_of_one_key_is_reported_with_that_key(f: Deployment) {
                 .lock_all(["lose:a", "lose:b"], LockOptions::new())
                 .await
                 .expect("lose:b re-entered, lose:a free");
-            let (key, reason) = tokio::time::timeout(Duration::from_secs(3), all.lost())
+            let (key, reason) = tokio::time::timeout(PATIENCE, all.lost())
                 .await
                 .expect("the outer lease runs out");
             assert_eq!((key, reason), ("lose:b", LostReason::Expired));
@@ -223,31 +227,27 @@ async fn the_loss_of_one_key_is_reported_with_that_key(f: Deployment) {
 async fn a_section_is_aborted_when_one_key_is_lost(f: Deployment) {
     let short = LockOptions::new().ttl(ms(400)).watchdog(false);
     let outer = f.locks.lock("abort:z", short).await.expect("free");
-    let ran_on = Arc::new(AtomicBool::new(false));
-    let flag = ran_on.clone();
-    let result = outer
-        .scope(
-            f.locks
-                .run_locked_all(["abort:y", "abort:z"], LockOptions::new(), async move {
-                    tokio::time::sleep(Duration::from_secs(3)).await;
-                    flag.store(true, Ordering::SeqCst);
-                    Ok::<_, LockError>(())
-                }),
-        )
-        .await;
-    match result {
+    // A body that never ends: only the abort ends the section.
+    let section = f
+        .locks
+        .run_locked_all(["abort:y", "abort:z"], LockOptions::new(), async move {
+            std::future::pending::<()>().await;
+            Ok::<_, LockError>(())
+        });
+    let result = tokio::time::timeout(PATIENCE, outer.scope(section)).await;
+    match result.expect("the body was dropped") {
         Err(LockError::LeaseLost { key, .. }) => assert_eq!(key, "abort:z"),
         other => panic!("{other:?}\n{}", f.log()),
     }
-    assert!(!ran_on.load(Ordering::SeqCst), "the body was dropped");
     drop(outer);
     let started = Instant::now();
     let next = f
         .locks
-        .lock("abort:y", LockOptions::new().wait(Duration::from_secs(5)))
+        .lock("abort:y", LockOptions::new().wait(PATIENCE))
         .await
         .expect("released after the abort");
-    assert!(started.elapsed() < Duration::from_secs(1));
+    // The lease is 30 s: only the release after the abort frees it this fast.
+    assert!(started.elapsed() < Duration::from_secs(5));
     next.release().await.expect("release");
 }
 
@@ -311,7 +311,7 @@ async fn a_key_held_around_the_call_is_reentered_and_current_reports_the_first_k
 }
 
 async fn fair_applies_to_every_key_and_redlock_refuses_it(f: Deployment) {
-    let fair = LockOptions::new().wait(Duration::from_secs(2)).fair(true);
+    let fair = LockOptions::new().wait(PATIENCE).fair(true);
     let taken = f.locks.lock_all(["fair:1", "fair:2"], fair).await;
     if f.is_redlock() {
         let err = taken.expect_err("Redlock has no fair mode");
@@ -320,9 +320,15 @@ async fn fair_applies_to_every_key_and_redlock_refuses_it(f: Deployment) {
         return;
     }
     let all = taken.unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
-    let locks = f.locks.clone();
-    let waiter = tokio::spawn(async move { locks.lock_all(["fair:2", "fair:1"], fair).await });
-    tokio::time::sleep(ms(200)).await;
+    let locks = f.connect().await;
+    let waiter = async move { locks.lock_all(["fair:2", "fair:1"], fair).await };
+    // Released once the waiter is in line for fair:1, the first in order.
+    let waiter = f.spawn_waiting(&stored("fair:1"), 0, waiter).await;
+    if let Some(server) = f.server_of(&stored("fair:1")) {
+        let line = queue_key(&stored("fair:1"));
+        let in_line = wait_until_async(PATIENCE, || server.cmd(&["ZCARD", &line]) == "1");
+        assert!(in_line.await, "{}", f.log());
+    }
     all.release().await.expect("release");
     let next = waiter.await.expect("task").expect("served in turn");
     next.release().await.expect("release");
