@@ -1,32 +1,83 @@
 //! The layer around an axum app, driven in-process with concurrent requests, on a real server.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use axum::body::Body;
 use axum::extract::Path;
 use axum::routing::{get, post};
 use axum::{Extension, Router};
 use http::{Request, StatusCode, header};
-use lock_runtime::{LockManager, LockOptions};
-use lock_tests::RedisServer;
+use lock_tests::prelude::*;
 use lock_tower::{FencingToken, LockLayer, OnBusy};
+use tokio::sync::Semaphore;
 use tower::ServiceExt;
 
-async fn connect(server: &RedisServer) -> LockManager {
-    LockManager::connect(&server.url())
-        .await
-        .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()))
+/// The locked handler as the test sees it: who is inside, the most at once, the fencing tokens
+/// in the order their requests came in, and a gate each request waits at until the test lets it
+/// out, so that "a request is inside" is a state to wait for, not a time to sleep.
+#[derive(Clone)]
+struct Inside {
+    running: Arc<AtomicU32>,
+    most: Arc<AtomicU32>,
+    tokens: Arc<Mutex<Vec<u64>>>,
+    gate: Arc<Semaphore>,
+}
+
+impl Inside {
+    fn new() -> Self {
+        Inside {
+            running: Arc::default(),
+            most: Arc::default(),
+            tokens: Arc::default(),
+            gate: Arc::new(Semaphore::new(0)),
+        }
+    }
+
+    /// The fencing tokens of the requests that came in, in the order they came in.
+    fn tokens(&self) -> Vec<u64> {
+        self.tokens
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The most handlers that were inside at once.
+    fn most(&self) -> u32 {
+        self.most.load(Ordering::SeqCst)
+    }
+
+    /// Waits until `n` requests came in.
+    async fn wait_entered(&self, n: usize) {
+        assert!(
+            wait_until_async(PATIENCE, || self.tokens().len() >= n).await,
+            "{n} requests should have come in, {} did",
+            self.tokens().len()
+        );
+    }
+
+    /// Lets `n` requests out of the handler.
+    fn let_out(&self, n: usize) {
+        self.gate.add_permits(n);
+    }
+
+    /// Counts the request in, waits at the gate, counts it out. Answers the user, the fencing
+    /// token and how many were inside when it came in.
+    async fn serve(&self, user: String, token: FencingToken) -> String {
+        let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        self.tokens
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(token.0);
+        self.gate.acquire().await.expect("never closed").forget();
+        self.running.fetch_sub(1, Ordering::SeqCst);
+        format!("{user} {} {now}", token.0)
+    }
 }
 
 /// `/orders/{user}` is locked per user; `/health` is not locked.
-fn app(
-    locks: LockManager,
-    options: LockOptions,
-    on_busy: OnBusy,
-    running: Arc<AtomicU32>,
-) -> Router {
+fn app(locks: LockManager, options: LockOptions, on_busy: OnBusy, inside: Inside) -> Router {
     let layer = LockLayer::new(locks, |request: &Request<Body>| {
         let user = request.uri().path().strip_prefix("/orders/")?;
         Some(format!("orders:{user}"))
@@ -38,13 +89,8 @@ fn app(
             "/orders/{user}",
             post(
                 move |Path(user): Path<String>, Extension(token): Extension<FencingToken>| {
-                    let running = running.clone();
-                    async move {
-                        let inside = running.fetch_add(1, Ordering::SeqCst) + 1;
-                        tokio::time::sleep(Duration::from_millis(300)).await;
-                        running.fetch_sub(1, Ordering::SeqCst);
-                        format!("{user} {} {inside}", token.0)
-                    }
+                    let inside = inside.clone();
+                    async move { inside.serve(user, token).await }
                 },
             ),
         )
@@ -65,19 +111,30 @@ async fn body(response: http::Response<Body>) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
+/// The answer to a request that must be refused at once: had it been let in, it would wait at
+/// the gate.
+async fn refused(
+    request: impl Future<Output = Result<http::Response<Body>, std::convert::Infallible>>,
+) -> http::Response<Body> {
+    tokio::time::timeout(PATIENCE, request)
+        .await
+        .expect("refused, not let in while the lock is held")
+        .expect("answered")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_request_per_key_at_a_time_the_other_is_told_to_come_back() {
     let server = RedisServer::start();
-    let running = Arc::new(AtomicU32::new(0));
+    let inside = Inside::new();
     let app = app(
         connect(&server).await,
         LockOptions::new(),
         OnBusy::Conflict,
-        running.clone(),
+        inside.clone(),
     );
     let first = tokio::spawn(app.clone().oneshot(order("ann")));
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let second = app.clone().oneshot(order("ann")).await.expect("answered");
+    inside.wait_entered(1).await;
+    let second = refused(app.clone().oneshot(order("ann"))).await;
     assert_eq!(second.status(), StatusCode::CONFLICT);
     let retry_after: u64 = second
         .headers()
@@ -89,8 +146,11 @@ async fn one_request_per_key_at_a_time_the_other_is_told_to_come_back() {
         .expect("seconds");
     // The holder's lease: 30 s by default, renewed.
     assert!((20..=30).contains(&retry_after), "{retry_after}");
-    // Another key is not held up.
-    let other = app.clone().oneshot(order("bob")).await.expect("answered");
+    // Another key is not held up: its request comes in while the first one is still inside.
+    let other = tokio::spawn(app.clone().oneshot(order("bob")));
+    inside.wait_entered(2).await;
+    inside.let_out(2);
+    let other = other.await.expect("task").expect("answered");
     assert_eq!(other.status(), StatusCode::OK);
     let first = first.await.expect("task").expect("answered");
     assert_eq!(first.status(), StatusCode::OK);
@@ -111,94 +171,99 @@ async fn one_request_per_key_at_a_time_the_other_is_told_to_come_back() {
     assert_eq!(health.status(), StatusCode::OK);
     assert!(
         !server.holds_lock("lock:{orders:ann}"),
-        "released after the response"
+        "released before the response\n{}",
+        server.log()
     );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_a_wait_concurrent_requests_take_turns_and_tokens_rise() {
     let server = RedisServer::start();
-    let running = Arc::new(AtomicU32::new(0));
-    let options = LockOptions::new().wait(Duration::from_secs(10));
+    let inside = Inside::new();
     let app = app(
         connect(&server).await,
-        options,
+        LockOptions::new().wait(PATIENCE),
         OnBusy::Conflict,
-        running.clone(),
+        inside.clone(),
     );
-    let started = Instant::now();
-    let answers: Vec<_> = futures_join(
-        (0..4)
-            .map(|_| tokio::spawn(app.clone().oneshot(order("cat"))))
-            .collect(),
-    )
-    .await;
-    let mut tokens = Vec::new();
-    for answer in answers {
+    let requests: Vec<_> = (0..4)
+        .map(|_| tokio::spawn(app.clone().oneshot(order("cat"))))
+        .collect();
+    // Each request is let out once it is inside; the others wait for the lock meanwhile.
+    for turn in 1..=4 {
+        inside.wait_entered(turn).await;
+        assert_eq!(inside.most(), 1, "never two handlers at once for one user");
+        inside.let_out(1);
+    }
+    for request in requests {
+        let answer = request.await.expect("task").expect("answered");
         assert_eq!(answer.status(), StatusCode::OK);
         let text = body(answer).await;
-        let words: Vec<&str> = text.split(' ').collect();
-        // Never two handlers at once for one user.
-        assert_eq!(words[2], "1", "{text}");
-        tokens.push(words[1].parse::<u64>().expect("token"));
+        assert!(text.ends_with(" 1"), "alone inside: {text}");
     }
-    // One after the other: four handlers of 300 ms.
+    assert_eq!(inside.most(), 1, "never two handlers at once for one user");
+    // Every request its own fencing token, each higher than the one before it.
+    let tokens = inside.tokens();
+    assert_eq!(tokens.len(), 4, "{tokens:?}");
     assert!(
-        started.elapsed() >= Duration::from_millis(1150),
-        "{:?}",
-        started.elapsed()
+        tokens.windows(2).all(|pair| pair[0] < pair[1]),
+        "{tokens:?}"
     );
-    tokens.sort_unstable();
-    tokens.dedup();
-    assert_eq!(tokens.len(), 4, "every request its own fencing token");
-}
-
-async fn futures_join(
-    tasks: Vec<tokio::task::JoinHandle<Result<http::Response<Body>, std::convert::Infallible>>>,
-) -> Vec<http::Response<Body>> {
-    let mut answers = Vec::new();
-    for task in tasks {
-        answers.push(task.await.expect("task").expect("answered"));
-    }
-    answers
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_busy_lock_can_be_answered_423_locked() {
     let server = RedisServer::start();
+    let inside = Inside::new();
     let app = app(
         connect(&server).await,
         LockOptions::new(),
         OnBusy::Locked,
-        Arc::default(),
+        inside.clone(),
     );
     let first = tokio::spawn(app.clone().oneshot(order("dan")));
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let second = app.oneshot(order("dan")).await.expect("answered");
+    inside.wait_entered(1).await;
+    let second = refused(app.oneshot(order("dan"))).await;
     assert_eq!(second.status(), StatusCode::LOCKED);
     assert!(second.headers().contains_key(header::RETRY_AFTER));
+    inside.let_out(1);
     assert_eq!(
         first.await.expect("task").expect("answered").status(),
         StatusCode::OK
     );
 }
 
+/// Sets its flag when dropped: tells that a handler's future was dropped, not left running.
+struct DropFlag(Arc<AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
 /// A lease lost while the handler runs drops the handler and answers 503.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_lease_drops_the_handler_and_answers_503() {
     let server = RedisServer::start();
+    let entered = Arc::new(AtomicBool::new(false));
+    let dropped = Arc::new(AtomicBool::new(false));
     let finished = Arc::new(AtomicU32::new(0));
     let layer = LockLayer::new(connect(&server).await, |_: &Request<Body>| {
         Some("report".to_owned())
     })
-    .options(LockOptions::new().ttl(Duration::from_secs(1)));
+    .options(LockOptions::new().ttl(ms(1000)));
     let app = Router::new()
         .route(
             "/report",
             post({
-                let finished = finished.clone();
+                let (entered, dropped, finished) =
+                    (entered.clone(), dropped.clone(), finished.clone());
                 move || async move {
-                    tokio::time::sleep(Duration::from_secs(3)).await;
+                    let _alive = DropFlag(dropped);
+                    entered.store(true, Ordering::SeqCst);
+                    // A handler that ends only when it is dropped.
+                    std::future::pending::<()>().await;
                     finished.fetch_add(1, Ordering::SeqCst);
                     "done"
                 }
@@ -212,16 +277,21 @@ async fn a_lost_lease_drops_the_handler_and_answers_503() {
                 .expect("request"),
         ),
     );
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(
+        wait_until_async(PATIENCE, || entered.load(Ordering::SeqCst)).await,
+        "the handler runs under the lock\n{}",
+        server.log()
+    );
+    assert!(server.holds_lock("lock:{report}"), "{}", server.log());
     // Someone removes the lock: the next renewal (ttl / 3) finds it gone.
     server.cmd(&["DEL", "lock:{report}"]);
-    let answer = tokio::time::timeout(Duration::from_secs(2), call)
+    let answer = tokio::time::timeout(PATIENCE, call)
         .await
-        .expect("answered before the handler would have finished")
+        .expect("answered although the handler never finishes")
         .expect("task")
         .expect("answered");
     assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(dropped.load(Ordering::SeqCst), "the handler was dropped");
     assert_eq!(finished.load(Ordering::SeqCst), 0, "the handler ran on");
 }
 
@@ -231,7 +301,7 @@ async fn an_unreachable_lock_server_answers_503() {
     let server = RedisServer::start();
     let locks = connect(&server).await;
     server.kill();
-    let app = app(locks, LockOptions::new(), OnBusy::Conflict, Arc::default());
+    let app = app(locks, LockOptions::new(), OnBusy::Conflict, Inside::new());
     let answer = app.oneshot(order("eve")).await.expect("answered");
     assert_eq!(answer.status(), StatusCode::SERVICE_UNAVAILABLE);
 }
