@@ -1,5 +1,64 @@
 //! Distributed locks on Redis that are safe by construction.
 //!
+//! # The attribute
+//!
+//! `#[distributed_lock]` makes every call of an `async fn` run its body while holding a lock
+//! named after the call's arguments, in every process that shares the lock server:
+//!
+//! ```
+//! use lock_runtime::{LockError, LockManager, distributed_lock};
+//!
+//! /// One order per user at a time.
+//! #[distributed_lock(key = "order:<user_id>", ttl = "30s", wait = "5s")]
+//! async fn place_order(user_id: u64) -> Result<u64, LockError> {
+//!     // Runs while this process holds the lock `order:<user_id>`.
+//!     Ok(lock_runtime::current().map_or(0, |lock| lock.fencing_token()))
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), LockError> {
+//!     // redis://127.0.0.1:6379 in production; memory:// runs anywhere.
+//!     let locks = LockManager::connect("memory://").await?;
+//!     // What the attribute uses; without it a locked call fails with LockError::Config.
+//!     lock_runtime::set_global_default(locks.clone())?;
+//!     let token = place_order(7).await?;
+//!     assert!(token > 0);
+//!     locks.shutdown().await // on SIGTERM too: releases what is still held
+//! }
+//! ```
+//!
+//! The key is a template: `<name>` is the `Display` of the parameter `name`, `<self.field>` and
+//! `<param.field>` follow fields; it is checked against the parameters at compile time. The
+//! function must be `async` and return `Result<T, E>` with `E: From<LockError>`. Options, with
+//! their defaults: `ttl = "30s"` (the lease), `wait = "0s"` (try once, then
+//! [`LockError::Busy`]), `watchdog = true` (renew every `ttl / 3`), `on_lease_lost = "abort"`
+//! (or `"continue"`), `hold_at_least`, `max_hold`, `fair = false`, `permits = N` (a
+//! semaphore), `mode = "read" | "write"` (a read-write lock), `keys = [..]` (several locks at
+//! once), `allow_long_ttl = false`, `manager = expr` (default: the one given to
+//! [`set_global_default`]) and `crate = "path"`. [`distributed_lock`] has the details.
+//!
+//! # Dependencies
+//!
+//! The locks run on [tokio] (1.47 or later): lock-runtime needs a tokio runtime to be running
+//! wherever a lock is taken, and uses its `rt`, `sync`, `time` and `macros` features. A binary
+//! also needs tokio's `macros` and `rt-multi-thread` features for `#[tokio::main]`:
+//!
+//! ```toml
+//! [dependencies]
+//! lock-runtime = { path = "../lock-runtime/lock-runtime" } # not on crates.io yet: path or git
+//! tokio = { version = "1.47", features = ["macros", "rt-multi-thread"] }
+//! ```
+//!
+//! Rust 1.88 or later. Cargo features, both off by default:
+//!
+//! * `tls`: `rediss://`, `rediss+cluster://`, `rediss+sentinel://` and `redlocks://`, with
+//!   rustls and the system's certificates.
+//! * `metrics`: acquire, wait, hold, renewal, lease-loss and release metrics through the
+//!   [`metrics`](https://docs.rs/metrics) facade, labelled by key template; the application
+//!   installs the exporter.
+//!
+//! # Without the attribute
+//!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), lock_runtime::LockError> {
