@@ -2,14 +2,18 @@
 //! password or owner token is ever printed, the refused prompt without a terminal, and a force
 //! unlock that hands the lock to a waiter at once.
 
+use std::net::{Ipv4Addr, TcpListener};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use lock_runtime::{LockManager, LockOptions};
-use lock_tests::{RedisCluster, RedisServer, StoredLock};
+use lock_tests::prelude::*;
+use lock_tests::{RedisCluster, StoredLock};
 use serde_json::Value;
 
 const PASSWORD: &str = "s3cret-pw";
+
+/// A lease far longer than the tests wait: only an unlock can free it in time.
+const LONG_LEASE: Duration = Duration::from_secs(60);
 
 /// Runs `lockctl --url <url> <args>` with stdin closed (not a terminal).
 fn lockctl(url: &str, args: &[&str]) -> Output {
@@ -276,14 +280,15 @@ async fn show_json_gives_the_fair_line_and_unlock_serves_its_first() {
         .await
         .expect("free");
     let waiting = tokio::spawn(async move {
-        let options = LockOptions::new().fair(true).wait(Duration::from_secs(20));
+        // In line for longer than the test looks at the line; it is aborted at the end.
+        let options = LockOptions::new().fair(true).wait(3 * PATIENCE);
         waiter
             .lock("hot", options)
             .await
             .map(|guard| guard.fencing_token())
     });
     assert!(
-        lock_tests::wait_until_async(Duration::from_secs(10), || {
+        wait_until_async(PATIENCE, || {
             server.cmd(&["ZCARD", "lock:{hot}:queue"]) == "1"
         })
         .await,
@@ -331,9 +336,8 @@ async fn force_unlock_hands_the_lock_to_a_waiting_process_at_once() {
     let server = RedisServer::start_with(&["--requirepass", PASSWORD]);
     let holder = manager(&server.url(), "stuck job").await;
     let waiter = manager(&server.url(), "next job").await;
-    // A lease far longer than the test waits: only the unlock can free it in time.
     let guard = holder
-        .lock("stuck", LockOptions::new().ttl(Duration::from_secs(60)))
+        .lock("stuck", LockOptions::new().ttl(LONG_LEASE))
         .await
         .expect("free");
     let fence = guard.fencing_token();
@@ -344,7 +348,7 @@ async fn force_unlock_hands_the_lock_to_a_waiting_process_at_once() {
         Ok::<_, lock_runtime::LockError>((Instant::now(), guard.fencing_token()))
     });
     assert!(
-        lock_tests::wait_until_async(Duration::from_secs(10), || {
+        wait_until_async(PATIENCE, || {
             server
                 .stored_lock("lock:{stuck}")
                 .is_some_and(|lock| lock.waiting)
@@ -379,15 +383,16 @@ async fn force_unlock_hands_the_lock_to_a_waiting_process_at_once() {
         assert!(audit.contains(&expected), "{expected} in {audit}");
     }
 
-    let (acquired_at, next_fence) = tokio::time::timeout(Duration::from_secs(10), waiting)
+    let (acquired_at, next_fence) = tokio::time::timeout(PATIENCE, waiting)
         .await
-        .expect("the waiter is done within 10 s")
+        .expect("the waiter is woken by the unlock")
         .expect("joined")
         .unwrap_or_else(|e| panic!("the waiter gets the lock: {e}\n{}", server.log()));
     let waited = acquired_at.saturating_duration_since(unlocked_at);
+    // Without the unlock's announcement it would sleep until the 60 s lease ends.
     assert!(
-        waited < Duration::from_secs(5),
-        "woken by the unlock, not its 60 s lease: {waited:?}"
+        waited < LONG_LEASE / 2,
+        "woken by the unlock, not the end of its {LONG_LEASE:?} lease: {waited:?}"
     );
     assert!(next_fence > fence, "{next_fence} > {fence}");
     drop(guard);
@@ -402,7 +407,7 @@ async fn cluster_list_reads_every_master_and_unlock_wakes_a_waiter() {
     let keys: Vec<String> = (0..12).map(|n| format!("shard-{n}")).collect();
     let mut guards = Vec::new();
     for key in &keys {
-        let options = LockOptions::new().ttl(Duration::from_secs(60));
+        let options = LockOptions::new().ttl(LONG_LEASE);
         guards.push(holder.lock(key, options).await.expect("free"));
     }
     let masters: std::collections::HashSet<u16> = keys
@@ -464,7 +469,7 @@ async fn cluster_list_reads_every_master_and_unlock_wakes_a_waiter() {
     let stored = "lock:{shard-0}";
     let master = cluster.master_for_key(stored);
     assert!(
-        lock_tests::wait_until_async(Duration::from_secs(10), || {
+        wait_until_async(PATIENCE, || {
             master.stored_lock(stored).is_some_and(|lock| lock.waiting)
         })
         .await,
@@ -498,20 +503,34 @@ async fn cluster_list_reads_every_master_and_unlock_wakes_a_waiter() {
         assert!(!master.holds_lock(stored), "unlocked\n{}", cluster.log());
         return;
     }
-    let acquired_at = tokio::time::timeout(Duration::from_secs(10), waiting)
+    let acquired_at = tokio::time::timeout(PATIENCE, waiting)
         .await
-        .expect("the waiter is done within 10 s")
+        .expect("the waiter is woken by the unlock")
         .expect("joined")
         .unwrap_or_else(|e| panic!("the waiter gets the lock: {e}\n{}", cluster.log()));
     assert!(
-        acquired_at.saturating_duration_since(unlocked_at) < Duration::from_secs(5),
-        "woken by the sharded announcement"
+        acquired_at.saturating_duration_since(unlocked_at) < LONG_LEASE / 2,
+        "woken by the sharded announcement, not the end of its {LONG_LEASE:?} lease"
     );
+}
+
+/// A loopback port of this test's own, whose every connection is closed at once: a server that
+/// cannot be talked to, on a port that no other process can take meanwhile (as it could a port
+/// found free and left unbound).
+fn hanging_up_server() -> u16 {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("a free loopback port");
+    let port = listener.local_addr().expect("a bound address").port();
+    std::thread::spawn(move || {
+        for connection in listener.incoming() {
+            drop(connection);
+        }
+    });
+    port
 }
 
 #[test]
 fn errors_name_the_server_and_never_the_password() {
-    let port = lock_tests::free_port();
+    let port = hanging_up_server();
     let url = format!("redis://:{PASSWORD}@127.0.0.1:{port}");
     let output = lockctl(&url, &["list"]);
     let shown = text(&output);
