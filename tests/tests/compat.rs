@@ -6,7 +6,6 @@
 //! named by `LOCK_TESTS_REDIS_SERVER`. scripts/compat.sh runs it, with `behaviour.rs`, on each
 //! server of the compatibility matrix.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_runtime::distributed_lock;
@@ -17,8 +16,7 @@ use lock_tests::server_version;
 /// 10 s that a waiter not told sleeps on: generous for a loaded machine, far from the lease.
 const NOTIFIED: Duration = Duration::from_secs(3);
 
-/// A manager on `url` whose keys start with `prefix` (the suite's servers are shared by
-/// scripts/compat.sh's runs).
+/// A manager on `url` whose keys start with `prefix`.
 async fn manager(url: &str, prefix: &str, log: impl FnOnce() -> String) -> LockManager {
     match LockManager::builder()
         .url(url)
@@ -123,48 +121,29 @@ async fn handover_between_managers(
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_waiter_in_another_process_is_woken_by_the_release() {
-    let server = RedisServer::start();
-    let a = manager(&server.url(), "wake:", || server.log()).await;
-    let b = manager(&server.url(), "wake:", || server.log()).await;
-    let handover = handover_between_managers(&a, &b, "wake", &server, "wake:{wake}").await;
-    assert!(handover.lease_left > NOTIFIED, "{:?}", handover.lease_left);
-    assert!(
-        handover.took < NOTIFIED,
-        "{:?}\n{}",
-        handover.took,
-        server.log()
-    );
-}
-
-/// Redis Cluster announces releases with sharded pub/sub, which came with Redis 7.0. On older
-/// clusters a waiter in another process is not told and takes the lock when the lease expires,
-/// as the README says; it still gets it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn on_a_cluster_the_release_wakes_a_waiter_in_another_process_from_redis_7() {
-    let cluster = Arc::new(
-        tokio::task::spawn_blocking(|| RedisCluster::start(3, 0))
-            .await
-            .expect("cluster"),
-    );
-    let a = manager(&cluster.url(), "cwake:", || cluster.log()).await;
-    let b = manager(&cluster.url(), "cwake:", || cluster.log()).await;
-    let master = cluster.master_for_key("cwake:{wake}");
-    let handover = handover_between_managers(&a, &b, "wake", master, "cwake:{wake}").await;
-    let Handover { took, lease_left } = handover;
+/// A waiter of another manager is woken by the release. Redis Cluster announces releases with
+/// sharded pub/sub, which came with Redis 7.0: on older clusters the waiter is not told and takes
+/// the lock when the lease expires, as the README says; it still gets it.
+async fn a_waiter_in_another_process_is_woken_by_the_release(d: Deployment) {
+    let waiter = d.connect().await;
+    let stored = "lock:{wake}";
+    let server = d.server_of(stored).expect("one server stores the lock");
+    let Handover { took, lease_left } =
+        handover_between_managers(&d.locks, &waiter, "wake", server, stored).await;
     assert!(lease_left > NOTIFIED, "{lease_left:?}");
-    if server_version() >= (7, 0, 0) {
-        assert!(took < NOTIFIED, "{took:?}\n{}", cluster.log());
-    } else {
+    if d.redis_cluster().is_some() && server_version() < (7, 0, 0) {
         // Taken when the lease ran out: not before, and not long after on a loaded machine.
         assert!(
             took + ms(100) >= lease_left && took < lease_left + Duration::from_secs(5),
             "{took:?} with {lease_left:?} of the lease left\n{}",
-            cluster.log()
+            d.log()
         );
+    } else {
+        assert!(took < NOTIFIED, "{took:?}\n{}", d.log());
     }
 }
+
+lock_tests::on_backends!([redis, cluster][a_waiter_in_another_process_is_woken_by_the_release]);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_waiters_are_served_in_the_order_they_came() {
