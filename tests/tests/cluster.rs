@@ -874,8 +874,10 @@ async fn freeze_one_master(
                     "{key} was given up {:?} before its deadline",
                     deadline - at
                 );
+                // Renewed at once after the resume, it is lost only if the renewal's answer
+                // came after its deadline: allow a third of a lease for that on a loaded machine.
                 assert!(
-                    deadline < resumed_at + ms(250),
+                    deadline < resumed_at + ttl / 3,
                     "{key}: its deadline lay {:?} after the master resumed, yet it was lost",
                     deadline - resumed_at
                 );

@@ -289,7 +289,8 @@ async fn every_attempt_of_an_acquire_has_an_owner_token_of_its_own() {
     free.cmd(&["SLOWLOG", "RESET"]);
     let locks = manager(&masters).await;
     let err = locks
-        .lock("k", LockOptions::new().wait(ms(800)))
+        // Long enough for a second attempt on a loaded machine.
+        .lock("k", LockOptions::new().wait(Duration::from_secs(3)))
         .await
         .expect_err("the masters stay split");
     assert!(matches!(err, LockError::Busy { .. }), "{err}");
