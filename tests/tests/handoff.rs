@@ -6,14 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
-use lock_runtime::{LockManager, LockOptions};
-use lock_tests::{RedisServer, wait_until_async};
-
-async fn connect(server: &RedisServer) -> LockManager {
-    LockManager::connect(&server.url())
-        .await
-        .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()))
-}
+use lock_tests::prelude::*;
 
 fn total(calls: &[(String, u64)]) -> u64 {
     calls.iter().map(|(_, count)| count).sum()
@@ -28,21 +21,18 @@ fn count(calls: &[(String, u64)], command: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_hands_the_lock_to_a_waiter_of_the_same_process_in_one_call() {
-    let server = RedisServer::start();
-    let locks = connect(&server).await;
+    let f = Deployment::redis().await;
+    let server = f.server_of("lock:{hot}").expect("a server");
+    let locks = f.locks.clone();
     let mut holder = locks.lock("hot", LockOptions::new()).await.expect("free");
     for round in 0..4 {
         server.cmd(&["CONFIG", "RESETSTAT"]);
         let waiter = {
             let locks = locks.clone();
-            tokio::spawn(async move {
-                locks
-                    .lock("hot", LockOptions::new().wait(Duration::from_secs(10)))
-                    .await
-            })
+            async move { locks.lock("hot", LockOptions::new().wait(PATIENCE)).await }
         };
-        // Let it fall asleep in line.
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        // Asleep in line (in its process: no manager listens on the server).
+        let waiter = f.spawn_waiting("lock:{hot}", 0, waiter).await;
         let lock = server.stored_lock("lock:{hot}").expect("held");
         assert!(
             !lock.waiting,
@@ -142,34 +132,30 @@ async fn tasks_of_one_process_on_a_hot_key_take_turns_at_five_calls_a_section_or
 /// announced release and not a hand-off to its own waiter: the other process gets its turn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_elsewhere_turns_the_next_hand_off_into_a_release_it_can_win() {
-    let server = RedisServer::start();
-    let here = connect(&server).await;
-    let elsewhere = connect(&server).await;
+    let f = Deployment::redis().await;
+    let server = f.server_of("lock:{shared}").expect("a server");
+    let here = f.locks.clone();
+    let elsewhere = f.connect().await;
     let held = here.lock("shared", LockOptions::new()).await.expect("free");
     let local = {
         let here = here.clone();
-        tokio::spawn(async move {
-            here.lock("shared", LockOptions::new().wait(Duration::from_secs(10)))
-                .await
-        })
+        async move { here.lock("shared", LockOptions::new().wait(PATIENCE)).await }
     };
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    let local = f.spawn_waiting("lock:{shared}", 0, local).await;
+    // Waits once told busy: its manager listens on the lock's channel.
     let remote = {
         let elsewhere = elsewhere.clone();
-        tokio::spawn(async move {
+        async move {
             elsewhere
-                .lock("shared", LockOptions::new().wait(Duration::from_secs(10)))
+                .lock("shared", LockOptions::new().wait(PATIENCE))
                 .await
-        })
+        }
     };
-    let told = wait_until_async(Duration::from_secs(3), || {
-        server
-            .stored_lock("lock:{shared}")
-            .is_some_and(|lock| lock.waiting)
-    })
-    .await;
+    let remote = f.spawn_waiting("lock:{shared}", 1, remote).await;
+    let told = server
+        .stored_lock("lock:{shared}")
+        .is_some_and(|lock| lock.waiting);
     assert!(told, "{}", server.log());
-    tokio::time::sleep(Duration::from_millis(100)).await;
     server.cmd(&["CONFIG", "RESETSTAT"]);
     held.release().await.expect("release");
     assert_eq!(
@@ -181,12 +167,10 @@ async fn a_waiter_elsewhere_turns_the_next_hand_off_into_a_release_it_can_win() 
     let (local, remote) = tokio::join!(
         async {
             let guard = local.await.expect("task").expect("local waiter");
-            tokio::time::sleep(Duration::from_millis(50)).await;
             guard.release().await.expect("release");
         },
         async {
             let guard = remote.await.expect("task").expect("remote waiter");
-            tokio::time::sleep(Duration::from_millis(50)).await;
             guard.release().await.expect("release");
         }
     );
@@ -197,33 +181,29 @@ async fn a_waiter_elsewhere_turns_the_next_hand_off_into_a_release_it_can_win() 
 /// taking the lock with it: the next waiter still gets it from the holder.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_waiter_that_gives_up_leaves_the_lock_to_the_next() {
-    let server = RedisServer::start();
-    let locks = connect(&server).await;
+    let f = Deployment::redis().await;
+    let server = f.server_of("lock:{brief}").expect("a server");
+    let locks = f.locks.clone();
     let held = locks.lock("brief", LockOptions::new()).await.expect("free");
+    // First in line, then the patient one behind it.
     let impatient = {
         let locks = locks.clone();
-        tokio::spawn(async move {
-            locks
-                .lock("brief", LockOptions::new().wait(Duration::from_millis(200)))
-                .await
-        })
+        async move { locks.lock("brief", LockOptions::new().wait(ms(1000))).await }
     };
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    let impatient = f.spawn_waiting("lock:{brief}", 0, impatient).await;
     let patient = {
         let locks = locks.clone();
-        tokio::spawn(async move {
-            locks
-                .lock("brief", LockOptions::new().wait(Duration::from_secs(10)))
-                .await
-        })
+        async move { locks.lock("brief", LockOptions::new().wait(PATIENCE)).await }
     };
+    let patient = f.spawn_waiting("lock:{brief}", 0, patient).await;
     let err = impatient
         .await
         .expect("task")
         .expect_err("gave up while it was held");
     assert!(err.is_busy(), "{err}");
     held.release().await.expect("release");
-    let next = tokio::time::timeout(Duration::from_secs(3), patient)
+    // The lease is 30 s.
+    let next = tokio::time::timeout(Duration::from_secs(5), patient)
         .await
         .expect("handed over promptly, not after the lease")
         .expect("task")
@@ -248,18 +228,15 @@ async fn a_waiter_of_the_same_process_takes_over_a_hung_holders_lease_as_it_runs
         .expect("free");
     let next = {
         let locks = locks.clone();
-        tokio::spawn(async move {
-            locks
-                .lock("hung", LockOptions::new().wait(Duration::from_secs(5)))
-                .await
-        })
+        tokio::spawn(async move { locks.lock("hung", LockOptions::new().wait(PATIENCE)).await })
     }
     .await
     .expect("waiter task")
     .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    // A blind retry would come a second later; a loaded machine can delay the wake-up a little.
     let late = sent.elapsed().saturating_sub(ttl);
     assert!(
-        late < Duration::from_millis(400),
+        late < Duration::from_millis(700),
         "entered {late:?} after the lease ran out"
     );
     assert!(next.fencing_token() > hung.fencing_token());

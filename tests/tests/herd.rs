@@ -3,12 +3,8 @@
 
 use std::time::Duration;
 
-use lock_runtime::{LockManager, LockOptions};
-use lock_tests::{Masters, RedisServer};
-
-fn ms(n: u64) -> Duration {
-    Duration::from_millis(n)
-}
+use lock_tests::Masters;
+use lock_tests::prelude::*;
 
 /// Script calls a server has served since its stats were reset.
 fn script_calls(server: &RedisServer) -> u64 {
@@ -35,26 +31,30 @@ async fn warm_up(locks: &LockManager) {
     guard.release().await.expect("release");
 }
 
-/// `count` tasks of `locks` that wait for `key`, hold it for `hold` once they have it, and
-/// release it.
+/// `count` tasks of `locks` that wait for `key` and, once one has it, hold it until they are
+/// aborted.
 fn waiters(
     locks: &LockManager,
     key: &'static str,
     count: usize,
-    hold: Duration,
 ) -> Vec<tokio::task::JoinHandle<()>> {
     (0..count)
         .map(|_| {
             let locks = locks.clone();
             tokio::spawn(async move {
                 let options = LockOptions::new().wait(Duration::from_secs(60));
-                if let Ok(guard) = locks.lock(key, options).await {
-                    tokio::time::sleep(hold).await;
-                    let _ = guard.release().await;
+                if let Ok(_guard) = locks.lock(key, options).await {
+                    std::future::pending::<()>().await;
                 }
             })
         })
         .collect()
+}
+
+/// Whether a manager listens for the releases of `stored` on `server`: one of its callers was
+/// told the lock is busy and waits.
+fn someone_listens(server: &RedisServer, stored: &str) -> bool {
+    server.cmd(&["PUBSUB", "NUMSUB", stored]).ends_with("\n1")
 }
 
 /// On Redlock every master announces a release; the process still sends one waiter.
@@ -76,13 +76,16 @@ async fn one_redlock_release_sends_one_waiter_of_a_process() {
         .lock("herd", LockOptions::new().ttl(Duration::from_secs(30)))
         .await
         .expect("free");
-    let tasks = waiters(&waiting, "herd", 4, Duration::from_secs(30));
-    tokio::time::sleep(ms(500)).await;
-    masters.node(0).cmd(&["CONFIG", "RESETSTAT"]);
+    let tasks = waiters(&waiting, "herd", 4);
+    let node = masters.node(0);
+    let waits = wait_until_async(PATIENCE, || someone_listens(node, "lock:{herd}")).await;
+    assert!(waits, "nobody waits\n{}", masters.log());
+    node.cmd(&["CONFIG", "RESETSTAT"]);
     guard.release().await.expect("release");
-    tokio::time::sleep(ms(500)).await;
+    let taken = wait_until_async(PATIENCE, || node.holds_lock("lock:{herd}"));
+    assert!(taken.await, "no waiter took it\n{}", masters.log());
     // The release itself, then one waiter's acquire.
-    let calls = script_calls(masters.node(0));
+    let calls = script_calls(node);
     assert!(
         calls <= 2,
         "{calls} script calls on a master after one release\n{}",
@@ -110,15 +113,22 @@ async fn a_lease_that_runs_out_sends_one_waiter_of_a_process() {
         .lock("expiring", LockOptions::new().ttl(ms(1500)).watchdog(false))
         .await
         .expect("free");
+    let fence = abandoned.fencing_token();
     // Its holder froze: no release, no renewal.
     std::mem::forget(abandoned);
-    let tasks = waiters(&waiting, "expiring", 8, Duration::from_secs(30));
-    tokio::time::sleep(ms(500)).await;
+    let tasks = waiters(&waiting, "expiring", 8);
+    let waits = wait_until_async(PATIENCE, || someone_listens(&server, "lock:{expiring}")).await;
+    assert!(waits, "nobody waits\n{}", server.log());
     server.cmd(&["CONFIG", "RESETSTAT"]);
-    tokio::time::sleep(ms(1500)).await;
+    let taken = wait_until_async(PATIENCE, || {
+        server
+            .stored_lock("lock:{expiring}")
+            .is_some_and(|lock| lock.state == "held" && lock.fence > fence)
+    });
     assert!(
-        server.holds_lock("lock:{expiring}"),
-        "a waiter took the lock after the expiry"
+        taken.await,
+        "no waiter took the lock after the expiry\n{}",
+        server.log()
     );
     let calls = script_calls(&server);
     assert!(
