@@ -87,7 +87,7 @@ pub async fn served_in_the_order_they_came_in_line(
             order.lock().expect("order").push(i);
             guard.release().await.expect("release");
         };
-        tasks.push(tokio::spawn(noting_sleep(waiter, asked.clone())));
+        tasks.push(tokio::spawn(noting_first_wait(waiter, asked.clone())));
         let in_line = wait_until_async(PATIENCE, || {
             asked.load(Ordering::SeqCst) && line().is_none_or(|now| now > i)
         });
@@ -101,7 +101,7 @@ pub async fn served_in_the_order_they_came_in_line(
 }
 
 /// `call`, noting in `asked` when it first goes to sleep.
-async fn noting_sleep<T>(call: impl Future<Output = T>, asked: Arc<AtomicBool>) -> T {
+async fn noting_first_wait<T>(call: impl Future<Output = T>, asked: Arc<AtomicBool>) -> T {
     let mut call = pin!(call);
     std::future::poll_fn(|cx| {
         let polled = call.as_mut().poll(cx);
