@@ -3,15 +3,24 @@
 //! (the data dir wiped, started with `--appendonly no`).
 
 use std::fs;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use lock_tests::Reply;
 use lock_tests::resp;
+use lock_tests::{Reply, wait_until};
 
-const READY_TIMEOUT: Duration = Duration::from_secs(10);
+use crate::rng::Rng;
+
+/// How long a fresh server may take to answer (loading its append-only file on a loaded
+/// machine included): the experiment's patience, not a figure it measures.
+const READY_TIMEOUT: Duration = Duration::from_secs(20);
+/// How many ports to try when another process holds the chosen one.
+const PORT_ATTEMPTS: usize = 10;
+/// The lowest port chosen; below it sit ports that services are configured with.
+const LOWEST_PORT: u16 = 20_000;
 
 pub(crate) struct LockServer {
     port: u16,
@@ -20,13 +29,15 @@ pub(crate) struct LockServer {
 }
 
 impl LockServer {
-    /// Starts a persistent server on a free port (never 6379) with its data in `dir`.
+    /// Starts a persistent server on a free port (never 6379) with its data in `dir`; another
+    /// port when another process takes the chosen one first.
     pub(crate) fn start(dir: &Path) -> Result<Self, String> {
         fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let mut ports = Ports::new();
         let mut last = String::new();
-        for _ in 0..5 {
+        for _ in 0..PORT_ATTEMPTS {
             let mut server = LockServer {
-                port: lock_tests::free_port(),
+                port: ports.next_free(),
                 dir: dir.to_owned(),
                 child: None,
             };
@@ -106,69 +117,117 @@ impl LockServer {
             .stderr(stderr)
             .spawn()
             .map_err(|e| format!("cannot start redis-server (install redis-server): {e}"))?;
-        let deadline = Instant::now() + READY_TIMEOUT;
+        let addr = self.addr();
         let ours = format!("process_id:{}", child.id());
-        loop {
-            if let Ok(Some(status)) = child.try_wait() {
-                return Err(format!(
-                    "lock redis-server on port {} exited at start ({status})",
-                    self.port
-                ));
-            }
-            // Still loading or not listening yet: anything but INFO's text means "not yet".
-            let probe = resp::command(
-                self.addr(),
-                None,
-                &["INFO", "server"],
-                Duration::from_millis(500),
-            );
-            if let Ok(Reply::Bulk(info)) = probe {
-                if String::from_utf8_lossy(&info)
-                    .lines()
-                    .any(|l| l.trim_end() == ours)
-                {
-                    self.child = Some(child);
-                    return Ok(());
-                }
+        let mut outcome = None;
+        wait_until(READY_TIMEOUT, || {
+            outcome = started(&mut child, addr, &ours);
+            outcome.is_some()
+        });
+        let outcome = outcome.unwrap_or_else(|| {
+            Err(format!(
+                "lock redis-server on port {} did not answer within {READY_TIMEOUT:?}",
+                self.port
+            ))
+        });
+        match outcome {
+            Ok(()) => self.child = Some(child),
+            Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("port {} belongs to another server", self.port));
             }
-            if Instant::now() >= deadline {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "lock redis-server on port {} did not answer",
-                    self.port
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(5));
         }
+        outcome
     }
 
     /// Turns the append-only file on and waits until its first rewrite is done, so that a
     /// persistent restart right after finds everything.
     fn enable_aof(&self) -> Result<(), String> {
         self.cmd(&["CONFIG", "SET", "appendonly", "yes"])?;
-        let deadline = Instant::now() + READY_TIMEOUT;
+        let rewritten = wait_until(READY_TIMEOUT, || {
+            let Ok(Reply::Bulk(info)) = self.cmd(&["INFO", "persistence"]) else {
+                return false;
+            };
+            let info = String::from_utf8_lossy(&info).into_owned();
+            let field = |name: &str| {
+                info.lines()
+                    .find_map(|l| l.trim_end().strip_prefix(name).map(str::to_owned))
+            };
+            field("aof_enabled:").as_deref() == Some("1")
+                && field("aof_rewrite_in_progress:").as_deref() == Some("0")
+                && field("aof_rewrite_scheduled:").as_deref() == Some("0")
+        });
+        if rewritten {
+            Ok(())
+        } else {
+            Err(format!(
+                "the lock server did not finish turning on its AOF within {READY_TIMEOUT:?}"
+            ))
+        }
+    }
+}
+
+/// Whether the server `child` started on `addr` is up: `None` while it is not answering yet
+/// (still loading, or not listening yet), `Some(Ok)` once it answers as the process `ours`
+/// (`process_id:<pid>`), `Some(Err)` when it exited or another server answers on its port.
+fn started(child: &mut Child, addr: SocketAddr, ours: &str) -> Option<Result<(), String>> {
+    if let Ok(Some(status)) = child.try_wait() {
+        return Some(Err(format!(
+            "lock redis-server on {addr} exited at start ({status})"
+        )));
+    }
+    let probe = resp::command(addr, None, &["INFO", "server"], Duration::from_millis(500));
+    let Ok(Reply::Bulk(info)) = probe else {
+        return None;
+    };
+    if String::from_utf8_lossy(&info)
+        .lines()
+        .any(|l| l.trim_end() == ours)
+    {
+        Some(Ok(()))
+    } else {
+        Some(Err(format!("{addr} belongs to another server")))
+    }
+}
+
+/// The ports the lock server is started on: below the range the system takes the local ports
+/// of outgoing connections and of binds to port 0 from (`ip_local_port_range`). The server is
+/// restarted on its port after each kill, while the proxies in front of it keep reconnecting:
+/// a port in that range could meanwhile become the local end of a connection (one of those
+/// reconnects included, connected to itself) or be handed to another process's bind to port 0,
+/// and the restart would find it taken.
+struct Ports {
+    range: Option<Range<u16>>,
+    rng: Rng,
+}
+
+impl Ports {
+    fn new() -> Self {
+        let ephemeral_start = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+            .ok()
+            .and_then(|text| text.split_whitespace().next()?.parse::<u16>().ok());
+        let range = ephemeral_start
+            .filter(|&start| start > LOWEST_PORT)
+            .map(|start| LOWEST_PORT..start);
+        let seed = crate::now_ns() ^ u64::from(std::process::id()).rotate_left(32);
+        Ports {
+            range,
+            rng: Rng::new(seed),
+        }
+    }
+
+    /// A port nobody listens on now. Without a range below the ephemeral one, a port the
+    /// system picks, as the test harness does.
+    fn next_free(&mut self) -> u16 {
+        let Some(range) = self.range.clone() else {
+            return lock_tests::free_port();
+        };
         loop {
-            if let Ok(Reply::Bulk(info)) = self.cmd(&["INFO", "persistence"]) {
-                let info = String::from_utf8_lossy(&info).into_owned();
-                let field = |name: &str| {
-                    info.lines()
-                        .find_map(|l| l.trim_end().strip_prefix(name).map(str::to_owned))
-                };
-                if field("aof_enabled:").as_deref() == Some("1")
-                    && field("aof_rewrite_in_progress:").as_deref() == Some("0")
-                    && field("aof_rewrite_scheduled:").as_deref() == Some("0")
-                {
-                    return Ok(());
-                }
+            let offset = self.rng.below(u64::from(range.end - range.start));
+            let port = range.start + u16::try_from(offset).unwrap_or(0);
+            if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+                return port;
             }
-            if Instant::now() >= deadline {
-                return Err("the lock server did not finish turning on its AOF".into());
-            }
-            std::thread::sleep(Duration::from_millis(5));
         }
     }
 }
