@@ -18,6 +18,12 @@ use tokio::time::Instant;
 /// The busy answer is what shows the lock was held when the waiter came; a release right after
 /// it either wakes the waiter or is found by its next request, both well within a bound that
 /// the lease's expiry could not meet.
+/// Options for a lease of `ttl` on a free key, with a wait to retry a transient failure: Redlock
+/// gives each master a tenth of a short lease to answer, which a loaded machine can miss.
+fn short_lease(ttl: Duration) -> LockOptions {
+    LockOptions::new().ttl(ttl).wait(PATIENCE)
+}
+
 async fn waiter(
     f: &Deployment,
     key: &'static str,
@@ -165,7 +171,7 @@ async fn waiter_is_woken_by_release_not_by_ttl(f: Deployment) {
 async fn waiter_enters_when_an_abandoned_lease_expires(f: Deployment) {
     let guard = f
         .locks
-        .lock("abandoned", LockOptions::new().ttl(ms(500)).watchdog(false))
+        .lock("abandoned", short_lease(ms(500)).watchdog(false))
         .await
         .expect("free");
     // Forget the guard: no release, no renewal, as if its holder froze.
@@ -192,7 +198,7 @@ async fn waiter_enters_when_an_abandoned_lease_expires(f: Deployment) {
 
 async fn watchdog_keeps_a_short_lease_across_a_long_body(f: Deployment) {
     let ttl = Duration::from_secs(1);
-    let options = LockOptions::new().ttl(ttl);
+    let options = short_lease(ttl);
     let guard = f.locks.lock("long-body", options).await.expect("free");
     let started = Instant::now();
     // Renewal after renewal, until the body has run three leases long.
@@ -209,7 +215,7 @@ async fn watchdog_keeps_a_short_lease_across_a_long_body(f: Deployment) {
 }
 
 async fn without_watchdog_the_lease_expires_and_the_holder_is_told(f: Deployment) {
-    let options = LockOptions::new().ttl(ms(500)).watchdog(false);
+    let options = short_lease(ms(500)).watchdog(false);
     let guard = f.locks.lock("fixed", options).await.expect("free");
     let reason = tokio::time::timeout(PATIENCE, guard.lost())
         .await
@@ -226,7 +232,7 @@ async fn without_watchdog_the_lease_expires_and_the_holder_is_told(f: Deployment
 }
 
 async fn late_release_after_expiry_does_not_touch_the_next_owner(f: Deployment) {
-    let options = LockOptions::new().ttl(ms(200)).watchdog(false);
+    let options = short_lease(ms(200)).watchdog(false);
     let first = f.locks.lock("late", options).await.expect("free");
     let second = f
         .locks
@@ -351,9 +357,7 @@ async fn hold_at_least_keeps_a_fast_job_locked(f: Deployment) {
 async fn max_hold_stops_renewal_and_reports_the_loss(f: Deployment) {
     // Renewed every 333 ms while a renewal may take up to a second: the lease runs into
     // max_hold, not out for want of a renewal, even on a loaded machine.
-    let options = LockOptions::new()
-        .ttl(Duration::from_secs(1))
-        .max_hold(Duration::from_secs(2));
+    let options = short_lease(Duration::from_secs(1)).max_hold(Duration::from_secs(2));
     let started = Instant::now();
     let guard = f.locks.lock("capped", options).await.expect("free");
     let reason = tokio::time::timeout(PATIENCE, guard.lost())
@@ -373,7 +377,7 @@ async fn max_hold_stops_renewal_and_reports_the_loss(f: Deployment) {
 async fn abort_on_lease_lost_stops_the_body_with_lease_lost(f: Deployment) {
     let finished = Arc::new(AtomicBool::new(false));
     let flag = finished.clone();
-    let options = LockOptions::new().ttl(ms(300)).watchdog(false);
+    let options = short_lease(ms(300)).watchdog(false);
     let result = f
         .locks
         .run_locked("abort".into(), options, async move {
@@ -389,8 +393,7 @@ async fn abort_on_lease_lost_stops_the_body_with_lease_lost(f: Deployment) {
 }
 
 async fn continue_on_lease_lost_lets_the_body_finish(f: Deployment) {
-    let options = LockOptions::new()
-        .ttl(ms(200))
+    let options = short_lease(ms(200))
         .watchdog(false)
         .on_lease_lost(OnLeaseLost::Continue);
     let held_at_end = f
@@ -451,8 +454,7 @@ async fn busy_error_names_key_and_wait(f: Deployment) {
 
 async fn a_nested_section_does_not_run_on_a_lost_lease(f: Deployment) {
     let locks = f.locks.clone();
-    let options = LockOptions::new()
-        .ttl(ms(200))
+    let options = short_lease(ms(200))
         .watchdog(false)
         .on_lease_lost(OnLeaseLost::Continue);
     let ran = AtomicBool::new(false);
