@@ -33,9 +33,9 @@
 mod cluster;
 mod deployment;
 pub mod fair;
-pub mod prelude;
 mod masters;
 mod port;
+pub mod prelude;
 mod probe;
 mod proxy;
 pub mod resp;
