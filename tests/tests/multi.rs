@@ -202,7 +202,8 @@ async fn a_key_given_twice_is_one_lock_with_one_token(f: Deployment) {
 /// A key held around the call under a fixed short lease is re-entered; the other key is
 /// renewed. The outer lease runs out, and `lost()` names that key.
 async fn the_loss_of_one_key_is_reported_with_that_key(f: Deployment) {
-    let short = LockOptions::new().ttl(ms(400)).watchdog(false);
+    // Short, but long enough to re-enter before it ends on a loaded machine.
+    let short = LockOptions::new().ttl(ms(2000)).watchdog(false);
     let outer = f.locks.lock("lose:b", short).await.expect("free");
     let locks = f.locks.clone();
     outer
@@ -225,7 +226,8 @@ async fn the_loss_of_one_key_is_reported_with_that_key(f: Deployment) {
 }
 
 async fn a_section_is_aborted_when_one_key_is_lost(f: Deployment) {
-    let short = LockOptions::new().ttl(ms(400)).watchdog(false);
+    // Short, but long enough to re-enter before it ends on a loaded machine.
+    let short = LockOptions::new().ttl(ms(2000)).watchdog(false);
     let outer = f.locks.lock("abort:z", short).await.expect("free");
     // A body that never ends: only the abort ends the section.
     let section = f
