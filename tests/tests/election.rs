@@ -94,11 +94,12 @@ impl Deployment {
         }
     }
 
-    /// A manager of its own: another process, as far as the locks can tell.
+    /// A manager of its own: another process, as far as the locks can tell. (Requests may take
+    /// a while on a loaded machine: 500 ms let a step-down's release time out at load 18.)
     async fn manager(&self) -> LockManager {
         LockManager::builder()
             .url(self.url())
-            .request_timeout(ms(500))
+            .request_timeout(Duration::from_secs(2))
             .build()
             .await
             .unwrap_or_else(|err| panic!("connect: {err}\n{}", self.log()))
