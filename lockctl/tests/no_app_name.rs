@@ -38,13 +38,15 @@ async fn a_holder_without_app_name_shows_a_dash_in_text_and_null_in_json() {
         .await
         .expect("free");
 
-    let listed: Value =
-        serde_json::from_slice(&lockctl(&server.url(), &["list", "--json"]).stdout)
-            .expect("list --json is JSON");
+    let listed: Value = serde_json::from_slice(&lockctl(&server.url(), &["list", "--json"]).stdout)
+        .expect("list --json is JSON");
     let lock = &listed["locks"][0];
     assert_eq!(lock["key"], "order:42", "{listed}");
     assert!(lock["app"].is_null(), "app should be null: {listed}");
-    assert!(lock["host"].is_string(), "the other holder fields stay: {listed}");
+    assert!(
+        lock["host"].is_string(),
+        "the other holder fields stay: {listed}"
+    );
 
     let shown: Value =
         serde_json::from_slice(&lockctl(&server.url(), &["show", "order:42", "--json"]).stdout)
