@@ -2,6 +2,9 @@
 //! reader misses and asks the database (a cache stampede); with one, a single reader rebuilds the
 //! entry and the others wait on the lock and then find it in the cache.
 //!
+//! Ctrl-C (or SIGTERM) releases the locks held at that moment (`LockManager::shutdown`); a run
+//! that finds the rebuild lock still held by a killed earlier run says so and waits for its lease.
+//!
 //! `cargo run -p lock-examples --bin cache_rebuild` runs on memory; set `REDIS_URL` to use Redis.
 
 use std::collections::HashMap;
@@ -14,6 +17,10 @@ use lock_runtime::{LockError, LockManager, distributed_lock};
 
 const HOT_KEY: &str = "product:42";
 const READERS: usize = 100;
+/// The lock `rebuild` takes for [`HOT_KEY`], and the longest lease a killed run can leave on it
+/// (the default `ttl`, 30 s, and a margin).
+const REBUILD_KEY: &str = "rebuild:product:42";
+const EARLIER_RUN_AT_MOST: Duration = Duration::from_secs(32);
 
 /// The cache in front of the database (Redis or memcached in a real service).
 #[derive(Default)]
@@ -105,6 +112,11 @@ async fn stampede(app: &Arc<App>, key: &str, readers: usize) -> HashMap<Source, 
 async fn run() -> Result<ExitCode, LockError> {
     let locks = lock_examples::locks_from_env().await?;
     println!("cache rebuild on {}", locks.backend());
+    lock_examples::run_until_stopped(std::slice::from_ref(&locks), demo(locks.clone())).await
+}
+
+async fn demo(locks: LockManager) -> Result<ExitCode, LockError> {
+    lock_examples::wait_for_earlier_run(&locks, REBUILD_KEY, EARLIER_RUN_AT_MOST).await?;
     let (cache, db) = (Cache::default(), Database::default());
     let app = Arc::new(App { locks, cache, db });
     app.cache.put(HOT_KEY, "warm".into());

@@ -4,13 +4,17 @@
 //! `order:<user_id>` makes a user's duplicate clicks queue up instead of all passing the "already
 //! ordered?" check, and `stock:<sku>` makes "read stock, then decrement" one step.
 //!
+//! Each run is a sale of its own, with an id in its keys (`order:<sale>:<user_id>`), so a run
+//! started right after another, or after one that was killed, never meets that one's locks.
+//! Ctrl-C (or SIGTERM) releases the locks held at that moment (`LockManager::shutdown`).
+//!
 //! `cargo run -p lock-examples --bin flash_sale` runs on memory; set `REDIS_URL` to use Redis.
 
 use std::collections::HashMap;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use lock_runtime::{LockError, distributed_lock};
 
@@ -23,6 +27,8 @@ const REQUESTS_PER_USER: u32 = 3;
 /// locks, requests would interleave between the check and the write.
 #[derive(Default)]
 struct Shop {
+    /// This sale's id: one user's orders and the stock are locked per sale.
+    sale: String,
     stock: AtomicI64,
     orders: Mutex<HashMap<u32, Vec<u32>>>,
 }
@@ -47,7 +53,7 @@ enum Outcome {
 }
 
 /// One user's order at a time: a second click waits here and then sees the first order.
-#[distributed_lock(key = "order:<user_id>", wait = "2s")]
+#[distributed_lock(key = "order:<shop.sale>:<user_id>", wait = "2s")]
 async fn place_order(shop: &Shop, user_id: u32, request: u32) -> Result<Outcome, LockError> {
     if shop.has_order(user_id).await {
         return Ok(Outcome::Duplicate);
@@ -60,7 +66,7 @@ async fn place_order(shop: &Shop, user_id: u32, request: u32) -> Result<Outcome,
 }
 
 /// Check and decrement as one step, so two buyers never take the last item both.
-#[distributed_lock(key = "stock:<sku>", wait = "2s")]
+#[distributed_lock(key = "stock:<shop.sale>:<sku>", wait = "2s")]
 async fn take_one(shop: &Shop, sku: &str) -> Result<bool, LockError> {
     if shop.stock.load(Ordering::SeqCst) <= 0 {
         return Ok(false);
@@ -74,10 +80,23 @@ async fn run() -> Result<ExitCode, LockError> {
     let locks = lock_examples::locks_from_env().await?;
     println!("flash sale on {}", locks.backend());
     // Every #[distributed_lock] without `manager = ...` in this process uses this one.
-    lock_runtime::set_global_default(locks)?;
+    lock_runtime::set_global_default(locks.clone())?;
+    lock_examples::run_until_stopped(&[locks], sale()).await
+}
 
-    let shop = Arc::new(Shop::default());
+async fn sale() -> Result<ExitCode, LockError> {
+    let started_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis());
+    let shop = Arc::new(Shop {
+        sale: format!("{started_ms:x}"),
+        ..Shop::default()
+    });
     shop.stock.store(STOCK, Ordering::SeqCst);
+    println!(
+        "sale {}: locks order:{0}:<user_id> and stock:{0}:{SKU}",
+        shop.sale
+    );
     let total = USERS * REQUESTS_PER_USER;
     println!(
         "{STOCK} x {SKU} on sale; {USERS} users send {REQUESTS_PER_USER} requests each, {total} at once"

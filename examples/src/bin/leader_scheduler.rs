@@ -24,7 +24,10 @@ USAGE:
     leader_scheduler run [--every MS] [--ttl MS] [--quit-on-eof]
                                      one scheduler: runs the job every MS (default 250) while it
                                      leads, with a lease of --ttl (default 2000); stops on Ctrl-C
-                                     (and on end of stdin with --quit-on-eof), stepping down
+                                     or SIGTERM (and on end of stdin with --quit-on-eof),
+                                     stepping down
+    leader_scheduler --help, leader_scheduler run --help
+                                     this text
 
 Redis: REDIS_URL if set (redis://, redis+sentinel://, redis+cluster://, redlock://). Unset,
 `run` uses the in-process memory backend (one process alone, always leader), and the demo starts
@@ -77,8 +80,9 @@ fn unix_ms() -> u128 {
         .map_or(0, |since| since.as_millis())
 }
 
-/// Resolves when the scheduler should stop: Ctrl-C, or the end of stdin with `--quit-on-eof`.
-async fn stop_requested(quit_on_eof: bool) {
+/// Resolves when the scheduler should stop: Ctrl-C, SIGTERM, or the end of stdin with
+/// `--quit-on-eof`.
+async fn stop_requested(mut stop: lock_examples::StopSignal, quit_on_eof: bool) {
     let eof = async {
         if !quit_on_eof {
             return std::future::pending().await;
@@ -88,7 +92,7 @@ async fn stop_requested(quit_on_eof: bool) {
         while matches!(stdin.read(&mut buffer).await, Ok(n) if n > 0) {}
     };
     tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
+        () = stop.recv() => {}
         () = eof => {}
     }
 }
@@ -96,6 +100,8 @@ async fn stop_requested(quit_on_eof: bool) {
 /// One scheduler process: campaigns, runs the job every `every` while it leads, and steps down
 /// when told to stop.
 async fn run(settings: Settings) -> Result<ExitCode, LockError> {
+    let stop = lock_examples::StopSignal::install()
+        .map_err(|err| LockError::Config(format!("cannot listen for Ctrl-C: {err}")))?;
     let locks = lock_examples::locks_from_env().await?;
     let pid = std::process::id();
     let options = ElectionOptions::new().ttl(settings.ttl).label("scheduler");
@@ -126,13 +132,14 @@ async fn run(settings: Settings) -> Result<ExitCode, LockError> {
     };
     let outcome: Result<(), LockError> = tokio::select! {
         outcome = schedule => outcome,
-        () = stop_requested(settings.quit_on_eof) => Ok(()),
+        () = stop_requested(stop, settings.quit_on_eof) => Ok(()),
     };
     let leading = leadership.fencing_token();
     leadership.step_down().await?;
     if let Some(token) = leading {
         println!("stepped down pid={pid} token={token}");
     }
+    locks.shutdown().await?;
     outcome?;
     Ok(ExitCode::SUCCESS)
 }
@@ -394,6 +401,10 @@ async fn main() -> ExitCode {
             println!("{HELP}");
             ExitCode::SUCCESS
         }
+        Some("run") if args[1..].iter().any(|arg| arg == "-h" || arg == "--help") => {
+            println!("{HELP}");
+            ExitCode::SUCCESS
+        }
         Some("run") => match parse_run(&args[1..]) {
             Ok(settings) => lock_examples::report(run(settings).await),
             Err(problem) => {
@@ -401,10 +412,23 @@ async fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        None | Some("--demo") => demo().await.unwrap_or_else(|problem| {
-            eprintln!("FAILED: {problem}");
-            ExitCode::FAILURE
-        }),
+        None | Some("--demo") => {
+            let Ok(mut stop) = lock_examples::StopSignal::install() else {
+                eprintln!("FAILED: cannot listen for Ctrl-C");
+                return ExitCode::FAILURE;
+            };
+            tokio::select! {
+                outcome = demo() => outcome.unwrap_or_else(|problem| {
+                    eprintln!("FAILED: {problem}");
+                    ExitCode::FAILURE
+                }),
+                // Ends the schedulers and the demo's own redis-server with it.
+                () = stop.recv() => {
+                    println!("interrupted: stopping the schedulers");
+                    ExitCode::from(lock_examples::INTERRUPTED)
+                }
+            }
+        }
         Some(other) => {
             eprintln!("unknown argument {other:?}\n\n{HELP}");
             ExitCode::from(2)

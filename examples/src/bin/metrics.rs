@@ -3,13 +3,14 @@
 //!
 //! `cargo run -p lock-examples --bin metrics` runs on memory; set `REDIS_URL` to use Redis. In a
 //! service, install the recorder once at start-up and serve `handle.render()` (or let the
-//! exporter's own HTTP listener do it, its `http-listener` feature).
+//! exporter's own HTTP listener do it, its `http-listener` feature). Ctrl-C (or SIGTERM) releases
+//! the locks held at that moment (`LockManager::shutdown`).
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use lock_runtime::{LockError, LockManager, LockOptions, distributed_lock};
-use metrics_exporter_prometheus::PrometheusBuilder;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 /// Labelled `report:<day>` in every metric: the template, never the rendered key.
 #[distributed_lock(key = "report:<day>", ttl = "10s", wait = "50ms")]
@@ -18,27 +19,8 @@ async fn build_report(day: u32) -> Result<u32, LockError> {
     Ok(day)
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    let handle = match PrometheusBuilder::new().install_recorder() {
-        Ok(handle) => handle,
-        Err(err) => {
-            eprintln!("cannot install the Prometheus recorder: {err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "memory://".to_owned());
-    let locks = match LockManager::connect(&url).await {
-        Ok(locks) => locks,
-        Err(err) => {
-            eprintln!("{err}");
-            return ExitCode::FAILURE;
-        }
-    };
-    if let Err(err) = lock_runtime::set_global_default(locks.clone()) {
-        eprintln!("{err}");
-        return ExitCode::FAILURE;
-    }
+/// A few locked calls, then the exported text.
+async fn demo(locks: LockManager, handle: PrometheusHandle) -> Result<ExitCode, LockError> {
     // Two tasks build the same day's report at once: the second is told "busy" and waits (up
     // to 50 ms) for the first to release. (Two calls in one task would be one owner:
     // `HeldByThisTask`.)
@@ -46,17 +28,31 @@ async fn main() -> ExitCode {
         tokio::join!(tokio::spawn(build_report(1)), tokio::spawn(build_report(1)));
     println!("report 1: {first:?}, {second:?}");
     // A lock taken through the API, labelled by hand.
-    match locks
+    let guard = locks
         .lock("nightly-export", LockOptions::new().label("nightly-export"))
-        .await
-    {
-        Ok(guard) => {
-            if let Err(err) = guard.release().await {
-                eprintln!("{err}");
-            }
-        }
-        Err(err) => eprintln!("{err}"),
-    }
+        .await?;
+    guard.release().await?;
     println!("{}", handle.render());
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn run() -> Result<ExitCode, LockError> {
+    let handle = match PrometheusBuilder::new().install_recorder() {
+        Ok(handle) => handle,
+        Err(err) => {
+            eprintln!("cannot install the Prometheus recorder: {err}");
+            return Ok(ExitCode::FAILURE);
+        }
+    };
+    let url = std::env::var("REDIS_URL").unwrap_or_else(|_| "memory://".to_owned());
+    let locks = LockManager::connect(&url).await?;
+    lock_runtime::set_global_default(locks.clone())?;
+    lock_examples::run_until_stopped(std::slice::from_ref(&locks), demo(locks.clone(), handle))
+        .await
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    lock_examples::init_logging();
+    lock_examples::report(run().await)
 }
