@@ -159,10 +159,12 @@ fn failover_listeners_come_back_on_a_later_runtime() {
             .expect("a data node of the setup");
         let new = tokio::task::block_in_place(|| setup.pause_master_and_wait_failover());
         assert_ne!(new.addr(), old.addr(), "{}", setup.log());
-        // The announcement is published as the replica is promoted; give the client a moment
-        // to hear it. Nothing outside the client shows that it has: this is the one wait on
-        // time alone, and generous so that a loaded machine meets it.
-        tokio::time::sleep(Duration::from_secs(2)).await;
+        // The announcement is published as the replica is promoted: the client connects to it.
+        assert!(
+            wait_until_async(PATIENCE, || followed_to(new)).await,
+            "the client never followed the announcement\n{}",
+            setup.log()
+        );
         old.resume();
         let after = locks
             .lock("after", LockOptions::new())
@@ -177,6 +179,17 @@ fn failover_listeners_come_back_on_a_later_runtime() {
         assert!(!exists(old), "nothing was granted by the old one");
         after.release().await.expect("release");
     });
+}
+
+/// Whether the manager has switched to `node`: it connected there and finished its checks of a
+/// new server, whose last is a `PUBLISH` to the permission probe's channel (as in `sentinel.rs`).
+fn followed_to(node: &RedisServer) -> bool {
+    node.cmd(&["CLIENT", "LIST"]).lines().any(|client| {
+        !client.contains(" name=sentinel-")
+            && !client.contains(" flags=S ")
+            && !client.contains(" flags=M ")
+            && client.contains(" cmd=publish ")
+    })
 }
 
 /// A program with a long-lived runtime and short-lived ones: the manager is made and first used
