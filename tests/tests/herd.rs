@@ -1,6 +1,9 @@
 //! No thundering herd: one release, or one lease running out, sends one waiter of a process to
 //! the server, however many wait and however many masters announce the release.
 
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use lock_tests::Masters;
@@ -32,23 +35,41 @@ async fn warm_up(locks: &LockManager) {
 }
 
 /// `count` tasks of `locks` that wait for `key` and, once one has it, hold it until they are
-/// aborted.
-fn waiters(
+/// aborted; returned once all of them wait: the first was told busy (`listens`: its manager
+/// now listens on the server), the others joined the line in their process behind it (their
+/// calls went to sleep) without asking the server.
+async fn waiters(
     locks: &LockManager,
     key: &'static str,
     count: usize,
+    listens: impl Fn() -> bool,
 ) -> Vec<tokio::task::JoinHandle<()>> {
-    (0..count)
-        .map(|_| {
-            let locks = locks.clone();
-            tokio::spawn(async move {
-                let options = LockOptions::new().wait(Duration::from_secs(60));
-                if let Ok(_guard) = locks.lock(key, options).await {
-                    std::future::pending::<()>().await;
+    let mut tasks = Vec::new();
+    for i in 0..count {
+        let locks = locks.clone();
+        let asked = Arc::new(AtomicBool::new(false));
+        let flag = asked.clone();
+        tasks.push(tokio::spawn(async move {
+            let options = LockOptions::new().wait(Duration::from_secs(60));
+            let mut call = pin!(locks.lock(key, options));
+            let taken = std::future::poll_fn(|cx| {
+                let polled = call.as_mut().poll(cx);
+                if polled.is_pending() {
+                    flag.store(true, Ordering::SeqCst);
                 }
+                polled
             })
-        })
-        .collect()
+            .await;
+            if let Ok(_guard) = taken {
+                std::future::pending::<()>().await;
+            }
+        }));
+        let waits = wait_until_async(PATIENCE, || {
+            asked.load(Ordering::SeqCst) && (i > 0 || listens())
+        });
+        assert!(waits.await, "waiter {i} never waited");
+    }
+    tasks
 }
 
 /// Whether a manager listens for the releases of `stored` on `server`: one of its callers was
@@ -76,10 +97,8 @@ async fn one_redlock_release_sends_one_waiter_of_a_process() {
         .lock("herd", LockOptions::new().ttl(Duration::from_secs(30)))
         .await
         .expect("free");
-    let tasks = waiters(&waiting, "herd", 4);
     let node = masters.node(0);
-    let waits = wait_until_async(PATIENCE, || someone_listens(node, "lock:{herd}")).await;
-    assert!(waits, "nobody waits\n{}", masters.log());
+    let tasks = waiters(&waiting, "herd", 4, || someone_listens(node, "lock:{herd}")).await;
     node.cmd(&["CONFIG", "RESETSTAT"]);
     guard.release().await.expect("release");
     let taken = wait_until_async(PATIENCE, || node.holds_lock("lock:{herd}"));
@@ -116,9 +135,8 @@ async fn a_lease_that_runs_out_sends_one_waiter_of_a_process() {
     let fence = abandoned.fencing_token();
     // Its holder froze: no release, no renewal.
     std::mem::forget(abandoned);
-    let tasks = waiters(&waiting, "expiring", 8);
-    let waits = wait_until_async(PATIENCE, || someone_listens(&server, "lock:{expiring}")).await;
-    assert!(waits, "nobody waits\n{}", server.log());
+    let listens = || someone_listens(&server, "lock:{expiring}");
+    let tasks = waiters(&waiting, "expiring", 8, listens).await;
     server.cmd(&["CONFIG", "RESETSTAT"]);
     let taken = wait_until_async(PATIENCE, || {
         server
