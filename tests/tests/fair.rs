@@ -380,8 +380,9 @@ async fn a_dropped_fair_holder_wakes_a_waiter_of_its_own_process() {
     let holder = f.locks.lock("job", options).await.expect("free");
     let locks = f.locks.clone();
     let waiter = async move { locks.lock("job", LockOptions::new().wait(PATIENCE)).await };
-    // It waits in its process, which need not ask the server: its call went to sleep.
-    let waiter = f.spawn_waiting("lock:{job}", 0, waiter).await;
+    // It waits in its process without asking the server; its manager listens for releases
+    // announced from elsewhere.
+    let waiter = f.spawn_waiting("lock:{job}", 1, waiter).await;
     drop(holder);
     // Unannounced, it would sleep on until the 10 s lease had run out.
     let got = tokio::time::timeout(Duration::from_secs(5), waiter).await;

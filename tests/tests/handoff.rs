@@ -31,8 +31,9 @@ async fn a_release_hands_the_lock_to_a_waiter_of_the_same_process_in_one_call() 
             let locks = locks.clone();
             async move { locks.lock("hot", LockOptions::new().wait(PATIENCE)).await }
         };
-        // Asleep in line (in its process: no manager listens on the server).
-        let waiter = f.spawn_waiting("lock:{hot}", 0, waiter).await;
+        // In line in its process, without asking the server; its manager now listens for
+        // releases announced from elsewhere.
+        let waiter = f.spawn_waiting("lock:{hot}", 1, waiter).await;
         let lock = server.stored_lock("lock:{hot}").expect("held");
         assert!(
             !lock.waiting,
@@ -147,8 +148,8 @@ async fn a_waiter_elsewhere_turns_the_next_hand_off_into_a_release_it_can_win() 
         let here = here.clone();
         async move { here.lock("shared", LockOptions::new().wait(PATIENCE)).await }
     };
-    let local = f.spawn_waiting("lock:{shared}", 0, local).await;
-    // Waits once told busy: its manager listens on the lock's channel.
+    let local = f.spawn_waiting("lock:{shared}", 1, local).await;
+    // Waits once told busy: its manager listens on the lock's channel too.
     let remote = {
         let elsewhere = elsewhere.clone();
         async move {
@@ -157,7 +158,7 @@ async fn a_waiter_elsewhere_turns_the_next_hand_off_into_a_release_it_can_win() 
                 .await
         }
     };
-    let remote = f.spawn_waiting("lock:{shared}", 1, remote).await;
+    let remote = f.spawn_waiting("lock:{shared}", 2, remote).await;
     let told = server
         .stored_lock("lock:{shared}")
         .is_some_and(|lock| lock.waiting);
@@ -196,12 +197,12 @@ async fn a_waiter_that_gives_up_leaves_the_lock_to_the_next() {
         let locks = locks.clone();
         async move { locks.lock("brief", LockOptions::new().wait(ms(1000))).await }
     };
-    let impatient = f.spawn_waiting("lock:{brief}", 0, impatient).await;
+    let impatient = f.spawn_waiting("lock:{brief}", 1, impatient).await;
     let patient = {
         let locks = locks.clone();
         async move { locks.lock("brief", LockOptions::new().wait(PATIENCE)).await }
     };
-    let patient = f.spawn_waiting("lock:{brief}", 0, patient).await;
+    let patient = f.spawn_waiting("lock:{brief}", 1, patient).await;
     let err = impatient
         .await
         .expect("task")
