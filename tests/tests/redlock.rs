@@ -353,3 +353,43 @@ async fn waiters_giving_back_a_minority_do_not_wake_each_other() {
             .expect("the waiter gets the lock once released");
     }
 }
+
+/// A copy of the lock that outlived the lease on one master (an acquire that reached it late)
+/// is not the lock: once another owner holds a majority, the first owner's release says its
+/// lease was lost, as on one server, and leaves the new owner's copies alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_after_expiry_with_a_stale_minority_copy_reports_the_lease_lost() {
+    let masters = Masters::start(3);
+    let locks = manager(&masters).await;
+    let first = locks
+        .lock("late", LockOptions::new().ttl(ms(1000)).watchdog(false))
+        .await
+        .expect("free");
+    let stored = "lock:{late}";
+    assert_eq!(
+        masters.node(2).cmd(&["PEXPIRE", stored, "60000"]),
+        "1",
+        "{}",
+        masters.log()
+    );
+    first.lost().await;
+    let second = locks
+        .lock("late", LockOptions::new().wait(PATIENCE))
+        .await
+        .unwrap_or_else(|err| panic!("a majority is free once the lease ran out: {err}"));
+    let released = first.release().await;
+    assert!(
+        matches!(released, Err(LockError::LeaseLost { .. })),
+        "the first owner's release after its lease ran out: {released:?}\n{}",
+        masters.log()
+    );
+    assert!(second.is_held(), "{}", masters.log());
+    for i in 0..2 {
+        assert!(
+            masters.node(i).holds_lock(stored),
+            "master {i} lost the second owner's copy\n{}",
+            masters.log()
+        );
+    }
+    second.release().await.expect("the second owner's release");
+}

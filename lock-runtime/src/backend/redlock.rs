@@ -32,6 +32,10 @@ use crate::{LockError, url};
 
 /// The per-node timeout is the smaller of this and a tenth of the ttl.
 const MAX_NODE_TIMEOUT: Duration = Duration::from_millis(250);
+/// How many times a release asks the masters that gave no answer before it reports the failure
+/// (the guard then goes on in the background): a release is owner-checked, so asking again is
+/// always safe, and one slow answer on a loaded machine should not fail it.
+const RELEASE_ROUNDS: usize = 3;
 const MIN_NODE_TIMEOUT: Duration = Duration::from_millis(5);
 /// How often a silent master is sent a `PING` to see whether it answers again.
 const PROBE_INTERVAL: Duration = Duration::from_millis(50);
@@ -252,6 +256,33 @@ impl RedlockBackend {
             self.quorum
         ))
     }
+}
+
+/// What the masters' answers to a release say, `None` while the masters that have not answered
+/// could still change it.
+///
+/// The lock was ours only if a majority still held our copies: a copy that outlived the lease
+/// on one master (an acquire that reached it late) is not the lock, which another owner may
+/// hold on the others by now.
+fn release_verdict(known: &[Option<Release>], quorum: usize) -> Option<Release> {
+    let count = |wanted: Release| {
+        known
+            .iter()
+            .filter(|&&answer| answer == Some(wanted))
+            .count()
+    };
+    let released = count(Release::Released);
+    let silent = known.iter().filter(|answer| answer.is_none()).count();
+    if released >= quorum {
+        return Some(Release::Released);
+    }
+    if released + silent >= quorum {
+        return None;
+    }
+    if count(Release::NotOwner) > 0 {
+        return Some(Release::NotOwner);
+    }
+    Some(Release::Gone)
 }
 
 fn node_timeout(ttl: Duration) -> Duration {
@@ -487,29 +518,33 @@ impl Backend for RedlockBackend {
                     );
                 }
             }
-            let answers = self
-                .all(&asked, MAX_NODE_TIMEOUT, |node| {
-                    node.release(key, token, keep)
-                })
-                .await;
-            let count = |wanted: Release| {
-                answers
-                    .iter()
-                    .filter(|answer| matches!(answer, Ok(release) if *release == wanted))
-                    .count()
-            };
-            let answered = answers.iter().filter(|answer| answer.is_ok()).count();
-            if count(Release::Released) > 0 {
-                return Ok(Release::Released);
+            // What each master answered so far: a master that answered keeps its answer, and
+            // only the silent ones are asked again, so a copy deleted in an earlier round
+            // still counts as released.
+            let mut known: Vec<Option<Release>> = vec![None; self.nodes.len()];
+            let mut pending = asked;
+            let mut round = 1;
+            loop {
+                let answers = self
+                    .all(&pending, MAX_NODE_TIMEOUT, |node| {
+                        node.release(key, token, keep)
+                    })
+                    .await;
+                for (slot, answer) in known.iter_mut().zip(&answers) {
+                    if let Ok(answer) = answer {
+                        *slot = Some(*answer);
+                    }
+                }
+                if let Some(verdict) = release_verdict(&known, self.quorum) {
+                    return Ok(verdict);
+                }
+                if round == RELEASE_ROUNDS {
+                    let answered = known.iter().flatten().count();
+                    return Err(self.too_few(answered, answers));
+                }
+                round += 1;
+                pending = known.iter().map(Option::is_none).collect();
             }
-            if answered < self.quorum {
-                // Maybe still ours on the masters that did not answer: the caller retries.
-                return Err(self.too_few(answered, answers));
-            }
-            if count(Release::NotOwner) > 0 {
-                return Ok(Release::NotOwner);
-            }
-            Ok(Release::Gone)
         })
     }
 
@@ -569,6 +604,33 @@ mod tests {
     fn a_redlock_url_without_masters_is_a_config_error() {
         let err = node_urls("redlock://user:s3cret@/0").expect_err("no masters");
         assert!(!err.to_string().contains("s3cret"), "{err}");
+    }
+
+    #[test]
+    fn a_release_counts_only_a_majority_of_our_copies_as_the_lock() {
+        use Release::{Gone, NotOwner, Released};
+        assert_eq!(
+            release_verdict(&[Some(Released), Some(Released), Some(NotOwner)], 2),
+            Some(Released)
+        );
+        // A stale copy on one master while another owner holds the other two.
+        assert_eq!(
+            release_verdict(&[Some(NotOwner), Some(NotOwner), Some(Released)], 2),
+            Some(NotOwner)
+        );
+        assert_eq!(
+            release_verdict(&[Some(Gone), Some(Gone), Some(Released)], 2),
+            Some(Gone)
+        );
+        // A silent master may still hold our copy: ask again.
+        assert_eq!(
+            release_verdict(&[Some(Released), None, Some(Gone)], 2),
+            None
+        );
+        assert_eq!(
+            release_verdict(&[Some(NotOwner), None, Some(NotOwner)], 2),
+            Some(NotOwner)
+        );
     }
 
     #[test]
