@@ -193,19 +193,18 @@ impl Lease {
 
     /// Marks the lease lost; returns false if it was already lost or released.
     pub(crate) fn mark_lost(&self, reason: LostReason) -> bool {
-        let mut was_held = false;
-        let changed = self.update(|status| {
+        self.update(|status| {
             let live = matches!(status, Status::Held | Status::Acquiring);
-            was_held = matches!(status, Status::Held);
+            if matches!(status, Status::Held) {
+                // Counted before anyone waiting on `lost()` is woken, so that whoever sees the
+                // loss also sees it counted.
+                crate::metrics::lease_lost(self.options.label, reason);
+            }
             if live {
                 *status = Status::Lost(reason);
             }
             live
-        });
-        if was_held {
-            crate::metrics::lease_lost(self.options.label, reason);
-        }
-        changed
+        })
     }
 
     pub(crate) fn mark_released(&self) {
