@@ -47,6 +47,20 @@ fn channel(key: &str) -> String {
     read_write_keys("lock:", key).expect("a key").channel
 }
 
+/// Whether a writer waits for the read-write lock `key` with its mark on it, and knows it: on a
+/// server, the mark is there and a manager listens for releases (the writer subscribes once
+/// its busy answer came back); read from outside, so that the writer is not woken to ask again
+/// (as a reader's release would). On memory, a reader of `locks` is refused.
+async fn writer_marked(f: &Deployment, locks: &LockManager, key: &str) -> bool {
+    let mark = read_write_keys("lock:", key).expect("a key").writer_waiting;
+    match f.server_of(&mark) {
+        Some(server) => {
+            server.cmd(&["EXISTS", &mark]) == "1" && f.listeners(&channel(key)) >= Some(1)
+        }
+        None => readers_refused(locks, key).await,
+    }
+}
+
 /// Whether a reader of `locks` that only tries is refused now (a waiting writer's mark or a
 /// writer holds it); a share it gets is given back at once. On a task of its own, so that no
 /// share of the caller's task is re-entered.
@@ -162,11 +176,13 @@ async fn a_writer_that_stops_waiting_holds_no_reader_up(f: Deployment) {
         "the writer that gave up left its mark\n{}",
         f.log()
     );
-    // Cancelled once its mark holds readers up.
-    let cancelled = writers.write_lock("gave-up", read().wait(PATIENCE));
+    // Cancelled while it waits, once its mark holds readers up. (A writer cancelled while the
+    // request that sets its mark is on its way leaves the mark until it expires, about 20 s:
+    // a gap of the library this test does not cover.)
+    let cancelled = writers.write_lock("gave-up", read().wait(Duration::from_secs(10)));
     tokio::select! {
         taken = cancelled => panic!("readers hold it: {taken:?}"),
-        marked = eventually(|| readers_refused(&readers, "gave-up")) => {
+        marked = eventually(|| writer_marked(&f, &readers, "gave-up")) => {
             assert!(marked, "the waiting writer holds no reader up\n{}", f.log());
         }
     }
@@ -175,7 +191,7 @@ async fn a_writer_that_stops_waiting_holds_no_reader_up(f: Deployment) {
         .read_lock("gave-up", read().wait(PATIENCE))
         .await
         .unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
-    // A mark left behind would hold readers up for about a lease (10 s).
+    // A mark left behind would hold readers up until it expired (10 s or more).
     let waited = started.elapsed();
     assert!(waited < Duration::from_secs(5), "{waited:?}");
     share.release().await.expect("release");
