@@ -13,6 +13,7 @@ mod fallback;
 mod item;
 mod limits;
 mod params;
+mod permits;
 mod suggest;
 mod template;
 mod validate;
@@ -126,8 +127,12 @@ use proc_macro::TokenStream;
 ///   `max_hold` that names the longest of them: the first lease already outlasts it, or the
 ///   lock could not be held that long.
 /// - `permits` with `fair = true` is an error at `fair`: a semaphore's waiters are not served in
-///   order. `permits = 0` is an error at the literal; a constant of 0 fails when the fn is
-///   compiled to code (`cargo build`; `cargo check` does not evaluate it), at the constant.
+///   order. `permits = 0` is an error at the literal, and a constant of 0 at the constant, in
+///   `cargo check` too (so in the editor): the constant is evaluated in a `const` item. One
+///   read through `Self` or a type (`Self::SLOTS`, `T::SLOTS`, a one-letter `N`), which may be
+///   a generic parameter that an item cannot name, is only evaluated when the fn is compiled
+///   for its types (`cargo build`). A value read from a parameter or `self` is an error that
+///   points to `LockManager::semaphore`, which takes a number known at run time.
 /// - `mode` with `permits`, `keys` or `fair = true` is an error at `mode` that says which to
 ///   keep: a read-write lock is one key's, apart from its semaphore, and its waiting writer
 ///   already goes before new readers. An unknown mode lists `"read"` and `"write"`.

@@ -5,6 +5,7 @@
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::ext::IdentExt;
+use syn::visit_mut::VisitMut;
 use syn::{FnArg, Ident, Index, LitStr, Member, Pat, Receiver, Signature, Type};
 
 use crate::attr::KeyArg;
@@ -637,6 +638,39 @@ pub(crate) fn reads_owned_param(expr: &syn::Expr, params: &Params<'_>) -> bool {
             owned.iter().any(|name| ident.unraw() == name)
         }
     })
+}
+
+/// The parameter (or `self`) an expression reads, if any: `self` in `self.max_exports`, `max` in
+/// `max + 1`. A path through a module (`self::SLOTS`) reads none.
+pub(crate) fn param_read_by(expr: &syn::Expr, params: &Params<'_>) -> Option<String> {
+    struct Reads<'p, 'a> {
+        params: &'p Params<'a>,
+        found: Option<String>,
+    }
+    impl VisitMut for Reads<'_, '_> {
+        fn visit_expr_path_mut(&mut self, path: &mut syn::ExprPath) {
+            let Some(ident) = path.path.get_ident().filter(|_| path.qself.is_none()) else {
+                return;
+            };
+            let name = ident.unraw().to_string();
+            let read = name == "self"
+                || self.params.named(&name).is_some()
+                || self
+                    .params
+                    .in_patterns
+                    .iter()
+                    .any(|b| b.ident.unraw() == name);
+            if read && self.found.is_none() {
+                self.found = Some(name);
+            }
+        }
+    }
+    let mut reads = Reads {
+        params,
+        found: None,
+    };
+    reads.visit_expr_mut(&mut expr.clone());
+    reads.found
 }
 
 fn is_shared_ref(ty: &Type) -> bool {

@@ -15,6 +15,7 @@ use crate::duration::format_millis;
 use crate::item::{AsyncTraitBody, FutureBlockBody, LockedFn, TokioEntryBody};
 use crate::limits::{LONG_TTL_MILLIS, MAX_TTL_MILLIS};
 use crate::params::{KeyPlan, Params, is_positional_arg, reads_owned_param, resolve_key};
+use crate::permits::{self, PermitsPlan};
 
 /// The runtime's default lease (`LockOptions::DEFAULT_TTL`), for rules that compare with `ttl`
 /// when the attribute does not set it.
@@ -42,7 +43,7 @@ pub(crate) struct OptionsPlan {
     pub(crate) ttl: Option<u64>,
     pub(crate) wait: Option<u64>,
     /// `permits = N`: one of N permits of the semaphore of the key, not the lock.
-    pub(crate) permits: Option<syn::Expr>,
+    pub(crate) permits: Option<PermitsPlan>,
     /// `mode = "read" | "write"`: `Some(true)` for the write hold of the read-write lock of the
     /// key, `Some(false)` for a read share; `None` for the lock.
     pub(crate) write_mode: Option<bool>,
@@ -136,6 +137,11 @@ pub(crate) fn validate(
         (None, None) => None,
     };
 
+    let permits = args.permits.get().and_then(|permits| {
+        permits::plan(&permits.value, &params, &item.sig.generics)
+            .map_err(|err| errors.push(err))
+            .ok()
+    });
     let clone_manager = args
         .manager
         .get()
@@ -159,7 +165,7 @@ pub(crate) fn validate(
             ttl: millis(&args.ttl),
             wait: millis(&args.wait),
             write_mode: args.mode.get().map(|mode| mode.write),
-            permits: args.permits.value.map(|permits| permits.value),
+            permits,
             fair: args.fair.get().map(|b| b.value),
             watchdog: args.watchdog.get().map(|b| b.value),
             on_lease_lost: args.on_lease_lost.get().copied(),
@@ -627,8 +633,11 @@ pub(crate) fn pretty(tokens: TokenStream) -> String {
     while let Some(c) = chars.next() {
         if c == ' ' {
             let next = chars.peek().copied().unwrap_or(' ');
-            let glue_after = matches!(previous, '<' | '&' | ':' | '(' | '[' | '\'');
-            let glue_before = matches!(next, '<' | '>' | ',' | ';' | ':' | '(' | ')' | ']' | ' ');
+            let glue_after = matches!(previous, '<' | '&' | ':' | '(' | '[' | '\'' | '.');
+            let glue_before = matches!(
+                next,
+                '<' | '>' | ',' | ';' | ':' | '(' | ')' | ']' | ' ' | '.'
+            );
             if glue_after || glue_before {
                 continue;
             }
@@ -755,6 +764,27 @@ mod tests {
         assert_eq!(errs.len(), 1, "{errs:?}");
         assert!(errs[0].starts_with("`fair = true` orders the waiters of a lock"));
         assert!(errors(quote!(key = "k", permits = 3, fair = false), item()).is_empty());
+    }
+
+    #[test]
+    fn permits_read_from_a_parameter_point_to_the_runtime_semaphore() {
+        let item = quote! { async fn f(&self, max: u32) -> Result<(), E> { Ok(()) } };
+        for (permits, reads) in [
+            (quote!(self.max_exports), "`self`"),
+            (quote!(max + 1), "`max`"),
+            (quote!(self.limits().max), "`self`"),
+        ] {
+            let errs = errors(quote!(key = "k", permits = #permits), item.clone());
+            assert_eq!(errs.len(), 1, "{errs:?}");
+            assert!(errs[0].contains(&format!("reads {reads}")), "{errs:?}");
+            assert!(
+                errs[0].contains("`LockManager::semaphore(key, "),
+                "{errs:?}"
+            );
+        }
+        for permits in [quote!(self::SLOTS), quote!(limits::max), quote!(MAX)] {
+            assert!(errors(quote!(key = "k", permits = #permits), item.clone()).is_empty());
+        }
     }
 
     #[test]
@@ -1072,6 +1102,7 @@ mod tests {
             pretty(quote!(std::io::Result<(u8, u16)>)),
             "std::io::Result<(u8, u16)>"
         );
+        assert_eq!(pretty(quote!(self.limits.max)), "self.limits.max");
         assert_eq!(pretty(quote!([u8; 4])), "[u8; 4]");
     }
 
