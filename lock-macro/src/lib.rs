@@ -63,8 +63,11 @@ use proc_macro::TokenStream;
 ///
 /// Unknown, repeated or mistyped options are compile errors that name the valid options; names
 /// from other libraries get the option they mean (`leaseTime`/`lease_time`/`expire` -> `ttl`,
-/// `waitTime`/`wait_time`/`acquireTimeout` -> `wait`), and a camelCase spelling its snake_case
-/// name. Option values may come from `macro_rules!` fragments (`key = $key`).
+/// `waitTime`/`wait_time`/`acquireTimeout` -> `wait`), a camelCase spelling its snake_case
+/// name, `read = true` and `write = true` the `mode` they mean, and an unknown option holding
+/// a template or a list of them, when no key is given, `key` or `keys`. A misspelled option is
+/// one error: rules that depend on it (`fair` needs a `wait`; a missing `key`) wait until it is
+/// spelled right. Option values may come from `macro_rules!` fragments (`key = $key`).
 ///
 /// # Key templates
 ///
@@ -126,6 +129,8 @@ use proc_macro::TokenStream;
 /// - `max_hold` shorter than `ttl` (given or default) or than `hold_at_least` is one error at
 ///   `max_hold` that names the longest of them: the first lease already outlasts it, or the
 ///   lock could not be held that long.
+/// - `fair = true` without a `wait` (or with `wait = "0s"`) is an error: the call would never
+///   wait in line.
 /// - `permits` with `fair = true` is an error at `fair`: a semaphore's waiters are not served in
 ///   order. `permits = 0` is an error at the literal, and a constant of 0 at the constant, in
 ///   `cargo check` too (so in the editor): the constant is evaluated in a `const` item. One
@@ -136,6 +141,8 @@ use proc_macro::TokenStream;
 /// - `mode` with `permits`, `keys` or `fair = true` is an error at `mode` that says which to
 ///   keep: a read-write lock is one key's, apart from its semaphore, and its waiting writer
 ///   already goes before new readers. An unknown mode lists `"read"` and `"write"`.
+/// - `fair = true` with `permits` or `mode` is that one error, also without a `wait`: its fix
+///   that keeps `fair` says to add the `wait` too.
 /// - `wait` and `max_hold` are independent (one bounds the time before acquiring, the other the
 ///   time after), so any combination is accepted.
 ///
