@@ -472,25 +472,34 @@ fn key(value: Expr) -> syn::Result<KeyArg> {
     })
 }
 
-/// `key` and `keys` both given: the fix is one `keys` list holding every template.
+/// `key` and `keys` both given: the fix is one `keys` list holding every template once.
 fn key_and_keys(name: &Ident, args: &Args) -> syn::Error {
-    let fix = match (args.key.get(), args.keys.get()) {
+    let head = "`key` and `keys` cannot be used together: `key` names one lock and `keys` several";
+    let message = match (args.key.get(), args.keys.get()) {
+        (Some(key), Some(keys)) if keys.keys.iter().any(|k| k.lit.value() == key.lit.value()) => {
+            let shown = quote::ToTokens::to_token_stream(&key.lit);
+            format!(
+                "{head}; `keys` already lists {shown}: remove `key` to take the locks of `keys`, \
+                 or remove `keys` to take only the lock of `key`"
+            )
+        }
         (Some(key), Some(keys)) => {
             let templates: Vec<String> = std::iter::once(key)
                 .chain(&keys.keys)
                 .map(|key| quote::ToTokens::to_token_stream(&key.lit).to_string())
                 .collect();
-            format!("`keys = [{}]`", templates.join(", "))
+            format!(
+                "{head}; for several, remove `key` and write `keys = [{}]`; for one, keep `key` \
+                 and remove `keys`",
+                templates.join(", ")
+            )
         }
-        _ => "`keys = [..]` with every template".to_owned(),
-    };
-    syn::Error::new(
-        name.span(),
-        format!(
-            "`key` and `keys` cannot be used together: `key` names one lock and `keys` several; \
-             for several, remove `key` and write {fix}; for one, keep `key` and remove `keys`"
+        _ => format!(
+            "{head}; for several, remove `key` and write `keys = [..]` with every template; \
+             for one, keep `key` and remove `keys`"
         ),
-    )
+    };
+    syn::Error::new(name.span(), message)
 }
 
 const KEYS_EXAMPLE: &str = "keys = [\"account:<from>\", \"account:<to>\"]";
@@ -500,6 +509,21 @@ fn keys(value: Expr) -> syn::Result<KeysArg> {
         Expr::Array(array) => array,
         value => {
             let message = match string_lit(&value) {
+                Some(lit) if lit.value().contains(',') => {
+                    // Several templates in one string would be one lock named with the commas.
+                    let templates: Vec<String> = lit
+                        .value()
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|template| !template.is_empty())
+                        .map(|template| format!("{template:?}"))
+                        .collect();
+                    format!(
+                        "`keys` takes a list with one string per key template, not one string \
+                         with commas: write `keys = [{}]`",
+                        templates.join(", ")
+                    )
+                }
                 Some(lit) => {
                     let shown = quote::ToTokens::to_token_stream(lit).to_string();
                     format!(
@@ -706,27 +730,53 @@ fn permits(value: Expr) -> syn::Result<PermitsArg> {
 }
 
 fn boolean(name: &str, value: Expr) -> syn::Result<BoolArg> {
-    match &value {
+    let meant = match &value {
         Expr::Lit(ExprLit {
             lit: Lit::Bool(LitBool { value, span }),
             ..
-        }) => Ok(BoolArg {
-            value: *value,
-            span: *span,
-        }),
+        }) => {
+            return Ok(BoolArg {
+                value: *value,
+                span: *span,
+            });
+        }
         Expr::Lit(ExprLit {
             lit: Lit::Str(lit), ..
-        }) if matches!(lit.value().as_str(), "true" | "false") => Err(syn::Error::new(
-            lit.span(),
-            format!(
-                "`{name}` takes `true` or `false` without quotes: write `{name} = {}`",
-                lit.value()
-            ),
-        )),
-        _ => Err(syn::Error::new_spanned(
-            value,
-            format!("`{name}` takes `true` or `false`"),
-        )),
+        }) => {
+            let fix = match yes_or_no(&lit.value()) {
+                Some(meant) => format!("write `{name} = {meant}`"),
+                None => format!("write `{name} = true` or `{name} = false`"),
+            };
+            return Err(syn::Error::new(
+                lit.span(),
+                format!("`{name}` takes `true` or `false` without quotes: {fix}"),
+            ));
+        }
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(int), ..
+        }) => yes_or_no(int.base10_digits()),
+        Expr::Path(path) => path
+            .path
+            .get_ident()
+            .and_then(|ident| yes_or_no(&ident.to_string())),
+        _ => None,
+    };
+    let fix = match meant {
+        Some(meant) => format!("write `{name} = {meant}`"),
+        None => format!("write `{name} = true` or `{name} = false`"),
+    };
+    Err(syn::Error::new_spanned(
+        value,
+        format!("`{name}` takes `true` or `false`: {fix}"),
+    ))
+}
+
+/// The boolean a word other than `true` or `false` means, if it is a common one.
+fn yes_or_no(word: &str) -> Option<bool> {
+    match word.trim().to_ascii_lowercase().as_str() {
+        "true" | "yes" | "y" | "on" | "1" | "enabled" | "enable" => Some(true),
+        "false" | "no" | "n" | "off" | "0" | "disabled" | "disable" => Some(false),
+        _ => None,
     }
 }
 
@@ -996,6 +1046,47 @@ mod tests {
             .map(|err| err.split('`').nth(1).expect("names an option"))
             .collect();
         assert_eq!(names, ["tll", "wait", "wiat", "fair"], "{errs:?}");
+    }
+
+    #[test]
+    fn booleans_in_other_words_get_the_fix() {
+        for (value, says) in [
+            (quote!("yes"), "without quotes: write `fair = true`"),
+            (quote!("off"), "without quotes: write `fair = false`"),
+            (
+                quote!("maybe"),
+                "without quotes: write `fair = true` or `fair = false`",
+            ),
+            (quote!(1), "write `fair = true`"),
+            (quote!(no), "write `fair = false`"),
+        ] {
+            let errs = errors(quote!(key = "a", fair = #value));
+            assert_eq!(errs.len(), 1, "{errs:?}");
+            assert!(errs[0].ends_with(says), "{value}: {errs:?}");
+        }
+    }
+
+    #[test]
+    fn keys_in_one_string_are_split_at_the_commas() {
+        let errs = errors(quote!(keys = "account:<from>, account:<to>,"));
+        assert_eq!(
+            errs,
+            [
+                "`keys` takes a list with one string per key template, not one string with \
+              commas: write `keys = [\"account:<from>\", \"account:<to>\"]`"
+            ]
+        );
+    }
+
+    #[test]
+    fn key_and_keys_never_suggest_a_template_twice() {
+        let errs = errors(quote!(keys = ["a:<x>", "b:<y>"], key = "a:<x>"));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].contains("`keys` already lists \"a:<x>\": remove `key`"),
+            "{errs:?}"
+        );
+        assert!(!errs[0].contains("keys = ["), "{errs:?}");
     }
 
     #[test]

@@ -107,8 +107,9 @@ use proc_macro::TokenStream;
 /// `lock_runtime::current()` is the first key in that order and `lock_runtime::current_all()`
 /// lists each with its fencing token; with `on_lease_lost = "abort"` the loss of any key stops
 /// the body. Each template is checked as `key` is. `key` together with `keys`, an empty list,
-/// a single string instead of a list, an element that is not a string literal and a template
-/// listed twice are compile errors that show the fix.
+/// a single string instead of a list (split at its commas in the fix: `keys = "a:<x>, b:<y>"`
+/// would be one lock named with a comma), an element that is not a string literal and a
+/// template listed twice are compile errors that show the fix.
 ///
 /// # Durations
 ///
