@@ -35,8 +35,11 @@ const OPTIONS: [(&str, &str); 14] = [
 /// Names people bring from other lock libraries (Redisson, Spring Integration, ShedLock, lock4j),
 /// mapped to ours. Matched after converting camelCase to snake_case, so `leaseTime` is
 /// `lease_time` here.
-const ALIASES: [(&str, &str); 21] = [
+const ALIASES: [(&str, &str); 24] = [
     ("name", "key"),
+    ("key_list", "keys"),
+    ("keys_list", "keys"),
+    ("lock_keys", "keys"),
     ("lease", "ttl"),
     ("lease_time", "ttl"),
     ("expire", "ttl"),
@@ -57,6 +60,14 @@ const ALIASES: [(&str, &str); 21] = [
     ("semaphore", "permits"),
     ("read_write", "mode"),
     ("lock_mode", "mode"),
+];
+
+/// Flags that mean a value of an option: `read = true` is `mode = "read"`.
+const VALUE_ALIASES: [(&str, &str, &str); 4] = [
+    ("read", "mode", "\"read\""),
+    ("read_lock", "mode", "\"read\""),
+    ("write", "mode", "\"write\""),
+    ("write_lock", "mode", "\"write\""),
 ];
 
 /// A duration option: its value and the literal it came from (for error spans and messages).
@@ -108,10 +119,13 @@ pub(crate) struct KeysArg {
 }
 
 /// One option's value, plus whether the option appeared at all: an option that was given with a
-/// bad value is not "missing", and a second occurrence is still a duplicate.
+/// bad value is not "missing", and a second occurrence is still a duplicate. An unknown option
+/// that was probably meant as this one (`wiat = "5s"`) counts as given with a bad value: its
+/// error is the one to fix, and rules that depend on this option wait for that fix.
 pub(crate) struct Slot<T> {
     name: &'static str,
     seen: bool,
+    guessed: bool,
     pub(crate) value: Option<T>,
 }
 
@@ -120,6 +134,7 @@ impl<T> Slot<T> {
         Slot {
             name,
             seen: false,
+            guessed: false,
             value: None,
         }
     }
@@ -140,14 +155,15 @@ impl<T> Slot<T> {
         self.value.as_ref()
     }
 
-    /// Given, but with a value that was rejected (and already reported).
+    /// Given, but with a value that was rejected, or under a misspelled name (and already
+    /// reported).
     pub(crate) fn failed(&self) -> bool {
-        self.seen && self.value.is_none()
+        self.seen && self.value.is_none() || self.guessed && !self.seen
     }
 
-    /// Not given at all.
+    /// Not given at all, not even misspelled.
     pub(crate) fn missing(&self) -> bool {
-        !self.seen
+        !self.seen && !self.guessed
     }
 }
 
@@ -195,11 +211,16 @@ impl Args {
     pub(crate) fn parse(tokens: TokenStream) -> (Args, Vec<syn::Error>) {
         let mut args = Args::new();
         let mut errors = Vec::new();
+        // Unknown options, with where their error goes: what they meant depends on the
+        // options that come after them (`kyes = [..]` is `keys` only if there is no `key`).
+        let mut unknown: Vec<(usize, Ident, Expr)> = Vec::new();
         let parser = |input: ParseStream<'_>| {
             while !input.is_empty() {
                 let (name, value) = parse_option(input)?;
-                if let Err(err) = args.set(&name, value) {
-                    errors.push(err);
+                match args.set(&name, value) {
+                    Ok(Ok(())) => {}
+                    Ok(Err(value)) => unknown.push((errors.len(), name.clone(), value)),
+                    Err(err) => errors.push(err),
                 }
                 if args.key.seen
                     && args.keys.seen
@@ -219,12 +240,21 @@ impl Args {
             args.key.seen = true;
             errors.push(err);
         }
+        // From the last, so that the positions of the earlier ones still hold.
+        for (at, name, value) in unknown.into_iter().rev() {
+            let meant = args.meant(&name, &value);
+            if let Some(meant) = &meant {
+                args.guess(meant.option);
+            }
+            errors.insert(at, unknown_option(&name, meant.as_ref()));
+        }
         (args, errors)
     }
 
-    fn set(&mut self, name: &Ident, value: Expr) -> syn::Result<()> {
+    /// Sets a known option; gives the value of an unknown one back, for `meant`.
+    fn set(&mut self, name: &Ident, value: Expr) -> syn::Result<Result<(), Expr>> {
         let value = ungroup(value);
-        match name.unraw().to_string().as_str() {
+        let set = match name.unraw().to_string().as_str() {
             "key" => self.key.set(name, || key(value)),
             "keys" => self.keys.set(name, || keys(value)),
             "ttl" => self.ttl.set(name, || ttl(value)),
@@ -243,9 +273,106 @@ impl Args {
                 .set(name, || boolean("allow_long_ttl", value)),
             "manager" => self.manager.set(name, || manager(value)),
             "crate" => self.krate.set(name, || crate_path(value)),
-            unknown => Err(unknown_option(name, unknown)),
+            _ => return Ok(Err(value)),
+        };
+        set.map(Ok)
+    }
+
+    /// The option an unknown one probably is: named after the value it is a flag for
+    /// (`read = true`), its own name in another case or from another library, a close
+    /// spelling, or, when no key is given, what its value looks like: a string is the `key`, a
+    /// list the `keys`.
+    fn meant(&self, name: &Ident, value: &Expr) -> Option<Meant> {
+        let is_false = matches!(value, Expr::Lit(ExprLit { lit: Lit::Bool(b), .. }) if !b.value);
+        let by_name = meant_by_name(name).filter(|meant| !(is_false && meant.value.is_some()));
+        let by_value = match value {
+            Expr::Lit(ExprLit {
+                lit: Lit::Str(lit), ..
+            }) if duration::parse_millis(&lit.value()).is_err() => Some("key"),
+            Expr::Array(_) => Some("keys"),
+            _ => None,
+        };
+        let no_key = !self.key.seen && !self.keys.seen;
+        match (by_name, by_value) {
+            (None, Some(option)) if no_key => Some(Meant::option(option)),
+            (Some(meant), Some(option)) if no_key && matches!(meant.option, "key" | "keys") => {
+                Some(Meant::option(option))
+            }
+            (by_name, _) => by_name,
         }
     }
+
+    /// Marks the option an unknown one was meant as (see [`Slot`]).
+    fn guess(&mut self, option: &str) {
+        let guessed = match option {
+            "key" => &mut self.key.guessed,
+            "keys" => &mut self.keys.guessed,
+            "ttl" => &mut self.ttl.guessed,
+            "wait" => &mut self.wait.guessed,
+            "permits" => &mut self.permits.guessed,
+            "mode" => &mut self.mode.guessed,
+            "fair" => &mut self.fair.guessed,
+            "watchdog" => &mut self.watchdog.guessed,
+            "on_lease_lost" => &mut self.on_lease_lost.guessed,
+            "hold_at_least" => &mut self.hold_at_least.guessed,
+            "max_hold" => &mut self.max_hold.guessed,
+            "allow_long_ttl" => &mut self.allow_long_ttl.guessed,
+            "manager" => &mut self.manager.guessed,
+            "crate" => &mut self.krate.guessed,
+            _ => return,
+        };
+        *guessed = true;
+    }
+}
+
+/// What an unknown option was probably meant to be: the option, and for a flag that means one
+/// of its values (`read = true`), that value (`"read"`).
+struct Meant {
+    option: &'static str,
+    value: Option<&'static str>,
+}
+
+impl Meant {
+    fn option(option: &'static str) -> Self {
+        Meant {
+            option,
+            value: None,
+        }
+    }
+}
+
+impl std::fmt::Display for Meant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.value {
+            Some(value) => write!(f, "`{} = {value}`", self.option),
+            None => write!(f, "`{}`", self.option),
+        }
+    }
+}
+
+/// The option an unknown name probably is: a flag for one of its values (`read` for
+/// `mode = "read"`), its name in another case or from another library, or a close spelling.
+fn meant_by_name(name: &Ident) -> Option<Meant> {
+    let written = name.unraw().to_string();
+    let snake = suggest::snake_case(&written);
+    if let Some((_, option, value)) = VALUE_ALIASES.iter().find(|(flag, ..)| *flag == snake) {
+        return Some(Meant {
+            option,
+            value: Some(value),
+        });
+    }
+    let options = || OPTIONS.iter().map(|(option, _)| *option);
+    options()
+        .find(|option| *option == snake)
+        .or_else(|| {
+            ALIASES
+                .iter()
+                .find(|(alias, _)| *alias == snake)
+                .map(|(_, option)| *option)
+        })
+        .or_else(|| suggest::closest(&snake, options()))
+        .or_else(|| suggest::closest(&written, options()))
+        .map(Meant::option)
 }
 
 /// `name = value`, with messages for the usual slips (a bare string, a missing `=`).
@@ -279,7 +406,7 @@ fn parse_option(input: ParseStream<'_>) -> syn::Result<(Ident, Expr)> {
             name.span(),
             match example {
                 Some(example) => format!("`{shown}` needs a value: write `{example}`"),
-                None => unknown_option(&name, &shown).to_string(),
+                None => unknown_option(&name, meant_by_name(&name).as_ref()).to_string(),
             },
         ));
     }
@@ -296,26 +423,15 @@ fn option_list() -> String {
         .join(", ")
 }
 
-fn unknown_option(name: &Ident, unknown: &str) -> syn::Error {
-    let snake = suggest::snake_case(unknown);
-    let options = || OPTIONS.iter().map(|(option, _)| *option);
-    let meant = options()
-        .find(|option| *option == snake)
-        .or_else(|| {
-            ALIASES
-                .iter()
-                .find(|(alias, _)| *alias == snake)
-                .map(|(_, option)| *option)
-        })
-        .or_else(|| suggest::closest(&snake, options()))
-        .or_else(|| suggest::closest(unknown, options()));
+fn unknown_option(name: &Ident, meant: Option<&Meant>) -> syn::Error {
     let hint = meant
-        .map(|option| format!(" (did you mean `{option}`?)"))
+        .map(|meant| format!(" (did you mean {meant}?)"))
         .unwrap_or_default();
     syn::Error::new(
         name.span(),
         format!(
-            "unknown option `{unknown}`{hint}; valid options are {}",
+            "unknown option `{}`{hint}; valid options are {}",
+            name.unraw(),
             option_list()
         ),
     )
@@ -356,25 +472,34 @@ fn key(value: Expr) -> syn::Result<KeyArg> {
     })
 }
 
-/// `key` and `keys` both given: the fix is one `keys` list holding every template.
+/// `key` and `keys` both given: the fix is one `keys` list holding every template once.
 fn key_and_keys(name: &Ident, args: &Args) -> syn::Error {
-    let fix = match (args.key.get(), args.keys.get()) {
+    let head = "`key` and `keys` cannot be used together: `key` names one lock and `keys` several";
+    let message = match (args.key.get(), args.keys.get()) {
+        (Some(key), Some(keys)) if keys.keys.iter().any(|k| k.lit.value() == key.lit.value()) => {
+            let shown = quote::ToTokens::to_token_stream(&key.lit);
+            format!(
+                "{head}; `keys` already lists {shown}: remove `key` to take the locks of `keys`, \
+                 or remove `keys` to take only the lock of `key`"
+            )
+        }
         (Some(key), Some(keys)) => {
             let templates: Vec<String> = std::iter::once(key)
                 .chain(&keys.keys)
                 .map(|key| quote::ToTokens::to_token_stream(&key.lit).to_string())
                 .collect();
-            format!("`keys = [{}]`", templates.join(", "))
+            format!(
+                "{head}; for several, remove `key` and write `keys = [{}]`; for one, keep `key` \
+                 and remove `keys`",
+                templates.join(", ")
+            )
         }
-        _ => "`keys = [..]` with every template".to_owned(),
-    };
-    syn::Error::new(
-        name.span(),
-        format!(
-            "`key` and `keys` cannot be used together: `key` names one lock and `keys` several; \
-             for several, remove `key` and write {fix}; for one, keep `key` and remove `keys`"
+        _ => format!(
+            "{head}; for several, remove `key` and write `keys = [..]` with every template; \
+             for one, keep `key` and remove `keys`"
         ),
-    )
+    };
+    syn::Error::new(name.span(), message)
 }
 
 const KEYS_EXAMPLE: &str = "keys = [\"account:<from>\", \"account:<to>\"]";
@@ -384,6 +509,21 @@ fn keys(value: Expr) -> syn::Result<KeysArg> {
         Expr::Array(array) => array,
         value => {
             let message = match string_lit(&value) {
+                Some(lit) if lit.value().contains(',') => {
+                    // Several templates in one string would be one lock named with the commas.
+                    let templates: Vec<String> = lit
+                        .value()
+                        .split(',')
+                        .map(str::trim)
+                        .filter(|template| !template.is_empty())
+                        .map(|template| format!("{template:?}"))
+                        .collect();
+                    format!(
+                        "`keys` takes a list with one string per key template, not one string \
+                         with commas: write `keys = [{}]`",
+                        templates.join(", ")
+                    )
+                }
                 Some(lit) => {
                     let shown = quote::ToTokens::to_token_stream(lit).to_string();
                     format!(
@@ -590,27 +730,53 @@ fn permits(value: Expr) -> syn::Result<PermitsArg> {
 }
 
 fn boolean(name: &str, value: Expr) -> syn::Result<BoolArg> {
-    match &value {
+    let meant = match &value {
         Expr::Lit(ExprLit {
             lit: Lit::Bool(LitBool { value, span }),
             ..
-        }) => Ok(BoolArg {
-            value: *value,
-            span: *span,
-        }),
+        }) => {
+            return Ok(BoolArg {
+                value: *value,
+                span: *span,
+            });
+        }
         Expr::Lit(ExprLit {
             lit: Lit::Str(lit), ..
-        }) if matches!(lit.value().as_str(), "true" | "false") => Err(syn::Error::new(
-            lit.span(),
-            format!(
-                "`{name}` takes `true` or `false` without quotes: write `{name} = {}`",
-                lit.value()
-            ),
-        )),
-        _ => Err(syn::Error::new_spanned(
-            value,
-            format!("`{name}` takes `true` or `false`"),
-        )),
+        }) => {
+            let fix = match yes_or_no(&lit.value()) {
+                Some(meant) => format!("write `{name} = {meant}`"),
+                None => format!("write `{name} = true` or `{name} = false`"),
+            };
+            return Err(syn::Error::new(
+                lit.span(),
+                format!("`{name}` takes `true` or `false` without quotes: {fix}"),
+            ));
+        }
+        Expr::Lit(ExprLit {
+            lit: Lit::Int(int), ..
+        }) => yes_or_no(int.base10_digits()),
+        Expr::Path(path) => path
+            .path
+            .get_ident()
+            .and_then(|ident| yes_or_no(&ident.to_string())),
+        _ => None,
+    };
+    let fix = match meant {
+        Some(meant) => format!("write `{name} = {meant}`"),
+        None => format!("write `{name} = true` or `{name} = false`"),
+    };
+    Err(syn::Error::new_spanned(
+        value,
+        format!("`{name}` takes `true` or `false`: {fix}"),
+    ))
+}
+
+/// The boolean a word other than `true` or `false` means, if it is a common one.
+fn yes_or_no(word: &str) -> Option<bool> {
+    match word.trim().to_ascii_lowercase().as_str() {
+        "true" | "yes" | "y" | "on" | "1" | "enabled" | "enable" => Some(true),
+        "false" | "no" | "n" | "off" | "0" | "disabled" | "disable" => Some(false),
+        _ => None,
     }
 }
 
@@ -819,6 +985,108 @@ mod tests {
         assert!(errs[0].contains("`allow_long_ttl`"));
         let errs = errors(quote!(key = "a", lock_at_most_for = "1s"));
         assert!(errs[0].contains("did you mean `max_hold`?"), "{errs:?}");
+    }
+
+    #[test]
+    fn an_unknown_option_is_taken_for_what_it_probably_means() {
+        let hint = |tokens: TokenStream| {
+            let (args, errs) = Args::parse(tokens);
+            assert_eq!(errs.len(), 1, "{errs:?}");
+            let err = errs[0].to_string();
+            let hint = err
+                .split_once(" (did you mean ")
+                .map(|(_, rest)| rest.split_once("?)").expect("closed").0.to_owned());
+            (hint, args.key.missing() && args.keys.missing())
+        };
+        let keys = Some("`keys`".to_owned());
+        assert_eq!(hint(quote!(kyes = ["a", "b"])), (keys.clone(), false));
+        assert_eq!(hint(quote!(key_list = ["a", "b"])), (keys.clone(), false));
+        assert_eq!(hint(quote!(name = ["a", "b"])), (keys, false));
+        let key = Some("`key`".to_owned());
+        assert_eq!(hint(quote!(name = "order:<id>")), (key.clone(), false));
+        assert_eq!(hint(quote!(kyes = "order:<id>")), (key.clone(), false));
+        assert_eq!(hint(quote!(resource = "order:<id>")), (key, false));
+        // A duration is not a key; with a key given, a template is not one either.
+        assert_eq!(hint(quote!(tiemout = "5s")), (None, true));
+        assert_eq!(hint(quote!(key = "a", resource = "b")).0, None);
+        assert_eq!(
+            hint(quote!(key = "a", read = true)).0.as_deref(),
+            Some("`mode = \"read\"`")
+        );
+        assert_eq!(
+            hint(quote!(key = "a", write_lock = true)).0.as_deref(),
+            Some("`mode = \"write\"`")
+        );
+        assert_eq!(hint(quote!(key = "a", read = false)).0, None);
+    }
+
+    #[test]
+    fn a_misspelled_option_counts_as_given_with_a_bad_value() {
+        let (args, _) = Args::parse(quote!(key = "a", wiat = "5s", tll = "1s"));
+        assert!(args.wait.failed() && !args.wait.missing());
+        assert!(args.ttl.failed());
+        assert!(args.max_hold.missing() && !args.max_hold.failed());
+        // The real option after its misspelling is not a duplicate.
+        let (args, errs) = Args::parse(quote!(key = "a", wiat = "5s", wait = "5s"));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(args.wait.get().is_some());
+    }
+
+    #[test]
+    fn errors_keep_the_order_of_the_options() {
+        let errs = errors(quote!(
+            key = "a",
+            tll = "1s",
+            wait = "x",
+            wiat = "1s",
+            fair = "no"
+        ));
+        let names: Vec<&str> = errs
+            .iter()
+            .map(|err| err.split('`').nth(1).expect("names an option"))
+            .collect();
+        assert_eq!(names, ["tll", "wait", "wiat", "fair"], "{errs:?}");
+    }
+
+    #[test]
+    fn booleans_in_other_words_get_the_fix() {
+        for (value, says) in [
+            (quote!("yes"), "without quotes: write `fair = true`"),
+            (quote!("off"), "without quotes: write `fair = false`"),
+            (
+                quote!("maybe"),
+                "without quotes: write `fair = true` or `fair = false`",
+            ),
+            (quote!(1), "write `fair = true`"),
+            (quote!(no), "write `fair = false`"),
+        ] {
+            let errs = errors(quote!(key = "a", fair = #value));
+            assert_eq!(errs.len(), 1, "{errs:?}");
+            assert!(errs[0].ends_with(says), "{value}: {errs:?}");
+        }
+    }
+
+    #[test]
+    fn keys_in_one_string_are_split_at_the_commas() {
+        let errs = errors(quote!(keys = "account:<from>, account:<to>,"));
+        assert_eq!(
+            errs,
+            [
+                "`keys` takes a list with one string per key template, not one string with \
+              commas: write `keys = [\"account:<from>\", \"account:<to>\"]`"
+            ]
+        );
+    }
+
+    #[test]
+    fn key_and_keys_never_suggest_a_template_twice() {
+        let errs = errors(quote!(keys = ["a:<x>", "b:<y>"], key = "a:<x>"));
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].contains("`keys` already lists \"a:<x>\": remove `key`"),
+            "{errs:?}"
+        );
+        assert!(!errs[0].contains("keys = ["), "{errs:?}");
     }
 
     #[test]

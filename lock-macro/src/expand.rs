@@ -212,6 +212,7 @@ fn locked_section(plan: &Plan, body: TokenStream) -> TokenStream {
             )
         }
     };
+    let permits = permits_item(&plan.options);
     let options = options(&plan.options);
     let (manager, run) = match &plan.manager {
         None => (
@@ -242,6 +243,7 @@ fn locked_section(plan: &Plan, body: TokenStream) -> TokenStream {
     let import = quote_spanned!(krate_span=> use #krate as #alias;);
     quote! {
         #import
+        #permits
         #checks
         let #key: #key_type = #render;
         #manager
@@ -383,19 +385,12 @@ fn options(options: &OptionsPlan) -> TokenStream {
         set("wait", duration(wait));
     }
     if let Some(permits) = &options.permits {
-        // Evaluated in the options' `const` block: a constant of 0 fails to compile there.
-        let span = permits.span();
-        set(
-            "permits",
-            quote_spanned! {span=> {
-                let permits: u32 = #permits;
-                ::core::assert!(
-                    permits >= 1,
-                    "`permits` is 0: a semaphore nobody could ever hold; make it at least 1"
-                );
-                permits
-            }},
-        );
+        if permits.in_const_item {
+            set("permits", permits_const().into_token_stream());
+        } else {
+            // Evaluated in the options' `const` block when the fn is compiled for its types.
+            set("permits", checked_permits(&permits.value));
+        }
     }
     if let Some(write) = options.write_mode {
         let mode = if write { quote!(Write) } else { quote!(Read) };
@@ -427,6 +422,41 @@ fn options(options: &OptionsPlan) -> TokenStream {
         set("label", quote!(#label));
     }
     quote! { const { #runtime::__private::LockOptions::new() #setters } }
+}
+
+/// The name of the `const` item that holds a `permits` value free of generic parameters.
+fn permits_const() -> Ident {
+    Ident::new("__LOCK_PERMITS", Span::mixed_site())
+}
+
+/// `const __LOCK_PERMITS: u32 = ..;` for a `permits` value free of generic parameters: a const
+/// item is evaluated by `cargo check`, so a constant of 0 is an error in the editor too.
+fn permits_item(options: &OptionsPlan) -> TokenStream {
+    let Some(permits) = options
+        .permits
+        .as_ref()
+        .filter(|permits| permits.in_const_item)
+    else {
+        return TokenStream::new();
+    };
+    let name = permits_const();
+    let value = checked_permits(&permits.value);
+    quote! { const #name: u32 = #value; }
+}
+
+/// The `permits` value as a `u32` of at least 1, both checked at the value's span.
+///
+/// A 0 stops evaluation in `Option::expect`, which is `#[track_caller]`: the error points at the
+/// value itself, where `assert!` would point into `core`'s panic macro.
+fn checked_permits(value: &syn::Expr) -> TokenStream {
+    let span = value.span();
+    let shown = crate::validate::pretty(value.to_token_stream());
+    let message =
+        format!("`permits = {shown}` is 0: a semaphore nobody could ever hold; make it at least 1");
+    quote_spanned! {span=> {
+        let permits: u32 = #value;
+        ::core::num::NonZeroU32::new(permits).expect(#message).get()
+    }}
 }
 
 /// An unreachable `return` of the declared output type at the top of the body's async block

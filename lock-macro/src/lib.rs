@@ -13,6 +13,7 @@ mod fallback;
 mod item;
 mod limits;
 mod params;
+mod permits;
 mod suggest;
 mod template;
 mod validate;
@@ -62,8 +63,11 @@ use proc_macro::TokenStream;
 ///
 /// Unknown, repeated or mistyped options are compile errors that name the valid options; names
 /// from other libraries get the option they mean (`leaseTime`/`lease_time`/`expire` -> `ttl`,
-/// `waitTime`/`wait_time`/`acquireTimeout` -> `wait`), and a camelCase spelling its snake_case
-/// name. Option values may come from `macro_rules!` fragments (`key = $key`).
+/// `waitTime`/`wait_time`/`acquireTimeout` -> `wait`), a camelCase spelling its snake_case
+/// name, `read = true` and `write = true` the `mode` they mean, and an unknown option holding
+/// a template or a list of them, when no key is given, `key` or `keys`. A misspelled option is
+/// one error: rules that depend on it (`fair` needs a `wait`; a missing `key`) wait until it is
+/// spelled right. Option values may come from `macro_rules!` fragments (`key = $key`).
 ///
 /// # Key templates
 ///
@@ -103,8 +107,9 @@ use proc_macro::TokenStream;
 /// `lock_runtime::current()` is the first key in that order and `lock_runtime::current_all()`
 /// lists each with its fencing token; with `on_lease_lost = "abort"` the loss of any key stops
 /// the body. Each template is checked as `key` is. `key` together with `keys`, an empty list,
-/// a single string instead of a list, an element that is not a string literal and a template
-/// listed twice are compile errors that show the fix.
+/// a single string instead of a list (split at its commas in the fix: `keys = "a:<x>, b:<y>"`
+/// would be one lock named with a comma), an element that is not a string literal and a
+/// template listed twice are compile errors that show the fix.
 ///
 /// # Durations
 ///
@@ -125,12 +130,20 @@ use proc_macro::TokenStream;
 /// - `max_hold` shorter than `ttl` (given or default) or than `hold_at_least` is one error at
 ///   `max_hold` that names the longest of them: the first lease already outlasts it, or the
 ///   lock could not be held that long.
+/// - `fair = true` without a `wait` (or with `wait = "0s"`) is an error: the call would never
+///   wait in line.
 /// - `permits` with `fair = true` is an error at `fair`: a semaphore's waiters are not served in
-///   order. `permits = 0` is an error at the literal; a constant of 0 fails when the fn is
-///   compiled to code (`cargo build`; `cargo check` does not evaluate it), at the constant.
+///   order. `permits = 0` is an error at the literal, and a constant of 0 at the constant, in
+///   `cargo check` too (so in the editor): the constant is evaluated in a `const` item. One
+///   read through `Self` or a type (`Self::SLOTS`, `T::SLOTS`, a one-letter `N`), which may be
+///   a generic parameter that an item cannot name, is only evaluated when the fn is compiled
+///   for its types (`cargo build`). A value read from a parameter or `self` is an error that
+///   points to `LockManager::semaphore`, which takes a number known at run time.
 /// - `mode` with `permits`, `keys` or `fair = true` is an error at `mode` that says which to
 ///   keep: a read-write lock is one key's, apart from its semaphore, and its waiting writer
 ///   already goes before new readers. An unknown mode lists `"read"` and `"write"`.
+/// - `fair = true` with `permits` or `mode` is that one error, also without a `wait`: its fix
+///   that keeps `fair` says to add the `wait` too.
 /// - `wait` and `max_hold` are independent (one bounds the time before acquiring, the other the
 ///   time after), so any combination is accepted.
 ///

@@ -5,6 +5,7 @@
 use proc_macro2::{Span, TokenStream, TokenTree};
 use quote::ToTokens;
 use syn::ext::IdentExt;
+use syn::visit_mut::VisitMut;
 use syn::{FnArg, Ident, Index, LitStr, Member, Pat, Receiver, Signature, Type};
 
 use crate::attr::KeyArg;
@@ -431,7 +432,9 @@ fn resolve_placeholder(
             .flatten();
         type_param = generic.is_some();
         let root = match generic {
-            // `id: &T`: read through the reference, so that the check is `T: Display`.
+            // `id: &T`: read through the reference, so that the check is `T: Display`. A
+            // `T: ?Sized` (`str`, `dyn Display`) cannot be read that way, since the check
+            // borrows the value as a `&dyn Display`: the reference itself is checked.
             Some(GenericValue::Reference) => quote::quote_spanned!(ident.span()=> (*#ident)),
             _ => ident.to_token_stream(),
         };
@@ -468,9 +471,9 @@ fn resolve_placeholder(
 
 /// How a parameter's type is one of the fn's type parameters, if it is.
 enum GenericValue {
-    /// `T` or `impl Trait`.
+    /// `T` or `impl Trait`, or a reference to one that may be unsized (`&T` with `T: ?Sized`).
     Owned,
-    /// `&T`, `&mut T`, `&impl Trait`.
+    /// `&T`, `&mut T`, `&impl Trait`, where the type parameter is `Sized`.
     Reference,
 }
 
@@ -479,10 +482,50 @@ fn generic_value(ty: &Type, sig: &Signature) -> Option<GenericValue> {
         matches!(strip_groups(ty), Type::ImplTrait(_)) || is_type_param(ty, &sig.generics)
     };
     match strip_groups(ty) {
-        Type::Reference(reference) if generic(&reference.elem) => Some(GenericValue::Reference),
+        Type::Reference(reference) if generic(&reference.elem) => {
+            if may_be_unsized(&reference.elem, &sig.generics) {
+                Some(GenericValue::Owned)
+            } else {
+                Some(GenericValue::Reference)
+            }
+        }
         ty if generic(ty) => Some(GenericValue::Owned),
         _ => None,
     }
+}
+
+/// Whether a type parameter or `impl Trait` is declared `?Sized`, inline, in the where clause
+/// or in the `impl Trait`'s own bounds.
+fn may_be_unsized(ty: &Type, generics: &syn::Generics) -> bool {
+    let relaxed = |bound: &syn::TypeParamBound| {
+        matches!(bound, syn::TypeParamBound::Trait(bound)
+            if matches!(bound.modifier, syn::TraitBoundModifier::Maybe(_)))
+    };
+    let ty = strip_groups(ty);
+    if let Type::ImplTrait(imp) = ty {
+        return imp.bounds.iter().any(relaxed);
+    }
+    let Some(name) = (match ty {
+        Type::Path(path) => path.path.get_ident(),
+        _ => None,
+    }) else {
+        return false;
+    };
+    let inline = generics
+        .type_params()
+        .filter(|param| param.ident == *name)
+        .any(|param| param.bounds.iter().any(relaxed));
+    let in_where = generics.where_clause.iter().any(|clause| {
+        clause.predicates.iter().any(|predicate| match predicate {
+            syn::WherePredicate::Type(predicate) => {
+                matches!(strip_groups(&predicate.bounded_ty),
+                    Type::Path(path) if path.path.is_ident(name))
+                    && predicate.bounds.iter().any(relaxed)
+            }
+            _ => false,
+        })
+    });
+    inline || in_where
 }
 
 fn unknown_placeholder(
@@ -595,6 +638,39 @@ pub(crate) fn reads_owned_param(expr: &syn::Expr, params: &Params<'_>) -> bool {
             owned.iter().any(|name| ident.unraw() == name)
         }
     })
+}
+
+/// The parameter (or `self`) an expression reads, if any: `self` in `self.max_exports`, `max` in
+/// `max + 1`. A path through a module (`self::SLOTS`) reads none.
+pub(crate) fn param_read_by(expr: &syn::Expr, params: &Params<'_>) -> Option<String> {
+    struct Reads<'p, 'a> {
+        params: &'p Params<'a>,
+        found: Option<String>,
+    }
+    impl VisitMut for Reads<'_, '_> {
+        fn visit_expr_path_mut(&mut self, path: &mut syn::ExprPath) {
+            let Some(ident) = path.path.get_ident().filter(|_| path.qself.is_none()) else {
+                return;
+            };
+            let name = ident.unraw().to_string();
+            let read = name == "self"
+                || self.params.named(&name).is_some()
+                || self
+                    .params
+                    .in_patterns
+                    .iter()
+                    .any(|b| b.ident.unraw() == name);
+            if read && self.found.is_none() {
+                self.found = Some(name);
+            }
+        }
+    }
+    let mut reads = Reads {
+        params,
+        found: None,
+    };
+    reads.visit_expr_mut(&mut expr.clone());
+    reads.found
 }
 
 fn is_shared_ref(ty: &Type) -> bool {

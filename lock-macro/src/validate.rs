@@ -15,6 +15,7 @@ use crate::duration::format_millis;
 use crate::item::{AsyncTraitBody, FutureBlockBody, LockedFn, TokioEntryBody};
 use crate::limits::{LONG_TTL_MILLIS, MAX_TTL_MILLIS};
 use crate::params::{KeyPlan, Params, is_positional_arg, reads_owned_param, resolve_key};
+use crate::permits::{self, PermitsPlan};
 
 /// The runtime's default lease (`LockOptions::DEFAULT_TTL`), for rules that compare with `ttl`
 /// when the attribute does not set it.
@@ -42,7 +43,7 @@ pub(crate) struct OptionsPlan {
     pub(crate) ttl: Option<u64>,
     pub(crate) wait: Option<u64>,
     /// `permits = N`: one of N permits of the semaphore of the key, not the lock.
-    pub(crate) permits: Option<syn::Expr>,
+    pub(crate) permits: Option<PermitsPlan>,
     /// `mode = "read" | "write"`: `Some(true)` for the write hold of the read-write lock of the
     /// key, `Some(false)` for a read share; `None` for the lock.
     pub(crate) write_mode: Option<bool>,
@@ -136,6 +137,11 @@ pub(crate) fn validate(
         (None, None) => None,
     };
 
+    let permits = args.permits.get().and_then(|permits| {
+        permits::plan(&permits.value, &params, &item.sig.generics)
+            .map_err(|err| errors.push(err))
+            .ok()
+    });
     let clone_manager = args
         .manager
         .get()
@@ -159,7 +165,7 @@ pub(crate) fn validate(
             ttl: millis(&args.ttl),
             wait: millis(&args.wait),
             write_mode: args.mode.get().map(|mode| mode.write),
-            permits: args.permits.value.map(|permits| permits.value),
+            permits,
             fair: args.fair.get().map(|b| b.value),
             watchdog: args.watchdog.get().map(|b| b.value),
             on_lease_lost: args.on_lease_lost.get().copied(),
@@ -266,9 +272,23 @@ fn check_mode(args: &Args, errors: &mut Vec<syn::Error>) {
             format!(
                 "`fair = true` orders the waiters of a lock, but `mode = \"{shown}\"` takes a \
                  read-write lock, whose waiting writer already goes before new readers: remove \
-                 `fair`, or remove `mode` to take the lock"
+                 `fair`, or remove `mode`{}",
+                to_take_the_lock_in_order(args)
             ),
         ));
+    }
+}
+
+/// The end of "remove `permits`" or "remove `mode`" when `fair = true` conflicts with it: what
+/// else the lock taken in order needs, so that this fix is complete.
+fn to_take_the_lock_in_order(args: &Args) -> &'static str {
+    match args.wait.get() {
+        _ if args.wait.failed() => " to take the lock",
+        None => " and add how long it may wait, e.g. `wait = \"5s\"`, to take the lock in order",
+        Some(wait) if wait.millis == 0 => {
+            " and make `wait` longer than 0, e.g. `wait = \"5s\"`, to take the lock in order"
+        }
+        Some(_) => " to take the lock",
     }
 }
 
@@ -289,20 +309,24 @@ fn check_permits(args: &Args, errors: &mut Vec<syn::Error>) {
     if fair.value {
         errors.push(syn::Error::new(
             fair.span,
-            "`fair = true` orders the waiters of a lock, but `permits` makes this fn take a \
-             semaphore's permit, whose waiters are not served in order: remove `fair`, or \
-             remove `permits` to take the lock",
+            format!(
+                "`fair = true` orders the waiters of a lock, but `permits` makes this fn take a \
+                 semaphore's permit, whose waiters are not served in order: remove `fair`, or \
+                 remove `permits`{}",
+                to_take_the_lock_in_order(args)
+            ),
         ));
     }
 }
 
 /// `fair = true` orders the callers that wait: without `wait`, the call tries once and never
-/// waits in line, which is surely not what was meant.
+/// waits in line, which is surely not what was meant. With `permits` or `mode`, `fair` is wrong
+/// whatever the `wait`: that error (whose fix adds the `wait` if it is needed) is the only one.
 fn check_fair(args: &Args, errors: &mut Vec<syn::Error>) {
     let Some(fair) = args.fair.get().filter(|fair| fair.value) else {
         return;
     };
-    if args.wait.failed() {
+    if args.wait.failed() || !args.permits.missing() || !args.mode.missing() {
         return;
     }
     match args.wait.get() {
@@ -627,8 +651,11 @@ pub(crate) fn pretty(tokens: TokenStream) -> String {
     while let Some(c) = chars.next() {
         if c == ' ' {
             let next = chars.peek().copied().unwrap_or(' ');
-            let glue_after = matches!(previous, '<' | '&' | ':' | '(' | '[' | '\'');
-            let glue_before = matches!(next, '<' | '>' | ',' | ';' | ':' | '(' | ')' | ']' | ' ');
+            let glue_after = matches!(previous, '<' | '&' | ':' | '(' | '[' | '\'' | '.');
+            let glue_before = matches!(
+                next,
+                '<' | '>' | ',' | ';' | ':' | '(' | ')' | ']' | ' ' | '.'
+            );
             if glue_after || glue_before {
                 continue;
             }
@@ -755,6 +782,88 @@ mod tests {
         assert_eq!(errs.len(), 1, "{errs:?}");
         assert!(errs[0].starts_with("`fair = true` orders the waiters of a lock"));
         assert!(errors(quote!(key = "k", permits = 3, fair = false), item()).is_empty());
+    }
+
+    #[test]
+    fn a_misspelled_key_option_is_not_also_a_missing_key() {
+        let transfer =
+            || quote! { async fn transfer(from: u64, to: u64) -> Result<(), E> { Ok(()) } };
+        for args in [
+            quote!(kyes = ["a:<from>", "b:<to>"]),
+            quote!(key_list = ["a:<from>", "b:<to>"]),
+            quote!(name = "a:<from>"),
+        ] {
+            let errs = errors(args.clone(), transfer());
+            assert_eq!(errs.len(), 1, "{args}: {errs:?}");
+            assert!(errs[0].starts_with("unknown option"), "{args}: {errs:?}");
+        }
+        // Two mistakes, two errors.
+        assert_eq!(errors(quote!(tll = "1s"), transfer()).len(), 2);
+    }
+
+    #[test]
+    fn rules_wait_for_a_misspelled_option_they_depend_on() {
+        for args in [
+            quote!(key = "k", fair = true, wiat = "5s"),
+            quote!(key = "k", tll = "5s", max_hold = "10s"),
+        ] {
+            let errs = errors(args.clone(), item());
+            assert_eq!(errs.len(), 1, "{args}: {errs:?}");
+            assert!(errs[0].starts_with("unknown option"), "{args}: {errs:?}");
+        }
+    }
+
+    #[test]
+    fn fair_with_permits_or_mode_is_one_error_whose_fix_adds_the_wait() {
+        for (args, at) in [
+            (quote!(key = "k", permits = 3, fair = true), "`permits`"),
+            (quote!(key = "k", mode = "read", fair = true), "`mode`"),
+        ] {
+            let errs = errors(args.clone(), item());
+            assert_eq!(errs.len(), 1, "{args}: {errs:?}");
+            assert!(
+                errs[0].ends_with(&format!(
+                    "remove {at} and add how long it may wait, e.g. `wait = \"5s\"`, to take \
+                     the lock in order"
+                )),
+                "{args}: {errs:?}"
+            );
+        }
+        let errs = errors(
+            quote!(key = "k", permits = 3, fair = true, wait = "0s"),
+            item(),
+        );
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].contains("make `wait` longer than 0"), "{errs:?}");
+        let errs = errors(
+            quote!(key = "k", permits = 3, fair = true, wait = "1s"),
+            item(),
+        );
+        assert!(
+            errs[0].ends_with("remove `permits` to take the lock"),
+            "{errs:?}"
+        );
+    }
+
+    #[test]
+    fn permits_read_from_a_parameter_point_to_the_runtime_semaphore() {
+        let item = quote! { async fn f(&self, max: u32) -> Result<(), E> { Ok(()) } };
+        for (permits, reads) in [
+            (quote!(self.max_exports), "`self`"),
+            (quote!(max + 1), "`max`"),
+            (quote!(self.limits().max), "`self`"),
+        ] {
+            let errs = errors(quote!(key = "k", permits = #permits), item.clone());
+            assert_eq!(errs.len(), 1, "{errs:?}");
+            assert!(errs[0].contains(&format!("reads {reads}")), "{errs:?}");
+            assert!(
+                errs[0].contains("`LockManager::semaphore(key, "),
+                "{errs:?}"
+            );
+        }
+        for permits in [quote!(self::SLOTS), quote!(limits::max), quote!(MAX)] {
+            assert!(errors(quote!(key = "k", permits = #permits), item.clone()).is_empty());
+        }
     }
 
     #[test]
@@ -1072,6 +1181,7 @@ mod tests {
             pretty(quote!(std::io::Result<(u8, u16)>)),
             "std::io::Result<(u8, u16)>"
         );
+        assert_eq!(pretty(quote!(self.limits.max)), "self.limits.max");
         assert_eq!(pretty(quote!([u8; 4])), "[u8; 4]");
     }
 

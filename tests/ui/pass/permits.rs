@@ -29,6 +29,41 @@ async fn nested(tenant: u64) -> Result<u64, LockError> {
     Ok(tenant)
 }
 
+// A constant read through `Self` or a type parameter (which a `const` item could not name) is
+// checked when the fn is compiled for its types.
+trait Slots {
+    const SLOTS: u32;
+}
+
+struct Two;
+
+impl Slots for Two {
+    const SLOTS: u32 = 2;
+}
+
+struct Pool<C> {
+    slots: std::marker::PhantomData<C>,
+}
+
+impl<C: Slots> Pool<C> {
+    const SLOTS: u32 = C::SLOTS;
+
+    #[distributed_lock(key = "pool:<id>", permits = Self::SLOTS)]
+    async fn through_self(&self, id: u64) -> Result<u32, LockError> {
+        Ok(lock_runtime::current().expect("a permit").key().len() as u32)
+    }
+
+    #[distributed_lock(key = "pool:<id>", permits = C::SLOTS)]
+    async fn through_param(&self, id: u64) -> Result<u32, LockError> {
+        Ok(lock_runtime::current().expect("a permit").key().len() as u32)
+    }
+}
+
+#[distributed_lock(key = "pool:<id>", permits = N)]
+async fn const_param<const N: u32>(id: u64) -> Result<u32, LockError> {
+    Ok(lock_runtime::current().expect("a permit").key().len() as u32)
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     let locks = LockManager::memory();
@@ -45,4 +80,10 @@ async fn main() {
     }
     assert!(most.load(Ordering::SeqCst) <= 2);
     assert_eq!(report(7).await.expect("permit"), 7);
+    let pool = Pool::<Two> {
+        slots: std::marker::PhantomData,
+    };
+    assert_eq!(pool.through_self(1).await.expect("permit"), 6);
+    assert_eq!(pool.through_param(2).await.expect("permit"), 6);
+    assert_eq!(const_param::<2>(3).await.expect("permit"), 6);
 }
