@@ -471,7 +471,7 @@ async fn a_permit_removed_from_outside_is_reported_lost(f: Deployment) {
     let started = Instant::now();
     let (result, ()) = tokio::join!(section, remover);
     match result {
-        Err(LockError::LeaseLost { key, reason }) => {
+        Err(LockError::LeaseLost { key, reason, .. }) => {
             assert_eq!(key, "removed");
             assert_eq!(reason, LostReason::NotOwner);
         }
