@@ -1,5 +1,6 @@
 -- A fair waiter leaves the line (it gave up, or its call was dropped). If the lock was freed for
--- it, it is freed for the next in line instead (or for anyone, if nobody is left).
+-- it, it is freed for the next in line instead, who is told; or, if nobody is left, for anyone,
+-- and announced as a release is.
 --
 -- KEYS[1]  the lock (see acquire.lua)
 -- KEYS[2]  the line of fair waiters, and KEYS[3] when their entries end (see queue.lua)
@@ -11,7 +12,7 @@
 -- Returns  1
 --
 -- Redis calls: ZREM, ZREM, GET; if the lock was freed for the waiter, TIME and what finding the
--- next in line costs (see queue.lua), and SET or DEL.
+-- next in line costs (see queue.lua), SET or DEL, and PUBLISH (SPUBLISH on a cluster).
 -- Sent with no keys only to put the script in the server's cache (by a client whose user may
 -- not run SCRIPT LOAD): does nothing.
 if #KEYS == 0 then
@@ -26,5 +27,10 @@ local fence, reserved = string.match(value, '^free fence=(%d+) next=(%S+) until=
 if reserved ~= ARGV[1] then
   return 1
 end
-free_for_next(KEYS[1], KEYS[2], KEYS[3], fence, tonumber(ARGV[2]), ARGV[4], ARGV[3])
+if not free_for_next(KEYS[1], KEYS[2], KEYS[3], fence, tonumber(ARGV[2]), ARGV[4], ARGV[3]) then
+  -- Nobody else in line: freed for anyone, which is told as a release is (the id of the waiter
+  -- that left stands for the release's). Waiters without `fair` told the lock was busy would
+  -- otherwise look again only when the turn would have ended.
+  announce(KEYS[1], string.sub(redis.sha1hex(ARGV[1]), 1, 12), ARGV[3])
+end
 return 1

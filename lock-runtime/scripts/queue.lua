@@ -64,6 +64,17 @@ local function announce(lock, message, how)
   end
 end
 
+-- Keeps the busy marker `key` (semaphore.lua's and rw_acquire.lua's): while it exists, releases
+-- announce themselves. It lasts at least `ms` more from now, and is never shortened: each waiter
+-- told busy relies on it until it looks again, and one with a longer wait than the caller's may
+-- have set it. (pcall: a server out of memory refuses it; waiters then wait for the lease they
+-- were told of.)
+local function keep_marker(key, ms)
+  if redis.call('PTTL', key) < ms then
+    redis.pcall('SET', key, '1', 'PX', ms)
+  end
+end
+
 -- The first in line whose entry has not ended, dropping those that have.
 local function first_in_line(queue, expiry, now_ms)
   local ended = redis.call('ZRANGEBYSCORE', expiry, '-inf', '(' .. now_ms, 'LIMIT', 0, 100)

@@ -10,7 +10,8 @@
 --          holds nobody up for long
 -- KEYS[4]  the last fencing token handed out to either mode (the server time in µs, or one
 --          more than the last), kept for the fence retention after each grant
--- KEYS[5]  present for a lease after someone was told the lock is busy: while it is, releases
+-- KEYS[5]  present after someone was told the lock is busy, until a lease of theirs after what
+--          stood in their way ends (when that waiter looks again): while it is, releases
 --          announce themselves
 -- ARGV[1]  owner token (a UUID v4, unique per acquisition)
 -- ARGV[2]  `r` for a read share, `w` for the write hold
@@ -30,7 +31,8 @@
 --          {-2, 0, 0, 0}             the last fencing token is one tokens cannot continue from
 --
 -- Redis calls: TIME, ZREMRANGEBYSCORE, GET, PTTL, then for a read ZSCORE, EXISTS, ZADD; for a
--- write ZRANGE, SET, DEL; for a grant GET and SET of the fence.
+-- write ZRANGE, SET, DEL; for a grant GET and SET of the fence; for a busy answer PTTL of the
+-- busy marker, and SET when it would end sooner.
 if #KEYS == 0 then
   return 0
 end
@@ -43,9 +45,11 @@ local now_us, time = server_time()
 local now_ms = millis(time)
 
 local function busy(pttl, marked)
-  -- From now on releases announce themselves. (pcall: a server out of memory refuses it;
-  -- waiters then wait for the lease they were told of.)
-  redis.pcall('SET', WAITING, '1', 'PX', TTL)
+  -- From now on releases announce themselves: at least until the caller looks again, when what
+  -- stands in the way ends (`pttl`), and a lease of the caller's after that. A lease alone is not
+  -- enough: a reader with a shorter lease than the writer's remaining hold would sleep through
+  -- the writer's release.
+  keep_marker(WAITING, pttl + ttl)
   return {0, math.max(pttl, 1), 0, marked}
 end
 
@@ -109,6 +113,6 @@ else
   end
 end
 if ARGV[4] == '1' then
-  redis.pcall('SET', WAITING, '1', 'PX', TTL)
+  keep_marker(WAITING, ttl)
 end
 return {1, fence, 0, 0}

@@ -25,7 +25,8 @@
 --                                    applies.
 --
 -- Redis calls: TIME, ZREMRANGEBYSCORE, ZRANGE, then for a grant GET, SET, ZADD, PTTL (and
--- PEXPIRE when the set would expire before the new lease); a busy answer ZCARD, ZSCORE, SET.
+-- PEXPIRE when the set would expire before the new lease); a busy answer ZCARD, ZSCORE, PTTL,
+-- and SET when the waiting marker would end sooner.
 if #KEYS == 0 then
   return 0
 end
@@ -51,10 +52,9 @@ if first[1] then
   end
   if redis.call('ZCARD', SET) >= tonumber(PERMITS) and not redis.call('ZSCORE', SET, member) then
     -- From now on releases announce themselves: at least until the caller looks again, when
-    -- the first lease ends, and a lease of the caller's after that. (pcall: a server out of
-    -- memory refuses it; waiters then wait for the first lease to end.)
+    -- the first lease ends, and a lease of the caller's after that.
     local pttl = tonumber(first[2]) - now_ms
-    redis.pcall('SET', WAITING, '1', 'PX', pttl + tonumber(TTL))
+    keep_marker(WAITING, pttl + tonumber(TTL))
     return {0, pttl, 0, 0}
   end
 end
@@ -70,6 +70,6 @@ if redis.call('PTTL', SET) < ttl then
   redis.call('PEXPIRE', SET, TTL)
 end
 if ARGV[4] == '1' then
-  redis.pcall('SET', WAITING, '1', 'PX', TTL)
+  keep_marker(WAITING, ttl)
 end
 return {1, fence, 0, 0}

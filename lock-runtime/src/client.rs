@@ -144,6 +144,7 @@ impl Inner {
         failure: Failure,
     ) -> LockError {
         let shown = failure.to_string();
+        let transient = failure.is_transient();
         if failure.is_config() {
             return LockError::Config(format!(
                 "semaphore `{}` on {}: {shown}",
@@ -158,7 +159,8 @@ impl Inner {
         } else {
             failure.into_source()
         };
-        LockError::backend(operation, Some(&lease.key), self.backend.server(), source)
+        let server = self.backend.server();
+        LockError::backend_with(operation, Some(&lease.key), server, source, transient)
     }
 }
 

@@ -4,6 +4,8 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::time::Duration;
 
+use crate::backend::Failure;
+
 /// A boxed error from a backend (a Redis error, an I/O error, ...).
 pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 
@@ -11,11 +13,50 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 ///
 /// Every variant that concerns one lock names its key, so a log line says which lock failed.
 /// Messages never contain a password: servers are named by host and port only.
+///
+/// Whether to try again is [`is_retryable`](Self::is_retryable)'s answer. The enum and its
+/// variants with named fields are `#[non_exhaustive]`: new variants and new fields may come in a
+/// minor release, so a `match` has a `_` arm and `..` in each such variant's pattern:
+///
+/// ```
+/// use lock_runtime::LockError;
+///
+/// fn status(err: &LockError) -> u16 {
+///     match err {
+///         LockError::Busy { retry_after, .. } => {
+///             let _ = retry_after; // a Retry-After header
+///             503
+///         }
+///         LockError::LeaseLost { key, .. } => {
+///             eprintln!("lost `{key}`");
+///             500
+///         }
+///         LockError::Config(_) => 500,
+///         err if err.is_retryable() => 503,
+///         _ => 500,
+///     }
+/// }
+/// # let _ = status;
+/// ```
+///
+/// Outside this crate such a variant is never built, and never matched without `..`:
+///
+/// ```compile_fail,E0638
+/// use lock_runtime::LockError;
+///
+/// fn key(err: &LockError) -> Option<&str> {
+///     match err {
+///         LockError::ShutDown { key } => Some(key), // error: `..` required
+///         _ => None,
+///     }
+/// }
+/// ```
 #[derive(thiserror::Error)]
 #[non_exhaustive]
 pub enum LockError {
     /// The lock was held by someone else for the whole `wait` budget.
     #[error("lock `{key}` is busy: not acquired within {waited:?}", key = KeyDisplay(key))]
+    #[non_exhaustive]
     Busy {
         /// The lock key as the caller named it (without the prefix).
         key: String,
@@ -30,6 +71,7 @@ pub enum LockError {
 
     /// The lease ran out, or renewal proved that someone else now owns the lock, while it was held.
     #[error("lease on lock `{key}` was lost while it was held: {reason}", key = KeyDisplay(key))]
+    #[non_exhaustive]
     LeaseLost {
         /// The lock key.
         key: String,
@@ -40,6 +82,7 @@ pub enum LockError {
     /// The backend failed: connection refused, authentication, a timeout, a wrong type at the key...
     /// The body of a locked section never runs after such an error.
     #[error("{operation}{} failed on {server}: {source}", KeyInMessage(key.as_deref()))]
+    #[non_exhaustive]
     Backend {
         /// What was being done (`acquire`, `release`, `connect`, ...).
         operation: &'static str,
@@ -50,6 +93,10 @@ pub enum LockError {
         /// The underlying error.
         #[source]
         source: BoxError,
+        /// Whether the failure may pass by itself: a dropped, refused or timed-out connection,
+        /// a server loading or failing over, too few Redlock masters or replicas answering. What
+        /// [`LockError::is_retryable`] answers for this variant.
+        transient: bool,
     },
 
     /// The configuration is unusable (a bad URL, a missing default manager, a bad option value).
@@ -71,6 +118,7 @@ pub enum LockError {
          `guard.scope(...)`",
         key = KeyDisplay(key)
     )]
+    #[non_exhaustive]
     HeldByThisTask {
         /// The lock key.
         key: String,
@@ -79,6 +127,7 @@ pub enum LockError {
     /// The manager was shut down ([`LockManager::shutdown`](crate::LockManager::shutdown)):
     /// it takes no more locks.
     #[error("lock `{key}` not acquired: the lock manager was shut down", key = KeyDisplay(key))]
+    #[non_exhaustive]
     ShutDown {
         /// The lock key.
         key: String,
@@ -113,17 +162,95 @@ impl LockError {
         matches!(self, LockError::LeaseLost { .. })
     }
 
+    /// Whether the same call, made again later, may succeed where this one failed: what a job
+    /// queue, an HTTP handler (503 with `Retry-After` rather than 500) or a retry loop asks.
+    ///
+    /// * Yes for [`Busy`](Self::Busy): someone else held the lock, and holds end
+    ///   (`retry_after` says about when).
+    /// * Yes for a [`Backend`](Self::Backend) failure that may pass by itself: a dropped,
+    ///   refused or timed-out connection, a server loading its data or failing over, too few
+    ///   Redlock masters or too few replica acknowledgements.
+    /// * No for a `Backend` failure that recurs as it is: a command the server refuses, bad
+    ///   credentials, data at a lock's key that is not a lock.
+    /// * No for [`Config`](Self::Config), [`HeldByThisTask`](Self::HeldByThisTask) and
+    ///   [`ShutDown`](Self::ShutDown): the program or its settings must change first.
+    /// * No for [`LeaseLost`](Self::LeaseLost): the lock was lost, or found no longer ours,
+    ///   while the work it guarded was under way, perhaps half done. Whether that work may run
+    ///   again (is it idempotent? did the next holder do it?) only the caller can tell: match
+    ///   `LeaseLost` yourself where it may.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lock_runtime::{LockError, LockGuard, LockManager, LockOptions};
+    ///
+    /// /// Takes `key`, trying again after a failure that may pass, three times at most.
+    /// async fn lock_patiently(locks: &LockManager, key: &str) -> Result<LockGuard, LockError> {
+    ///     let options = LockOptions::new().wait(Duration::from_secs(1));
+    ///     let mut attempt = 1;
+    ///     loop {
+    ///         match locks.lock(key, options).await {
+    ///             Err(err) if err.is_retryable() && attempt < 3 => {
+    ///                 attempt += 1;
+    ///                 tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+    ///             }
+    ///             answer => return answer,
+    ///         }
+    ///     }
+    /// }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), LockError> {
+    /// let locks = LockManager::connect("memory://").await?;
+    /// lock_patiently(&locks, "report").await?.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            LockError::Busy { .. } => true,
+            LockError::Backend { transient, .. } => *transient,
+            LockError::LeaseLost { .. }
+            | LockError::Config(_)
+            | LockError::HeldByThisTask { .. }
+            | LockError::ShutDown { .. } => false,
+        }
+    }
+
+    /// A backend failure that recurs as it is (see [`is_retryable`](Self::is_retryable)).
     pub(crate) fn backend(
         operation: &'static str,
         key: Option<&str>,
         server: &str,
         source: impl Into<BoxError>,
     ) -> Self {
+        Self::backend_with(operation, key, server, source.into(), false)
+    }
+
+    /// `failure` during `operation`: transient if it is.
+    pub(crate) fn from_failure(
+        operation: &'static str,
+        key: Option<&str>,
+        server: &str,
+        failure: Failure,
+    ) -> Self {
+        let transient = failure.is_transient();
+        Self::backend_with(operation, key, server, failure.into_source(), transient)
+    }
+
+    /// A backend failure that may pass by itself if `transient` (see
+    /// [`is_retryable`](Self::is_retryable)).
+    pub(crate) fn backend_with(
+        operation: &'static str,
+        key: Option<&str>,
+        server: &str,
+        source: BoxError,
+        transient: bool,
+    ) -> Self {
         LockError::Backend {
             operation,
             key: key.map(str::to_owned),
             server: server.to_owned(),
-            source: source.into(),
+            source,
+            transient,
         }
     }
 }
@@ -152,12 +279,14 @@ impl fmt::Debug for LockError {
                 key,
                 server,
                 source,
+                transient,
             } => f
                 .debug_struct("Backend")
                 .field("operation", operation)
                 .field("key", &key.as_deref().map(KeyDebug))
                 .field("server", server)
                 .field("source", source)
+                .field("transient", transient)
                 .finish(),
             LockError::Config(reason) => f.debug_tuple("Config").field(reason).finish(),
             LockError::HeldByThisTask { key } => f
@@ -275,6 +404,35 @@ mod tests {
             reason: LostReason::NotOwner,
         };
         assert!(err.to_string().contains(r"a\nb\0c"), "{err}");
+    }
+
+    #[test]
+    fn a_failure_keeps_whether_it_may_pass_in_the_public_error() {
+        let from = |failure| LockError::from_failure("acquire", Some("k"), "127.0.0.1:1", failure);
+        let quorum = Failure::transient("only 1 of 3 masters answered, 2 needed");
+        assert!(from(quorum).is_retryable());
+        assert!(from(Failure::timed_out(Duration::from_millis(5))).is_retryable());
+        assert!(!from(Failure::permanent("foreign data at the key")).is_retryable());
+        assert!(!LockError::backend("connect", None, "127.0.0.1:1", "NOAUTH").is_retryable());
+    }
+
+    #[test]
+    fn only_a_busy_lock_and_failures_that_may_pass_are_retryable() {
+        let key = || "k".to_owned();
+        let busy = LockError::Busy {
+            key: key(),
+            waited: Duration::ZERO,
+            retry_after: None,
+        };
+        assert!(busy.is_retryable());
+        let lost = LockError::LeaseLost {
+            key: key(),
+            reason: LostReason::Expired,
+        };
+        assert!(!lost.is_retryable());
+        assert!(!LockError::Config("ttl 0".into()).is_retryable());
+        assert!(!LockError::HeldByThisTask { key: key() }.is_retryable());
+        assert!(!LockError::ShutDown { key: key() }.is_retryable());
     }
 
     #[test]

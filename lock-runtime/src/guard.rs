@@ -194,8 +194,9 @@ impl LockGuard {
     ///
     /// Returns [`LockError::LeaseLost`] if the lock had expired or belongs to someone else by
     /// now (that lock is left untouched), and [`LockError::Backend`] if the server could not be
-    /// reached; the guard then keeps the owner token and retries in the background until the
-    /// lease would have run out. A guard that re-entered an outer lock returns `Ok` at once.
+    /// reached; the guard then keeps the owner token and, if the failure may pass
+    /// ([`LockError::is_retryable`]), retries in the background until the lease would have run
+    /// out. A guard that re-entered an outer lock returns `Ok` at once.
     pub async fn release(mut self) -> Result<(), LockError> {
         let Some(owner) = self.owner.as_mut() else {
             return Ok(());
@@ -394,7 +395,10 @@ impl Drop for Settling<'_> {
     }
 }
 
-/// Releases a dropped guard's lock, retrying with backoff until the lease would have run out.
+/// Releases a dropped guard's lock, retrying a failure that may pass (see
+/// [`LockError::is_retryable`]) with backoff until the lease would have run out. One that will
+/// recur as it is (a refused command, foreign data at the key) is not sent again: the lock then
+/// expires with its lease.
 async fn release_in_background(
     manager: Arc<Inner>,
     lease: Arc<Lease>,
@@ -412,6 +416,10 @@ async fn release_in_background(
                 if granted {
                     tracing::warn!(key = %lease.key, "release found the lock no longer ours");
                 }
+                return;
+            }
+            Err(err) if !err.is_retryable() => {
+                tracing::warn!(key = %lease.key, error = %err, "release failed, and would again; the lock expires with its lease");
                 return;
             }
             Err(err) => {

@@ -434,6 +434,7 @@ async fn busy_error_names_key_and_wait(f: Deployment) {
             key,
             waited,
             retry_after,
+            ..
         } => {
             assert_eq!(key, "order:7");
             assert!(*waited >= ms(200), "{waited:?}");

@@ -129,7 +129,7 @@ async fn deleting_the_key_from_outside_is_reported_and_aborts_the_body() {
     };
     let (result, ()) = tokio::join!(section, deleter);
     match result {
-        Err(LockError::LeaseLost { key, reason }) => {
+        Err(LockError::LeaseLost { key, reason, .. }) => {
             assert_eq!(key, "deleted");
             assert_eq!(reason, LostReason::NotOwner);
         }

@@ -510,7 +510,7 @@ async fn a_permit_removed_from_outside_is_reported_lost(f: Deployment) {
     };
     let (result, ()) = tokio::join!(section, remover);
     match result.expect("told within the tests' patience") {
-        Err(LockError::LeaseLost { key, reason }) => {
+        Err(LockError::LeaseLost { key, reason, .. }) => {
             assert_eq!(key, "removed");
             assert_eq!(reason, LostReason::NotOwner);
         }

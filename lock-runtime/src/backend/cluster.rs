@@ -144,9 +144,16 @@ impl ClusterBackend {
         let conn = background
             .run(async move { connecting.get_async_connection().await })
             .await
-            .map_err(|err| LockError::backend("connect", None, &seeds.shown, err.into_source()))?
+            .map_err(|err| LockError::from_failure("connect", None, &seeds.shown, err))?
             .map_err(|err| {
-                LockError::backend("connect", None, &seeds.shown, describe_error(&err))
+                let transient = super::is_transient(&err);
+                LockError::backend_with(
+                    "connect",
+                    None,
+                    &seeds.shown,
+                    describe_error(&err).into(),
+                    transient,
+                )
             })?;
         let subscriptions = {
             let (seeds, url, background) =

@@ -830,8 +830,16 @@ impl RedisBackend {
             .set_response_timeout(Some(settings.request_timeout))
             .set_number_of_retries(2);
         let background = settings.background.clone();
-        let connect_error =
-            |err: &RedisError| LockError::backend("connect", None, &server, describe_error(err));
+        let connect_error = |err: &RedisError| {
+            let transient = super::is_transient(err);
+            LockError::backend_with(
+                "connect",
+                None,
+                &server,
+                describe_error(err).into(),
+                transient,
+            )
+        };
         let conn = if eager {
             // The driver task belongs to the runtime the connect runs on.
             background
@@ -840,7 +848,7 @@ impl RedisBackend {
                     config.clone(),
                 ))
                 .await
-                .map_err(|err| LockError::backend("connect", None, &server, err.into_source()))?
+                .map_err(|err| LockError::from_failure("connect", None, &server, err))?
         } else {
             let _entered = background.pinned().map(Handle::enter);
             ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
@@ -907,7 +915,15 @@ async fn probe(conn: &mut Conn, server: &str, key_prefix: &str) -> Result<bool, 
         } else {
             describe_error(&err)
         };
-        return Err(LockError::backend("connect", None, server, reason));
+        // Bad credentials recur; a server that is not up yet may come up.
+        let transient = err.code() != Some("NOAUTH") && super::is_transient(&err);
+        return Err(LockError::backend_with(
+            "connect",
+            None,
+            server,
+            reason.into(),
+            transient,
+        ));
     }
     // Nothing can be locked without scripts: say so now, not at every acquire.
     let scripted: RedisResult<i64> = redis::cmd("EVAL")

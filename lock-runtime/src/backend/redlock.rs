@@ -153,14 +153,17 @@ impl RedlockBackend {
                 .into_iter()
                 .find_map(Result::err)
                 .map_or_else(String::new, |err| format!(": {err}"));
-            return Err(LockError::backend(
+            // A shortfall of the quorum: masters come back.
+            return Err(LockError::backend_with(
                 "connect",
                 None,
                 &server,
                 format!(
                     "only {reachable} of {} masters reachable, {quorum} needed{first}",
                     node_urls.len()
-                ),
+                )
+                .into(),
+                true,
             ));
         }
         let mut nodes = Vec::with_capacity(node_urls.len());

@@ -155,9 +155,10 @@ impl SentinelBackend {
             key_prefix: settings.key_prefix.to_owned(),
             background: settings.background.clone(),
         };
-        let master = resolve(&sentinels, &nodes, &waiters)
-            .await
-            .map_err(|err| LockError::backend("connect", None, &server, err))?;
+        let master = resolve(&sentinels, &nodes, &waiters).await.map_err(|err| {
+            let transient = resolve_may_pass(&err);
+            LockError::backend_with("connect", None, &server, err, transient)
+        })?;
         let shared = Arc::new(Shared {
             master_name: parts.master_name,
             sentinels,
@@ -365,6 +366,16 @@ async fn resolve(
         background: &nodes.background,
     };
     Ok(RedisBackend::connect(settings, waiters.clone()).await?)
+}
+
+/// Whether a failure of [`resolve`] may pass by itself: sentinels or a master not reachable yet,
+/// a failover under way.
+fn resolve_may_pass(err: &BoxError) -> bool {
+    if let Some(err) = err.downcast_ref::<LockError>() {
+        return err.is_retryable();
+    }
+    err.downcast_ref::<redis::RedisError>()
+        .is_some_and(super::is_transient)
 }
 
 impl Backend for SentinelBackend {

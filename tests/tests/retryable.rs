@@ -1,0 +1,159 @@
+//! Errors say whether trying again may help ([`LockError::is_retryable`]), and the library acts
+//! on it: a dropped guard's release is not sent again after a failure that would recur.
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use lock_tests::prelude::*;
+
+/// What the errors a caller meets say about trying again.
+#[tokio::test]
+async fn errors_say_whether_trying_again_may_help() {
+    let url = format!("memory://retry-{}", std::process::id());
+    let locks = LockManager::connect(&url).await.expect("memory");
+    let held = locks
+        .lock("retry:busy", LockOptions::new())
+        .await
+        .expect("free");
+    let other = LockManager::connect(&url).await.expect("memory");
+    let busy = other
+        .lock("retry:busy", LockOptions::new())
+        .await
+        .expect_err("held elsewhere");
+    assert!(busy.is_busy() && busy.is_retryable(), "{busy:?}");
+    let itself = locks
+        .lock("retry:busy", LockOptions::new().wait(ms(100)))
+        .await
+        .expect_err("held by this task");
+    assert!(!itself.is_retryable(), "{itself:?}");
+    held.release().await.expect("release");
+
+    let config = locks
+        .lock("retry:config", LockOptions::new().ttl(Duration::ZERO))
+        .await
+        .expect_err("no lease");
+    assert!(!config.is_retryable(), "{config:?}");
+
+    // Nobody listens there: a refused connection may pass.
+    let port = lock_tests::free_port();
+    let refused = LockManager::connect(&format!("redis://127.0.0.1:{port}"))
+        .await
+        .expect_err("nobody listens");
+    assert!(
+        matches!(refused, LockError::Backend { .. }) && refused.is_retryable(),
+        "{refused:?}"
+    );
+
+    let server = RedisServer::start();
+    let bad_password = format!("redis://nobody:wrong@{}", server.addr());
+    let denied = LockManager::connect(&bad_password)
+        .await
+        .expect_err("bad credentials");
+    assert!(!denied.is_retryable(), "{denied:?}");
+
+    // Data at the key that is not a lock stays there.
+    let locks = connect(&server).await;
+    server.cmd(&["HSET", "lock:{retry:foreign}", "owner", "someone"]);
+    let foreign = locks
+        .lock("retry:foreign", LockOptions::new())
+        .await
+        .expect_err("not a lock");
+    assert!(!foreign.is_retryable(), "{foreign:?}");
+
+    locks.shutdown().await.expect("shut down");
+    let shut = locks
+        .lock("retry:shut", LockOptions::new())
+        .await
+        .expect_err("shut down");
+    assert!(shut.is_shut_down() && !shut.is_retryable(), "{shut:?}");
+}
+
+/// What the library logs on this thread while the capture lives.
+#[derive(Clone, Default)]
+struct Logged(Arc<Mutex<Vec<u8>>>);
+
+impl Logged {
+    fn text(&self) -> String {
+        let bytes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    fn capture(&self) -> tracing::subscriber::DefaultGuard {
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(self.clone())
+            .with_ansi(false)
+            .with_max_level(tracing::Level::WARN)
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+}
+
+impl std::io::Write for Logged {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logged {
+    type Writer = Logged;
+
+    fn make_writer(&'a self) -> Logged {
+        self.clone()
+    }
+}
+
+/// How many calls of `command` the server refused before running them (`rejected_calls`, Redis
+/// 7: an ACL that denies it, for one).
+fn rejected_calls(server: &RedisServer, command: &str) -> u64 {
+    let stats = server.cmd(&["INFO", "commandstats"]);
+    let prefix = format!("cmdstat_{command}:");
+    stats
+        .lines()
+        .find_map(|line| line.strip_prefix(prefix.as_str()))
+        .and_then(|fields| {
+            fields
+                .split(',')
+                .find_map(|field| field.strip_prefix("rejected_calls="))
+        })
+        .and_then(|count| count.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A dropped guard's release that the server refuses, and would refuse again (the user lost
+/// the right to run scripts), is sent once, not again and again until the lease runs out.
+/// (Current-thread runtime: the background release logs on this thread.)
+#[tokio::test]
+async fn a_background_release_is_not_sent_again_after_a_failure_that_would_recur() {
+    let server = RedisServer::start();
+    server.cmd(&[
+        "ACL", "SETUSER", "locker", "on", ">pw", "~lock:*", "&lock:*", "+@all",
+    ]);
+    let url = format!("redis://locker:pw@{}", server.addr());
+    let locks = LockManager::connect(&url)
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    let options = LockOptions::new().ttl(Duration::from_secs(30));
+    let guard = locks.lock("refused", options).await.expect("free");
+    server.cmd(&["ACL", "SETUSER", "locker", "-@scripting"]);
+    let logged = Logged::default();
+    let _capture = logged.capture();
+    drop(guard);
+    let gave_up = eventually(|| async { logged.text().contains("release failed") }).await;
+    let text = logged.text();
+    assert!(gave_up, "the background release never gave up:\n{text}");
+    assert!(text.contains("would again"), "{text}");
+    let sent = rejected_calls(&server, "evalsha") + rejected_calls(&server, "eval");
+    assert_eq!(sent, 1, "the refused release was sent {sent} times");
+    assert!(
+        server.holds_lock("lock:{refused}"),
+        "it expires with its lease"
+    );
+}
