@@ -94,17 +94,10 @@ impl Inner {
         stored.is_lock() && self.backend.hands_off()
     }
 
-    /// One release round trip, bounded by the request timeout. `hold` applies `hold_at_least`;
-    /// an acquire that never completed has nothing to hold.
-    pub(crate) async fn release(&self, lease: &Lease, hold: bool) -> Result<Release, LockError> {
-        let keep = if hold {
-            lease
-                .options
-                .hold_at_least
-                .saturating_sub(lease.started().elapsed())
-        } else {
-            Duration::ZERO
-        };
+    /// One release round trip, bounded by the request timeout; a lease its caller used is kept
+    /// for what is left of its `hold_at_least` (see [`Lease::keep`]).
+    pub(crate) async fn release(&self, lease: &Lease) -> Result<Release, LockError> {
+        let keep = lease.keep();
         let answer = tokio::time::timeout(
             self.request_timeout,
             self.backend.release(&lease.stored, &lease.token, keep),

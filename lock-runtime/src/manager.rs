@@ -239,12 +239,9 @@ impl LockManager {
             lease.mark_lost(crate::LostReason::ShutDown);
         }
         self.inner.waiters.wake_all();
-        let released = futures_util::future::join_all(
-            leases
-                .iter()
-                .map(|lease| self.inner.release(lease, lease.was_granted())),
-        )
-        .await;
+        let released =
+            futures_util::future::join_all(leases.iter().map(|lease| self.inner.release(lease)))
+                .await;
         // Releases that guards began before (a guard dropped, a handle stepping down) are
         // waited for too, so that returning from shutdown means the server has been told.
         self.inner
