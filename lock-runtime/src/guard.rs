@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use crate::backend::{Failure, HandOff, Release};
 use crate::backoff::Backoff;
-use crate::client::{Inner, ReleaseUnderWay, release_id};
+use crate::client::{Inner, WorkUnderWay, release_id};
 use crate::lease::{Lease, Status};
 use crate::waiters::Slot;
 use crate::{LockError, LostReason};
@@ -226,7 +226,7 @@ impl LockGuard {
         }
         // Counted as under way (for shutdown to wait on) until this returns or is dropped; it
         // also holds the manager the release goes through.
-        let under_way = owner.manager.release_under_way();
+        let under_way = owner.manager.work_under_way();
         let answer = match hand_off(under_way.manager(), &self.lease).await {
             Some(answer) => answer?,
             None => under_way.manager().release(&self.lease).await?,
@@ -286,7 +286,7 @@ impl Drop for LockGuard {
             return;
         };
         // If the runtime is shutting down the task never runs and the lease simply runs out.
-        let under_way = owner.manager.release_under_way();
+        let under_way = owner.manager.work_under_way();
         runtime.spawn(release_in_background(
             owner.manager,
             self.lease.clone(),
@@ -406,7 +406,7 @@ async fn release_in_background(
     lease: Arc<Lease>,
     granted: bool,
     // Counted until this task ends (or is dropped unrun), for shutdown to wait on.
-    _under_way: ReleaseUnderWay,
+    _under_way: WorkUnderWay,
 ) {
     let give_up = lease.deadline();
     let mut backoff = Backoff::requests();
