@@ -202,7 +202,7 @@ async fn acquires_on_the_wire_at_shutdown_leave_nothing_held_when_it_returns() {
         .await
         .expect("task")
         .expect("warm up");
-    proxy.set_delay(ms(400));
+    proxy.set_delay(ms(250));
     let keys: Vec<String> = (0..4).map(|i| format!("shutdown:wire:{i}")).collect();
     for key in &keys {
         let key = key.clone();
@@ -242,7 +242,7 @@ async fn a_second_shutdown_returns_when_the_releases_are_done() {
     let proxy = FaultProxy::start(server.addr());
     let locks = LockManager::connect(&proxy.url()).await.expect("connect");
     let _held = locks.lock(key, LockOptions::new()).await.expect("free");
-    proxy.set_delay(ms(300));
+    proxy.set_delay(ms(200));
     let first = tokio::spawn({
         let locks = locks.clone();
         async move { locks.shutdown().await }
@@ -259,4 +259,46 @@ async fn a_second_shutdown_returns_when_the_releases_are_done() {
         server.log()
     );
     first.await.expect("task").expect("first shutdown");
+}
+
+/// A writer's acquire on the wire (a slow link) when `shutdown()` is called is refused after
+/// it was called, and the refusal left the writer's waiting mark: it is taken away before
+/// `shutdown()` returns, so readers elsewhere are not held up once the instance exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_writer_on_the_wire_at_shutdown_leaves_no_mark() {
+    let key = "shutdown:wire-writer";
+    let server = RedisServer::start();
+    let readers = connect(&server).await;
+    let share = readers
+        .read_lock(key, LockOptions::new())
+        .await
+        .expect("free");
+    let proxy = FaultProxy::start(server.addr());
+    let instance = Instance::start(&proxy.url()).await;
+    // The scripts are known to the server before the link slows down.
+    instance
+        .spawn(|locks| async move { reads_at_once(&locks, key).await })
+        .await
+        .expect("task");
+    proxy.set_delay(ms(250));
+    let _writer = instance.spawn(|locks| async move {
+        let options = LockOptions::new()
+            .ttl(Duration::from_secs(20))
+            .wait(Duration::from_secs(60));
+        locks.write_lock(key, options).await.map(drop)
+    });
+    let mark = read_write_keys("lock:", key).expect("key").writer_waiting;
+    // Marked on the server, the answer still on its way back.
+    assert!(
+        eventually(|| async { server.cmd(&["EXISTS", &mark]) == "1" }).await,
+        "{}",
+        server.log()
+    );
+    let took = instance.shut_down().await;
+    instance.exit();
+    let left = server.cmd(&["PTTL", &mark]);
+    eprintln!("shutdown took {took:?}; the mark's PTTL after it: {left}");
+    assert_eq!(left, "-2", "the writer's mark is left\n{}", server.log());
+    assert!(reads_at_once(&readers, key).await, "{}", server.log());
+    share.release().await.expect("release");
 }
