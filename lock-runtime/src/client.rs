@@ -69,18 +69,16 @@ impl Drop for WorkUnderWay {
 }
 
 impl UnderWay {
-    /// Waits until no work is under way, for at most `limit`.
+    /// Waits until no work is under way, for at most `limit`. Once the manager is closed, no
+    /// work under way at one moment is enough: work counted after that began after the close
+    /// and sends nothing (an acquire finds the manager closed), so a program that keeps
+    /// calling `lock()` cannot hold shutdown up.
     pub(crate) async fn settled(&self, limit: Duration) {
-        let _ = tokio::time::timeout(limit, async {
-            loop {
-                let done = self.done.notified();
-                if self.count.load(Ordering::Acquire) == 0 {
-                    return;
-                }
-                done.await;
-            }
-        })
-        .await;
+        let done = self.done.notified();
+        if self.count.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let _ = tokio::time::timeout(limit, done).await;
     }
 }
 

@@ -801,6 +801,13 @@ impl Inner {
                 if let Some(place) = &mut in_line {
                     place.left = true;
                 }
+                if self.is_closed() {
+                    // Handed over while shutting down, as above: the guard's drop gives it back.
+                    record(start, "shut_down", options.label);
+                    return Err(LockError::ShutDown {
+                        key: guard.lease().key.clone(),
+                    });
+                }
                 record(start, "acquired", options.label);
                 return Ok(guard.counted());
             }
