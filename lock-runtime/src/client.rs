@@ -10,7 +10,7 @@ use crate::LockError;
 use crate::backend::{Backend, Failure, Release};
 use crate::background::Background;
 use crate::key::StoredKey;
-use crate::lease::Lease;
+use crate::lease::{Lease, Status};
 use crate::waiters::Waiters;
 use crate::watchdog::Watchdog;
 
@@ -28,51 +28,57 @@ pub(crate) struct Inner {
     pub(crate) request_timeout: Duration,
     /// How much longer than a request an acquire may take: its `WAIT` for replicas.
     pub(crate) replica_wait: Duration,
-    /// Releases under way that the watchdog no longer knows of (a guard's release or drop):
-    /// shutdown waits for them too.
-    pub(crate) releasing: Releasing,
+    /// Work under way that puts something of this process on the server or takes it off:
+    /// shutdown waits for all of it (see [`UnderWay`]).
+    pub(crate) under_way: UnderWay,
 }
 
-/// A count of releases under way, and a wake-up when it falls to zero.
+/// A release begun by shutdown, with its answer.
+pub(crate) type ShutdownRelease = tokio::task::JoinHandle<Result<Release, LockError>>;
+
+/// A count of the work under way that puts something on the server or takes it off, and a
+/// wake-up when it falls to zero: every acquire, from its call until it returns (a request on
+/// the wire may take a lock, a waiter holds a mark or a place in line), every release, and every
+/// place in line being left. Work that ends hands on to the work it starts (a failed acquire's
+/// release of what it may have taken) before it stops counting, so the count reaches zero only
+/// when nothing of the manager is left to clean up.
 #[derive(Default)]
-pub(crate) struct Releasing {
+pub(crate) struct UnderWay {
     count: AtomicUsize,
     done: tokio::sync::Notify,
 }
 
-/// One release under way, counted in [`Releasing`] until dropped (with its answer, or with the
-/// task that was to send it).
-pub(crate) struct ReleaseUnderWay(Arc<Inner>);
+/// One piece of work under way, counted in [`UnderWay`] until dropped (with its answer, or with
+/// the task that was to send it).
+pub(crate) struct WorkUnderWay(Arc<Inner>);
 
-impl ReleaseUnderWay {
-    /// The manager the release goes through.
+impl WorkUnderWay {
+    /// The manager the work goes through.
     pub(crate) fn manager(&self) -> &Arc<Inner> {
         &self.0
     }
 }
 
-impl Drop for ReleaseUnderWay {
+impl Drop for WorkUnderWay {
     fn drop(&mut self) {
-        let releasing = &self.0.releasing;
-        if releasing.count.fetch_sub(1, Ordering::AcqRel) == 1 {
-            releasing.done.notify_waiters();
+        let under_way = &self.0.under_way;
+        if under_way.count.fetch_sub(1, Ordering::AcqRel) == 1 {
+            under_way.done.notify_waiters();
         }
     }
 }
 
-impl Releasing {
-    /// Waits until no release is under way, for at most `limit`.
+impl UnderWay {
+    /// Waits until no work is under way, for at most `limit`. Once the manager is closed, no
+    /// work under way at one moment is enough: work counted after that began after the close
+    /// and sends nothing (an acquire finds the manager closed), so a program that keeps
+    /// calling `lock()` cannot hold shutdown up.
     pub(crate) async fn settled(&self, limit: Duration) {
-        let _ = tokio::time::timeout(limit, async {
-            loop {
-                let done = self.done.notified();
-                if self.count.load(Ordering::Acquire) == 0 {
-                    return;
-                }
-                done.await;
-            }
-        })
-        .await;
+        let done = self.done.notified();
+        if self.count.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let _ = tokio::time::timeout(limit, done).await;
     }
 }
 
@@ -81,10 +87,59 @@ impl Inner {
         self.closed.load(Ordering::Acquire)
     }
 
-    /// Counts a release from now until the returned value is dropped.
-    pub(crate) fn release_under_way(self: &Arc<Self>) -> ReleaseUnderWay {
-        self.releasing.count.fetch_add(1, Ordering::AcqRel);
-        ReleaseUnderWay(self.clone())
+    /// Closes the manager (see [`LockManager::shutdown`](crate::LockManager::shutdown)): no
+    /// more acquisitions, every waiter woken, every held lease marked lost and its release
+    /// begun, each counted as work under way. `None` if it was closed already.
+    pub(crate) fn close(self: &Arc<Self>) -> Option<Vec<(Arc<Lease>, ShutdownRelease)>> {
+        // Counted before the manager is closed: a call that finds it closed waits for what
+        // this one begins, however far it got.
+        let closing = self.work_under_way();
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        // An acquire still on the wire is left to its own clean-up: it sees the manager closed
+        // when its answer comes and drops its attempt, whose guard releases whatever it took.
+        // Released here instead, the release could overtake the acquire on the way and the
+        // grant would then be left behind for its whole lease.
+        let leases: Vec<_> = self
+            .watchdog
+            .drain()
+            .into_iter()
+            .filter(|lease| lease.status() != Status::Acquiring)
+            .collect();
+        for lease in &leases {
+            lease.mark_lost(crate::LostReason::ShutDown);
+        }
+        self.waiters.wake_all();
+        // Sent from tasks of their own, so that a call dropped before they are answered (a
+        // shutdown under a timeout) still releases, and another call waits for them.
+        // The leases stay marked lost by shutdown: their guards' own releases then send nothing.
+        let releases = leases
+            .into_iter()
+            .map(|lease| {
+                let under_way = self.work_under_way();
+                let released = lease.clone();
+                let release = self
+                    .background
+                    .spawn(async move { under_way.manager().release(&released).await });
+                (lease, release)
+            })
+            .collect();
+        drop(closing);
+        Some(releases)
+    }
+
+    /// Counts a piece of work from now until the returned value is dropped.
+    pub(crate) fn work_under_way(self: &Arc<Self>) -> WorkUnderWay {
+        self.under_way.count.fetch_add(1, Ordering::AcqRel);
+        WorkUnderWay(self.clone())
+    }
+
+    /// How long shutdown waits for the work under way: an acquire on the wire (its request
+    /// and its `WAIT` for replicas), then the release of what it took or the leaving of its
+    /// place in line, and a margin for a subscription being made meanwhile.
+    pub(crate) fn settle_limit(&self) -> Duration {
+        self.request_timeout * 3 + self.replica_wait
     }
 
     /// Whether a holder of `stored` hands it straight to a waiter of this process (see
@@ -94,17 +149,10 @@ impl Inner {
         stored.is_lock() && self.backend.hands_off()
     }
 
-    /// One release round trip, bounded by the request timeout. `hold` applies `hold_at_least`;
-    /// an acquire that never completed has nothing to hold.
-    pub(crate) async fn release(&self, lease: &Lease, hold: bool) -> Result<Release, LockError> {
-        let keep = if hold {
-            lease
-                .options
-                .hold_at_least
-                .saturating_sub(lease.started().elapsed())
-        } else {
-            Duration::ZERO
-        };
+    /// One release round trip, bounded by the request timeout; a lease its caller used is kept
+    /// for what is left of its `hold_at_least` (see [`Lease::keep`]).
+    pub(crate) async fn release(&self, lease: &Lease) -> Result<Release, LockError> {
+        let keep = lease.keep();
         let answer = tokio::time::timeout(
             self.request_timeout,
             self.backend.release(&lease.stored, &lease.token, keep),

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 
 use crate::backend::{Failure, HandOff, Release};
 use crate::backoff::Backoff;
-use crate::client::{Inner, ReleaseUnderWay, release_id};
+use crate::client::{Inner, WorkUnderWay, release_id};
 use crate::lease::{Lease, Status};
 use crate::waiters::Slot;
 use crate::{LockError, LostReason};
@@ -78,11 +78,21 @@ impl LockGuard {
     }
 
     /// The acquire is done and the guard goes to the caller: counted as held in the metrics
-    /// until it is released or dropped.
+    /// until it is released or dropped, and in use (kept for `hold_at_least` on release).
     pub(crate) fn counted(mut self) -> Self {
         if let Some(owner) = &mut self.owner {
             owner.counted = true;
             crate::metrics::held(self.lease.options.label);
+        }
+        self.in_use(true)
+    }
+
+    /// Whether the caller uses this lock, so that a body may run under it (see
+    /// `Lease::in_use`): `lock_all` holds its keys back until it has them all. A guard that
+    /// re-entered an outer lock leaves the outer holder's lease as it is.
+    pub(crate) fn in_use(self, in_use: bool) -> Self {
+        if self.owner.is_some() {
+            self.lease.set_in_use(in_use);
         }
         self
     }
@@ -217,10 +227,10 @@ impl LockGuard {
         }
         // Counted as under way (for shutdown to wait on) until this returns or is dropped; it
         // also holds the manager the release goes through.
-        let under_way = owner.manager.release_under_way();
+        let under_way = owner.manager.work_under_way();
         let answer = match hand_off(under_way.manager(), &self.lease).await {
             Some(answer) => answer?,
-            None => under_way.manager().release(&self.lease, true).await?,
+            None => under_way.manager().release(&self.lease).await?,
         };
         // Released or not ours: either way there is nothing left to retry.
         self.owner = None;
@@ -259,9 +269,9 @@ impl Drop for LockGuard {
             return;
         }
         // An acquire that never completed (cancelled, failed, or timed out while its lease was
-        // already given up) may still have landed: take it back, but never keep it for
-        // hold_at_least, since nobody held it.
-        let granted = self.lease.was_granted();
+        // already given up) may still have landed: take it back (never kept for hold_at_least,
+        // since nobody used it: see `Lease::keep`).
+        let granted = self.lease.status() != Status::Acquiring;
         self.lease.mark_released();
         // The pinned runtime, else the one dropping the guard (alive, since it runs this),
         // else the one the lock was taken on, which may have shut down since.
@@ -277,7 +287,7 @@ impl Drop for LockGuard {
             return;
         };
         // If the runtime is shutting down the task never runs and the lease simply runs out.
-        let under_way = owner.manager.release_under_way();
+        let under_way = owner.manager.work_under_way();
         runtime.spawn(release_in_background(
             owner.manager,
             self.lease.clone(),
@@ -322,11 +332,7 @@ impl crate::section::Held for LockGuard {
 /// releases as usual. The release answers of the holder's side are those of a release: a lock
 /// released instead (someone elsewhere waits) is `Released` too.
 async fn hand_off(manager: &Arc<Inner>, lease: &Lease) -> Option<Result<Release, LockError>> {
-    let hold = lease
-        .options
-        .hold_at_least
-        .saturating_sub(lease.started().elapsed());
-    if !manager.hands_off(&lease.stored) || !hold.is_zero() || manager.is_closed() {
+    if !manager.hands_off(&lease.stored) || !lease.keep().is_zero() || manager.is_closed() {
         return None;
     }
     let (slot, next) = manager.waiters.take_offer(&lease.stored.lock)?;
@@ -404,12 +410,12 @@ async fn release_in_background(
     lease: Arc<Lease>,
     granted: bool,
     // Counted until this task ends (or is dropped unrun), for shutdown to wait on.
-    _under_way: ReleaseUnderWay,
+    _under_way: WorkUnderWay,
 ) {
     let give_up = lease.deadline();
     let mut backoff = Backoff::requests();
     loop {
-        match manager.release(&lease, granted).await {
+        match manager.release(&lease).await {
             Ok(Release::Released) => return,
             Ok(Release::NotOwner | Release::Gone) => {
                 // After a cancelled acquire this is the normal answer: it never took the lock.

@@ -48,9 +48,11 @@ pub(crate) struct Lease {
     pub(crate) task: Owner,
     pub(crate) options: LockOptions,
     fence: AtomicU64,
-    /// The server granted this lease at some point (it may be lost or released since). Only a
-    /// granted lease is kept for `hold_at_least`: a lock never held is never kept.
-    granted: AtomicBool,
+    /// Handed to its caller as held, so that a body may have run under it (it may be lost or
+    /// released since). Only such a lease is kept for `hold_at_least`: a lock that nobody used
+    /// (an acquire that failed, was cancelled or was shut down after the grant, the keys a
+    /// `lock_all` took before it failed) is given back at once.
+    in_use: AtomicBool,
     times: Mutex<Times>,
     /// Woken on every change of `times.status`.
     changed: Notify,
@@ -99,7 +101,7 @@ impl Lease {
             task: Owner::current(),
             options,
             fence: AtomicU64::new(0),
-            granted: AtomicBool::new(false),
+            in_use: AtomicBool::new(false),
             times: Mutex::new(Times::starting(started, options.ttl)),
             changed: Notify::new(),
         }
@@ -174,14 +176,24 @@ impl Lease {
         times.deadline.saturating_duration_since(Instant::now())
     }
 
-    /// Whether the server ever granted this lease (see `granted`).
-    pub(crate) fn was_granted(&self) -> bool {
-        self.granted.load(Ordering::Acquire)
+    /// Whether the lease is (or was) in its caller's hands (see `in_use`).
+    pub(crate) fn set_in_use(&self, in_use: bool) {
+        self.in_use.store(in_use, Ordering::Release);
+    }
+
+    /// How long a release leaves the lock in place: what is left of `hold_at_least` for a
+    /// lease its caller used, nothing for one it never had.
+    pub(crate) fn keep(&self) -> Duration {
+        if !self.in_use.load(Ordering::Acquire) {
+            return Duration::ZERO;
+        }
+        self.options
+            .hold_at_least
+            .saturating_sub(self.started().elapsed())
     }
 
     pub(crate) fn mark_held(&self, fence: u64) {
         self.fence.store(fence, Ordering::Release);
-        self.granted.store(true, Ordering::Release);
         self.update(|status| {
             let acquiring = *status == Status::Acquiring;
             if acquiring {

@@ -195,16 +195,24 @@ impl LockManager {
     }
 
     /// Shuts the manager down for a graceful exit (SIGTERM in a rolling deploy): stops every
-    /// renewal, releases every lock held through it (and through its clones) and waits for the
-    /// server to confirm, wakes every task waiting for a lock, and makes every later `lock()`
-    /// fail with [`LockError::ShutDown`]. Locked sections still running are told their lease is
-    /// lost ([`LostReason::ShutDown`](crate::LostReason::ShutDown)); with the default
+    /// renewal, releases every lock held through it (and through its clones), wakes every task
+    /// waiting for a lock, and makes every later `lock()` fail with [`LockError::ShutDown`].
+    /// Locked sections still running are told their lease is lost
+    /// ([`LostReason::ShutDown`](crate::LostReason::ShutDown)); with the default
     /// `on_lease_lost = "abort"` their bodies are dropped.
     ///
+    /// It returns once the server has confirmed that nothing of this manager is left on it: no
+    /// lock, permit or read share (those kept for `hold_at_least` stay until it ends), no writer's
+    /// waiting mark, no place in the line of fair waiters, and nothing that an acquire on the
+    /// wire when it was called took (it is given back as its answer comes). The process may exit
+    /// then. Each of these waits at most about a request timeout; what the server did not
+    /// confirm by then expires with its lease.
+    ///
     /// Without it, a process that exits keeps its locks until their ttl runs out: a guard
-    /// dropped while the runtime shuts down cannot send its release any more. Calling it again
-    /// does nothing. Returns the first release that failed (the others are logged); a lock whose
-    /// release failed expires with its lease.
+    /// dropped while the runtime shuts down cannot send its release any more. Every call
+    /// returns only when that work is done, a second one (a signal handler and a drop path
+    /// both calling it) as well as the first. Returns the first release of a held lock that
+    /// failed (the others are logged); a lock whose release failed expires with its lease.
     ///
     /// ```no_run
     /// # async fn serve(_: lock_runtime::LockManager) {}
@@ -221,49 +229,38 @@ impl LockManager {
     /// # }
     /// ```
     pub async fn shutdown(&self) -> Result<(), LockError> {
-        if self.inner.closed.swap(true, Ordering::AcqRel) {
-            return Ok(());
-        }
-        // An acquire still on the wire is left to its own clean-up: it sees the manager closed
-        // when its answer comes and drops its attempt, whose guard releases whatever it took.
-        // Released here instead, the release could overtake the acquire on the way and the
-        // grant would then be left behind for its whole lease.
-        let leases: Vec<_> = self
-            .inner
-            .watchdog
-            .drain()
-            .into_iter()
-            .filter(|lease| lease.status() != crate::lease::Status::Acquiring)
-            .collect();
-        for lease in &leases {
-            lease.mark_lost(crate::LostReason::ShutDown);
-        }
-        self.inner.waiters.wake_all();
-        let released = futures_util::future::join_all(
-            leases
-                .iter()
-                .map(|lease| self.inner.release(lease, lease.was_granted())),
-        )
-        .await;
-        // Releases that guards began before (a guard dropped, a handle stepping down) are
-        // waited for too, so that returning from shutdown means the server has been told.
+        let releases = self.inner.close();
+        let first_call = releases.is_some();
+        // Whatever the process has on the server is being taken off: the releases begun here
+        // and before (a guard dropped, a handle stepping down), and what each acquire under
+        // way cleans up as it ends, woken or answered (a lock its request took, a writer's
+        // waiting mark, a place in the line of fair waiters). Every call waits for all of it,
+        // so that returning means the server has been told, whichever call came first.
         self.inner
-            .releasing
-            .settled(self.inner.request_timeout)
+            .under_way
+            .settled(self.inner.settle_limit())
             .await;
         let mut first = None;
-        // The leases stay marked lost by shutdown: their guards' own releases then send nothing.
-        for (lease, answer) in leases.iter().zip(released) {
+        let releases = releases.unwrap_or_default();
+        let count = releases.len();
+        for (lease, release) in releases {
+            let answer = match release.await {
+                Ok(answer) => answer,
+                // Its runtime shut down under it: nothing was confirmed.
+                Err(_) => continue,
+            };
             if let Err(err) = answer {
                 tracing::warn!(key = %lease.key, error = %err, "release at shutdown failed; the lock expires with its lease");
                 first.get_or_insert(err);
             }
         }
-        tracing::info!(
-            backend = self.backend(),
-            released = leases.len(),
-            "lock manager shut down"
-        );
+        if first_call {
+            tracing::info!(
+                backend = self.backend(),
+                released = count,
+                "lock manager shut down"
+            );
+        }
         first.map_or(Ok(()), Err)
     }
 
@@ -529,6 +526,10 @@ impl Inner {
         key: String,
         options: LockOptions,
     ) -> Result<LockGuard, LockError> {
+        // Counted until this call returns, and dropped last: what the call leaves to clean up
+        // (a grant given back, a place in line left) is counted before this stops counting,
+        // so that shutdown waits for it.
+        let _under_way = self.work_under_way();
         options.validate()?;
         if options.fair && !self.backend.fair() {
             return Err(LockError::Config(format!(
@@ -680,8 +681,17 @@ impl Inner {
                 Ok(answer) => answer,
                 Err(_) => Err(Failure::timed_out(limit)),
             };
+            if in_line.is_none() && may_be_in_line(&answer, line, self.is_closed()) {
+                in_line = Some(InLine {
+                    manager: self.clone(),
+                    stored: lease_ref.stored.clone(),
+                    token: lease_ref.token.clone(),
+                    left: false,
+                });
+            }
             if self.is_closed() {
-                // Shutdown took this attempt's lease and releases whatever it may have taken.
+                // The guard's drop gives back whatever this attempt took, and `in_line`'s
+                // leaves the line (or takes the writer's waiting mark away).
                 record(start, "shut_down", options.label);
                 return Err(LockError::ShutDown {
                     key: lease_ref.key.clone(),
@@ -717,21 +727,6 @@ impl Inner {
                     }
                     record(start, "acquired", options.label);
                     return Ok(guard.counted());
-                }
-                Ok(Acquire::Busy {
-                    remaining,
-                    in_line: true,
-                    ..
-                }) => {
-                    if in_line.is_none() {
-                        in_line = Some(InLine {
-                            manager: self.clone(),
-                            stored: lease_ref.stored.clone(),
-                            token: lease_ref.token.clone(),
-                            left: false,
-                        });
-                    }
-                    remaining
                 }
                 Ok(Acquire::Busy { remaining, .. }) => remaining,
                 Err(failure) => {
@@ -806,6 +801,13 @@ impl Inner {
                 if let Some(place) = &mut in_line {
                     place.left = true;
                 }
+                if self.is_closed() {
+                    // Handed over while shutting down, as above: the guard's drop gives it back.
+                    record(start, "shut_down", options.label);
+                    return Err(LockError::ShutDown {
+                        key: guard.lease().key.clone(),
+                    });
+                }
                 record(start, "acquired", options.label);
                 return Ok(guard.counted());
             }
@@ -863,7 +865,9 @@ impl Inner {
         if self.hands_off(&lease.stored) {
             waiting.slot.open_offer(lease.clone());
         }
-        loop {
+        // Shutdown wakes the waiters in line when it closes the manager: one that joined after
+        // that sees it closed here instead (the line's lock orders the two).
+        while !self.is_closed() {
             tokio::select! {
                 biased;
                 wake = waiting.slot.woken() => match wake {
@@ -901,6 +905,17 @@ impl Inner {
     }
 }
 
+/// Whether the attempt that got `answer` may have a place in line on the server (a fair
+/// waiter's, or a writer's waiting mark): told so, or, shutting down, not told otherwise by an
+/// answer that never came. Leaving a line one is not in changes nothing.
+fn may_be_in_line(answer: &Result<Acquire, Failure>, line: Line, closing: bool) -> bool {
+    match answer {
+        Ok(Acquire::Busy { in_line, .. }) => *in_line,
+        Ok(Acquire::Acquired { .. }) => false,
+        Err(_) => closing && line != Line::No,
+    }
+}
+
 /// A place in the line of fair waiters: left (on the server, in the background) when dropped,
 /// unless the lock was taken, which took it out of line.
 struct InLine {
@@ -915,11 +930,13 @@ impl Drop for InLine {
         if self.left {
             return;
         }
-        let manager = self.manager.clone();
+        // Counted from now, for shutdown to wait on.
+        let under_way = self.manager.work_under_way();
         let stored = self.stored.clone();
         let token = std::mem::take(&mut self.token);
-        let background = manager.background.clone();
+        let background = self.manager.background.clone();
         let spawned = background.try_spawn(async move {
+            let manager = under_way.manager();
             let left = tokio::time::timeout(
                 manager.request_timeout,
                 manager.backend.leave(&stored, &token),
@@ -1375,7 +1392,7 @@ impl LockManagerBuilder {
                 prefix: self.prefix,
                 request_timeout: self.request_timeout,
                 replica_wait: self.replicas.map_or(Duration::ZERO, |(_, timeout)| timeout),
-                releasing: Default::default(),
+                under_way: Default::default(),
             }),
         }
     }

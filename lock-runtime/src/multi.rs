@@ -20,6 +20,7 @@ impl LockManager {
     /// Acquires every lock of `keys`, or none: either all are held when this returns `Ok`, or
     /// nothing is (the keys taken before a failure are released, and the release confirmed,
     /// before the error is returned; a dropped call releases them at once in the background).
+    /// Keys given back so are free at once, never kept for `hold_at_least`: no body ran.
     ///
     /// - **Order.** The keys are taken one after the other, sorted by their stored name, so
     ///   callers that ask for overlapping keys in any order never deadlock. A key given twice
@@ -93,21 +94,23 @@ impl LockManager {
         keys.dedup_by(|a, b| a.0 == b.0);
         // `wait(Duration::MAX)` means "as long as it takes", for every key.
         let give_up = start.checked_add(options.wait);
-        // Dropped with the call (cancelled), each guard releases its lock at once.
+        // Dropped with the call (cancelled), each guard releases its lock at once. Not in use
+        // until all are taken: a key given back before then is never kept for
+        // `hold_at_least`, since no body ran under it.
         let mut taken: Vec<LockGuard> = Vec::with_capacity(keys.len());
         for (_, key) in keys {
             let wait = give_up.map_or(Duration::MAX, |at| {
                 at.saturating_duration_since(Instant::now())
             });
             match self.lock(key, options.wait(wait)).await {
-                Ok(guard) => taken.push(guard),
+                Ok(guard) => taken.push(guard.in_use(false)),
                 Err(err) => {
                     release_taken(taken).await;
                     return Err(waited_since(err, start));
                 }
             }
         }
-        let mut taken = taken.into_iter();
+        let mut taken = taken.into_iter().map(|guard| guard.in_use(true));
         let first = taken.next().ok_or_else(no_keys)?;
         Ok(MultiGuard {
             first,
@@ -194,8 +197,9 @@ fn waited_since(err: LockError, start: Instant) -> LockError {
 }
 
 /// Gives back the keys taken before a failure, all at once, and waits for the server, so that
-/// the caller's next step (and everyone else) finds them free. A release that fails goes on in
-/// the background (the guard's drop), as for any lock.
+/// the caller's next step (and everyone else) finds them free (never in use, they are not kept
+/// for `hold_at_least`). A release that fails goes on in the background (the guard's drop), as
+/// for any lock.
 async fn release_taken(taken: Vec<LockGuard>) {
     let keys: Vec<String> = taken.iter().map(|guard| guard.key().to_owned()).collect();
     let released = join_all(taken.into_iter().map(LockGuard::release)).await;
