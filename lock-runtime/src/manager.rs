@@ -649,6 +649,11 @@ impl Inner {
             let lease_ref = guard.lease();
             // Never longer than the lease itself: an answer after that would be stale.
             let limit = (self.request_timeout + self.replica_wait).min(options.ttl);
+            // Until its answer says otherwise, a waiting attempt may be taking a place in line
+            // (a fair waiter's, or a writer's waiting mark): a call cancelled while the request
+            // is on the wire leaves it when this is dropped, as one told so does.
+            let mut on_the_wire =
+                (in_line.is_none() && line != Line::No).then(|| InLine::new(&self, lease_ref));
             let sent = Instant::now();
             let answer = tokio::time::timeout(
                 limit,
@@ -682,12 +687,15 @@ impl Inner {
                 Err(_) => Err(Failure::timed_out(limit)),
             };
             if in_line.is_none() && may_be_in_line(&answer, line, self.is_closed()) {
-                in_line = Some(InLine {
-                    manager: self.clone(),
-                    stored: lease_ref.stored.clone(),
-                    token: lease_ref.token.clone(),
-                    left: false,
-                });
+                in_line = Some(
+                    on_the_wire
+                        .take()
+                        .unwrap_or_else(|| InLine::new(&self, lease_ref)),
+                );
+            }
+            if let Some(place) = &mut on_the_wire {
+                // The answer came: it took no place in line.
+                place.left = true;
             }
             if self.is_closed() {
                 // The guard's drop gives back whatever this attempt took, and `in_line`'s
@@ -923,6 +931,17 @@ struct InLine {
     stored: StoredKey,
     token: String,
     left: bool,
+}
+
+impl InLine {
+    fn new(manager: &Arc<Inner>, lease: &Lease) -> InLine {
+        InLine {
+            manager: manager.clone(),
+            stored: lease.stored.clone(),
+            token: lease.token.clone(),
+            left: false,
+        }
+    }
 }
 
 impl Drop for InLine {
