@@ -3,8 +3,7 @@
 //! (the data dir wiped, started with `--appendonly no`).
 
 use std::fs;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
-use std::ops::Range;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -12,15 +11,11 @@ use std::time::Duration;
 use lock_tests::resp;
 use lock_tests::{Reply, wait_until};
 
-use crate::rng::Rng;
-
 /// How long a fresh server may take to answer (loading its append-only file on a loaded
 /// machine included): the experiment's patience, not a figure it measures.
 const READY_TIMEOUT: Duration = Duration::from_secs(20);
 /// How many ports to try when another process holds the chosen one.
 const PORT_ATTEMPTS: usize = 10;
-/// The lowest port chosen; below it sit ports that services are configured with.
-const LOWEST_PORT: u16 = 20_000;
 
 pub(crate) struct LockServer {
     port: u16,
@@ -33,11 +28,10 @@ impl LockServer {
     /// port when another process takes the chosen one first.
     pub(crate) fn start(dir: &Path) -> Result<Self, String> {
         fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        let mut ports = Ports::new();
         let mut last = String::new();
         for _ in 0..PORT_ATTEMPTS {
             let mut server = LockServer {
-                port: ports.next_free(),
+                port: lock_tests::free_port(),
                 dir: dir.to_owned(),
                 child: None,
             };
@@ -187,48 +181,6 @@ fn started(child: &mut Child, addr: SocketAddr, ours: &str) -> Option<Result<(),
         Some(Ok(()))
     } else {
         Some(Err(format!("{addr} belongs to another server")))
-    }
-}
-
-/// The ports the lock server is started on: below the range the system takes the local ports
-/// of outgoing connections and of binds to port 0 from (`ip_local_port_range`). The server is
-/// restarted on its port after each kill, while the proxies in front of it keep reconnecting:
-/// a port in that range could meanwhile become the local end of a connection (one of those
-/// reconnects included, connected to itself) or be handed to another process's bind to port 0,
-/// and the restart would find it taken.
-struct Ports {
-    range: Option<Range<u16>>,
-    rng: Rng,
-}
-
-impl Ports {
-    fn new() -> Self {
-        let ephemeral_start = fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
-            .ok()
-            .and_then(|text| text.split_whitespace().next()?.parse::<u16>().ok());
-        let range = ephemeral_start
-            .filter(|&start| start > LOWEST_PORT)
-            .map(|start| LOWEST_PORT..start);
-        let seed = crate::now_ns() ^ u64::from(std::process::id()).rotate_left(32);
-        Ports {
-            range,
-            rng: Rng::new(seed),
-        }
-    }
-
-    /// A port nobody listens on now. Without a range below the ephemeral one, a port the
-    /// system picks, as the test harness does.
-    fn next_free(&mut self) -> u16 {
-        let Some(range) = self.range.clone() else {
-            return lock_tests::free_port();
-        };
-        loop {
-            let offset = self.rng.below(u64::from(range.end - range.start));
-            let port = range.start + u16::try_from(offset).unwrap_or(0);
-            if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
-                return port;
-            }
-        }
     }
 }
 

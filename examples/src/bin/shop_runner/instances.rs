@@ -62,11 +62,13 @@ impl Instance {
         let addr = match tokio::time::timeout(READY_TIMEOUT, listening_addr(&mut lines)).await {
             Ok(Ok(addr)) => addr,
             Ok(Err(why)) => {
-                let status = child
-                    .wait()
-                    .await
-                    .map_or_else(|err| err.to_string(), |status| status.to_string());
-                return Err(format!("{name} exited at start ({status}): {why}"));
+                // Its output ended because it exited, most likely; dropping it kills it if not.
+                let status = match tokio::time::timeout(READY_TIMEOUT, child.wait()).await {
+                    Ok(Ok(status)) => status.to_string(),
+                    Ok(Err(err)) => err.to_string(),
+                    Err(_) => "still running".to_owned(),
+                };
+                return Err(format!("{name} did not start ({status}): {why}"));
             }
             Err(_) => {
                 return Err(format!(
