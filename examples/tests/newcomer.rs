@@ -251,10 +251,7 @@ fn a_flash_sale_interrupted_midway_can_be_run_again_at_once() {
             // shutdown() returned before the process exited: nothing of it is held any more,
             // not even what an acquire on the wire at that moment took.
             let keys = server.cmd(&["KEYS", "lock:*"]);
-            let held: Vec<&str> = keys
-                .lines()
-                .filter(|key| server.holds_lock(key))
-                .collect();
+            let held: Vec<&str> = keys.lines().filter(|key| server.holds_lock(key)).collect();
             assert!(held.is_empty(), "held after shutdown: {held:?}\n{seen}");
         }
         Some(0) => assert!(seen.contains("ok: sold exactly"), "{seen}"),

@@ -191,12 +191,7 @@ async fn an_acl_user_without_channel_or_script_rights_can_lock_and_release() {
     server.cmd(&["ACL", "SETUSER", "locker", "resetchannels"]);
     // A waiter is not told of the release; it enters when the short lease runs out.
     let held = locks
-        .lock(
-            "acl:short",
-            LockOptions::new()
-                .ttl(ms(500))
-                .watchdog(false),
-        )
+        .lock("acl:short", LockOptions::new().ttl(ms(500)).watchdog(false))
         .await
         .expect("free");
     let other = LockManager::connect(&url).await.expect("connect");
