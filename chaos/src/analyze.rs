@@ -1424,7 +1424,8 @@ impl Report {
             "ttl_ms": TTL.as_millis() as u64,
             "keys_per_worker": self.config.keys,
             "fair": self.config.fair,
-            "takeover_margin_ms": self.config.margin.as_millis() as u64,
+            "takeover_margin_ms": self.config.takeover_margin.unwrap_or(self.config.margin).as_millis() as u64,
+            "fault_margin_ms": self.config.margin.as_millis() as u64,
             "start_unix_ns": self.t0,
             "end_unix_ns": self.t1,
             "summary": {
@@ -1527,6 +1528,7 @@ mod tests {
             svg: None,
             dir: None,
             margin: Duration::from_millis(500),
+            takeover_margin: None,
             topology: Topology::Single,
             masters: 3,
             faults: Vec::new(),

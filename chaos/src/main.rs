@@ -29,6 +29,7 @@
 //!       --quick [--seconds N] ...                      (at most a minute)
 //! chaos [--topology ...] [--minutes N] [--workers N] [--tasks N] [--seed N] [--json PATH]
 //!       [--svg PATH] [--dir PATH] [--margin-ms N]      (the full run, 30 minutes by default)
+//!       [--takeover-margin-ms N]                       (the takeover's margin alone)
 //!       [--keys N]                                     (Cluster: N leases per worker on every shard)
 //!       [--fair]                                       (every section waits in fair mode)
 //!       [--mode exclusive|rw|semaphore] [--reads PCT] [--permits N]
@@ -141,8 +142,12 @@ pub(crate) struct Config {
     pub(crate) json: Option<String>,
     pub(crate) svg: Option<String>,
     pub(crate) dir: Option<String>,
-    /// Allowed on top of the ttl for the lock to be taken again after a fault.
+    /// Allowed on top of the ttl after a fault's end for the fault to explain a lost lease or
+    /// an overlap.
     pub(crate) margin: Duration,
+    /// Allowed on top of the ttl for the lock to be taken again after a fault
+    /// (`--takeover-margin-ms`; the margin above unless given).
+    pub(crate) takeover_margin: Option<Duration>,
     /// What the lock runs on.
     pub(crate) topology: Topology,
     /// Redlock's masters (used by `--topology redlock` only).
@@ -200,9 +205,10 @@ impl Config {
     /// leaves its mark, which keeps new readers out for up to a lease after what it waited for
     /// (lock-runtime's rw_acquire.lua), so readers may wait out two leases.
     pub(crate) fn takeover_limit(&self) -> Duration {
+        let margin = self.takeover_margin.unwrap_or(self.margin);
         match self.mode {
-            Mode::ReadWrite => 2 * TTL + self.margin,
-            Mode::Exclusive | Mode::Semaphore => TTL + self.margin,
+            Mode::ReadWrite => 2 * TTL + margin,
+            Mode::Exclusive | Mode::Semaphore => TTL + margin,
         }
     }
 
@@ -218,7 +224,7 @@ impl Config {
 
 const USAGE: &str = "usage: chaos [--topology single|sentinel|cluster|redlock] [--masters N] \
 [--faults KIND,KIND,...] [--quick] [--seconds N | --minutes N] [--workers N] [--tasks N] \
-[--seed N] [--json PATH] [--svg PATH] [--dir PATH] [--margin-ms N] [--keys N] [--fair] \
+[--seed N] [--json PATH] [--svg PATH] [--dir PATH] [--margin-ms N] [--takeover-margin-ms N] [--keys N] [--fair] \
 [--mode exclusive|rw|semaphore] [--reads PCT] [--permits N]";
 
 fn parse(args: &[String]) -> Result<Config, String> {
@@ -232,6 +238,7 @@ fn parse(args: &[String]) -> Result<Config, String> {
         svg: None,
         dir: None,
         margin: Duration::from_millis(1000),
+        takeover_margin: None,
         topology: Topology::Single,
         masters: 3,
         faults: Vec::new(),
@@ -271,6 +278,9 @@ fn parse(args: &[String]) -> Result<Config, String> {
             "--tasks" => config.tasks = number()? as usize,
             "--seed" => config.seed = number()?,
             "--margin-ms" => config.margin = Duration::from_millis(number()?),
+            "--takeover-margin-ms" => {
+                config.takeover_margin = Some(Duration::from_millis(number()?));
+            }
             "--topology" => config.topology = Topology::parse(value)?,
             "--masters" => config.masters = number()? as usize,
             "--keys" => config.keys = number()? as usize,
