@@ -19,8 +19,12 @@ const HELP: &str = "\
 leader_scheduler: one job, run by the leader of several scheduler processes
 
 USAGE:
-    leader_scheduler [--demo]        three schedulers on one Redis; the leader is SIGKILLed,
-                                     then the next steps down; checks the hand-overs
+    leader_scheduler [--demo] [--ttl MS] [--slack MS]
+                                     three schedulers on one Redis; the leader is SIGKILLed,
+                                     then the next steps down; checks the hand-overs: the
+                                     failover within the lease (--ttl, default 2000) and --slack
+                                     (default 700) for starting and scheduling, the step-down's
+                                     hand-over within less than a lease
     leader_scheduler run [--every MS] [--ttl MS] [--quit-on-eof]
                                      one scheduler: runs the job every MS (default 250) while it
                                      leads, with a lease of --ttl (default 2000); stops on Ctrl-C
@@ -178,7 +182,38 @@ struct Scheduler {
 }
 
 /// The demo: three schedulers, a SIGKILLed leader, a leader that steps down.
-async fn demo() -> Result<ExitCode, String> {
+/// The demo's lease, and how much longer than it a failover may take (starting and scheduling
+/// the processes): `--ttl` and `--slack`.
+#[derive(Debug, Clone, Copy)]
+struct DemoSettings {
+    ttl: Duration,
+    slack: Duration,
+}
+
+fn parse_demo(args: &[String]) -> Result<DemoSettings, String> {
+    let mut settings = DemoSettings {
+        ttl: Duration::from_millis(2000),
+        slack: Duration::from_millis(700),
+    };
+    let mut args = args.iter().filter(|arg| *arg != "--demo");
+    while let Some(arg) = args.next() {
+        let mut millis = |name: &str| -> Result<Duration, String> {
+            let value = args.next().ok_or(format!("{name} needs a value in ms"))?;
+            value
+                .parse()
+                .map(Duration::from_millis)
+                .map_err(|_| format!("{name} {value:?} is not a number of ms"))
+        };
+        match arg.as_str() {
+            "--ttl" => settings.ttl = millis("--ttl")?,
+            "--slack" => settings.slack = millis("--slack")?,
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    Ok(settings)
+}
+
+async fn demo(demo: DemoSettings) -> Result<ExitCode, String> {
     let own;
     let url = match std::env::var("REDIS_URL") {
         Ok(url) if url.starts_with("memory") => {
@@ -209,9 +244,11 @@ async fn demo() -> Result<ExitCode, String> {
     };
     let settings = Settings {
         every: Duration::from_millis(200),
-        ttl: Duration::from_millis(2000),
+        ttl: demo.ttl,
         quit_on_eof: true,
     };
+    // How long to wait for a line that must come: the test's patience, not a figure.
+    let patience = Duration::from_secs(20);
     let exe = std::env::current_exe().map_err(|err| format!("own executable: {err}"))?;
     let (lines_tx, mut lines) = mpsc::unbounded_channel();
     let mut schedulers = Vec::new();
@@ -282,12 +319,9 @@ async fn demo() -> Result<ExitCode, String> {
     };
 
     // 1. Someone leads and runs the job.
-    let first = next(Duration::from_secs(10), &|line| {
-        line.text.starts_with("run ")
-    })
-    .await?;
+    let first = next(patience, &|line| line.text.starts_with("run ")).await?;
     let leader = first.child;
-    next(Duration::from_secs(5), &is_run_by(leader, 4)).await?;
+    next(patience, &is_run_by(leader, 4)).await?;
 
     // 2. The leader is SIGKILLed mid-term: nobody releases its lock, the next one leads once
     //    its lease runs out.
@@ -302,13 +336,13 @@ async fn demo() -> Result<ExitCode, String> {
         "{:>6} ms  SIGKILL scheduler {leader} (pid {pid}), the leader",
         killed.duration_since(started).as_millis()
     );
-    let took_over = next(Duration::from_secs(10), &|line| {
+    let took_over = next(demo.ttl + demo.slack + patience, &|line| {
         line.child != leader && line.text.starts_with("run ")
     })
     .await?;
     let failover = took_over.read.duration_since(killed);
     let second = took_over.child;
-    next(Duration::from_secs(5), &is_run_by(second, 4)).await?;
+    next(patience, &is_run_by(second, 4)).await?;
 
     // 3. The new leader steps down (end of its stdin, as a SIGTERM handler would): released,
     //    so the last one leads at once.
@@ -318,12 +352,12 @@ async fn demo() -> Result<ExitCode, String> {
         "{:>6} ms  scheduler {second} told to step down",
         stepped.duration_since(started).as_millis()
     );
-    let third = next(Duration::from_secs(10), &|line| {
+    let third = next(demo.ttl + patience, &|line| {
         line.child != leader && line.child != second && line.text.starts_with("run ")
     })
     .await?;
     let handover = third.read.duration_since(stepped);
-    next(Duration::from_secs(5), &is_run_by(third.child, 3)).await?;
+    next(patience, &is_run_by(third.child, 3)).await?;
     for scheduler in &mut schedulers {
         scheduler.stdin = None;
     }
@@ -338,7 +372,7 @@ async fn demo() -> Result<ExitCode, String> {
         settings.ttl
     );
     println!("hand-over after stepping down: {handover:?}");
-    let problems = check(&runs, failover, handover, settings.ttl);
+    let problems = check(&runs, failover, handover, demo);
     if problems.is_empty() {
         let terms: std::collections::BTreeSet<u64> = runs.iter().map(|run| run.token).collect();
         println!(
@@ -356,7 +390,8 @@ async fn demo() -> Result<ExitCode, String> {
 }
 
 /// What went wrong with the runs and the hand-over times, if anything.
-fn check(runs: &[Run], failover: Duration, handover: Duration, ttl: Duration) -> Vec<String> {
+fn check(runs: &[Run], failover: Duration, handover: Duration, demo: DemoSettings) -> Vec<String> {
+    let ttl = demo.ttl;
     let mut problems = Vec::new();
     let mut owners = std::collections::BTreeMap::new();
     for run in runs {
@@ -379,9 +414,10 @@ fn check(runs: &[Run], failover: Duration, handover: Duration, ttl: Duration) ->
         }
     }
     // The lease, the job's period and a margin for starting and scheduling.
-    if failover > ttl + Duration::from_millis(700) {
+    if failover > ttl + demo.slack {
         problems.push(format!(
-            "failover took {failover:?}, more than the lease {ttl:?}"
+            "failover took {failover:?}, more than the lease {ttl:?} and {:?} for scheduling",
+            demo.slack
         ));
     }
     if handover >= ttl {
@@ -412,13 +448,20 @@ async fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        None | Some("--demo") => {
+        None | Some("--demo" | "--ttl" | "--slack") => {
+            let settings = match parse_demo(&args) {
+                Ok(settings) => settings,
+                Err(problem) => {
+                    eprintln!("{problem}\n\n{HELP}");
+                    return ExitCode::from(2);
+                }
+            };
             let Ok(mut stop) = lock_examples::StopSignal::install() else {
                 eprintln!("FAILED: cannot listen for Ctrl-C");
                 return ExitCode::FAILURE;
             };
             tokio::select! {
-                outcome = demo() => outcome.unwrap_or_else(|problem| {
+                outcome = demo(settings) => outcome.unwrap_or_else(|problem| {
                     eprintln!("FAILED: {problem}");
                     ExitCode::FAILURE
                 }),
