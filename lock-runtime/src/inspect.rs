@@ -122,7 +122,7 @@ impl Kind {
     }
 }
 
-/// The Redis names of the semaphore `key` under `prefix` (see the README's stored layout).
+/// The Redis names of the semaphore `key` under `prefix` (see docs/STORED_LAYOUT.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SemaphoreKeys {
@@ -133,7 +133,7 @@ pub struct SemaphoreKeys {
     pub fence: String,
 }
 
-/// The Redis names of the read-write lock `key` under `prefix` (see the README's stored layout).
+/// The Redis names of the read-write lock `key` under `prefix` (see docs/STORED_LAYOUT.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ReadWriteKeys {

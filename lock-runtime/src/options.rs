@@ -169,7 +169,7 @@ impl LockOptions {
     }
 
     /// The name this lock's metrics carry as `lock.name` (cargo feature `metrics`; see the
-    /// crate's metrics table in the README): a fixed name per kind of lock, such as
+    /// metrics table in docs/METRICS.md): a fixed name per kind of lock, such as
     /// `"order"`, never a rendered key, so that the number of series stays bounded. Without
     /// one, `unlabelled`. `#[distributed_lock]` sets it to the key template.
     pub const fn label(mut self, label: &'static str) -> Self {

@@ -1,6 +1,6 @@
-//! What must hold on every server version the README lists, beyond `behaviour.rs`: the attribute
+//! What must hold on every server version docs/SERVERS.md lists, beyond `behaviour.rs`: the attribute
 //! on a real server, a waiter in another process woken by the release (and on a cluster older
-//! than Redis 7, by the expiry instead, as the README says), and fair mode.
+//! than Redis 7, by the expiry instead, as docs/SERVERS.md says), and fair mode.
 //!
 //! The suite runs on whatever server the harness starts: `redis-server` from `PATH`, or the binary
 //! named by `LOCK_TESTS_REDIS_SERVER`. scripts/compat.sh runs it, with `behaviour.rs`, on each

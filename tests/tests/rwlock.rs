@@ -537,7 +537,7 @@ async fn a_killed_readers_share_ends_with_its_lease(f: Deployment) {
     writer.release().await.expect("release");
 }
 
-/// The stored layout the README documents.
+/// The stored layout docs/STORED_LAYOUT.md documents.
 async fn the_stored_layout_is_what_the_readme_shows(f: Deployment) {
     let share = f.locks.read_lock("layout", LockOptions::new()).await;
     let share = share.expect("free");

@@ -518,7 +518,7 @@ async fn a_permit_removed_from_outside_is_reported_lost(f: Deployment) {
     }
 }
 
-/// The stored layout the README documents.
+/// The stored layout docs/STORED_LAYOUT.md documents.
 async fn the_stored_layout_is_what_the_readme_shows(f: Deployment) {
     let permit = f.locks.semaphore("layout", 4, LockOptions::new()).await;
     let permit = permit.expect("free");

@@ -93,7 +93,7 @@ async fn an_upper_case_scheme_works_like_a_lower_case_one() {
 #[tokio::test]
 async fn an_acl_user_without_channel_or_script_rights_can_lock_and_release() {
     let server = RedisServer::start();
-    // The rights the README lists, less the channels (and so also without SCRIPT or CONFIG).
+    // The rights docs/SERVERS.md lists, less the channels (and so also without SCRIPT or CONFIG).
     server.cmd(&[
         "ACL",
         "SETUSER",
@@ -145,7 +145,7 @@ async fn an_acl_user_without_channel_or_script_rights_can_lock_and_release() {
             .unwrap_or_else(|err| panic!("round {round}: release: {err}\n{}", server.log()));
     }
     assert!(!server.holds_lock("lock:{acl:job}"));
-    // With the channels granted as the README says, nothing is reported and a waiter is woken
+    // With the channels granted as docs/SERVERS.md says, nothing is reported and a waiter is woken
     // by the release.
     server.cmd(&["ACL", "SETUSER", "locker", "&lock:*"]);
     let granted = Logged::default();
