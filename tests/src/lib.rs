@@ -33,6 +33,7 @@
 mod cluster;
 mod deployment;
 pub mod fair;
+pub mod logs;
 mod masters;
 mod port;
 pub mod prelude;

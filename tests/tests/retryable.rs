@@ -1,9 +1,9 @@
 //! Errors say whether trying again may help ([`LockError::is_retryable`]), and the library acts
 //! on it: a dropped guard's release is not sent again after a failure that would recur.
 
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use lock_tests::logs::{Level, Logged};
 use lock_tests::prelude::*;
 
 /// What the errors a caller meets say about trying again.
@@ -68,48 +68,6 @@ async fn errors_say_whether_trying_again_may_help() {
     assert!(shut.is_shut_down() && !shut.is_retryable(), "{shut:?}");
 }
 
-/// What the library logs on this thread while the capture lives.
-#[derive(Clone, Default)]
-struct Logged(Arc<Mutex<Vec<u8>>>);
-
-impl Logged {
-    fn text(&self) -> String {
-        let bytes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        String::from_utf8_lossy(&bytes).into_owned()
-    }
-
-    fn capture(&self) -> tracing::subscriber::DefaultGuard {
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(self.clone())
-            .with_ansi(false)
-            .with_max_level(tracing::Level::WARN)
-            .finish();
-        tracing::subscriber::set_default(subscriber)
-    }
-}
-
-impl std::io::Write for Logged {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logged {
-    type Writer = Logged;
-
-    fn make_writer(&'a self) -> Logged {
-        self.clone()
-    }
-}
-
 /// How many calls of `command` the server refused before running them (`rejected_calls`, Redis
 /// 7: an ACL that denies it, for one).
 fn rejected_calls(server: &RedisServer, command: &str) -> u64 {
@@ -144,7 +102,7 @@ async fn a_background_release_is_not_sent_again_after_a_failure_that_would_recur
     let guard = locks.lock("refused", options).await.expect("free");
     server.cmd(&["ACL", "SETUSER", "locker", "-@scripting"]);
     let logged = Logged::default();
-    let _capture = logged.capture();
+    let _capture = logged.capture(Level::WARN);
     drop(guard);
     let gave_up = eventually(|| async { logged.text().contains("release failed") }).await;
     let text = logged.text();

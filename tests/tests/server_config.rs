@@ -1,52 +1,10 @@
 //! Servers configured by someone else: passwords, ACL users with few rights, eviction policies,
 //! and the settings and URLs a manager refuses before it sends anything.
 
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use lock_tests::logs::{Level, Logged};
 use lock_tests::prelude::*;
-
-/// What the library logged on this thread while the guard lives.
-#[derive(Clone, Default)]
-struct Logged(Arc<Mutex<Vec<u8>>>);
-
-impl Logged {
-    fn text(&self) -> String {
-        let bytes = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        String::from_utf8_lossy(&bytes).into_owned()
-    }
-
-    fn capture(&self) -> tracing::subscriber::DefaultGuard {
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(self.clone())
-            .with_ansi(false)
-            .with_max_level(tracing::Level::INFO)
-            .finish();
-        tracing::subscriber::set_default(subscriber)
-    }
-}
-
-impl std::io::Write for Logged {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Logged {
-    type Writer = Logged;
-
-    fn make_writer(&'a self) -> Logged {
-        self.clone()
-    }
-}
 
 #[tokio::test]
 async fn a_url_without_the_password_the_server_requires_fails_at_connect() {
@@ -124,7 +82,7 @@ async fn an_acl_user_without_channel_or_script_rights_can_lock_and_release() {
     let url = format!("redis://locker:pw@{}", server.addr());
     let logged = Logged::default();
     let locks = {
-        let _capture = logged.capture();
+        let _capture = logged.capture(Level::INFO);
         LockManager::connect(&url)
             .await
             .unwrap_or_else(|err| panic!("{err}\n{}", server.log()))
@@ -150,7 +108,7 @@ async fn an_acl_user_without_channel_or_script_rights_can_lock_and_release() {
     server.cmd(&["ACL", "SETUSER", "locker", "&lock:*"]);
     let granted = Logged::default();
     let notified = {
-        let _capture = granted.capture();
+        let _capture = granted.capture(Level::INFO);
         LockManager::connect(&url).await.expect("connect")
     };
     assert!(
@@ -218,7 +176,7 @@ async fn a_server_that_may_evict_lock_keys_is_reported_at_connect() {
     server.cmd(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
     let logged = Logged::default();
     {
-        let _capture = logged.capture();
+        let _capture = logged.capture(Level::INFO);
         LockManager::connect(&server.url())
             .await
             .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
@@ -230,7 +188,7 @@ async fn a_server_that_may_evict_lock_keys_is_reported_at_connect() {
     server.cmd(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
     let quiet = Logged::default();
     {
-        let _capture = quiet.capture();
+        let _capture = quiet.capture(Level::INFO);
         LockManager::connect(&server.url()).await.expect("connect");
     }
     assert!(
