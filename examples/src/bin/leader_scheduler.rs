@@ -50,6 +50,15 @@ struct Settings {
     quit_on_eof: bool,
 }
 
+/// The value of the option `name`, the next argument, in milliseconds.
+fn millis<'a>(args: &mut impl Iterator<Item = &'a String>, name: &str) -> Result<Duration, String> {
+    let value = args.next().ok_or(format!("{name} needs a value in ms"))?;
+    value
+        .parse()
+        .map(Duration::from_millis)
+        .map_err(|_| format!("{name} {value:?} is not a number of ms"))
+}
+
 fn parse_run(args: &[String]) -> Result<Settings, String> {
     let mut settings = Settings {
         every: Duration::from_millis(250),
@@ -58,16 +67,9 @@ fn parse_run(args: &[String]) -> Result<Settings, String> {
     };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
-        let mut millis = |name: &str| -> Result<Duration, String> {
-            let value = args.next().ok_or(format!("{name} needs a value in ms"))?;
-            value
-                .parse()
-                .map(Duration::from_millis)
-                .map_err(|_| format!("{name} {value:?} is not a number of ms"))
-        };
         match arg.as_str() {
-            "--every" => settings.every = millis("--every")?,
-            "--ttl" => settings.ttl = millis("--ttl")?,
+            "--every" => settings.every = millis(&mut args, "--every")?,
+            "--ttl" => settings.ttl = millis(&mut args, "--ttl")?,
             "--quit-on-eof" => settings.quit_on_eof = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -197,16 +199,9 @@ fn parse_demo(args: &[String]) -> Result<DemoSettings, String> {
     };
     let mut args = args.iter().filter(|arg| *arg != "--demo");
     while let Some(arg) = args.next() {
-        let mut millis = |name: &str| -> Result<Duration, String> {
-            let value = args.next().ok_or(format!("{name} needs a value in ms"))?;
-            value
-                .parse()
-                .map(Duration::from_millis)
-                .map_err(|_| format!("{name} {value:?} is not a number of ms"))
-        };
         match arg.as_str() {
-            "--ttl" => settings.ttl = millis("--ttl")?,
-            "--slack" => settings.slack = millis("--slack")?,
+            "--ttl" => settings.ttl = millis(&mut args, "--ttl")?,
+            "--slack" => settings.slack = millis(&mut args, "--slack")?,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
