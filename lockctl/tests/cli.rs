@@ -468,12 +468,21 @@ async fn cluster_list_reads_every_master_and_unlock_wakes_a_waiter() {
     });
     let stored = "lock:{shard-0}";
     let master = cluster.master_for_key(stored);
+    // Sharded pub/sub came with Redis 7: before it, a waiter on a cluster cannot subscribe, and
+    // takes the lock when the lease it was told of ends.
+    let sharded_pubsub = lock_tests::server_version() >= (7, 0, 0);
+    // Told busy, and (Redis 7) subscribed, which it does right after the busy answer.
+    let subscribed = || {
+        let count = master.cmd(&["PUBSUB", "SHARDNUMSUB", stored]);
+        count.lines().nth(1).and_then(|n| n.parse::<u64>().ok()) >= Some(1)
+    };
     assert!(
         wait_until_async(PATIENCE, || {
             master.stored_lock(stored).is_some_and(|lock| lock.waiting)
+                && (!sharded_pubsub || subscribed())
         })
         .await,
-        "the waiter was told the lock is busy\n{}",
+        "the waiter was told the lock is busy and listens for its release\n{}",
         cluster.log()
     );
     let shown_json = json(&lockctl(&url, &["show", "shard-0", "--json"]));
@@ -482,9 +491,6 @@ async fn cluster_list_reads_every_master_and_unlock_wakes_a_waiter() {
         master.addr().to_string(),
         "{shown_json}"
     );
-    // Sharded pub/sub came with Redis 7: before it, a waiter on a cluster cannot subscribe, and
-    // takes the lock when the lease it was told of ends.
-    let sharded_pubsub = lock_tests::server_version() >= (7, 0, 0);
     let waiters = shown_json["locks"][0]["waiters"].as_u64();
     if sharded_pubsub {
         assert!(
