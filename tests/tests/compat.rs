@@ -95,6 +95,7 @@ async fn handover_between_managers(
         .lock(key, LockOptions::new().ttl(ttl).watchdog(false))
         .await
         .expect("free");
+    let asked = scripts_run(server);
     let waiter = waiter.clone();
     let key = key.to_owned();
     let task = tokio::spawn(async move {
@@ -103,11 +104,15 @@ async fn handover_between_managers(
         guard.release().await?;
         Ok::<_, LockError>(entered)
     });
+    // The waiter asks twice: told busy (which marks the lock awaited), then once more after it
+    // subscribed to releases, in case one came in between. Only after that second ask does it
+    // wait, and then a release it hears of (or, unannounced, the lease's end) lets it in.
     let awaited = wait_until_async(PATIENCE, || {
         server.stored_lock(stored).is_some_and(|lock| lock.waiting)
+            && scripts_run(server) >= asked + 2
     })
     .await;
-    assert!(awaited, "the waiter never asked\n{}", server.log());
+    assert!(awaited, "the waiter never asked twice\n{}", server.log());
     let lease_left = guard.remaining();
     let released = Instant::now();
     guard.release().await.expect("release");
@@ -119,6 +124,21 @@ async fn handover_between_managers(
         took: entered.duration_since(released),
         lease_left,
     }
+}
+
+/// How many scripts `server` ran without an error since it started: each acquire is one.
+fn scripts_run(server: &RedisServer) -> u64 {
+    let stats = server.cmd(&["INFO", "commandstats"]);
+    let count = |line: &str, field: &str| -> u64 {
+        line.split([':', ','])
+            .find_map(|part| part.strip_prefix(field)?.parse().ok())
+            .unwrap_or(0)
+    };
+    stats
+        .lines()
+        .filter(|line| line.starts_with("cmdstat_evalsha:") || line.starts_with("cmdstat_eval:"))
+        .map(|line| count(line, "calls=") - count(line, "failed_calls="))
+        .sum()
 }
 
 /// A waiter of another manager is woken by the release. Redis Cluster announces releases with
