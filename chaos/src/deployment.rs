@@ -444,8 +444,8 @@ impl Deployment {
     }
 
     /// Where a grant of `mode`'s primitive is still held (or kept), as `node address`
-    /// descriptions; empty when nowhere. A released lock that only keeps its last token
-    /// (`free fence=..`) is not one; a semaphore's or read-write lock's keys exist only while
+    /// descriptions; empty when nowhere. A lock freed for the first fair waiter
+    /// (`free next=..`, or a 0.2 `free fence=..` marker) is not one; a semaphore's or read-write lock's keys exist only while
     /// someone holds a lease (they expire with the longest).
     pub(crate) fn locks_left(&self, mode: Mode) -> Result<Vec<String>, String> {
         let mut left = Vec::new();

@@ -1,31 +1,40 @@
--- Acquire a lock, or say how long its current holder still has it.
+-- Acquire a lock, or say how long its current holder still has it: the path of a lock that is
+-- busy, awaited, in a fair line, or on a server without `SET ... NX GET`. A free lock is
+-- usually taken without a script, in one transaction (see protocol/lean.rs), which writes the
+-- same value and takes its token from the same counter.
 --
 -- KEYS[1]  the lock: a string that exists while the lock is held, in one of these forms
---            held fence=<F> token=<owner token> waiting=<0|1|2>[ since=<ms> host=<h> pid=<p> app=<a>]
---            kept fence=<F> waiting=<0|1|2>  released, busy until it expires (hold_at_least)
---            free fence=<F>                  released: only keeps the last fencing token
---            free fence=<F> next=<owner token> until=<ms>
+--            held token=<owner token> waiting=<0|1|2>[ since=<ms> host=<h> pid=<p> app=<a>]
+--            kept waiting=<0|1|2>            released, busy until it expires (hold_at_least)
+--            free next=<owner token> until=<ms>
 --                                            released for the first in the line of fair waiters
 --                                            alone, until then (server time; see queue.lua)
 --          so that `GET` shows who holds it. `waiting=1` says that someone was told the lock is
 --          busy since it was taken: only then does the release announce itself; `waiting=2`
 --          that fair waiters are in line: the release frees it for the first of them.
--- KEYS[2]  the fence counter written by versions before this format (`<lock>:fence`): read, never
---          written, when KEYS[1] is absent, so that tokens go on rising across an upgrade
+--          The forms 0.2 wrote (`held fence=<F> token=...`, `kept fence=<F> ...`,
+--          `free fence=<F>[ next=...]`) are read too: a held or kept one is busy until it
+--          expires, a free one is taken over, and the counter is raised to its token first.
+-- KEYS[2]  the fencing token counter of the lock's slot (see queue.lua's next_token)
 -- KEYS[3]  the line of fair waiters, and KEYS[4] when their entries end (see queue.lua)
+-- KEYS[5]  the fence counter of a version before 0.2 (`<lock>:fence`): read only while such a
+--          version holds the lock, to raise KEYS[2] above it
 -- ARGV[1]  owner token (a UUID v4, unique per acquisition)
 -- ARGV[2]  lease in milliseconds
--- ARGV[3]  who holds it, " host=<h> pid=<p> app=<a>" ("" when holder metadata is off)
+-- ARGV[3]  who holds it, " since=<ms> host=<h> pid=<p> app=<a>" ("" when holder metadata is off)
 -- ARGV[4]  "1" if the caller waited for this lock: others of its process may still wait, so its
 --          release must announce itself; "0" otherwise
 -- ARGV[5]  "fair": the caller waits in line if the lock is busy; "line": it waits, and joins the
 --          line if there is one; "": it does not wait (it still never jumps the line)
 -- ARGV[6]  how long (ms) a lock freed for the first in line waits for it
 -- ARGV[7]  how the first in line is told, as release.lua's ARGV[3]
--- ARGV[8]  how long a freed lock keeps its last fencing token, as release.lua's ARGV[4]
+-- ARGV[8]  "clock": the token is also at least the server time in µs (a Redlock master, whose
+--          tokens are compared with the other masters' through their clocks); "" otherwise
 --
--- Returns  {1, fencing token, 0, 0}  acquired (also when ARGV[1] already holds it: the lease is
---                                 refreshed)
+-- Returns  {1, fencing token, waiting, 0}
+--                                 acquired (also when ARGV[1] already holds it: the lease is
+--                                 refreshed and a new token handed out); waiting is the flag
+--                                 written: 0 lets the holder release by comparing the value
 --          {0, pttl, holder, line} held by another owner (or kept, or freed for the first in
 --                                 line); pttl is how long that lasts in ms; holder is 48 bits of
 --                                 the SHA-1 of the owner's token (0 if none), the same on every
@@ -33,24 +42,17 @@
 --                                 that Redlock can tell one owner's majority from masters split
 --                                 between contenders; line is 1 if the caller is in line now
 --          {-1, 0, 0, 0}          the key holds data that is not a lock: left untouched
---          {-2, 0, 0, 0}          the last fencing token (in the lock or the old counter) is one
---                                 tokens cannot continue from (not a number, or 2^53 and above):
---                                 left untouched
+--          {-2, 0, 0, 0}          the counter (or a 0.2 value's token) holds something tokens
+--                                 cannot continue from: left untouched
 --
--- The fencing token is max(last + 1, server time in microseconds), `last` being the token the
--- key (or the old counter) still records: strictly increasing while the key exists, and rising
--- with the server clock after it expired.
---
--- Redis calls: a free or absent lock costs GET, TIME, SET (one more GET of the old counter and a
--- ZCARD when the key is absent); a busy one GET, PTTL, and a SET the first time someone is told.
--- A line adds its own (see queue.lua).
+-- Redis calls: a free or absent lock costs GET, ZCARD, SET, INCR; a busy one GET, PTTL, and a
+-- SET the first time someone is told. A line adds its own (see queue.lua).
 -- Sent with no keys only to put the script in the server's cache (by a client whose user may
 -- not run SCRIPT LOAD): does nothing.
 if #KEYS == 0 then
   return 0
 end
-local MAX_FENCE = 9007199254740991
-local LOCK, QUEUE, EXPIRY = KEYS[1], KEYS[3], KEYS[4]
+local LOCK, COUNTER, QUEUE, EXPIRY = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local TOKEN, MODE = ARGV[1], ARGV[5]
 
 local function holder_id(owner)
@@ -59,8 +61,8 @@ end
 
 local value = redis.pcall('GET', LOCK)
 if type(value) == 'table' then
-  -- Not a string. A lock taken by a version before this format is a hash with a `token` and
-  -- an expiry: it is held until it expires, never overwritten. Anything else is not ours.
+  -- Not a string. A lock taken by a version before 0.2 is a hash with a `token` and an
+  -- expiry: it is held until it expires, never overwritten. Anything else is not ours.
   if redis.call('TYPE', LOCK)['ok'] ~= 'hash' then
     return {-1, 0, 0, 0}
   end
@@ -69,34 +71,33 @@ if type(value) == 'table' then
   if not owner or pttl < 0 then
     return {-1, 0, 0, 0}
   end
+  -- Its tokens came from the counter beside it: the next ones continue above it.
+  local old = redis.call('GET', KEYS[5])
+  if old and not raise_counter(COUNTER, old) then
+    return {-2, 0, 0, 0}
+  end
   return {0, pttl, holder_id(owner), 0}
 end
 
-local last = 0
 -- Set when the lock is free but fair waiters may be in line: who it was freed for, and until when.
 local line, reserved, until_ms = false, nil, 0
 if value then
-  local state, fence, rest = string.match(value, '^(%l+) fence=(%d+)(.*)$')
-  if not state or (state ~= 'held' and state ~= 'kept' and state ~= 'free') then
+  local lock = read_lock(value)
+  if not lock then
     return {-1, 0, 0, 0}
   end
-  last = tonumber(fence)
-  if last >= MAX_FENCE then
+  if lock.fence and not raise_counter(COUNTER, lock.fence) then
     return {-2, 0, 0, 0}
   end
-  if state ~= 'free' then
-    local owner, waiting
-    if state == 'held' then
-      owner, waiting = string.match(rest, '^ token=(%S+) waiting=(%d)')
-    else
-      owner, waiting = '', string.match(rest, '^ waiting=(%d)')
-    end
-    if not owner or not waiting then
-      return {-1, 0, 0, 0}
-    end
-    if state == 'held' and owner == TOKEN then
+  if lock.state ~= 'free' then
+    local owner, waiting = lock.owner or '', lock.waiting
+    if lock.state == 'held' and owner == TOKEN then
+      local fence = next_token(COUNTER, ARGV[8] == 'clock')
+      if not fence then
+        return {-2, 0, 0, 0}
+      end
       redis.call('PEXPIRE', LOCK, ARGV[2])
-      return {1, last, 0, 0}
+      return {1, fence, tonumber(waiting), 0}
     end
     local pttl = redis.call('PTTL', LOCK)
     if pttl < 0 then
@@ -119,36 +120,20 @@ if value then
     end
     return {0, pttl, holder_id(owner), 0}
   end
-  reserved, until_ms = string.match(rest, '^ next=(%S+) until=(%d+)')
+  reserved, until_ms = lock.next, lock.until_ms
   line = reserved ~= nil
 else
-  local stored = redis.call('GET', KEYS[2])
-  if stored then
-    last = tonumber(stored)
-    -- Not a number, or too large for a Lua number to count on exactly (2^53): handing out a
-    -- token from it could make tokens go down. Leave it, and the lock, untouched.
-    -- (`last ~= last` is NaN, which tonumber accepts and every comparison lets through.)
-    if not last or last ~= last or last < 0 or last >= MAX_FENCE then
-      return {-2, 0, 0, 0}
-    end
-  end
   -- A lock that expired while fair waiters were in line leaves them there. (pcall: a user
   -- without rights on sorted sets, which only fair waiting needs, has no line.)
   local waiters = redis.pcall('ZCARD', QUEUE)
   line = type(waiters) == 'number' and waiters > 0
 end
 
--- Redis 5+ replicates a script by its effects, so reading TIME before writing is allowed.
--- The token is built as text: the server time in microseconds is the seconds followed by the
--- microseconds on six digits, and it wins over `last + 1` in all but rare cases. (Lua numbers
--- are doubles: exact up to 2^53, but printing one with %.0f costs more than the rest of the
--- script.)
-local now, time = server_time()
 local waiting = ARGV[4]
 if line and reserved ~= TOKEN then
   -- Free, but maybe not for this caller: the first in line has it.
+  local now, time = server_time()
   local now_ms, ttl = millis(time), tonumber(ARGV[2])
-  local fence = string.format('%.0f', last)
   if reserved and now_ms < tonumber(until_ms) then
     if MODE ~= '' then
       join_line(QUEUE, EXPIRY, TOKEN, now, now_ms, ttl)
@@ -161,7 +146,7 @@ if line and reserved ~= TOKEN then
   end
   local head = first_in_line(QUEUE, EXPIRY, now_ms)
   if head and head ~= TOKEN then
-    free_for(LOCK, EXPIRY, fence, head, now_ms, tonumber(ARGV[6]), ARGV[8], ARGV[7])
+    free_for(LOCK, EXPIRY, head, now_ms, tonumber(ARGV[6]), ARGV[7])
     if MODE ~= '' then
       join_line(QUEUE, EXPIRY, TOKEN, now, now_ms, ttl)
     end
@@ -178,15 +163,9 @@ if line then
     waiting = '1'
   end
 end
-local fence = now
-if last > 0 and tonumber(now) <= last then
-  fence = string.format('%.0f', last + 1)
+local fence = next_token(COUNTER, ARGV[8] == 'clock')
+if not fence then
+  return {-2, 0, 0, 0}
 end
-local holder = ''
-if ARGV[3] ~= '' then
-  holder = ' since=' .. string.sub(now, 1, -4) .. ARGV[3]
-end
-redis.call('SET', LOCK,
-  'held fence=' .. fence .. ' token=' .. TOKEN .. ' waiting=' .. waiting .. holder,
-  'PX', ARGV[2])
-return {1, fence, 0, 0}
+redis.call('SET', LOCK, held_value(TOKEN, waiting, ARGV[3]), 'PX', ARGV[2])
+return {1, fence, tonumber(waiting), 0}

@@ -6,39 +6,40 @@
 --
 -- KEYS[1]  the lock (see acquire.lua)
 -- KEYS[2]  the line of fair waiters, and KEYS[3] when their entries end (see queue.lua)
+-- KEYS[4]  the fencing token counter of the lock's slot (see queue.lua)
 -- ARGV[1]  the holder's owner token
 -- ARGV[2]  the waiter's owner token
 -- ARGV[3]  the waiter's lease in milliseconds
 -- ARGV[4]  who holds it, as acquire.lua's ARGV[3]
 -- ARGV[5]  how a release announces itself, as release.lua's ARGV[3]
--- ARGV[6]  how long a release keeps the last fencing token, as release.lua's ARGV[4]
--- ARGV[7]  how long a lock freed for the first in line waits for it, as release.lua's ARGV[5]
+-- ARGV[6]  how long a lock freed for the first in line waits for it, as release.lua's ARGV[4]
 --
 -- Returns  {1, fencing token}  handed over: the waiter holds it now
+--          {-2, 0}             the counter holds something tokens cannot continue from: left
+--                              untouched
 --          {2, 0}              released instead (someone else waits), as release.lua's 1
 --          {0, 0}              not the holder's: left untouched
 --          {-1, 0}             no lock at the key (it expired, or was released already)
 --
--- Redis calls: GET, TIME, SET (a release instead: GET, SET, PUBLISH); with fair waiters in line,
+-- Redis calls: GET, INCR, SET (a release instead: GET, DEL, PUBLISH); with fair waiters in line,
 -- finding the first of them (see queue.lua).
 -- Sent with no keys only to put the script in the server's cache (by a client whose user may
 -- not run SCRIPT LOAD): does nothing.
 if #KEYS == 0 then
   return 0
 end
-local held, fence, _, waiting = held_by(KEYS[1], ARGV[1])
+local held, lock = held_by(KEYS[1], ARGV[1])
 if held == 'gone' then
   return {-1, 0}
 elseif held ~= 'ours' then
   return {0, 0}
 end
 
-local now, now_ms
+local waiting = lock.waiting
 local waiting_next = '0'
 if waiting == '2' then
-  local time
-  now, time = server_time()
-  now_ms = millis(time)
+  local _, time = server_time()
+  local now_ms = millis(time)
   -- Fair waiters are in line: only the first of them may have it.
   local head = first_in_line(KEYS[2], KEYS[3], now_ms)
   if head == ARGV[2] then
@@ -51,7 +52,7 @@ if waiting == '2' then
       waiting_next = '1'
     end
   elseif head then
-    free_for(KEYS[1], KEYS[3], fence, head, now_ms, tonumber(ARGV[7]), ARGV[6], ARGV[5])
+    free_for(KEYS[1], KEYS[3], head, now_ms, tonumber(ARGV[6]), ARGV[5])
     return {2, 0}
   else
     waiting = '1'
@@ -59,24 +60,14 @@ if waiting == '2' then
 end
 if waiting == '1' then
   -- Someone elsewhere waits: give them their chance, as a release does.
-  release_free(KEYS[1], fence, ARGV[6])
+  redis.call('DEL', KEYS[1])
   announce(KEYS[1], string.sub(redis.sha1hex(ARGV[1]), 1, 12), ARGV[5])
   return {2, 0}
 end
 
--- As in acquire.lua, the token is built as text.
-if not now then
-  now = server_time()
+local fence = next_token(KEYS[4])
+if not fence then
+  return {-2, 0}
 end
-local next_fence = now
-if tonumber(now) <= tonumber(fence) then
-  next_fence = string.format('%.0f', tonumber(fence) + 1)
-end
-local holder = ''
-if ARGV[4] ~= '' then
-  holder = ' since=' .. string.sub(now, 1, -4) .. ARGV[4]
-end
-redis.call('SET', KEYS[1],
-  'held fence=' .. next_fence .. ' token=' .. ARGV[2] .. ' waiting=' .. waiting_next .. holder,
-  'PX', ARGV[3])
-return {1, next_fence}
+redis.call('SET', KEYS[1], held_value(ARGV[2], waiting_next, ARGV[4]), 'PX', ARGV[3])
+return {1, fence}

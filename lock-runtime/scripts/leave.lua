@@ -7,7 +7,6 @@
 -- ARGV[1]  the waiter's owner token
 -- ARGV[2]  how long a lock freed for the first in line waits for it, as release.lua's ARGV[5]
 -- ARGV[3]  how the next in line is told, as release.lua's ARGV[3]
--- ARGV[4]  how long a freed lock keeps its last fencing token, as release.lua's ARGV[4]
 --
 -- Returns  1
 --
@@ -23,11 +22,11 @@ local value = redis.pcall('GET', KEYS[1])
 if type(value) ~= 'string' then
   return 1
 end
-local fence, reserved = string.match(value, '^free fence=(%d+) next=(%S+) until=%d+$')
-if reserved ~= ARGV[1] then
+local lock = read_lock(value)
+if not lock or lock.next ~= ARGV[1] then
   return 1
 end
-if not free_for_next(KEYS[1], KEYS[2], KEYS[3], fence, tonumber(ARGV[2]), ARGV[4], ARGV[3]) then
+if not free_for_next(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[2]), ARGV[3]) then
   -- Nobody else in line: freed for anyone, which is told as a release is (the id of the waiter
   -- that left stands for the release's). Waiters without `fair` told the lock was busy would
   -- otherwise look again only when the turn would have ended.

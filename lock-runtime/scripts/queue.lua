@@ -1,6 +1,6 @@
 -- Functions shared by the scripts that take, release, hand over, leave and force-release a lock
--- (this text is put in front of each of them): reading a lock, freeing it, and the line of fair
--- waiters (`fair = true`).
+-- (this text is put in front of each of them): reading a lock, its fencing tokens, freeing it,
+-- and the line of fair waiters (`fair = true`).
 --
 -- A lock's line is two sorted sets in the lock's cluster slot, holding the owner tokens of the
 -- waiters:
@@ -13,36 +13,11 @@
 --
 -- While someone is in line the lock says so: `waiting=2` in a held or kept lock. A release then
 -- frees it for the first in line only, for a short while,
---   free fence=<F> next=<owner token> until=<server time in ms>
+--   free next=<owner token> until=<server time in ms>
 -- and names that waiter on the lock's channel (`q:` and 12 hex digits of the SHA-1 of its token).
 -- If it does not come in time (it died, or missed the message), the next caller takes it out of
 -- line and frees the lock for the one behind it: a dead waiter costs the others one such while,
 -- once.
-
--- The lock at `lock` if `token` holds it: 'ours' and its fence, the rest of its value and its
--- waiting flag; 'gone' if there is no lock (absent or free); 'other' if someone else holds or
--- keeps it, or the key holds data that is not a lock.
-local function held_by(lock, token)
-  local value = redis.pcall('GET', lock)
-  if type(value) == 'table' then
-    return 'other'
-  end
-  if not value then
-    return 'gone'
-  end
-  local state, fence, rest = string.match(value, '^(%l+) fence=(%d+)(.*)$')
-  if state == 'free' then
-    return 'gone'
-  end
-  local owner, waiting
-  if state == 'held' then
-    owner, waiting = string.match(rest, '^ token=(%S+) waiting=(%d)')
-  end
-  if owner ~= token then
-    return 'other'
-  end
-  return 'ours', fence, rest, waiting
-end
 
 -- The server time in microseconds, as text (see acquire.lua), and as TIME answered it.
 local function server_time()
@@ -53,6 +28,122 @@ end
 -- A time TIME answered, in milliseconds.
 local function millis(time)
   return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+
+-- A lock's value, read: `state` ('held', 'kept' or 'free'), the `owner` token of a held lock,
+-- the `waiting` flag of a held or kept one, the waiter a free one is kept for (`next`) and until
+-- when (`until_ms`), and `fence`, the fencing token a value written by 0.2 carries after its
+-- state (`held fence=<F> ...`); nil if the value is not a lock. This format keeps no token in the
+-- value: tokens come from the slot's counter (see `next_token`).
+local function read_lock(value)
+  local state, rest = string.match(value, '^(%l+)(.*)$')
+  if state ~= 'held' and state ~= 'kept' and state ~= 'free' then
+    return nil
+  end
+  local lock = {state = state}
+  local old = string.match(rest, '^ fence=(%d+)')
+  if old then
+    lock.fence = old
+    rest = string.sub(rest, #old + 8)
+  end
+  if state == 'held' then
+    lock.owner, lock.waiting = string.match(rest, '^ token=(%S+) waiting=(%d)')
+    if not lock.owner then
+      return nil
+    end
+  elseif state == 'kept' then
+    lock.waiting = string.match(rest, '^ waiting=(%d)')
+    if not lock.waiting then
+      return nil
+    end
+  elseif rest ~= '' then
+    lock.next, lock.until_ms = string.match(rest, '^ next=(%S+) until=(%d+)$')
+    if not lock.next then
+      return nil
+    end
+  end
+  return lock
+end
+
+-- The lock at `lock` if `token` holds it: 'ours' and the lock as `read_lock` reads it; 'gone' if
+-- there is no lock (absent or free); 'other' if someone else holds or keeps it, or the key
+-- holds data that is not a lock.
+local function held_by(lock, token)
+  local value = redis.pcall('GET', lock)
+  if type(value) == 'table' then
+    return 'other'
+  end
+  if not value then
+    return 'gone'
+  end
+  local read = read_lock(value)
+  if not read then
+    return 'other'
+  end
+  if read.state == 'free' then
+    return 'gone'
+  end
+  if read.owner ~= token then
+    return 'other'
+  end
+  return 'ours', read
+end
+
+-- The value of a held lock: `held token=<T> waiting=<W>` and what the client says of the holder
+-- (` since=<ms> host=<h> pid=<p> app=<a>`, or nothing with holder metadata off). The client
+-- builds the same text, so that a release compares the whole value and deletes it.
+local function held_value(token, waiting, holder)
+  return 'held token=' .. token .. ' waiting=' .. waiting .. holder
+end
+
+-- Tokens below this (10^15 µs: September 2001) come from a counter that was lost (never
+-- seeded, evicted, flushed): the counter starts again from the server's clock.
+local SEEDED = 1000000000000000
+
+-- The next fencing token of the slot's counter `counter` (one per cluster slot and key prefix,
+-- never expiring): one above the last. A counter that is absent or was lost (below SEEDED)
+-- starts again from the server time in µs, above every token handed out before while the clock
+-- does not go back. nil if the counter holds something tokens cannot continue from: not an
+-- integer, negative, or 2^53 and above (Lua numbers are exact below it). With `clocked`, the
+-- token is also at least the server time in µs, and the counter follows it.
+local function next_token(counter, clocked)
+  local next = redis.pcall('INCR', counter)
+  if type(next) == 'table' and not string.find(next.err, 'integer')
+      and not string.find(next.err, 'overflow') then
+    -- Not about the value (out of memory, say): the caller's error.
+    error(next)
+  end
+  if type(next) ~= 'number' or next < 1 or next >= 9007199254740991 then
+    return nil
+  end
+  if next >= SEEDED and not clocked then
+    return next
+  end
+  local now = server_time()
+  if next >= tonumber(now) then
+    return next
+  end
+  redis.call('SET', counter, now)
+  return tonumber(now)
+end
+
+-- Raises the counter to at least `fence`, a token an earlier version recorded, so that tokens
+-- never go down across a rolling upgrade. false if the counter or `fence` cannot be counted on.
+local function raise_counter(counter, fence)
+  local last = redis.pcall('GET', counter)
+  if type(last) == 'table' then
+    return false
+  end
+  last = tonumber(last or 0)
+  fence = tonumber(fence)
+  if not last or last ~= last or not fence or fence ~= fence or fence < 0
+      or fence >= 9007199254740991 then
+    return false
+  end
+  if last < fence then
+    redis.call('SET', counter, fence)
+  end
+  return true
 end
 
 local function announce(lock, message, how)
@@ -100,15 +191,15 @@ local function leave_line(queue, expiry, token)
   redis.call('ZREM', expiry, token)
 end
 
--- Frees the lock (last token `fence`) for `head` alone until `window_ms` from now, and tells it.
--- The marker keeps the last fencing token as a release does (`retention_ms`, at least the
--- while itself). The head's place in line ends with its turn: if it does not come, it leaves
--- the line then, even if the marker is gone by then (a short retention).
-local function free_for(lock, expiry, fence, head, now_ms, window_ms, retention_ms, how)
+-- Frees the lock for `head` alone until `window_ms` from now, and tells it. The head's place in
+-- line ends with its turn: if it does not come, it leaves the line then.
+local function free_for(lock, expiry, head, now_ms, window_ms, how)
   local until_ms = now_ms + window_ms
-  redis.pcall('SET', lock,
-    'free fence=' .. fence .. ' next=' .. head .. ' until=' .. until_ms,
-    'PX', math.max(tonumber(retention_ms), window_ms))
+  local freed = redis.pcall('SET', lock, 'free next=' .. head .. ' until=' .. until_ms, 'PX', window_ms)
+  if type(freed) == 'table' and freed.err then
+    -- Out of memory: free it for anyone (DEL needs no memory).
+    redis.call('DEL', lock)
+  end
   local ends = tonumber(redis.call('ZSCORE', expiry, head))
   if ends and ends > until_ms then
     redis.call('ZADD', expiry, until_ms, head)
@@ -116,26 +207,17 @@ local function free_for(lock, expiry, fence, head, now_ms, window_ms, retention_
   announce(lock, 'q:' .. string.sub(redis.sha1hex(head), 1, 12), how)
 end
 
--- Frees the lock (last token `fence`), keeping that token for `retention_ms` (0: deletes it).
--- Arguments go to Redis as the client sent them, text: a Lua number costs a conversion.
-local function release_free(lock, fence, retention_ms)
-  local freed = retention_ms ~= '0' and redis.pcall('SET', lock, 'free fence=' .. fence, 'PX', retention_ms)
-  if not freed or (type(freed) == 'table' and freed.err) then
-    redis.call('DEL', lock)
-  end
-end
-
--- Frees the lock (last token `fence`) for the first in line of KEYS `queue` and `expiry` if
--- anyone is in line, as `free_for` does, and returns that waiter; with nobody in line frees it
--- for anyone, as `release_free` does, and returns nil (the caller announces the release).
-local function free_for_next(lock, queue, expiry, fence, window_ms, retention_ms, how)
+-- Frees the lock for the first in line of KEYS `queue` and `expiry` if anyone is in line, as
+-- `free_for` does, and returns that waiter; with nobody in line deletes it and returns nil (the
+-- caller announces the release).
+local function free_for_next(lock, queue, expiry, window_ms, how)
   local _, time = server_time()
   local now_ms = millis(time)
   local head = first_in_line(queue, expiry, now_ms)
   if head then
-    free_for(lock, expiry, fence, head, now_ms, window_ms, retention_ms, how)
+    free_for(lock, expiry, head, now_ms, window_ms, how)
   else
-    release_free(lock, fence, retention_ms)
+    redis.call('DEL', lock)
   end
   return head
 end

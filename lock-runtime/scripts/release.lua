@@ -7,45 +7,44 @@
 -- ARGV[3]  "sharded" announces the release with SPUBLISH (Redis Cluster 7+, where the channel
 --          lives in the lock's own slot); "quiet" does not announce it (Redlock giving back a
 --          minority grant while another owner holds the majority); "" announces with PUBLISH
--- ARGV[4]  milliseconds to keep the last fencing token after the release (`free fence=<F>`,
---          fence_retention), so that the next token continues from it; 0 deletes the key
--- ARGV[5]  how long (ms) a lock freed for the first in line of fair waiters waits for it
+-- ARGV[4]  how long (ms) a lock freed for the first in line of fair waiters waits for it
 --
 -- Returns  1   released (or handed to expiry for hold_at_least)
 --          2   released for the first in line of fair waiters, who was told
 --          0   not ours: held under another token or the key holds other data; left untouched
 --          -1  no lock at the key (it expired, or was released already)
 --
--- Redis calls: GET, then SET (or DEL), and PUBLISH only when someone was told the lock was busy
--- (with fair waiters in line: TIME, and finding the first of them, see queue.lua).
+-- Redis calls: GET, then DEL (or SET), and PUBLISH only when someone was told the lock was busy
+-- (with fair waiters in line: TIME, and finding the first of them, see queue.lua). A lock nobody
+-- waited for is usually released without this script, by comparing its whole value (see
+-- protocol/lean.rs); this is the path of an awaited, kept or lost one.
 -- Sent with no keys only to put the script in the server's cache (by a client whose user may
 -- not run SCRIPT LOAD): does nothing.
 if #KEYS == 0 then
   return 0
 end
-local held, fence, _, waiting = held_by(KEYS[1], ARGV[1])
+local held, lock = held_by(KEYS[1], ARGV[1])
 if held == 'gone' then
   return -1
 elseif held ~= 'ours' then
   return 0
 end
-local retention = ARGV[4]
--- The SETs are pcalls: a server out of memory refuses them, and a release must still work
--- then (DEL and PEXPIRE need no memory). Tokens then rest on the server's clock.
+local waiting = lock.waiting
+-- The SET is a pcall: a server out of memory refuses it, and a release must still work then
+-- (DEL and PEXPIRE need no memory).
 if ARGV[2] ~= '0' then
   -- Nobody owns it any more (renewal and release stop matching), but it stays busy until it
   -- expires (and then the first in line has it, see acquire.lua).
-  local kept = redis.pcall('SET', KEYS[1],
-    'kept fence=' .. fence .. ' waiting=' .. waiting, 'PX', ARGV[2])
+  local kept = redis.pcall('SET', KEYS[1], 'kept waiting=' .. waiting, 'PX', ARGV[2])
   if type(kept) == 'table' and kept.err then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
   end
 elseif waiting == '2' then
-  if free_for_next(KEYS[1], KEYS[2], KEYS[3], fence, tonumber(ARGV[5]), retention, ARGV[3]) then
+  if free_for_next(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[4]), ARGV[3]) then
     return 2
   end
 else
-  release_free(KEYS[1], fence, retention)
+  redis.call('DEL', KEYS[1])
 end
 
 -- Tells waiters to look again (after a `kept` release: to learn the shorter lease). The message

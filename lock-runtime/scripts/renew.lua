@@ -33,7 +33,9 @@ if ARGV[3] then
   return 1
 end
 local value = redis.pcall('GET', KEYS[1])
-if type(value) == 'string' and string.match(value, '^held fence=%d+ token=(%S+)') == ARGV[1] then
+-- A lock, or a read-write lock's writer, which keeps the form 0.2 wrote for locks.
+if type(value) == 'string' and (string.match(value, '^held token=(%S+)')
+    or string.match(value, '^held fence=%d+ token=(%S+)')) == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end

@@ -4,11 +4,13 @@
 --
 -- KEYS[1]  the lock (see acquire.lua); its name is also the channel waiters subscribe to
 -- KEYS[2]  the line of fair waiters, and KEYS[3] when their entries end (see queue.lua)
--- ARGV[1]  milliseconds to keep the last fencing token (`free fence=<F>`); 0 deletes the key
+-- ARGV[1]  unused (0.2 kept the last fencing token for this long; tokens now come from a counter)
 -- ARGV[2]  how the release is announced, as release.lua's ARGV[3] ("sharded" on Redis Cluster)
 -- ARGV[3]  how long (ms) a lock freed for the first in line of fair waiters waits for it
--- ARGV[4]  the fencing token of the holder to remove, "" for whoever holds it: an operator who
---          confirmed the removal of one holder never removes the next one by mistake
+-- ARGV[4]  the holder to remove: the id of its owner token (12 hex digits of its SHA-1, as
+--          `lockctl show` prints it) or, for a lock 0.2 wrote, its fencing token; "" for whoever
+--          holds it: an operator who confirmed the removal of one holder never removes the
+--          next one by mistake
 --
 -- Returns  {1, value}  released and announced; value is what the lock held before
 --          {2, value}  released for the first in line of fair waiters, who was told
@@ -29,22 +31,22 @@ end
 if not value then
   return {-1, ''}
 end
-local state, fence, rest = string.match(value, '^(%l+) fence=(%d+)(.*)$')
-if state == 'free' then
-  return {-1, value}
-end
-if state ~= 'held' and state ~= 'kept' then
+local lock = read_lock(value)
+if not lock then
   return {0, ''}
 end
-if ARGV[4] ~= '' and fence ~= ARGV[4] then
+if lock.state == 'free' then
+  return {-1, value}
+end
+-- The same id a release by the holder would announce (a hash of its owner token, which cannot
+-- be turned back into it); a kept lock has no token any more: its value stands in.
+local id = string.sub(redis.sha1hex(lock.owner or value), 1, 12)
+if ARGV[4] ~= '' and ARGV[4] ~= id and ARGV[4] ~= lock.fence then
   return {-2, value}
 end
 
-if free_for_next(KEYS[1], KEYS[2], KEYS[3], fence, tonumber(ARGV[3]), ARGV[1], ARGV[2]) then
+if free_for_next(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[3]), ARGV[2]) then
   return {2, value}
 end
--- The same id a release by the holder would announce (a hash of its owner token, which cannot
--- be turned back into it); a kept lock has no token any more, so its fence stands in.
-local owner = string.match(rest, '^ token=(%S+)') or ('kept ' .. fence)
-announce(KEYS[1], string.sub(redis.sha1hex(owner), 1, 12), ARGV[2])
+announce(KEYS[1], id, ARGV[2])
 return {1, value}

@@ -155,7 +155,7 @@ impl Inner {
         let keep = lease.keep();
         let answer = tokio::time::timeout(
             self.request_timeout,
-            self.backend.release(&lease.stored, &lease.token, keep),
+            self.backend.release_lease(lease, keep),
         )
         .await;
         match answer {

@@ -15,10 +15,14 @@
 //! [`key_prefix`](crate::LockManagerBuilder::key_prefix)), whose value is one of
 //!
 //! ```text
-//! held fence=<F> token=<T> waiting=<0|1|2>[ since=<ms> host=<h> pid=<p> app=<a...to end>]
-//! kept fence=<F> waiting=<0|1|2>          released, busy until it expires (hold_at_least)
-//! free fence=<F>[ next=<T> until=<ms>]    released; with next: for the first fair waiter alone
+//! held token=<T> waiting=<0|1|2>[ since=<ms> host=<h> pid=<p> app=<a...to end>]
+//! kept waiting=<0|1|2>              released, busy until it expires (hold_at_least)
+//! free next=<T> until=<ms>          released for the first fair waiter in line alone
 //! ```
+//!
+//! A released lock leaves no key. Fencing tokens come from a counter per Redis Cluster slot and
+//! prefix ([`fence_counter_key`]), which never expires. Values written by 0.2 carry
+//! ` fence=<F>` after the state (`held fence=<F> token=...`, `free fence=<F>`) and are read too.
 //!
 //! The owner token `<T>` lets whoever knows it release the lock: show [`StoredLock::token_id`]
 //! instead.
@@ -56,6 +60,13 @@ pub const FAIR_TURN_MS: u64 = 250;
 /// [`LockError::Config`] for an empty key.
 pub fn lock_key(prefix: &str, key: &str) -> Result<String, LockError> {
     Ok(StoredKey::new(prefix, key)?.lock)
+}
+
+/// The fence counter that hands out the fencing tokens of the lock stored at `lock` under
+/// `prefix`: `<prefix>fence:{<tag>}`, one per Redis Cluster slot (the tag puts it in the
+/// lock's slot).
+pub fn fence_counter_key(prefix: &str, lock: &str) -> String {
+    crate::protocol::slots::counter(prefix, lock)
 }
 
 /// The line of fair waiters of the lock stored at `lock`: a sorted set of owner tokens by
@@ -224,7 +235,8 @@ pub fn reader_token(member: &str) -> Option<&str> {
 pub struct StoredLock {
     /// `held`, `kept` or `free`.
     pub state: String,
-    /// The last fencing token handed out.
+    /// The fencing token a value written by 0.2 carries; 0 in this format, which keeps tokens in
+    /// the fence counter of the lock's slot ([`fence_counter_key`]).
     pub fence: u64,
     /// The owner token of a held lock. Whoever knows it can release the lock: never show it.
     pub token: Option<String>,
@@ -244,11 +256,17 @@ impl StoredLock {
         if !matches!(state, "held" | "kept" | "free") {
             return None;
         }
-        let rest = rest.strip_prefix("fence=")?;
-        let (fence, mut rest) = rest.split_once(' ').unwrap_or((rest, ""));
+        // Written by 0.2: the last fencing token comes first.
+        let (fence, mut rest) = match rest.strip_prefix("fence=") {
+            Some(old) => {
+                let (fence, rest) = old.split_once(' ').unwrap_or((old, ""));
+                (fence.parse().ok()?, rest)
+            }
+            None => (0, rest),
+        };
         let mut lock = StoredLock {
             state: state.to_owned(),
-            fence: fence.parse().ok()?,
+            fence,
             token: None,
             waiting: false,
             line: false,
@@ -536,6 +554,13 @@ mod tests {
         assert_eq!(held.holder_field("app"), Some("orders api"));
         assert_eq!(held.holder_field("pid"), Some("42"));
         assert_eq!(held.token_id().as_deref(), Some("a9993e364706"));
+        let new = StoredLock::parse("held token=abc waiting=0 since=1 host=h pid=2 app=x y")
+            .expect("a lock");
+        assert_eq!(new.fence, 0);
+        assert_eq!(new.token.as_deref(), Some("abc"));
+        assert_eq!(new.holder_field("app"), Some("x y"));
+        let reserved_now = StoredLock::parse("free next=t until=5").expect("a lock");
+        assert!(reserved_now.is_reserved());
         let kept = StoredLock::parse("kept fence=7 waiting=2").expect("a lock");
         assert!(kept.is_busy() && kept.line && kept.token.is_none());
         let free = StoredLock::parse("free fence=9").expect("a lock");

@@ -20,6 +20,8 @@ pub(crate) struct StoredKey {
     /// [`Mode::Read`] or [`Mode::Write`]: this names the read-write lock called `<key>`
     /// (`<prefix>{<key>}:rw`, its channel; its data is in the `rw_*` keys), taken in that mode.
     pub(crate) mode: Mode,
+    /// How long the manager's key prefix is: the start of `lock`.
+    prefix_len: usize,
 }
 
 impl StoredKey {
@@ -45,6 +47,7 @@ impl StoredKey {
             lock,
             permits: None,
             mode: Mode::Exclusive,
+            prefix_len: prefix.len(),
         })
     }
 
@@ -124,9 +127,15 @@ impl StoredKey {
         self.with_suffix(":waiting")
     }
 
-    /// The fence counter of versions before the string format (read, never written, by
-    /// acquire.lua): the lock's name plus `:fence`, in the same hash slot.
-    pub(crate) fn fence(&self) -> String {
+    /// The fence counter of the lock's slot (see [`crate::protocol::slots::counter`]), which
+    /// hands out the lock's fencing tokens.
+    pub(crate) fn counter(&self) -> String {
+        crate::protocol::slots::counter(&self.lock[..self.prefix_len], &self.lock)
+    }
+
+    /// The fence counter versions before 0.2 kept beside the lock (`<lock>:fence`): read by
+    /// acquire.lua only while such a version holds the lock.
+    pub(crate) fn fence_before_0_2(&self) -> String {
         self.with_suffix(":fence")
     }
 
@@ -156,7 +165,7 @@ mod tests {
     fn stored_key_wraps_the_key_in_a_hash_tag() {
         let k = StoredKey::new("lock:", "order:42").expect("valid key");
         assert_eq!(k.lock, "lock:{order:42}");
-        assert_eq!(k.fence(), "lock:{order:42}:fence");
+        assert!(k.counter().starts_with("lock:fence:{"));
         assert_eq!(k.queue(), "lock:{order:42}:queue");
         assert_eq!(k.queue_expiry(), "lock:{order:42}:queue:expiry");
     }

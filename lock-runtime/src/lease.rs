@@ -48,6 +48,11 @@ pub(crate) struct Lease {
     pub(crate) task: Owner,
     pub(crate) options: LockOptions,
     fence: AtomicU64,
+    /// When the last acquire attempt began (wall clock, ms), as the lock's value says.
+    since_ms: AtomicU64,
+    /// Whether that attempt wrote a value nobody was told is busy (`waiting=0`): its release may
+    /// then compare the whole value.
+    plain: AtomicBool,
     /// Handed to its caller as held, so that a body may have run under it (it may be lost or
     /// released since). Only such a lease is kept for `hold_at_least`: a lock that nobody used
     /// (an acquire that failed, was cancelled or was shut down after the grant, the keys a
@@ -101,6 +106,8 @@ impl Lease {
             task: Owner::current(),
             options,
             fence: AtomicU64::new(0),
+            since_ms: AtomicU64::new(0),
+            plain: AtomicBool::new(false),
             in_use: AtomicBool::new(false),
             times: Mutex::new(Times::starting(started, options.ttl)),
             changed: Notify::new(),
@@ -136,6 +143,22 @@ impl Lease {
     }
 
     /// A new attempt to acquire is about to be sent: the lease would count from now.
+    /// An acquire attempt begins at `since_ms` (wall clock), writing a value nobody was told is
+    /// busy if `plain`.
+    pub(crate) fn record_attempt(&self, since_ms: u64, plain: bool) {
+        self.since_ms.store(since_ms, Ordering::Release);
+        self.plain.store(plain, Ordering::Release);
+    }
+
+    /// When the attempt that took the lock began, if it wrote a value nobody was told is busy.
+    /// A lock handed over by another holder of this process says no: its value was written by
+    /// the hand-over.
+    pub(crate) fn written_plain(&self) -> Option<u64> {
+        self.plain
+            .load(Ordering::Acquire)
+            .then(|| self.since_ms.load(Ordering::Acquire))
+    }
+
     pub(crate) fn restart(&self, started: Instant) {
         // A deadline that passed during an earlier, busy attempt says nothing about this one.
         *self.times() = Times::starting(started, self.options.ttl);

@@ -189,6 +189,7 @@ mod manager;
 mod metrics;
 mod multi;
 mod options;
+mod protocol;
 mod section;
 mod url;
 mod waiters;

@@ -661,12 +661,7 @@ impl Inner {
                     &lease_ref.stored,
                     &lease_ref.token,
                     options.ttl,
-                    Ask {
-                        // A waiter's release must be announced for those behind it in this
-                        // process, unless releases here wake them without the server.
-                        waited: waiting.is_some() && !self.hands_off(&lease_ref.stored),
-                        line,
-                    },
+                    self.ask(lease_ref, waiting.is_some(), line),
                 ),
             )
             .await;
@@ -819,6 +814,22 @@ impl Inner {
                 record(start, "acquired", options.label);
                 return Ok(guard.counted());
             }
+        }
+    }
+
+    /// What one acquire attempt of `lease` asks besides the lock, recorded in the lease for
+    /// its release.
+    fn ask(&self, lease: &Lease, waited: bool, line: Line) -> Ask {
+        // A waiter's release must be announced for those behind it in this process, unless
+        // releases here wake them without the server.
+        let waited = waited && !self.hands_off(&lease.stored);
+        let since_ms = crate::protocol::now_ms();
+        lease.record_attempt(since_ms, !waited);
+        Ask {
+            waited,
+            line,
+            waits: !lease.options.wait.is_zero(),
+            since_ms,
         }
     }
 
@@ -1146,14 +1157,12 @@ impl LockManagerBuilder {
         self
     }
 
-    /// How long a released lock keeps its last fencing token (default 24 h): the release leaves
-    /// `free fence=<token>` at the key for this long, and the next acquisition continues from
-    /// it. Fencing tokens of a key rise strictly while the lock or that marker exists; when
-    /// neither does (the key was never used, it was idle this long, or a holder died and its
-    /// lease ran out), the next token is the server's clock in microseconds, which is above
-    /// every earlier token unless the server's clock stepped back. One small key per lock key
-    /// released within this period stays in Redis. `Duration::ZERO` deletes the key at release:
-    /// no key outlives its lock, and tokens rest on the server's clock after every release.
+    /// How long a semaphore's and a read-write lock's fence key outlives its last holder
+    /// (default 24 h): the next holder's token continues from it. Locks do not use it: their
+    /// tokens come from a counter per cluster slot that never expires
+    /// ([`inspect::fence_counter_key`](crate::inspect::fence_counter_key)), and a released lock
+    /// leaves no key. `Duration::ZERO` deletes a semaphore's or read-write lock's fence key with
+    /// its last holder: their tokens then rest on the server's clock.
     ///
     /// ```
     /// # async fn example() -> Result<(), lock_runtime::LockError> {
@@ -1388,6 +1397,7 @@ impl LockManagerBuilder {
             holder_metadata: self.holder_metadata,
             replica_acks: self.replica_acks(),
             key_prefix: &self.prefix,
+            clocked_tokens: false,
         }
     }
 

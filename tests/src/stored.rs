@@ -1,8 +1,7 @@
 //! What the server holds and counts: a lock as the server stores it (`lock-runtime/scripts/acquire.lua`), read with one `GET`:
-//! `held fence=<F> token=<T> waiting=<0|1|2>[ since=<ms> host=<h> pid=<p> app=<a>]`, `kept
-//! fence=<F> waiting=<0|1|2>` (released, busy until it expires) or `free fence=<F>[ next=<T>
-//! until=<ms>]` (released, keeping its last fencing token; with `next`, for the first fair
-//! waiter in line alone until then).
+//! `held token=<T> waiting=<0|1|2>[ since=<ms> host=<h> pid=<p> app=<a>]`, `kept
+//! waiting=<0|1|2>` (released, busy until it expires) or `free next=<T> until=<ms>` (released
+//! for the first fair waiter in line alone until then); and the fence counter of its slot.
 
 use crate::RedisServer;
 
@@ -24,6 +23,13 @@ impl RedisServer {
         Some(StoredLock::parse(&value).unwrap_or_else(|| {
             panic!("`{stored_key}` holds `{value}`, not a lock\n{}", self.log())
         }))
+    }
+
+    /// The last fencing token the counter of the slot of `stored_key` (stored under `prefix`)
+    /// handed out, or `None` if there is no counter.
+    pub fn fence_counter(&self, prefix: &str, stored_key: &str) -> Option<u64> {
+        let counter = lock_runtime::inspect::fence_counter_key(prefix, stored_key);
+        self.cmd(&["GET", &counter]).parse().ok()
     }
 
     /// `INFO commandstats` as (command, calls) pairs, without the harness's own probes (`INFO`,

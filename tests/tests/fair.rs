@@ -290,6 +290,50 @@ async fn an_expired_lease_goes_to_the_first_in_line() {
         .expect("release");
 }
 
+/// A lock that is free on the server while fair waiters are in line (its holder's lease ran
+/// out before the first in line asked again) is theirs: a caller without `fair`, which takes a
+/// free lock in one transaction without a script, gives it back at once and is told busy, and
+/// the lock is freed for the first in line.
+#[tokio::test]
+async fn a_caller_without_fair_does_not_take_a_free_lock_past_the_line() {
+    let server = RedisServer::start();
+    let locks = connect(&server).await;
+    // Once taken and released: the slot's counter is seeded, so the next acquire of a free lock
+    // is the transaction alone.
+    let before = locks.lock("ahead", LockOptions::new()).await.expect("free");
+    before.release().await.expect("release");
+    // A waiter in line whose process is slow to come back: its entry lasts a minute.
+    let now_ms: u64 = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_millis()
+        .try_into()
+        .expect("ms");
+    let lock = "lock:{ahead}";
+    let queue = lock_runtime::inspect::queue_key(lock);
+    let expiry = lock_runtime::inspect::queue_expiry_key(lock);
+    server.cmd(&["ZADD", &queue, "1", "phantom-token"]);
+    server.cmd(&[
+        "ZADD",
+        &expiry,
+        &(now_ms + 60_000).to_string(),
+        "phantom-token",
+    ]);
+    server.cmd(&["PEXPIRE", &queue, "60000"]);
+    server.cmd(&["PEXPIRE", &expiry, "60000"]);
+
+    let busy = locks
+        .lock("ahead", LockOptions::new())
+        .await
+        .expect_err("the first in line has it");
+    assert!(busy.is_busy(), "{busy}");
+    let stored = server
+        .stored_lock(lock)
+        .expect("freed for the first in line");
+    assert!(stored.is_reserved(), "{stored:?}");
+    assert_eq!(stored.holder_field("next"), Some("phantom-token"));
+}
+
 /// Redlock keeps no line (its masters could each order it their own way): `fair` is refused with
 /// a message that says so.
 #[tokio::test]

@@ -62,7 +62,11 @@ async fn a_release_hands_the_lock_to_a_waiter_of_the_same_process_in_one_call() 
         }
         assert_eq!(count(&handed, "publish"), 0, "round {round}: {handed:?}");
         let lock = server.stored_lock("lock:{hot}").expect("held");
-        assert_eq!(lock.fence, next.fencing_token());
+        assert_eq!(lock.state, "held");
+        assert_eq!(
+            server.fence_counter("lock:", "lock:{hot}"),
+            Some(next.fencing_token())
+        );
         holder = next;
     }
     holder.release().await.expect("release");
@@ -216,7 +220,11 @@ async fn a_waiter_that_gives_up_leaves_the_lock_to_the_next() {
         .expect("task")
         .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
     let lock = server.stored_lock("lock:{brief}").expect("held");
-    assert_eq!(lock.fence, next.fencing_token());
+    assert_eq!(lock.state, "held");
+    assert_eq!(
+        server.fence_counter("lock:", "lock:{brief}"),
+        Some(next.fencing_token())
+    );
     next.release().await.expect("release");
 }
 

@@ -33,6 +33,12 @@ pub(crate) struct Ask {
     pub(crate) waited: bool,
     /// Whether a busy lock puts the caller in the line of fair waiters.
     pub(crate) line: Line,
+    /// The caller waits if the lock is busy (even where it takes no place in a line): a busy
+    /// lock must then announce its release.
+    pub(crate) waits: bool,
+    /// When this attempt began (wall clock, ms): what the lock's value says in `since=`. The
+    /// holder's release compares the value it wrote.
+    pub(crate) since_ms: u64,
 }
 
 /// Whether an acquire of a busy lock takes a place in the line of fair waiters (see queue.lua).
@@ -93,12 +99,12 @@ pub(crate) fn acquire_answer(
             in_line: in_line == 1,
         }),
         -2 if key.is_lock() => Err(Failure::permanent(format!(
-            "the last fencing token recorded for `{}` (in the lock, or in the fence counter `{}` \
-             an earlier version kept) is one tokens cannot continue from (not a number, or 2^53 and \
-             above); the lock was not taken and nothing was written. Delete it only once no \
-             storage still checks tokens of this lock",
-            key.lock.escape_debug(),
-            key.fence().escape_debug()
+            "the fence counter `{}` of `{}` (or the token a 0.2 value of the lock carries) holds \
+             a value tokens cannot continue from (not a number, or 2^53 and above); the lock was \
+             not taken. Delete the counter only once no storage still checks tokens of locks in \
+             its slot",
+            key.counter().escape_debug(),
+            key.lock.escape_debug()
         ))),
         // A semaphore's and a read-write lock's counter is the one they keep now.
         -2 => Err(Failure::permanent(format!(
@@ -280,6 +286,16 @@ pub(crate) trait Backend: Send + Sync + 'static {
         token: &'a str,
         keep: Duration,
     ) -> BoxFuture<'a, Result<Release, Failure>>;
+
+    /// Releases a held lease as [`release`](Backend::release) does; a backend that can release
+    /// a lock nobody waited for more cheaply, knowing what its acquire wrote, does so here.
+    fn release_lease<'a>(
+        &'a self,
+        lease: &'a crate::lease::Lease,
+        keep: Duration,
+    ) -> BoxFuture<'a, Result<Release, Failure>> {
+        self.release(&lease.stored, &lease.token, keep)
+    }
 
     /// Whether [`hand_off`](Backend::hand_off) works here: where one script on one server can
     /// move a lock from one owner to the next (not Redlock, whose majority would need every

@@ -25,7 +25,9 @@ use super::{
 use crate::background::{Background, Lifeline, Revivable};
 use crate::backoff::Backoff;
 use crate::key::StoredKey;
+use crate::lease::Lease;
 use crate::options::Mode;
+use crate::protocol::{self, Capabilities, lean};
 use crate::waiters::Waiters;
 use crate::{LockError, url};
 
@@ -88,13 +90,13 @@ pub(super) static LEAVE: LazyLock<Lua> = LazyLock::new(|| {
 });
 
 /// One of the lock scripts, with its source kept for putting it in a server's cache.
-pub(super) struct Lua {
+pub(crate) struct Lua {
     script: Script,
     source: &'static str,
 }
 
 impl Lua {
-    fn new(source: &'static str) -> Self {
+    pub(crate) fn new(source: &'static str) -> Self {
         Lua {
             script: Script::new(source),
             source,
@@ -178,6 +180,10 @@ pub(crate) struct RedisSettings<'a> {
     pub(crate) key_prefix: &'a str,
     /// Where connections' drivers and the subscriber run.
     pub(crate) background: &'a Background,
+    /// Tokens follow the server clock too (`max(counter + 1, server time in µs)`), and every
+    /// acquire runs the script: a Redlock master, whose token is the highest of a majority's
+    /// and only comparable with the other masters' through their clocks.
+    pub(crate) clocked_tokens: bool,
 }
 
 pub(crate) struct RedisBackend {
@@ -193,6 +199,9 @@ pub(crate) struct RedisBackend {
     /// The user may publish and subscribe to lock channels (see [`probe`]): otherwise waiters
     /// wait on leases alone, and nothing asks for subscriptions the server would refuse.
     notifies: bool,
+    /// What the server can do without scripts (see [`Capabilities`]); none where the backend
+    /// connected lazily and never asked.
+    capabilities: Capabilities,
     subscriptions: Subscriptions,
 }
 
@@ -205,6 +214,8 @@ pub(super) struct Holder {
     fence_retention_ms: u64,
     /// How long a lock freed for the first fair waiter waits for it.
     fair_turn_ms: u64,
+    /// See [`RedisSettings::clocked_tokens`].
+    clocked_tokens: bool,
 }
 
 /// How a release tells waiters (release.lua's ARGV[3]).
@@ -261,6 +272,7 @@ impl Holder {
                 millis(settings.fence_retention)
             },
             fair_turn_ms: millis(settings.fair_turn),
+            clocked_tokens: settings.clocked_tokens,
         }
     }
 
@@ -313,20 +325,31 @@ impl Holder {
         let mut invocation = ACQUIRE.prepare_invoke();
         invocation
             .key(&key.lock)
-            .key(key.fence())
+            .key(key.counter())
             .key(key.queue())
             .key(key.queue_expiry())
+            .key(key.fence_before_0_2())
             .arg(token)
             .arg(millis(ttl))
-            .arg(&self.metadata)
+            .arg(self.holder(ask.since_ms))
             .arg(if ask.waited { "1" } else { "0" })
             .arg(ask.line.as_arg())
             .arg(self.fair_turn_ms)
             .arg(announce.as_arg())
-            .arg(self.fence_retention_ms);
+            .arg(if self.clocked_tokens { "clock" } else { "" });
         Call {
             invocation,
             script: &ACQUIRE,
+        }
+    }
+
+    /// What a held lock's value says of its holder (see [`protocol::held_value`]): ` since=<ms>`
+    /// and ` host=<h> pid=<p> app=<a>`, or nothing with holder metadata off.
+    pub(super) fn holder(&self, since_ms: u64) -> String {
+        if self.metadata.is_empty() {
+            String::new()
+        } else {
+            format!(" since={since_ms}{}", self.metadata)
         }
     }
 
@@ -353,8 +376,7 @@ impl Holder {
             .key(key.queue_expiry())
             .arg(token)
             .arg(self.fair_turn_ms)
-            .arg(announce.as_arg())
-            .arg(self.fence_retention_ms);
+            .arg(announce.as_arg());
         Call {
             invocation,
             script: &LEAVE,
@@ -375,12 +397,12 @@ impl Holder {
             .key(&key.lock)
             .key(key.queue())
             .key(key.queue_expiry())
+            .key(key.counter())
             .arg(from)
             .arg(to)
             .arg(millis(ttl))
-            .arg(&self.metadata)
+            .arg(self.holder(crate::protocol::now_ms()))
             .arg(announce.as_arg())
-            .arg(self.fence_retention_ms)
             .arg(self.fair_turn_ms);
         invocation
     }
@@ -433,7 +455,6 @@ impl Holder {
             .arg(token)
             .arg(keep_ms)
             .arg(announce.as_arg())
-            .arg(self.fence_retention_ms)
             .arg(self.fair_turn_ms);
         Call {
             invocation,
@@ -612,10 +633,10 @@ impl SharedConn {
         }
     }
 
-    /// Runs `request` on the connection, and once more on a fresh one if the runtime of the
-    /// first shut down while the request was out (in a multi-runtime program, or a test suite
-    /// whose first test made the connection): the caller never sees that runtime's
-    /// `broken pipe`. Every request here may be sent twice: an acquire with the same token
+    /// Runs `request` on the connection, and once more if the connection dropped while the
+    /// request was out: on a fresh one if the runtime of the first shut down (in a multi-runtime
+    /// program, or a test suite whose first test made the connection), so that the caller never
+    /// sees that runtime's `broken pipe`. Every request here may be sent twice: an acquire with the same token
     /// confirms its own grant, a renewal extends its own lease again, and a release that had
     /// landed answers that the lock is gone.
     async fn send<T, F: Future<Output = RedisResult<T>>>(
@@ -625,8 +646,12 @@ impl SharedConn {
         let conn = self.get();
         let lifeline = conn.lifeline.clone();
         match request(conn).await {
-            Err(err) if lifeline.is_cut() => {
-                tracing::debug!(server = %self.server, error = %describe_error(&err), "the runtime of the lock connection shut down during a request; sending it again");
+            // A connection that dropped under the request: the driver of the connection ran on
+            // a runtime that shut down (its own, or the one a reconnect happened to run on),
+            // or the server closed it. Sent once more, on a fresh connection or the one the
+            // manager makes again; a server that is gone answers that at once.
+            Err(err) if lifeline.is_cut() || err.is_connection_dropped() => {
+                tracing::debug!(server = %self.server, error = %describe_error(&err), "the lock connection dropped during a request; sending it again");
                 request(self.get()).await
             }
             answer => answer,
@@ -861,11 +886,12 @@ impl RedisBackend {
             background: background.clone(),
             server: server.clone(),
         });
-        let notifies = if eager {
+        let (notifies, capabilities) = if eager {
             probe(&mut conn.get(), &server, settings.key_prefix).await?
         } else {
-            true
+            (true, Capabilities::default())
         };
+        protocol::slots::prepare();
         let subscriptions = {
             let (client, server, background) = (client.clone(), server.clone(), background.clone());
             let timeout = settings.request_timeout;
@@ -896,6 +922,7 @@ impl RedisBackend {
             replication,
             request_timeout: settings.request_timeout,
             notifies,
+            capabilities,
             subscriptions,
         })
     }
@@ -904,8 +931,12 @@ impl RedisBackend {
 /// Checks once, at connect, what would otherwise fail on every call or silently: that the
 /// connection is authenticated, that the server runs scripts, that it does not evict lock keys,
 /// and whether the user may publish to lock channels (a Redis 7 ACL user is created without channel rights).
-/// Returns whether release notifications can flow.
-async fn probe(conn: &mut Conn, server: &str, key_prefix: &str) -> Result<bool, LockError> {
+/// Returns whether release notifications can flow, and what the server offers beyond scripts.
+async fn probe(
+    conn: &mut Conn,
+    server: &str,
+    key_prefix: &str,
+) -> Result<(bool, Capabilities), LockError> {
     if let Err(err) = redis::cmd("PING").query_async::<()>(conn).await {
         let reason = if err.code() == Some("NOAUTH") {
             "authentication required: the server asks for a password and the URL gives none; \
@@ -962,6 +993,10 @@ async fn probe(conn: &mut Conn, server: &str, key_prefix: &str) -> Result<bool, 
              noeviction"
         );
     }
+    let capabilities = Capabilities::probe(conn, key_prefix).await;
+    tracing::debug!(server, protocol = capabilities.describe(), "lock protocol");
+    // Last, so that the connection's last command says a lock client connected (tools and
+    // tests look for it in CLIENT LIST).
     let channel = format!("{key_prefix}{{lock-runtime:permission-probe}}");
     let published: RedisResult<i64> = redis::cmd("PUBLISH")
         .arg(&channel)
@@ -976,9 +1011,9 @@ async fn probe(conn: &mut Conn, server: &str, key_prefix: &str) -> Result<bool, 
                  announced and waiters wait for leases to run out; grant the channels, e.g. \
                  ACL SETUSER <user> &{key_prefix}*"
             );
-            Ok(false)
+            Ok((false, capabilities))
         }
-        _ => Ok(true),
+        _ => Ok((true, capabilities)),
     }
 }
 
@@ -1029,13 +1064,13 @@ pub(super) fn describe_error(err: &RedisError) -> String {
     err.to_string()
 }
 
-pub(super) fn is_noscript(err: &RedisError) -> bool {
+pub(crate) fn is_noscript(err: &RedisError) -> bool {
     err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
 
 /// Sends a pipeline that calls `script`; if the server does not know the script (a first use,
 /// a restart, a failover, SCRIPT FLUSH), caches it and sends the pipeline once more.
-pub(super) async fn query_loading<T: FromRedisValue>(
+pub(crate) async fn query_loading<T: FromRedisValue>(
     pipe: &Pipeline,
     script: &Lua,
     conn: &mut impl redis::aio::ConnectionLike,
@@ -1050,7 +1085,7 @@ pub(super) async fn query_loading<T: FromRedisValue>(
 }
 
 /// Runs one script call (`EVALSHA`), caching the script first if the server does not know it.
-pub(super) async fn invoke<T: FromRedisValue>(
+pub(crate) async fn invoke<T: FromRedisValue>(
     invocation: &redis::ScriptInvocation<'_>,
     script: &Lua,
     conn: &mut impl redis::aio::ConnectionLike,
@@ -1080,6 +1115,14 @@ impl Backend for RedisBackend {
         Box::pin(async move {
             let invocation = self.holder.acquire(key, token, ttl, ask, Announce::Publish);
             let Some((replication, pool)) = &self.replication else {
+                if self.capabilities.lean_acquire
+                    && !self.holder.clocked_tokens
+                    && key.is_lock()
+                    && ask.line != Line::Fair
+                    && let Some(answer) = self.acquire_lean(key, token, ttl, ask).await?
+                {
+                    return Ok(answer);
+                }
                 let invocation = &invocation;
                 let answer = self
                     .shared_conn()
@@ -1124,6 +1167,14 @@ impl Backend for RedisBackend {
         keep: Duration,
     ) -> BoxFuture<'a, Result<Release, Failure>> {
         Box::pin(self.release_owned(key, token, keep))
+    }
+
+    fn release_lease<'a>(
+        &'a self,
+        lease: &'a Lease,
+        keep: Duration,
+    ) -> BoxFuture<'a, Result<Release, Failure>> {
+        Box::pin(self.release_lease_owned(lease, keep))
     }
 
     fn leave<'a>(
@@ -1174,6 +1225,123 @@ impl Backend for RedisBackend {
 }
 
 impl RedisBackend {
+    /// Takes a free plain lock in one transaction (see [`lean::acquire`]), or answers busy
+    /// where that needs no script; `None` where the script must decide.
+    async fn acquire_lean(
+        &self,
+        key: &StoredKey,
+        token: &str,
+        ttl: Duration,
+        ask: Ask,
+    ) -> Result<Option<Acquire>, Failure> {
+        let value = protocol::held_value(
+            token,
+            if ask.waited { '1' } else { '0' },
+            &self.holder.holder(ask.since_ms),
+        );
+        let counter = key.counter();
+        let (value, counter) = (&value, &counter);
+        let conn = self.shared_conn();
+        let taken = conn
+            .send(|mut conn| async move {
+                lean::acquire(&mut conn, key, counter, value, millis(ttl)).await
+            })
+            .await?;
+        Ok(match taken {
+            lean::Taken::Acquired { fence } => Some(Acquire::Acquired { fence }),
+            // Ours already (a request sent twice): the script confirms it.
+            lean::Taken::Held { owner, .. } if owner == token => None,
+            lean::Taken::Held {
+                owner,
+                waiting,
+                pttl,
+            } => {
+                // A waiter marks the lock as awaited, and joins a line that exists: the script.
+                let script = match waiting {
+                    '0' => ask.waits,
+                    '1' => false,
+                    _ => ask.line != Line::No,
+                };
+                (!script).then(|| Acquire::Busy {
+                    remaining: Some(Duration::from_millis(pttl)),
+                    holder: Some(protocol::holder_id(&owner)),
+                    in_line: false,
+                })
+            }
+            lean::Taken::Unseeded => {
+                let seeded = conn
+                    .send(|mut conn| async move {
+                        lean::seed(&mut conn, &key.lock, counter, value).await
+                    })
+                    .await?;
+                match seeded {
+                    Ok(Some(fence)) => Some(Acquire::Acquired { fence }),
+                    // Expired or deleted meanwhile: the script takes it afresh.
+                    Ok(None) => None,
+                    Err(()) => {
+                        self.give_back_lean(&conn, &key.lock, value).await?;
+                        None
+                    }
+                }
+            }
+            lean::Taken::GiveBack => {
+                // Taken past a line of fair waiters, or maybe taken by a failed transaction:
+                // give it back, and let the script decide. Nobody was told it was held.
+                self.give_back_lean(&conn, &key.lock, value).await?;
+                None
+            }
+            lean::Taken::Script => None,
+        })
+    }
+
+    /// Deletes `lock` if it still holds the `value` a transaction wrote.
+    async fn give_back_lean(
+        &self,
+        conn: &SharedConn,
+        lock: &str,
+        value: &str,
+    ) -> Result<(), Failure> {
+        let native = self.capabilities.native_delete;
+        conn.send(|mut conn| async move { lean::release(&mut conn, lock, value, native).await })
+            .await?;
+        Ok(())
+    }
+
+    /// Releases `lease` by comparing the whole value its acquire wrote, where nobody was told
+    /// it is busy (see [`lean::release`]); otherwise, or if the value changed, by the script.
+    pub(super) fn release_lease_owned(
+        &self,
+        lease: &Lease,
+        keep: Duration,
+    ) -> impl Future<Output = Result<Release, Failure>> + Send + use<> {
+        let lean = (keep.is_zero() && lease.stored.is_lock())
+            .then(|| lease.written_plain())
+            .flatten()
+            .map(|since_ms| {
+                (
+                    protocol::held_value(&lease.token, '0', &self.holder.holder(since_ms)),
+                    lease.stored.lock.clone(),
+                    self.capabilities.native_delete,
+                    self.shared_conn(),
+                )
+            });
+        let release = self.release_owned(&lease.stored, &lease.token, keep);
+        async move {
+            if let Some((value, lock, native, conn)) = lean {
+                let (value, lock) = (&value, &lock);
+                let deleted =
+                    conn.send(|mut conn| async move {
+                        lean::release(&mut conn, lock, value, native).await
+                    })
+                    .await?;
+                if deleted {
+                    return Ok(Release::Released);
+                }
+            }
+            release.await
+        }
+    }
+
     /// The whole batch in one pipeline, answered together: for [`Backend::renew`], and for the
     /// deployments built of several servers (Redlock, Sentinel), which weigh each server's
     /// answers before booking them.

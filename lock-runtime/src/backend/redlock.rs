@@ -142,6 +142,7 @@ impl RedlockBackend {
         let connected = join_all(node_urls.iter().map(|node_url| {
             let settings = RedisSettings {
                 url: node_url,
+                clocked_tokens: true,
                 ..settings
             };
             RedisBackend::connect(settings, waiters.clone())
@@ -174,6 +175,7 @@ impl RedlockBackend {
                     tracing::warn!(error = %err, "redlock master unreachable at startup; will keep trying it");
                     let settings = RedisSettings {
                         url: node_url,
+                        clocked_tokens: true,
                         ..settings
                     };
                     RedisBackend::connect_lazily(settings, waiters.clone()).await?

@@ -111,6 +111,19 @@ fn parse(url: &str) -> Result<SentinelUrl, LockError> {
 }
 
 impl SentinelBackend {
+    /// Runs a release on the current master and, if that master was replaced meanwhile, on
+    /// the new one too: the lock may have been replicated to it before the failover.
+    async fn release_on_masters<'a>(
+        &'a self,
+        release: impl Fn(Arc<RedisBackend>) -> BoxFuture<'a, Result<Release, Failure>> + Copy,
+    ) -> Result<Release, Failure> {
+        let (master, answer) = self.shared.on_master(release).await;
+        if answer.is_ok() && self.shared.left(&master) {
+            return self.shared.on_master(release).await.1;
+        }
+        answer
+    }
+
     pub(crate) async fn connect(
         settings: RedisSettings<'_>,
         waiters: Arc<Waiters>,
@@ -364,6 +377,7 @@ async fn resolve(
         replica_acks: nodes.replica_acks,
         key_prefix: &nodes.key_prefix,
         background: &nodes.background,
+        clocked_tokens: false,
     };
     Ok(RedisBackend::connect(settings, waiters.clone()).await?)
 }
@@ -450,13 +464,21 @@ impl Backend for SentinelBackend {
             let release = move |master: Arc<RedisBackend>| -> BoxFuture<'a, _> {
                 Box::pin(async move { master.release(key, token, keep).await })
             };
-            let (master, answer) = self.shared.on_master(release).await;
-            if answer.is_ok() && self.shared.left(&master) {
-                // The lock may have been replicated to the new master before the failover:
-                // release it there too.
-                return self.shared.on_master(release).await.1;
-            }
-            answer
+            self.release_on_masters(release).await
+        })
+    }
+
+    fn release_lease<'a>(
+        &'a self,
+        lease: &'a crate::lease::Lease,
+        keep: Duration,
+    ) -> BoxFuture<'a, Result<Release, Failure>> {
+        self.revive_listeners();
+        Box::pin(async move {
+            let release = move |master: Arc<RedisBackend>| -> BoxFuture<'a, _> {
+                Box::pin(async move { master.release_lease_owned(lease, keep).await })
+            };
+            self.release_on_masters(release).await
         })
     }
 

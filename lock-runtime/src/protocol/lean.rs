@@ -1,0 +1,264 @@
+//! The lean paths of a plain lock on one server: a free lock taken in one transaction, and a
+//! lock nobody waited for released by comparing its whole value. Everything else (a busy lock
+//! to mark as awaited, a fair line, a kept or 0.2 lock, a lost counter) falls back to the
+//! scripts, which read and write the same value and count on the same counter.
+
+use std::sync::LazyLock;
+
+use redis::{RedisResult, Value};
+
+use super::{MAX_TOKEN, NativeDelete, SEEDED};
+use crate::backend::redis::{Lua, invoke};
+use crate::key::StoredKey;
+
+/// Deletes KEYS[1] if it holds exactly ARGV[1]: the release of a server without a native
+/// compare-and-delete. (pcall: a key of another type is simply not the value.)
+static COMPARE_DELETE: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(
+        "if #KEYS == 0 then return 0 end \
+         if redis.pcall('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end \
+         return 0",
+    )
+});
+
+/// Gives a lock the transaction took a token from a counter that had none to give (see
+/// seed.lua).
+static SEED: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../scripts/queue.lua"),
+        include_str!("../../scripts/seed.lua")
+    ))
+});
+
+/// What the acquire transaction found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Taken {
+    /// The lock was free and is ours now, with this fencing token.
+    Acquired { fence: u64 },
+    /// Held by `owner` for `pttl` more milliseconds; `waiting` is its flag (`'0'`: nobody was
+    /// told it is busy yet).
+    Held {
+        owner: String,
+        waiting: char,
+        pttl: u64,
+    },
+    /// Taken, but the slot's counter had no token to give (absent, or lost): [`seed`] it.
+    Unseeded,
+    /// Taken past fair waiters in line, or maybe taken by a transaction that failed (a counter
+    /// that is not a number, a right the user lacks): it must be given back
+    /// (compare-and-delete) and asked for again by the script, which serves the line first or
+    /// tells what is wrong.
+    GiveBack,
+    /// Anything else (a kept, reserved, 0.2 or foreign value, a counter to seed or that cannot
+    /// be counted on): ask the script.
+    Script,
+}
+
+/// `MULTI; SET lock value NX PX ttl GET; PTTL lock; EXISTS line; INCR counter; EXEC`: one round
+/// trip that takes a free lock with a token from the slot's counter, or reads who holds it. A
+/// busy attempt still counts the counter up, which keeps tokens rising.
+pub(crate) async fn acquire(
+    conn: &mut impl redis::aio::ConnectionLike,
+    key: &StoredKey,
+    counter: &str,
+    value: &str,
+    ttl_ms: u64,
+) -> RedisResult<Taken> {
+    let mut pipe = redis::pipe();
+    pipe.atomic()
+        .cmd("SET")
+        .arg(&key.lock)
+        .arg(value)
+        .arg("NX")
+        .arg("PX")
+        .arg(ttl_ms)
+        .arg("GET")
+        .cmd("PTTL")
+        .arg(&key.lock)
+        .cmd("EXISTS")
+        .arg(key.queue())
+        .cmd("INCR")
+        .arg(counter);
+    let answers: Vec<Value> = match pipe.query_async(conn).await {
+        Ok(answers) => answers,
+        // A command of the transaction failed on the server (a key of another type, a counter
+        // that is not a number, a right the user lacks): the SET may have been applied all the
+        // same. Give back what it may have taken; the script tells what is wrong.
+        Err(err) if !crate::backend::is_transient(&err) => return Ok(Taken::GiveBack),
+        Err(err) => return Err(err),
+    };
+    Ok(read(&answers))
+}
+
+fn read(answers: &[Value]) -> Taken {
+    let [set, pttl, line, counted] = answers else {
+        return Taken::Script;
+    };
+    match (set, pttl, line, counted) {
+        (Value::Nil, _, Value::Int(0), Value::Int(fence)) => match u64::try_from(*fence) {
+            Ok(fence) if (SEEDED..MAX_TOKEN).contains(&fence) => Taken::Acquired { fence },
+            Ok(fence) if fence > 0 && fence < SEEDED => Taken::Unseeded,
+            _ => Taken::GiveBack,
+        },
+        (Value::Nil, _, _, _) => Taken::GiveBack,
+        (Value::BulkString(held), Value::Int(pttl), _, _) => {
+            match (held_by(held), u64::try_from(*pttl)) {
+                (Some((owner, waiting)), Ok(pttl)) => Taken::Held {
+                    owner,
+                    waiting,
+                    pttl,
+                },
+                _ => Taken::Script,
+            }
+        }
+        _ => Taken::Script,
+    }
+}
+
+/// The owner and waiting flag of a held lock's value in this format.
+fn held_by(value: &[u8]) -> Option<(String, char)> {
+    let value = std::str::from_utf8(value).ok()?;
+    let rest = value.strip_prefix("held token=")?;
+    let (owner, rest) = rest.split_once(' ')?;
+    let waiting = rest.strip_prefix("waiting=")?.chars().next()?;
+    Some((owner.to_owned(), waiting))
+}
+
+/// Hands the lock the transaction took as `value` a token from the counter, which starts again
+/// from the server time: `Some(token)`, or `None` if the lock holds something else now (then
+/// the script decides). An error if the counter cannot be counted on.
+pub(crate) async fn seed(
+    conn: &mut impl redis::aio::ConnectionLike,
+    lock: &str,
+    counter: &str,
+    value: &str,
+) -> RedisResult<Result<Option<u64>, ()>> {
+    let mut invocation = SEED.prepare_invoke();
+    invocation.key(lock).key(counter).arg(value);
+    let answer: i64 = invoke(&invocation, &SEED, conn).await?;
+    Ok(match answer {
+        -2 => Err(()),
+        0 => Ok(None),
+        fence => Ok(u64::try_from(fence).ok()),
+    })
+}
+
+/// Deletes the lock if it holds exactly `value`: natively where the server can, by a two-line
+/// script otherwise. `false` if it holds anything else (marked as awaited, kept, lost): the
+/// release script then decides.
+pub(crate) async fn release(
+    conn: &mut impl redis::aio::ConnectionLike,
+    lock: &str,
+    value: &str,
+    native: Option<NativeDelete>,
+) -> RedisResult<bool> {
+    let deleted: i64 = match native {
+        Some(NativeDelete::DelIfEq) => {
+            redis::cmd("DELIFEQ")
+                .arg(lock)
+                .arg(value)
+                .query_async(conn)
+                .await?
+        }
+        Some(NativeDelete::DelEx) => {
+            redis::cmd("DELEX")
+                .arg(lock)
+                .arg("IFEQ")
+                .arg(value)
+                .query_async(conn)
+                .await?
+        }
+        None => {
+            let mut invocation = COMPARE_DELETE.prepare_invoke();
+            invocation.key(lock).arg(value);
+            invoke(&invocation, &COMPARE_DELETE, conn).await?
+        }
+    };
+    Ok(deleted == 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(text: &str) -> Value {
+        Value::BulkString(text.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn a_transaction_is_read_as_the_script_would_answer() {
+        let fence = 1_795_000_000_000_000;
+        assert_eq!(
+            read(&[
+                Value::Nil,
+                Value::Int(500),
+                Value::Int(0),
+                Value::Int(fence)
+            ]),
+            Taken::Acquired {
+                fence: fence as u64
+            }
+        );
+        // A lost counter starts again at 1: seed.lua seeds it.
+        assert_eq!(
+            read(&[Value::Nil, Value::Int(500), Value::Int(0), Value::Int(1)]),
+            Taken::Unseeded
+        );
+        // 2^53 cannot be counted on by the scripts, nor can a negative counter: the script
+        // reports them.
+        for counted in [Value::Int(1 << 53), Value::Int(-4), Value::Nil] {
+            assert_eq!(
+                read(&[Value::Nil, Value::Int(500), Value::Int(0), counted.clone()]),
+                Taken::GiveBack
+            );
+        }
+        assert_eq!(
+            read(&[
+                Value::Nil,
+                Value::Int(500),
+                Value::Int(1),
+                Value::Int(fence)
+            ]),
+            Taken::GiveBack
+        );
+        assert_eq!(
+            read(&[
+                bulk("held token=abc waiting=1 since=1 host=h pid=1 app="),
+                Value::Int(700),
+                Value::Int(0),
+                Value::Int(fence)
+            ]),
+            Taken::Held {
+                owner: "abc".into(),
+                waiting: '1',
+                pttl: 700
+            }
+        );
+        for other in [
+            "kept waiting=0",
+            "free next=t until=5",
+            "held fence=1 token=t waiting=0",
+        ] {
+            assert_eq!(
+                read(&[
+                    bulk(other),
+                    Value::Int(700),
+                    Value::Int(0),
+                    Value::Int(fence)
+                ]),
+                Taken::Script,
+                "{other}"
+            );
+        }
+        // No expiry: not a lock of ours.
+        assert_eq!(
+            read(&[
+                bulk("held token=abc waiting=0"),
+                Value::Int(-1),
+                Value::Int(0),
+                Value::Int(fence)
+            ]),
+            Taken::Script
+        );
+    }
+}

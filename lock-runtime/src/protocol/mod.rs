@@ -1,0 +1,152 @@
+//! What is in Redis for a lock and how each step reads and writes it without a script where it
+//! can: the value a holder writes, the slot's fence counter, the transaction that takes a free
+//! lock and the compare-and-delete that releases one nobody waited for, and the server's
+//! capabilities they depend on. The scripts (`scripts/*.lua`) are the paths of contended, fair,
+//! kept and old-format locks, and of servers without these commands.
+
+pub(crate) mod lean;
+pub(crate) mod slots;
+
+use redis::RedisResult;
+
+/// Tokens below this come from a counter that was lost (see `next_token` in queue.lua).
+pub(crate) const SEEDED: u64 = 1_000_000_000_000_000;
+
+/// 2^53: the scripts count in Lua numbers, exact below it; a counter there is reported.
+pub(crate) const MAX_TOKEN: u64 = 1 << 53;
+
+/// The value of a lock held by `token` that nobody was told is busy (`waiting` `'0'`) or that
+/// announces its release (`'1'`): `held token=<T> waiting=<W>` and, with holder metadata,
+/// ` since=<ms>` and the holder's ` host=<h> pid=<p> app=<a>`. queue.lua's `held_value`
+/// writes the same text from the same parts.
+pub(crate) fn held_value(token: &str, waiting: char, holder: &str) -> String {
+    let mut value = String::with_capacity(30 + token.len() + holder.len());
+    value.push_str("held token=");
+    value.push_str(token);
+    value.push_str(" waiting=");
+    value.push(waiting);
+    value.push_str(holder);
+    value
+}
+
+/// The wall clock in milliseconds since the Unix epoch: when a holder took its lock, as its
+/// value says (`since=`).
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+        })
+}
+
+/// 48 bits of the SHA-1 of an owner token, as acquire.lua's `holder_id`: tells owners apart
+/// across servers without revealing the token.
+pub(crate) fn holder_id(owner: &str) -> u64 {
+    let digest = sha1_smol::Sha1::from(owner).digest().bytes();
+    digest[..6]
+        .iter()
+        .fold(0u64, |id, &byte| (id << 8) | u64::from(byte))
+}
+
+/// How a server deletes a key only if it holds a given value, natively.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NativeDelete {
+    /// `DELIFEQ key value` (Valkey 9.0).
+    DelIfEq,
+    /// `DELEX key IFEQ value` (Redis 8.4).
+    DelEx,
+}
+
+/// What a server can do for the lean paths, found once at connect.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Capabilities {
+    /// `SET ... NX GET` (Redis 7.0): a free lock is taken in one transaction.
+    pub(crate) lean_acquire: bool,
+    /// A native compare-and-delete, if any; otherwise a two-line script.
+    pub(crate) native_delete: Option<NativeDelete>,
+}
+
+impl Capabilities {
+    /// Asks the server (`INFO server`), and tries each native delete on a key of the prefix
+    /// that never exists (`<prefix>{lock-runtime:probe}`): one the server lacks, or this user may
+    /// not run, answers an error. A server that refuses `INFO` gets the scripts, which work
+    /// everywhere.
+    pub(crate) async fn probe(
+        conn: &mut impl redis::aio::ConnectionLike,
+        key_prefix: &str,
+    ) -> Capabilities {
+        let info: RedisResult<String> = redis::cmd("INFO").arg("server").query_async(conn).await;
+        let lean_acquire = info.is_ok_and(|info| version_at_least(&info, 7));
+        let probe = format!("{key_prefix}{{lock-runtime:probe}}");
+        let mut native_delete = None;
+        if lean_acquire {
+            let mut delifeq = redis::cmd("DELIFEQ");
+            delifeq.arg(&probe).arg("");
+            let mut delex = redis::cmd("DELEX");
+            delex.arg(&probe).arg("IFEQ").arg("");
+            for (command, native) in [
+                (delifeq, NativeDelete::DelIfEq),
+                (delex, NativeDelete::DelEx),
+            ] {
+                if command.query_async::<i64>(conn).await.is_ok() {
+                    native_delete = Some(native);
+                    break;
+                }
+            }
+        }
+        Capabilities {
+            lean_acquire,
+            native_delete,
+        }
+    }
+
+    /// One line for the startup log.
+    pub(crate) fn describe(&self) -> &'static str {
+        match (self.lean_acquire, self.native_delete) {
+            (false, _) => "scripts (no SET NX GET before Redis 7.0)",
+            (true, None) => "transactions, compare-and-delete by script",
+            (true, Some(NativeDelete::DelIfEq)) => "transactions, native DELIFEQ",
+            (true, Some(NativeDelete::DelEx)) => "transactions, native DELEX IFEQ",
+        }
+    }
+}
+
+/// Whether `INFO server` reports `redis_version` `major` or later (Valkey reports the Redis
+/// version it is compatible with there).
+fn version_at_least(info: &str, major: u32) -> bool {
+    info.lines()
+        .find_map(|line| line.strip_prefix("redis_version:"))
+        .and_then(|version| version.trim().split('.').next()?.parse::<u32>().ok())
+        .is_some_and(|found| found >= major)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_value_is_the_one_the_scripts_write() {
+        assert_eq!(held_value("t", '0', ""), "held token=t waiting=0");
+        assert_eq!(
+            held_value("t", '1', " since=5 host=h pid=1 app=a b"),
+            "held token=t waiting=1 since=5 host=h pid=1 app=a b"
+        );
+    }
+
+    #[test]
+    fn holder_ids_are_48_bits_of_the_sha1() {
+        // sha1("abc") = a9993e364706816aba3e...
+        assert_eq!(holder_id("abc"), 0xa999_3e36_4706);
+    }
+
+    #[test]
+    fn versions_are_read_from_info() {
+        assert!(version_at_least("# Server\r\nredis_version:7.0.15\r\n", 7));
+        assert!(version_at_least(
+            "redis_version:7.2.4\r\nvalkey_version:9.0.0",
+            7
+        ));
+        assert!(!version_at_least("redis_version:6.2.14\r\n", 7));
+        assert!(!version_at_least("nothing", 7));
+    }
+}
