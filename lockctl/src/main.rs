@@ -63,7 +63,8 @@ struct ListArgs {
     /// A glob on lock names (`*`, `order:*`, `job-?`), matched inside the prefix's braces.
     #[arg(default_value = "*")]
     pattern: String,
-    /// Also list free markers (released locks that only keep their last fencing token).
+    /// Also list free markers: semaphores and read-write locks that only keep their last
+    /// fencing token, and locks released by version 0.2 (a lock released now leaves no key).
     #[arg(long)]
     all: bool,
     /// JSON on stdout, for scripts.
@@ -87,10 +88,10 @@ struct UnlockArgs {
     /// Do not ask for confirmation (required when stdin is not a terminal).
     #[arg(long, short = 'y')]
     yes: bool,
-    /// How long the released lock keeps its last fencing token, so that the next one rises
-    /// from it; 0 deletes the key.
-    #[arg(long, default_value = "24h", value_parser = humantime::parse_duration)]
-    fence_retention: Duration,
+    /// Deprecated and ignored: a released lock leaves no key now (its fencing tokens come from
+    /// a counter that never expires). Still accepted so that existing scripts keep working.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    fence_retention: Option<Duration>,
 }
 
 #[derive(Debug, Args)]
@@ -147,7 +148,13 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             render::print_show(&nodes, &args.key, &locks, args.json)
         }
         Command::Unlock(args) => {
-            unlock::unlock(&nodes, prefix, &args.key, args.yes, args.fence_retention).await
+            if args.fence_retention.is_some() {
+                eprintln!(
+                    "lockctl: --fence-retention is deprecated and ignored: a released lock \
+                     leaves no key"
+                );
+            }
+            unlock::unlock(&nodes, prefix, &args.key, args.yes).await
         }
         Command::Watch(args) => watch(&nodes, prefix, &args).await,
     }

@@ -23,9 +23,13 @@ pub(crate) struct LockView {
     /// The server it was read on (`host:port`).
     pub(crate) server: String,
     /// `held`, `kept` (released, busy until it expires), `reserved` (free for the first fair
-    /// waiter alone), `free` (only keeps the last fencing token) or `absent`.
+    /// waiter alone), `free` (a semaphore or read-write lock with only its last fencing token
+    /// kept, or a lock's marker left by version 0.2; a released lock leaves no key now) or
+    /// `absent`.
     pub(crate) state: String,
-    /// The last fencing token handed out.
+    /// The last fencing token handed out: a semaphore's or read-write lock's, or the one a lock
+    /// value written by version 0.2 carries; `None` for a lock in the current format, whose
+    /// tokens come from the fence counter of its slot.
     pub(crate) fence: Option<u64>,
     /// 12 hex digits of the SHA-1 of the owner token: tells holders apart, cannot release.
     pub(crate) holder_id: Option<String>,
@@ -63,6 +67,11 @@ pub(crate) struct LockView {
     /// A read-write lock's: a writer waits, so new readers wait behind it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) writer_waiting: Option<bool>,
+    /// What names this lock's holder to the force-release script (its ARGV[4]): a 0.2 value's
+    /// fencing token, the id of the owner token, or for a `kept` lock (no token) the id of the
+    /// whole value. Never printed.
+    #[serde(skip)]
+    pub(crate) unlock_id: Option<String>,
 }
 
 /// One holder of a semaphore's permit or of a read-write lock.
@@ -88,7 +97,8 @@ pub(crate) struct LineEntry {
 }
 
 /// The locks, semaphores and read-write locks whose names match `pattern` on every server; free
-/// markers (only a last fencing token left) only with `all`.
+/// ones (only a last fencing token left: a semaphore's or read-write lock's, or a lock's marker
+/// left by version 0.2) only with `all`.
 pub(crate) async fn list(
     nodes: &Nodes,
     prefix: &str,
@@ -476,7 +486,8 @@ pub(crate) async fn read(
         stored_key: stored.to_owned(),
         server: node.server.clone(),
         state: state.to_owned(),
-        fence: Some(lock.fence),
+        // The current format carries no fencing token (0): tokens come from the fence counter.
+        fence: (lock.fence != 0).then_some(lock.fence),
         holder_id: lock.token_id(),
         host: lock.holder_field("host").map(str::to_owned),
         pid: lock.holder_field("pid").and_then(|pid| pid.parse().ok()),
@@ -498,7 +509,19 @@ pub(crate) async fn read(
         mode: None,
         holders: None,
         writer_waiting: None,
+        unlock_id: Some(unlock_id(&lock, &value)),
     }))
+}
+
+/// What names the holder of the lock stored as `value` to the force-release script: a 0.2
+/// value's fencing token, else the id of its owner token, else (a `kept` lock) the id of the
+/// whole value, as the script computes it.
+pub(crate) fn unlock_id(lock: &StoredLock, value: &str) -> String {
+    if lock.fence != 0 {
+        lock.fence.to_string()
+    } else {
+        lock.token_id().unwrap_or_else(|| inspect::token_id(value))
+    }
 }
 
 /// The processes subscribed to the sharded channel of the lock stored at `stored`. A cluster
@@ -585,6 +608,7 @@ impl LockView {
             mode: None,
             holders: None,
             writer_waiting: None,
+            unlock_id: None,
         }
     }
 
@@ -611,5 +635,35 @@ impl LockView {
         }
         self.holders = Some(holders);
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `unlock` passes the force-release script to name the holder it confirmed.
+    #[test]
+    fn the_holder_is_named_by_fence_token_id_or_value() {
+        let old = "held fence=11 token=abc waiting=0";
+        let lock = StoredLock::parse(old).expect("a lock");
+        assert_eq!(unlock_id(&lock, old), "11", "0.2: its fencing token");
+        let old_kept = "kept fence=7 waiting=2";
+        let lock = StoredLock::parse(old_kept).expect("a lock");
+        assert_eq!(unlock_id(&lock, old_kept), "7");
+        let held = "held token=abc waiting=0 since=1 host=h pid=2 app=a";
+        let lock = StoredLock::parse(held).expect("a lock");
+        assert_eq!(
+            unlock_id(&lock, held),
+            "a9993e364706",
+            "the id of its owner token"
+        );
+        let kept = "kept waiting=1";
+        let lock = StoredLock::parse(kept).expect("a lock");
+        assert_eq!(
+            unlock_id(&lock, kept),
+            inspect::token_id(kept),
+            "the id of the value"
+        );
     }
 }

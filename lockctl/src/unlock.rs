@@ -2,7 +2,7 @@
 //! audit line.
 
 use std::io::{BufRead, IsTerminal, Write};
-use std::time::{Duration, SystemTime};
+use std::time::SystemTime;
 
 use lock_runtime::inspect::{self, StoredLock};
 
@@ -11,13 +11,13 @@ use crate::nodes::Nodes;
 use crate::read::{self, LockView};
 
 /// Force-releases `key` on every server that holds it (after asking, unless `yes`), and prints
-/// one audit line per server on stderr.
+/// one audit line per server on stderr. Only the holder read (and confirmed) is removed: one
+/// that took the lock meanwhile is left alone.
 pub(crate) async fn unlock(
     nodes: &Nodes,
     prefix: &str,
     key: &str,
     yes: bool,
-    fence_retention: Duration,
 ) -> Result<(), Failure> {
     let stored = inspect::lock_key(prefix, key).map_err(|err| Failure::usage(err.to_string()))?;
     let views = read::show(nodes, prefix, key).await?;
@@ -55,7 +55,6 @@ pub(crate) async fn unlock(
         confirm(key, &busy)?;
     }
     let script = redis::Script::new(inspect::UNLOCK_SCRIPT);
-    let retention_ms = fence_retention.as_millis().to_string();
     let mut unlocked = 0;
     for view in busy {
         let Some(node) = nodes.nodes.iter().find(|node| node.server == view.server) else {
@@ -65,10 +64,13 @@ pub(crate) async fn unlock(
         invocation
             .key(inspect::queue_key(&stored))
             .key(inspect::queue_expiry_key(&stored))
-            .arg(&retention_ms)
+            // Unused since 0.3 (it kept the last fencing token this long): a released lock
+            // leaves no key, its tokens come from the fence counter of its slot.
+            .arg("0")
             .arg(nodes.announce())
             .arg(inspect::FAIR_TURN_MS)
-            .arg(view.fence.map_or(String::new(), |fence| fence.to_string()));
+            // The holder confirmed: one that took the lock meanwhile is left alone.
+            .arg(view.unlock_id.as_deref().unwrap_or_default());
         let mut conn = node.conn.clone();
         let (status, before): (i64, String) = nodes
             .within(
@@ -87,10 +89,10 @@ pub(crate) async fn unlock(
             }
             -2 => {
                 eprintln!(
-                    "lockctl: `{key}` on {} changed hands meanwhile (fence {}): left to its new \
-                     holder; run unlock again to remove that one",
+                    "lockctl: `{key}` on {} changed meanwhile (now {}): left as it is; run unlock \
+                     again to remove that holder",
                     node.server,
-                    removed.map_or("?".into(), |lock| lock.fence.to_string())
+                    removed.map_or("?".into(), |lock| describe_stored(&lock))
                 );
                 continue;
             }
@@ -171,7 +173,10 @@ fn describe_stored(lock: &StoredLock) -> String {
         lock.holder_field("app")
             .filter(|app| !app.is_empty())
             .unwrap_or("-"),
-        lock.fence,
+        match lock.fence {
+            0 => "-".into(),
+            fence => fence.to_string(),
+        },
         lock.token_id().as_deref().unwrap_or("-"),
     )
 }

@@ -78,7 +78,10 @@ async fn list_json_names_the_holder_without_its_token_or_the_password() {
     assert_eq!(lock["key"], "order:42", "{shown}");
     assert_eq!(lock["stored_key"], "lock:{order:42}", "{shown}");
     assert_eq!(lock["state"], "held", "{shown}");
-    assert_eq!(lock["fence"], guard.fencing_token(), "{shown}");
+    // The stored value carries no fencing token now (they come from the slot's fence counter):
+    // none is shown rather than a made-up 0.
+    assert!(guard.fencing_token() > 0);
+    assert!(lock["fence"].is_null(), "{shown}");
     assert_eq!(lock["pid"], std::process::id(), "{shown}");
     assert_eq!(lock["app"], "billing jobs", "{shown}");
     assert!(lock["host"].is_string(), "{shown}");
@@ -115,6 +118,15 @@ async fn list_skips_free_markers_unless_all_and_text_names_the_holder() {
         .release()
         .await
         .expect("released");
+    // A released lock leaves no key now; only version 0.2 left a free marker, which an upgraded
+    // deployment may still hold for a while.
+    assert_eq!(
+        server.cmd(&["EXISTS", "lock:{done}"]),
+        "0",
+        "{}",
+        server.log()
+    );
+    server.cmd(&["SET", "lock:{old}", "free fence=9", "PX", "60000"]);
 
     let output = lockctl(&server.url(), &["list"]);
     let shown = text(&output);
@@ -130,6 +142,7 @@ async fn list_skips_free_markers_unless_all_and_text_names_the_holder() {
         "{shown}"
     );
     assert!(!stdout.contains("done"), "{shown}");
+    assert!(!stdout.contains("old"), "{shown}");
 
     let all = json(&lockctl(&server.url(), &["list", "--all", "--json"]));
     let states: Vec<(&str, &str)> = all["locks"]
@@ -143,7 +156,9 @@ async fn list_skips_free_markers_unless_all_and_text_names_the_holder() {
             )
         })
         .collect();
-    assert_eq!(states, [("busy", "held"), ("done", "free")], "{all}");
+    assert_eq!(states, [("busy", "held"), ("old", "free")], "{all}");
+    assert_eq!(all["locks"][1]["fence"], 9, "{all}");
+    assert!(all["locks"][0]["fence"].is_null(), "{all}");
 }
 
 /// Semaphores and read-write locks are listed and shown beside the locks, with their holders'
@@ -370,6 +385,11 @@ async fn force_unlock_hands_the_lock_to_a_waiting_process_at_once() {
         "{shown}"
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
+    // Still accepted, so that existing scripts keep working, but it does nothing any more.
+    assert!(
+        stderr.contains("--fence-retention is deprecated and ignored"),
+        "{shown}"
+    );
     let audit = stderr
         .lines()
         .find(|line| line.contains("audit"))
@@ -377,7 +397,9 @@ async fn force_unlock_hands_the_lock_to_a_waiting_process_at_once() {
     for expected in [
         format!("pid={}", std::process::id()),
         "app=stuck job".to_owned(),
-        format!("fence={fence}"),
+        // The value carries no fencing token: the holder is named by the id of its token.
+        "fence=-".to_owned(),
+        format!("id={}", lock_runtime::inspect::token_id(&token)),
         "`stuck`".to_owned(),
     ] {
         assert!(audit.contains(&expected), "{expected} in {audit}");
@@ -605,16 +627,19 @@ async fn redlock_shows_every_master_and_unlock_releases_on_each() {
     let shown = text(&output);
     assert_eq!(output.status.code(), Some(0), "{shown}");
     assert_eq!(shown.matches("lockctl audit").count(), 3, "{shown}");
-    // Each master keeps the fence it had handed out.
+    // The values carry no fencing token (each master's fence counter hands them out), and the
+    // unlock leaves no key on any master.
+    assert!(guard.fencing_token() > 0);
+    for lock in &locks {
+        assert!(lock["fence"].is_null(), "{shown}");
+    }
     for node in masters.nodes() {
-        let lock = node.stored_lock("lock:{report}").expect("a free marker");
-        let before = locks
-            .iter()
-            .find(|shown| shown["server"] == node.addr().to_string().as_str())
-            .map(|shown| shown["fence"].clone());
-        assert_eq!(lock.state, "free", "{lock:?}");
-        assert_eq!(before, Some(Value::from(lock.fence)), "{lock:?}");
-        assert!(lock.fence <= guard.fencing_token(), "{lock:?}");
+        assert_eq!(
+            node.stored_lock("lock:{report}"),
+            None,
+            "released on {}",
+            node.addr()
+        );
     }
 }
 
@@ -752,5 +777,63 @@ fn unlock_asks_at_a_terminal_and_does_nothing_unless_told_yes() {
     assert_eq!(code, Some(0), "{shown}");
     assert!(shown.contains("lockctl audit"), "{shown}");
     assert!(!shown.contains("secret-owner"), "{shown}");
-    assert_eq!(held(&server, "lock:{asked}").state, "free", "{shown}");
+    // A value 0.2 wrote is confirmed by its fence, and released like any: no key is left.
+    assert!(shown.contains("fence=11"), "{shown}");
+    assert_eq!(server.stored_lock("lock:{asked}"), None, "{shown}");
+}
+
+/// Values in the current format, written as the runtime writes them: a held lock is confirmed by
+/// the id of its owner token, a kept one (released with `hold_at_least`, no token) by its
+/// value; either way the unlock leaves no key.
+#[test]
+fn unlock_removes_held_and_kept_locks_of_the_current_format() {
+    let server = RedisServer::start();
+    server.cmd(&[
+        "SET",
+        "lock:{now}",
+        "held token=secret-now waiting=0 since=1 host=h pid=12 app=batch run",
+        "PX",
+        "60000",
+    ]);
+    server.cmd(&["SET", "lock:{slow}", "kept waiting=0", "PX", "60000"]);
+
+    let shown = json(&lockctl(&server.url(), &["show", "now", "--json"]));
+    let lock = &shown["locks"][0];
+    assert_eq!(lock["state"], "held", "{shown}");
+    assert!(lock["fence"].is_null(), "{shown}");
+    let id = lock_runtime::inspect::token_id("secret-now");
+    assert_eq!(lock["holder_id"], id.as_str(), "{shown}");
+
+    let output = lockctl(&server.url(), &["unlock", "now", "--yes"]);
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    assert!(!said.contains("secret-now"), "{said}");
+    let audit = said
+        .lines()
+        .find(|line| line.contains("lockctl audit"))
+        .unwrap_or_else(|| panic!("an audit line: {said}"));
+    for expected in [
+        "held holder",
+        "pid=12",
+        "app=batch run",
+        "fence=-",
+        &format!("id={id}"),
+    ] {
+        assert!(audit.contains(expected), "{expected} in {audit}");
+    }
+    assert_eq!(server.stored_lock("lock:{now}"), None, "{said}");
+
+    let output = lockctl(&server.url(), &["unlock", "slow", "--yes"]);
+    let said = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{said}");
+    assert!(said.contains("kept holder"), "{said}");
+    assert_eq!(server.stored_lock("lock:{slow}"), None, "{said}");
+
+    let output = lockctl(&server.url(), &["unlock", "slow", "--yes"]);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "nothing left to unlock: {}",
+        text(&output)
+    );
 }
