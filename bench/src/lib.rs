@@ -573,7 +573,7 @@ pub async fn hold_many_child(args: &[String]) -> Result<String, BenchError> {
         window: Duration::from_millis(number(window_ms)?),
     };
     let rep = number(rep)? as usize;
-    let target = Target::from_env()?;
+    let target = Target::from_env(None)?;
     let contender: Arc<dyn Contender> = contender::connect(contender, target.url()).await?;
     let keys = (0..load.locks)
         .map(|i| key(run_id, Scenario::HoldMany.name(), contender.name(), rep, i))

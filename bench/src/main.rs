@@ -1,11 +1,12 @@
-//! `lock-bench`: starts its own redis-server on a free port (or uses `REDIS_URL`), runs every
-//! scenario for every contender, prints one table per scenario and writes the same as JSON.
+//! `lock-bench`: starts its own redis-server (or `--server PATH`) on a free port, or uses
+//! `REDIS_URL`, runs every scenario for every contender, prints one table per scenario and writes
+//! the same as JSON.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use lock_bench::chart::{Bars, handover_svg};
-use lock_bench::report::Row;
+use lock_bench::report::{Document, Row};
 use lock_bench::server::Target;
 use lock_bench::{
     BenchError, CHILD_FLAG, HoldManyIn, Options, Plan, Scenario, contender, machine, targets,
@@ -13,7 +14,7 @@ use lock_bench::{
 
 const USAGE: &str = "\
 usage: lock-bench [--quick] [--json PATH] [--svg PATH] [--markdown PATH] [--only SCENARIOS]
-                  [--repetitions N] [--contenders NAMES]
+                  [--repetitions N] [--contenders NAMES] [--server PATH]
 
   --quick            every scenario in reduced form, under a minute (CI smoke runs)
   --json PATH        results as JSON (default target/lock-bench/results.json)
@@ -27,8 +28,11 @@ usage: lock-bench [--quick] [--json PATH] [--svg PATH] [--markdown PATH] [--only
                      hand-rolled pub/sub (quote the list), rslock; read_heavy and
                      semaphore measure the library's read-write lock, lock and semaphore
                      whatever the list
+  --server PATH      the server binary to start instead of redis-server from PATH, with the
+                     same arguments, e.g. valkey-server (default: $LOCK_BENCH_REDIS_SERVER)
 
-Starts redis-server on a free loopback port, or uses the server REDIS_URL names.
+Starts redis-server (or --server) on a free loopback port, or uses the server REDIS_URL names.
+The report's header names the server and its version (INFO server), binary included.
 Build with --release: cargo run --release -p lock-bench -- --quick";
 
 struct Args {
@@ -40,6 +44,7 @@ struct Args {
     repetitions: Option<usize>,
     contenders: Option<Vec<String>>,
     replot: Option<PathBuf>,
+    server: Option<PathBuf>,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
@@ -52,6 +57,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
         repetitions: None,
         contenders: None,
         replot: None,
+        server: None,
     };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
@@ -66,6 +72,7 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "--svg" => parsed.svg = value()?.into(),
             "--markdown" => parsed.markdown = Some(value()?.into()),
             "--replot" => parsed.replot = Some(value()?.into()),
+            "--server" => parsed.server = Some(value()?.into()),
             "--only" => {
                 let names = value()?;
                 let scenarios = names
@@ -145,7 +152,7 @@ async fn run(args: Args) -> Result<ExitCode, BenchError> {
     if let Some(json) = &args.replot {
         let text = std::fs::read_to_string(json)
             .map_err(|err| BenchError::new(format!("cannot read {}: {err}", json.display())))?;
-        let rows: Vec<Row> = serde_json::from_str(&text)
+        let rows: Vec<Row> = Document::rows_of(&text)
             .map_err(|err| BenchError::new(format!("{}: {err}", json.display())))?;
         let median = |contender: &str, metric: &str| {
             rows.iter()
@@ -179,13 +186,18 @@ async fn run(args: Args) -> Result<ExitCode, BenchError> {
         verbose: true,
     };
 
-    let target = Target::from_env()?;
-    let version = target.probe().await?.version().await?;
+    let target = Target::from_env(args.server.as_deref())?;
+    let mut server = target.probe().await?.server().await?;
+    server.binary = target.binary().map(|binary| binary.display().to_string());
     let mut header = machine();
     header.push(format!(
-        "redis: {version} at {}:{}",
+        "server: {server} at {}:{}{}",
         target.host(),
-        target.port()
+        target.port(),
+        server
+            .binary
+            .as_ref()
+            .map_or_else(String::new, |binary| format!(", started from {binary}"))
     ));
     header.push(format!(
         "command: lock-bench {}",
@@ -220,16 +232,20 @@ async fn run(args: Args) -> Result<ExitCode, BenchError> {
         markdown.push_str(&report.results.table(&scenario));
         markdown.push('\n');
     }
-    let checks = targets::check(&report.results);
+    let checks = targets::check(&report.results, targets::cpu_share_for(&server));
     if !checks.is_empty() {
         markdown.push_str("targets\n\n");
         markdown.push_str(&targets::table(&checks));
     }
     println!("{markdown}");
 
-    let rows = report.results.rows();
+    let document = Document {
+        server,
+        header,
+        rows: report.results.rows(),
+    };
     let json =
-        serde_json::to_string_pretty(&rows).map_err(|err| BenchError::new(err.to_string()))?;
+        serde_json::to_string_pretty(&document).map_err(|err| BenchError::new(err.to_string()))?;
     write(&args.json, &json)?;
     println!("JSON: {}", args.json.display());
 

@@ -6,7 +6,29 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use crate::scenario::Metric;
+use crate::server::ServerInfo;
 use crate::stats::Summary;
+
+/// The JSON output: which server the run measured, the report's header lines, and the rows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Document {
+    pub server: ServerInfo,
+    pub header: Vec<String>,
+    pub rows: Vec<Row>,
+}
+
+impl Document {
+    /// The rows of a JSON output: a [`Document`], or the plain list of rows earlier versions
+    /// wrote.
+    pub fn rows_of(json: &str) -> Result<Vec<Row>, serde_json::Error> {
+        let value: serde_json::Value = serde_json::from_str(json)?;
+        if value.is_array() {
+            serde_json::from_value(value)
+        } else {
+            Ok(serde_json::from_value::<Document>(value)?.rows)
+        }
+    }
+}
 
 /// One line of the JSON output: a metric of one contender in one scenario, over repetitions.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -266,6 +288,27 @@ mod tests {
                 .count(),
             1
         );
+    }
+
+    #[test]
+    fn rows_are_read_back_from_a_document_and_from_a_plain_list() {
+        let mut results = Results::default();
+        results.record("s", "c", &Metric::new("rate", "1/s", 2.0));
+        let rows = results.rows();
+        let document = Document {
+            server: ServerInfo {
+                name: "valkey".into(),
+                version: "9.0.0".into(),
+                redis_version: "7.2.4".into(),
+                binary: Some("valkey-server".into()),
+            },
+            header: vec!["server: valkey 9.0.0".into()],
+            rows: rows.clone(),
+        };
+        let json = serde_json::to_string(&document).expect("serialises");
+        assert_eq!(Document::rows_of(&json).expect("a document"), rows);
+        let list = serde_json::to_string(&rows).expect("serialises");
+        assert_eq!(Document::rows_of(&list).expect("a list"), rows);
     }
 
     #[test]

@@ -1,15 +1,35 @@
-//! The Redis under test: a `redis-server` of our own on a free loopback port (never 6379), or
-//! the one `REDIS_URL` names. Also reads its `INFO` from a connection of its own.
+//! The Redis under test: a server of our own on a free loopback port (never 6379), or the one
+//! `REDIS_URL` names. Also reads its `INFO` from a connection of its own.
 
 use std::collections::HashMap;
-use std::process::Command;
+use std::fmt;
+use std::fs::{self, File};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
 
-use lock_tests::RedisServer;
+use lock_tests::Reply;
 use redis::aio::MultiplexedConnection;
 use redis::{Client, ConnectionAddr};
+use serde::{Deserialize, Serialize};
 
 use crate::BenchError;
 use crate::scenario::Metric;
+
+/// The variable naming the server binary to start when `--server` is not given; `redis-server`
+/// from `PATH` when neither is.
+pub const SERVER_VAR: &str = "LOCK_BENCH_REDIS_SERVER";
+
+/// How long a fresh server may take to answer.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many ports to try when another process takes the chosen one first.
+const PORT_ATTEMPTS: usize = 5;
+
+/// The server binary to start: [`SERVER_VAR`] when set, else `redis-server` from `PATH`.
+pub fn default_binary() -> PathBuf {
+    std::env::var_os(SERVER_VAR).map_or_else(|| PathBuf::from("redis-server"), PathBuf::from)
+}
 
 /// The server every contender of a run talks to.
 pub struct Target {
@@ -18,31 +38,60 @@ pub struct Target {
     port: u16,
     password: Option<String>,
     /// Our own server, killed on drop; `None` for `REDIS_URL`.
-    own: Option<RedisServer>,
+    own: Option<OwnServer>,
 }
 
 impl Target {
-    /// `REDIS_URL` if set, else a server of our own.
-    pub fn from_env() -> Result<Target, BenchError> {
-        match std::env::var("REDIS_URL") {
-            Ok(url) => Target::at(&url),
-            Err(_) => Target::start(),
+    /// `REDIS_URL` if set, else `binary` (by default [`default_binary`]) started by us.
+    pub fn from_env(binary: Option<&Path>) -> Result<Target, BenchError> {
+        match (std::env::var("REDIS_URL"), binary) {
+            (Ok(_), Some(binary)) => Err(BenchError::new(format!(
+                "--server {} starts a server, REDIS_URL names a running one: give only one",
+                binary.display()
+            ))),
+            (Ok(url), None) => Target::at(&url),
+            (Err(_), binary) => Target::start_binary(binary.unwrap_or(&default_binary())),
         }
     }
 
-    /// Starts `redis-server` on a free loopback port, without persistence.
+    /// Starts [`default_binary`] on a free loopback port, without persistence.
     pub fn start() -> Result<Target, BenchError> {
-        let installed = Command::new("redis-server").arg("--version").output();
-        if !installed.is_ok_and(|out| out.status.success()) {
-            return Err(BenchError::new(
-                "redis-server not found: install it (apt-get install redis-server redis-tools) \
-                 or point REDIS_URL at a server",
-            ));
+        Target::start_binary(&default_binary())
+    }
+
+    /// Starts `binary` (`redis-server`, `valkey-server` or a path to either) on a free loopback
+    /// port with the test harness's arguments: `--port <port> --bind 127.0.0.1 --save ""
+    /// --appendonly no --dir <temp dir>`.
+    pub fn start_binary(binary: &Path) -> Result<Target, BenchError> {
+        let cannot = |why: String| {
+            BenchError::new(format!(
+                "cannot start the server binary {}: {why}. Give one with --server PATH or {SERVER_VAR} \
+                 (default: redis-server from PATH, apt-get install redis-server redis-tools), or \
+                 point REDIS_URL at a running server",
+                binary.display()
+            ))
+        };
+        let version = Command::new(binary)
+            .arg("--version")
+            .output()
+            .map_err(|err| cannot(err.to_string()))?;
+        if !version.status.success() {
+            return Err(cannot(format!(
+                "--version failed ({}): {}",
+                version.status,
+                String::from_utf8_lossy(&version.stderr).trim()
+            )));
         }
-        let server = RedisServer::start();
-        let mut target = Target::at(&server.url())?;
-        target.own = Some(server);
-        Ok(target)
+        for _ in 0..PORT_ATTEMPTS {
+            if let Some(own) = OwnServer::launch(binary, lock_tests::free_port())? {
+                let mut target = Target::at(&format!("redis://127.0.0.1:{}", own.port))?;
+                target.own = Some(own);
+                return Ok(target);
+            }
+        }
+        Err(cannot(format!(
+            "every port it tried was taken ({PORT_ATTEMPTS} attempts)"
+        )))
     }
 
     /// A server that is already running, e.g. `redis://127.0.0.1:7000`.
@@ -85,6 +134,11 @@ impl Target {
         self.own.is_some()
     }
 
+    /// The binary of the server this run started; `None` for `REDIS_URL`.
+    pub fn binary(&self) -> Option<&Path> {
+        self.own.as_ref().map(|own| own.binary.as_path())
+    }
+
     /// A connection of its own for INFO and other side requests.
     pub async fn probe(&self) -> Result<Probe, BenchError> {
         let client =
@@ -94,6 +148,135 @@ impl Target {
             .await
             .map_err(|err| BenchError::from_redis("probe connect", err))?;
         Ok(Probe { conn })
+    }
+}
+
+/// A server process of our own: killed, and its directory removed, on drop.
+struct OwnServer {
+    binary: PathBuf,
+    port: u16,
+    dir: PathBuf,
+    child: Child,
+}
+
+impl OwnServer {
+    /// Starts `binary` on `port` and waits until it answers as itself; `None` when another
+    /// process holds the port.
+    fn launch(binary: &Path, port: u16) -> Result<Option<OwnServer>, BenchError> {
+        let dir = std::env::temp_dir().join(format!("lock-bench-{}-{port}", std::process::id()));
+        fs::create_dir_all(&dir)?;
+        let log_path = dir.join("server.log");
+        let log = File::create(&log_path)?;
+        let spawned = Command::new(binary)
+            .args(["--port", &port.to_string()])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .arg("--dir")
+            .arg(&dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone()?)
+            .stderr(log)
+            .spawn();
+        let child = match spawned {
+            Ok(child) => child,
+            Err(err) => {
+                let _ = fs::remove_dir_all(&dir);
+                return Err(BenchError::new(format!(
+                    "cannot start the server binary {}: {err}",
+                    binary.display()
+                )));
+            }
+        };
+        let mut own = OwnServer {
+            binary: binary.to_owned(),
+            port,
+            dir,
+            child,
+        };
+        let failed = |own: &OwnServer, why: String| {
+            let log = fs::read_to_string(&log_path).unwrap_or_default();
+            BenchError::new(format!(
+                "the server binary {} {why}; its log:\n{log}",
+                own.binary.display()
+            ))
+        };
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let ours = format!("process_id:{}", own.child.id());
+        let deadline = Instant::now() + READY_TIMEOUT;
+        loop {
+            if let Some(status) = own.child.try_wait()? {
+                let log = fs::read_to_string(&log_path).unwrap_or_default();
+                if log.contains("Address already in use") {
+                    return Ok(None);
+                }
+                return Err(failed(&own, format!("exited before answering ({status})")));
+            }
+            let info = ["INFO", "server"];
+            match lock_tests::resp::command(addr, None, &info, Duration::from_millis(500)) {
+                // Another server on the port: ours will find it taken.
+                Ok(Reply::Bulk(info)) => {
+                    let info = String::from_utf8_lossy(&info);
+                    return Ok(info.lines().any(|l| l.trim_end() == ours).then_some(own));
+                }
+                Ok(Reply::Error(err)) if err.starts_with("LOADING") => {}
+                Ok(_) => return Ok(Some(own)),
+                Err(_) => {}
+            }
+            if Instant::now() >= deadline {
+                let why = format!("did not answer on port {port} within {READY_TIMEOUT:?}");
+                return Err(failed(&own, why));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for OwnServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Which server a run measured, from `INFO server`: Redis, or Valkey with the Redis version it
+/// is compatible with.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerInfo {
+    /// `server_name` (`valkey`), else `redis`.
+    pub name: String,
+    /// `<name>_version` (`valkey_version`), else `redis_version`.
+    pub version: String,
+    /// `redis_version`: for Valkey, the Redis version it is compatible with.
+    pub redis_version: String,
+    /// The binary this run started; absent for a server `REDIS_URL` names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binary: Option<String>,
+}
+
+impl ServerInfo {
+    fn of(info: &Info) -> ServerInfo {
+        let redis_version = info.get("redis_version").unwrap_or("unknown").to_owned();
+        let name = info.get("server_name").unwrap_or("redis").to_owned();
+        let version = info
+            .get(&format!("{name}_version"))
+            .map_or_else(|| redis_version.clone(), str::to_owned);
+        ServerInfo {
+            name,
+            version,
+            redis_version,
+            binary: None,
+        }
+    }
+}
+
+/// `redis 7.0.15`, `valkey 9.0.0 (redis_version 7.2.4)`.
+impl fmt::Display for ServerInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.name, self.version)?;
+        if self.version != self.redis_version {
+            write!(f, " (redis_version {})", self.redis_version)?;
+        }
+        Ok(())
     }
 }
 
@@ -138,10 +321,9 @@ impl Probe {
         Ok(Reading::of(&info, &info))
     }
 
-    /// The server's version, e.g. `7.0.15`.
-    pub async fn version(&mut self) -> Result<String, BenchError> {
-        let info = self.info("server").await?;
-        Ok(info.get("redis_version").unwrap_or("unknown").to_owned())
+    /// The server's name and version, from `INFO server`.
+    pub async fn server(&mut self) -> Result<ServerInfo, BenchError> {
+        Ok(ServerInfo::of(&self.info("server").await?))
     }
 
     /// One round trip.
@@ -395,6 +577,55 @@ mod tests {
         assert_eq!(usage.calls, 4);
         // 500 µs of server CPU, 250 µs of it the INFO and PING.
         assert!((usage.cpu_s - 250e-6).abs() < 1e-9, "{usage:?}");
+    }
+
+    #[test]
+    fn redis_and_valkey_are_told_apart() {
+        let redis = ServerInfo::of(&Info::parse("# Server\r\nredis_version:7.0.15\r\n"));
+        assert_eq!(redis.to_string(), "redis 7.0.15");
+        let valkey = ServerInfo::of(&Info::parse(
+            "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:9.0.0\r\n",
+        ));
+        assert_eq!(
+            (valkey.name.as_str(), valkey.version.as_str()),
+            ("valkey", "9.0.0")
+        );
+        assert_eq!(valkey.to_string(), "valkey 9.0.0 (redis_version 7.2.4)");
+    }
+
+    #[test]
+    fn a_binary_that_cannot_start_is_named_in_the_error() {
+        let Err(err) = Target::start_binary(Path::new("/nonexistent/valkey-server")) else {
+            panic!("a missing binary started");
+        };
+        assert!(
+            err.to_string()
+                .contains("cannot start the server binary /nonexistent/valkey-server"),
+            "{err}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_server_of_our_own_reports_what_it_is_and_is_gone_on_drop() {
+        let target = Target::start_binary(Path::new("redis-server")).expect("redis-server starts");
+        assert_ne!(target.port(), 6379);
+        assert_eq!(target.binary(), Some(Path::new("redis-server")));
+        let server = target
+            .probe()
+            .await
+            .expect("probe")
+            .server()
+            .await
+            .expect("INFO");
+        assert_eq!(server.name, "redis");
+        let dir = target
+            .own
+            .as_ref()
+            .map(|own| own.dir.clone())
+            .expect("ours");
+        assert!(dir.is_dir());
+        drop(target);
+        assert!(!dir.exists());
     }
 
     #[test]
