@@ -97,14 +97,20 @@ pub fn check(results: &Results, cpu_share: f64) -> Vec<Check> {
                 );
             }
         }
-        if let (Some(cpu), Some(floor)) = (
-            median(Scenario::Uncontended, "redis_cpu_per_pair"),
-            results.median(Scenario::Uncontended.name(), FLOOR, "redis_cpu_per_pair"),
-        ) {
+        // One pair at a time, and 64 in parallel, where a multiplexed connection batches the
+        // commands of many pairs into each write (the "batched load").
+        for (scenario, what) in [
+            (Scenario::Uncontended, "uncontended"),
+            (Scenario::Parallel, "parallel (batched)"),
+        ] {
+            let (Some(cpu), Some(floor)) = (
+                median(scenario, "redis_cpu_per_pair"),
+                results.median(scenario.name(), FLOOR, "redis_cpu_per_pair"),
+            ) else {
+                continue;
+            };
             add(
-                &format!(
-                    "uncontended: Redis CPU per acquire + release <= {cpu_share}x the floor's"
-                ),
+                &format!("{what}: Redis CPU per acquire + release <= {cpu_share}x the floor's"),
                 format!(
                     "{:.2}x ({} vs {} µs)",
                     cpu / floor,
