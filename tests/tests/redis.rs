@@ -480,6 +480,32 @@ async fn without_metadata_the_lock_says_only_its_owner_and_a_lost_counter_starts
     third.release().await.expect("release");
 }
 
+/// Waits for `key`, which an earlier version holds at `lock:{<key>}`, and checks that it got in
+/// only once that version's lease ran out.
+async fn enters_once_the_old_lease_ran_out(
+    server: &RedisServer,
+    locks: &LockManager,
+    key: &str,
+) -> LockGuard {
+    // Read after `started`: the old lease runs at least `left` past it.
+    let started = Instant::now();
+    let left: u64 = server
+        .cmd(&["PTTL", &format!("lock:{{{key}}}")])
+        .parse()
+        .expect("a lease");
+    let guard = locks
+        .lock(key, LockOptions::new().wait(PATIENCE))
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    // PTTL rounds down to the millisecond.
+    assert!(
+        started.elapsed() + ms(1) >= ms(left),
+        "entered before the old lease ran out: {:?} of {left} ms",
+        started.elapsed()
+    );
+    guard
+}
+
 /// A deployment upgraded one instance at a time: a lock an earlier version holds (a hash with a
 /// token) is waited for, never overwritten, and tokens continue above its fence counter.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -517,22 +543,7 @@ async fn a_lock_held_in_the_earlier_format_is_busy_until_it_expires_and_tokens_c
         "their-token",
         "overwritten"
     );
-    // Read after `started`: the old lease runs at least `left` past it.
-    let started = Instant::now();
-    let left: u64 = server
-        .cmd(&["PTTL", "lock:{upgrade}"])
-        .parse()
-        .expect("a lease");
-    let guard = locks
-        .lock("upgrade", LockOptions::new().wait(PATIENCE))
-        .await
-        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
-    // PTTL rounds down to the millisecond.
-    assert!(
-        started.elapsed() + ms(1) >= ms(left),
-        "entered before the old lease ran out: {:?} of {left} ms",
-        started.elapsed()
-    );
+    let guard = enters_once_the_old_lease_ran_out(&server, &locks, "upgrade").await;
     assert!(
         guard.fencing_token() > old_fence,
         "{} after {old_fence}",
@@ -777,20 +788,7 @@ async fn locks_and_markers_of_0_2_are_honoured_and_tokens_continue_above_them() 
     let stored = server.stored_lock("lock:{held}").expect("still held");
     assert_eq!(stored.token.as_deref(), Some("their-token"), "overwritten");
     assert_eq!(stored.fence, old_fence + 1_000, "overwritten");
-    let started = Instant::now();
-    let left: u64 = server
-        .cmd(&["PTTL", "lock:{held}"])
-        .parse()
-        .expect("a lease");
-    let guard = locks
-        .lock("held", LockOptions::new().wait(PATIENCE))
-        .await
-        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
-    assert!(
-        started.elapsed() + ms(1) >= ms(left),
-        "entered before the 0.2 lease ran out: {:?} of {left} ms",
-        started.elapsed()
-    );
+    let guard = enters_once_the_old_lease_ran_out(&server, &locks, "held").await;
     assert!(guard.fencing_token() > old_fence + 1_000);
     guard.release().await.expect("release");
 
