@@ -341,8 +341,10 @@ async fn hand_off(manager: &Arc<Inner>, lease: &Lease) -> Option<Result<Release,
         slot: &slot,
         settled: false,
     };
-    // Registered before the request is sent, as for any acquire.
+    // Registered before the request is sent, as for any acquire. The hand-over writes the
+    // waiter's value: its release runs the script, which reads it.
     next.restart(Instant::now());
+    next.record_attempt(crate::protocol::now_ms(), false);
     let watch_id = manager.watchdog.register(&next);
     let answer = tokio::time::timeout(
         manager.request_timeout,
