@@ -82,22 +82,21 @@
 //! # What a lock gives you
 //!
 //! * **Mutual exclusion while the lease is held.** Acquire, renew and release are each one
-//!   atomic script on the server, checked against an unguessable owner token (UUID v4): a lock is
-//!   never released or renewed by anyone but its owner.
+//!   atomic step on the server (a transaction, a compare-and-delete or a script), checked
+//!   against an unguessable owner token (UUID v4): a lock is never released or renewed by anyone
+//!   but its owner.
 //! * **A lease, kept alive by a watchdog.** A held lock is renewed every `ttl / 3`; if its holder
 //!   dies, it expires after `ttl`. When renewal proves the lock gone, or no renewal succeeded
 //!   before the lease would end, the holder is told *before* the server-side expiry
 //!   ([`LockGuard::lost`], [`CurrentLock::is_held`]) and a locked section is aborted by default.
 //! * **Fencing tokens.** Each acquisition returns a number strictly greater than every token
-//!   handed out before it for the same key on the same server. The token is
-//!   `max(last + 1, server time in µs)`, `last` being the token the key still records: the held
-//!   lock's, or the one a release leaves for
-//!   [`fence_retention`](LockManagerBuilder::fence_retention) (default 24 h). Tokens rise
-//!   strictly across releases within the retention whatever the clock does; when the key records
-//!   nothing (first use, idle past the retention, a holder that died and whose lease ran out),
-//!   they rise as long as the server clock did not step back. After a failover to a replica that
-//!   had not yet received the last acquisitions, tokens keep rising only if the new master's
-//!   clock is not behind the old one's.
+//!   handed out before it for the same key on the same server, whatever the server's clock does:
+//!   the next value of a counter kept per cluster slot
+//!   ([`inspect::fence_counter_key`]), which never expires, so a released lock leaves no key.
+//!   A counter that is lost (flushed, evicted, a restart without persistence) starts again from
+//!   the server's time in µs, above every earlier token unless that clock stepped back. After a
+//!   failover to a replica that had not yet received the last acquisitions, a token those
+//!   acquisitions got can be handed out again (`wait_for_replicas` narrows this).
 //! * **Release that cannot be skipped.** Released when the section ends (value, error or panic);
 //!   a dropped guard (cancellation) stops renewal at once and releases in the background.
 //!
