@@ -35,6 +35,11 @@ elseif held ~= 'ours' then
   return {0, 0}
 end
 
+-- The waiter's token first: a counter tokens cannot continue from leaves everything as it is.
+local fence = next_token(KEYS[4])
+if not fence then
+  return {-2, 0}
+end
 local waiting = lock.waiting
 local waiting_next = '0'
 if waiting == '2' then
@@ -65,9 +70,5 @@ if waiting == '1' then
   return {2, 0}
 end
 
-local fence = next_token(KEYS[4])
-if not fence then
-  return {-2, 0}
-end
 redis.call('SET', KEYS[1], held_value(ARGV[2], waiting_next, ARGV[4]), 'PX', ARGV[3])
 return {1, fence}

@@ -373,6 +373,13 @@ async fn hand_off(manager: &Arc<Inner>, lease: &Lease) -> Option<Result<Release,
     }
     // Not handed over: the waiter's attempt never began.
     manager.watchdog.unregister(watch_id);
+    if let Err(failure) = &answer
+        && !failure.is_transient()
+    {
+        // Refused as it is (a fence counter it cannot count on) and nothing was written: the
+        // holder releases as usual, and the waiter tries itself.
+        return None;
+    }
     Some(match answer {
         Ok(HandOff::Handed { .. }) => Ok(Release::Released),
         Ok(HandOff::Released) => {

@@ -237,3 +237,35 @@ async fn an_uncontended_pair_takes_the_cheapest_path_this_server_offers() {
     let scripts = (if transaction { 0 } else { 2 }) + (if delifeq { 0 } else { 2 });
     assert_eq!(count("evalsha"), scripts, "{shown}");
 }
+
+/// On every server: a lock of 0.1 (a hash with a token and a lease) is busy, and a hash
+/// without a lease is someone else's data, named as such; neither is touched.
+#[tokio::test]
+async fn a_hash_at_the_key_is_a_0_1_lock_or_foreign_data_on_this_server() {
+    let server = RedisServer::start();
+    let locks = manager(&server.url(), "hash:", || server.log()).await;
+    // Seeded first, so that the acquires below take the transaction where the server has one.
+    let warm = locks.lock("old", LockOptions::new()).await.expect("free");
+    warm.release().await.expect("release");
+    server.cmd(&["HSET", "hash:{old}", "token", "their-token"]);
+    server.cmd(&["PEXPIRE", "hash:{old}", "60000"]);
+    let busy = locks
+        .lock("old", LockOptions::new())
+        .await
+        .expect_err("held by 0.1");
+    assert!(busy.is_busy(), "{busy}");
+    assert_eq!(server.cmd(&["HGET", "hash:{old}", "token"]), "their-token");
+
+    let warm = locks
+        .lock("theirs", LockOptions::new())
+        .await
+        .expect("free");
+    warm.release().await.expect("release");
+    server.cmd(&["HSET", "hash:{theirs}", "token", "abc"]);
+    let err = locks
+        .lock("theirs", LockOptions::new())
+        .await
+        .expect_err("not a lock");
+    assert!(err.to_string().contains("not a lock"), "{err}");
+    assert_eq!(server.cmd(&["HGET", "hash:{theirs}", "token"]), "abc");
+}

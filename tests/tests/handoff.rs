@@ -258,3 +258,43 @@ async fn a_waiter_of_the_same_process_takes_over_a_hung_holders_lease_as_it_runs
     next.release().await.expect("release");
     drop(hung);
 }
+
+/// A hand-over whose fence counter holds something tokens cannot continue from writes nothing:
+/// the holder then releases as usual (the lock is not left held until its lease ends), and the
+/// waiter, asking itself, is told what is wrong with the counter.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_over_refused_by_the_counter_becomes_a_release() {
+    let f = Deployment::redis().await;
+    let server = f.server_of("lock:{broken}").expect("a server");
+    let locks = f.locks.clone();
+    let holder = locks
+        .lock("broken", LockOptions::new())
+        .await
+        .expect("free");
+    let waiter = {
+        let locks = locks.clone();
+        async move {
+            locks
+                .lock("broken", LockOptions::new().wait(PATIENCE))
+                .await
+        }
+    };
+    let waiter = f.spawn_waiting("lock:{broken}", 1, waiter).await;
+    let counter = lock_runtime::inspect::fence_counter_key("lock:", "lock:{broken}");
+    server.cmd(&["SET", &counter, "not-a-number"]);
+    holder
+        .release()
+        .await
+        .unwrap_or_else(|err| panic!("the release failed: {err}\n{}", server.log()));
+    let err = waiter
+        .await
+        .expect("waiter task")
+        .expect_err("no token to hand out");
+    assert!(err.to_string().contains("fence counter"), "{err}");
+    assert_eq!(
+        server.cmd(&["EXISTS", "lock:{broken}"]),
+        "0",
+        "left held\n{}",
+        server.log()
+    );
+}

@@ -174,7 +174,8 @@ pub(crate) enum HandOff {
     Gone,
 }
 
-/// What handoff.lua answered, `{status, fence}`, as a [`HandOff`].
+/// What handoff.lua answered, `{status, fence}`, as a [`HandOff`]; a counter it cannot count on
+/// is a permanent failure (the holder then releases as usual).
 pub(crate) fn hand_off_answer((status, fence): (i64, i64)) -> Result<HandOff, Failure> {
     match status {
         1 => Ok(HandOff::Handed {
@@ -184,6 +185,11 @@ pub(crate) fn hand_off_answer((status, fence): (i64, i64)) -> Result<HandOff, Fa
         }),
         2 => Ok(HandOff::Released),
         0 => Ok(HandOff::NotOwner),
+        -2 => Err(Failure::permanent(
+            "the fence counter of the lock's slot holds a value tokens cannot continue from \
+             (not a number, negative, or 2^53 and above): nothing was handed over"
+                .to_owned(),
+        )),
         _ => Ok(HandOff::Gone),
     }
 }

@@ -1249,8 +1249,13 @@ impl RedisBackend {
             .await?;
         Ok(match taken {
             lean::Taken::Acquired { fence } => Some(Acquire::Acquired { fence }),
-            // Ours already (a request sent twice): the script confirms it.
-            lean::Taken::Held { owner, .. } if owner == token => None,
+            // Ours already (a request sent twice, whose first answer was lost with its
+            // connection): whether a line formed meanwhile is unknown, so it is given back and
+            // the script asked afresh.
+            lean::Taken::Held { owner, .. } if owner == token => {
+                self.give_back_lean(&conn, key, token, value).await?;
+                None
+            }
             lean::Taken::Held {
                 owner,
                 waiting,
@@ -1279,31 +1284,40 @@ impl RedisBackend {
                     // Expired or deleted meanwhile: the script takes it afresh.
                     Ok(None) => None,
                     Err(()) => {
-                        self.give_back_lean(&conn, &key.lock, value).await?;
+                        self.give_back_lean(&conn, key, token, value).await?;
                         None
                     }
                 }
             }
             lean::Taken::GiveBack => {
                 // Taken past a line of fair waiters, or maybe taken by a failed transaction:
-                // give it back, and let the script decide. Nobody was told it was held.
-                self.give_back_lean(&conn, &key.lock, value).await?;
+                // give it back, and let the script decide.
+                self.give_back_lean(&conn, key, token, value).await?;
                 None
             }
             lean::Taken::Script => None,
         })
     }
 
-    /// Deletes `lock` if it still holds the `value` a transaction wrote.
+    /// Gives back what a transaction of `token` may have taken as `value`: deleted if it still
+    /// holds that value; if it holds ours marked since (a waiter told it is busy, a fair waiter
+    /// that joined the line), released by the script, which frees it for the first in line or
+    /// announces it, so that the attempt that follows cannot re-enter past them.
     async fn give_back_lean(
         &self,
         conn: &SharedConn,
-        lock: &str,
+        key: &StoredKey,
+        token: &str,
         value: &str,
     ) -> Result<(), Failure> {
         let native = self.capabilities.native_delete;
-        conn.send(|mut conn| async move { lean::release(&mut conn, lock, value, native).await })
+        let lock = &key.lock;
+        let deleted = conn
+            .send(|mut conn| async move { lean::release(&mut conn, lock, value, native).await })
             .await?;
+        if !deleted {
+            self.release_owned(key, token, Duration::ZERO).await?;
+        }
         Ok(())
     }
 

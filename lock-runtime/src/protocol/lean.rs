@@ -152,13 +152,13 @@ pub(crate) async fn release(
     value: &str,
     native: Option<NativeDelete>,
 ) -> RedisResult<bool> {
-    let deleted: i64 = match native {
+    let deleted: RedisResult<i64> = match native {
         Some(NativeDelete::DelIfEq) => {
             redis::cmd("DELIFEQ")
                 .arg(lock)
                 .arg(value)
                 .query_async(conn)
-                .await?
+                .await
         }
         Some(NativeDelete::DelEx) => {
             redis::cmd("DELEX")
@@ -166,15 +166,20 @@ pub(crate) async fn release(
                 .arg("IFEQ")
                 .arg(value)
                 .query_async(conn)
-                .await?
+                .await
         }
         None => {
             let mut invocation = COMPARE_DELETE.prepare_invoke();
             invocation.key(lock).arg(value);
-            invoke(&invocation, &COMPARE_DELETE, conn).await?
+            invoke(&invocation, &COMPARE_DELETE, conn).await
         }
     };
-    Ok(deleted == 1)
+    match deleted {
+        Ok(deleted) => Ok(deleted == 1),
+        // The key holds another type (a lock of 0.1, someone else's data): not this value.
+        Err(err) if err.code() == Some("WRONGTYPE") => Ok(false),
+        Err(err) => Err(err),
+    }
 }
 
 #[cfg(test)]
