@@ -17,8 +17,6 @@ use std::sync::{Arc, PoisonError, RwLock};
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
 
-use crate::backend::Failure;
-
 /// Where background tasks go: the pinned runtime, or the caller's.
 #[derive(Clone, Default)]
 pub(crate) struct Background {
@@ -65,13 +63,13 @@ impl Background {
 
     /// Runs `work` so that the tasks it spawns (a connection's driver, say) belong to the pinned
     /// runtime; unpinned, runs it in place, on the caller's runtime.
-    pub(crate) async fn run<F>(&self, work: F) -> Result<F::Output, Failure>
+    pub(crate) async fn run<F>(&self, work: F) -> Result<F::Output, RuntimeGone>
     where
         F: Future + Send + 'static,
         F::Output: Send + 'static,
     {
         match &self.pinned {
-            Some(handle) => handle.spawn(work).await.map_err(|_| pinned_runtime_gone()),
+            Some(handle) => handle.spawn(work).await.map_err(|_| RuntimeGone),
             None => Ok(work.await),
         }
     }
@@ -83,12 +81,19 @@ impl Background {
 }
 
 /// The error of a request whose pinned runtime shut down: it cannot be served any more.
-pub(crate) fn pinned_runtime_gone() -> Failure {
-    Failure::permanent(
-        "the runtime the lock manager's background I/O is pinned to has shut down; keep it \
-         running as long as the manager is used",
-    )
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct RuntimeGone;
+
+impl std::fmt::Display for RuntimeGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(
+            "the runtime the lock manager's background I/O is pinned to has shut down; keep it \
+             running as long as the manager is used",
+        )
+    }
 }
+
+impl std::error::Error for RuntimeGone {}
 
 /// A task that never finishes by itself: once it is finished, its runtime has shut down (a
 /// runtime that shuts down drops every task it owns, and marks it finished). One idle task per

@@ -165,8 +165,11 @@ impl Inner {
                     // `waiters`), whatever mode the holder took the lock in: the release nobody
                     // may announce to them is theirs at once. (A fair waiter woken so asks
                     // once more and keeps its place.)
-                    self.waiters
-                        .released_here(&lease.stored.lock, &release_id(&lease.token), true);
+                    self.waiters.released_here(
+                        &lease.stored.lock,
+                        &crate::protocol::release_id(&lease.token),
+                        true,
+                    );
                 }
                 Ok(Release::Released)
             }
@@ -212,22 +215,7 @@ impl Inner {
     }
 }
 
-/// The id a release of `token` announces (release.lua): the first 12 hex digits of the SHA-1 of
-/// the owner token.
-pub(crate) fn release_id(token: &str) -> Vec<u8> {
-    crate::inspect::token_id(token).into_bytes()
-}
-
 /// `text` with every occurrence of the owner token `token` masked.
 pub(crate) fn without_token(text: &str, token: &str) -> String {
     text.replace(token, "<owner token>")
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_release_id_is_what_the_release_script_announces() {
-        // release.lua: string.sub(redis.sha1hex(token), 1, 12); SHA-1("abc") = a9993e36 4706...
-        assert_eq!(super::release_id("abc"), b"a9993e364706");
-    }
 }

@@ -8,8 +8,9 @@ use tokio::time::Instant;
 
 use crate::backend::{Failure, HandOff, Release};
 use crate::backoff::Backoff;
-use crate::client::{Inner, WorkUnderWay, release_id};
+use crate::client::{Inner, WorkUnderWay};
 use crate::lease::{Lease, Status};
+use crate::protocol::release_id;
 use crate::waiters::Slot;
 use crate::{LockError, LostReason};
 

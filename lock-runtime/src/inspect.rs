@@ -50,7 +50,7 @@ pub const UNLOCK_SCRIPT: &str = concat!(
 
 /// How long a lock freed for the first fair waiter in line waits for it, in milliseconds: the
 /// third argument of [`UNLOCK_SCRIPT`], as the manager's own releases use it.
-pub const FAIR_TURN_MS: u64 = 250;
+pub const FAIR_TURN_MS: u64 = crate::protocol::FAIR_TURN_MS;
 
 /// The stored name of the lock `key` under `prefix`: `<prefix>{<key>}`. It is also the channel
 /// its releases are announced on.
@@ -321,9 +321,7 @@ impl StoredLock {
 /// 12 hex digits of the SHA-1 of an owner token (see [`StoredLock::token_id`]); a fair waiter's
 /// turn is announced as `q:` followed by this id of its token.
 pub fn token_id(token: &str) -> String {
-    let mut id = sha1_smol::Sha1::from(token).digest().to_string();
-    id.truncate(12);
-    id
+    crate::protocol::token_id(token)
 }
 
 /// `url` with any password replaced by `***`, and shortened if huge: safe for messages and logs.
@@ -526,7 +524,7 @@ impl Deployment {
     /// [`LockError::Config`] for a `rediss` URL without the `tls` feature.
     pub fn prepare_tls(&self) -> Result<(), LockError> {
         if self.node_scheme == "rediss" {
-            crate::backend::redis::enable_tls(&self.url)?;
+            crate::url::enable_tls(&self.url)?;
         }
         Ok(())
     }

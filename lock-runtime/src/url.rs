@@ -205,9 +205,35 @@ pub(crate) fn server_of(url: &str) -> String {
     }
 }
 
+/// Makes TLS (`rediss://`) available to the connections of `url`: installs the crypto
+/// provider once, or, without the `tls` feature, says which feature to enable.
+#[cfg(feature = "tls")]
+pub(crate) fn enable_tls(_url: &str) -> Result<(), LockError> {
+    // The first provider installed in the process wins; one installed by the application stays.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Ok(())
+}
+
+#[cfg(not(feature = "tls"))]
+pub(crate) fn enable_tls(url: &str) -> Result<(), LockError> {
+    Err(LockError::Config(format!(
+        "`{}` needs TLS: enable the `tls` feature of lock-runtime",
+        redact(url)
+    )))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(not(feature = "tls"))]
+    #[test]
+    fn rediss_without_the_tls_feature_says_which_feature_to_enable() {
+        let err = enable_tls("rediss://user:s3cret@host:6380").expect_err("no TLS built in");
+        let shown = err.to_string();
+        assert!(shown.contains("`tls` feature"), "{shown}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
 
     #[test]
     fn passwords_are_hidden() {

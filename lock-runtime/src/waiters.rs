@@ -32,8 +32,8 @@ use std::time::Duration;
 use tokio::sync::{Notify, OnceCell};
 use tokio::time::Instant;
 
-use crate::backend::FAIR_TURN;
 use crate::lease::Lease;
+use crate::protocol::FAIR_TURN;
 
 /// Release ids remembered per key, to recognise the same release announced again.
 const RECENT_RELEASES: usize = 8;
@@ -85,7 +85,7 @@ pub(crate) struct Slot {
     /// Signalled when a taken offer is settled.
     settled: Notify,
     /// The name this waiter is woken by when it is in the line of fair waiters: the release id
-    /// of its owner token (see [`crate::client::release_id`]).
+    /// of its owner token (see [`crate::protocol::release_id`]).
     name: std::sync::OnceLock<Vec<u8>>,
 }
 

@@ -31,9 +31,8 @@ use redis::{
 use tokio::sync::mpsc;
 
 use super::redis::{
-    Announce, HANDOFF, Holder, RENEW, RedisSettings, Subscription, Subscriptions,
-    acquire_confirmed, describe_error, enable_tls, invoke, is_noscript, millis, query_loading,
-    release_answer, renew_invocation,
+    HANDOFF, Holder, RENEW, RedisSettings, Subscription, Subscriptions, acquire_confirmed,
+    describe_error, release_answer, renew_invocation,
 };
 use super::replicas::{Pool, Replication};
 use super::{
@@ -43,6 +42,9 @@ use super::{
 use crate::background::{Background, Lifeline, Revivable};
 use crate::backoff::Backoff;
 use crate::key::StoredKey;
+use crate::protocol::scripts::{invoke, is_noscript, query_loading};
+use crate::protocol::{Announce, millis};
+use crate::url::enable_tls;
 use crate::waiters::Waiters;
 use crate::{LockError, url};
 
@@ -144,7 +146,7 @@ impl ClusterBackend {
         let conn = background
             .run(async move { connecting.get_async_connection().await })
             .await
-            .map_err(|err| LockError::from_failure("connect", None, &seeds.shown, err))?
+            .map_err(|err| LockError::from_failure("connect", None, &seeds.shown, err.into()))?
             .map_err(|err| {
                 let transient = super::is_transient(&err);
                 LockError::backend_with(

@@ -138,6 +138,13 @@ pub(crate) fn is_transient(err: &RedisError) -> bool {
         )
 }
 
+/// A request whose pinned runtime shut down: permanent, it cannot be served any more.
+impl From<crate::background::RuntimeGone> for Failure {
+    fn from(gone: crate::background::RuntimeGone) -> Self {
+        Failure::permanent(gone)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

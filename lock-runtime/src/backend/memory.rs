@@ -15,9 +15,9 @@ use super::{
     Acquire, Ask, Backend, Booking, BoxFuture, FAIR_TURN, Failure, Line, Release, Renewal,
     permits_differ, whole,
 };
-use crate::client::release_id;
 use crate::key::StoredKey;
 use crate::options::Mode;
+use crate::protocol::release_id;
 use crate::waiters::Waiters;
 
 pub(crate) struct MemoryBackend {

@@ -19,11 +19,7 @@ pub(crate) use failure::{Failure, is_transient};
 
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// How long a lock freed for the first fair waiter in line waits for it (see queue.lua): a
-/// waiter that is alive comes within a round trip of hearing of it; one that does not come in
-/// this time (it died, or missed the message) is taken out of line, and the next one's turn
-/// begins. What a dead waiter costs the others, once.
-pub(crate) const FAIR_TURN: Duration = Duration::from_millis(crate::inspect::FAIR_TURN_MS);
+pub(crate) use crate::protocol::FAIR_TURN;
 
 /// What an acquire asks besides the lock itself.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

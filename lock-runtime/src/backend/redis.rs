@@ -10,10 +10,7 @@ use futures_util::StreamExt;
 use redis::aio::{
     ConnectionManager, ConnectionManagerConfig, MultiplexedConnection, PubSubSink, PubSubStream,
 };
-use redis::{
-    Client, Cmd, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisFuture, RedisResult, Script,
-    ServerErrorKind, Value,
-};
+use redis::{Client, Cmd, FromRedisValue, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 use tokio::runtime::Handle;
 use tokio::sync::{mpsc, oneshot};
 
@@ -27,7 +24,9 @@ use crate::backoff::Backoff;
 use crate::key::StoredKey;
 use crate::lease::Lease;
 use crate::options::Mode;
-use crate::protocol::{self, Capabilities, lean};
+use crate::protocol::scripts::{Lua, invoke, query_loading};
+use crate::protocol::{self, Announce, Capabilities, lean, millis};
+use crate::url::enable_tls;
 use crate::waiters::Waiters;
 use crate::{LockError, url};
 
@@ -88,41 +87,6 @@ pub(super) static LEAVE: LazyLock<Lua> = LazyLock::new(|| {
         include_str!("../../scripts/leave.lua")
     ))
 });
-
-/// One of the lock scripts, with its source kept for putting it in a server's cache.
-pub(crate) struct Lua {
-    script: Script,
-    source: &'static str,
-}
-
-impl Lua {
-    pub(crate) fn new(source: &'static str) -> Self {
-        Lua {
-            script: Script::new(source),
-            source,
-        }
-    }
-
-    /// Puts the script in the server's cache with an `EVAL` that does nothing (every script
-    /// returns at once when given no keys). Unlike `SCRIPT LOAD`, this needs no rights beyond
-    /// running scripts, so users of a Redis 7 ACL without `+script` work too.
-    async fn cache(&self, conn: &mut impl redis::aio::ConnectionLike) -> RedisResult<()> {
-        redis::cmd("EVAL")
-            .arg(self.source)
-            .arg(0)
-            .query_async::<redis::Value>(conn)
-            .await?;
-        Ok(())
-    }
-}
-
-impl std::ops::Deref for Lua {
-    type Target = Script;
-
-    fn deref(&self) -> &Script {
-        &self.script
-    }
-}
 
 /// One script call, with the script it calls (to cache it when the server does not know it):
 /// a lock's and a semaphore's steps are different scripts behind the same backend calls.
@@ -216,27 +180,6 @@ pub(super) struct Holder {
     fair_turn_ms: u64,
     /// See [`RedisSettings::clocked_tokens`].
     clocked_tokens: bool,
-}
-
-/// How a release tells waiters (release.lua's ARGV[3]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Announce {
-    /// `PUBLISH` on the lock's channel.
-    Publish,
-    /// `SPUBLISH`: Redis Cluster 7+, where the channel lives in the lock's slot.
-    Sharded,
-    /// Not at all: a Redlock minority grant given back while another owner holds the majority.
-    Quiet,
-}
-
-impl Announce {
-    fn as_arg(self) -> &'static str {
-        match self {
-            Announce::Publish => "",
-            Announce::Sharded => "sharded",
-            Announce::Quiet => "quiet",
-        }
-    }
 }
 
 impl Holder {
@@ -672,7 +615,7 @@ pub(super) struct Conn {
 
 fn pinned_runtime_gone() -> RedisError {
     RedisError::from(std::io::Error::other(
-        crate::background::pinned_runtime_gone().to_string(),
+        crate::background::RuntimeGone.to_string(),
     ))
 }
 
@@ -873,7 +816,7 @@ impl RedisBackend {
                     config.clone(),
                 ))
                 .await
-                .map_err(|err| LockError::from_failure("connect", None, &server, err))?
+                .map_err(|err| LockError::from_failure("connect", None, &server, err.into()))?
         } else {
             let _entered = background.pinned().map(Handle::enter);
             ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
@@ -1033,67 +976,9 @@ fn evicts_lock_keys(policy: &str) -> bool {
     policy != "noeviction"
 }
 
-#[cfg(feature = "tls")]
-pub(crate) fn enable_tls(_url: &str) -> Result<(), LockError> {
-    // The first provider installed in the process wins; one installed by the application stays.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    Ok(())
-}
-
-#[cfg(not(feature = "tls"))]
-pub(crate) fn enable_tls(url: &str) -> Result<(), LockError> {
-    Err(LockError::Config(format!(
-        "`{}` needs TLS: enable the `tls` feature of lock-runtime",
-        url::redact(url)
-    )))
-}
-
-/// Milliseconds for Redis, rounded up so a sub-millisecond remainder never becomes "no expiry".
-pub(super) fn millis(duration: Duration) -> u64 {
-    let ms = duration.as_millis();
-    let rounded = if duration.subsec_nanos().is_multiple_of(1_000_000) {
-        ms
-    } else {
-        ms + 1
-    };
-    u64::try_from(rounded).unwrap_or(u64::MAX).max(1)
-}
-
 /// A Redis error as text, with the server's own message but never the URL or credentials.
 pub(super) fn describe_error(err: &RedisError) -> String {
     err.to_string()
-}
-
-pub(crate) fn is_noscript(err: &RedisError) -> bool {
-    err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
-}
-
-/// Sends a pipeline that calls `script`; if the server does not know the script (a first use,
-/// a restart, a failover, SCRIPT FLUSH), caches it and sends the pipeline once more.
-pub(crate) async fn query_loading<T: FromRedisValue>(
-    pipe: &Pipeline,
-    script: &Lua,
-    conn: &mut impl redis::aio::ConnectionLike,
-) -> RedisResult<T> {
-    match pipe.query_async(conn).await {
-        Err(err) if is_noscript(&err) => {
-            script.cache(conn).await?;
-            pipe.query_async(conn).await
-        }
-        answer => answer,
-    }
-}
-
-/// Runs one script call (`EVALSHA`), caching the script first if the server does not know it.
-pub(crate) async fn invoke<T: FromRedisValue>(
-    invocation: &redis::ScriptInvocation<'_>,
-    script: &Lua,
-    conn: &mut impl redis::aio::ConnectionLike,
-) -> RedisResult<T> {
-    let mut pipe = redis::pipe();
-    pipe.invoke_script(invocation);
-    let (answer,): (T,) = query_loading(&pipe, script, conn).await?;
-    Ok(answer)
 }
 
 impl Backend for RedisBackend {
@@ -1507,27 +1392,5 @@ async fn sleep_until(at: Option<tokio::time::Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[cfg(not(feature = "tls"))]
-    #[test]
-    fn rediss_without_the_tls_feature_says_which_feature_to_enable() {
-        let err = enable_tls("rediss://user:s3cret@host:6380").expect_err("no TLS built in");
-        let shown = err.to_string();
-        assert!(shown.contains("`tls` feature"), "{shown}");
-        assert!(!shown.contains("s3cret"), "{shown}");
-    }
-
-    #[test]
-    fn millis_round_up_and_never_reach_zero() {
-        assert_eq!(millis(Duration::from_millis(30)), 30);
-        assert_eq!(millis(Duration::from_micros(30_001)), 31);
-        assert_eq!(millis(Duration::from_micros(1)), 1);
-        assert_eq!(millis(Duration::ZERO), 1);
     }
 }

@@ -7,7 +7,6 @@
 //! half the lease, and a shortfall is a transient failure (the grant is given back and the
 //! acquire retries within its wait budget).
 
-use super::redis::Announce;
 use std::sync::Mutex;
 use std::sync::PoisonError;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,7 +15,7 @@ use std::time::Duration;
 use redis::aio::ConnectionLike;
 
 use super::Failure;
-use super::redis::millis;
+use crate::protocol::{Announce, millis};
 
 /// What to do when fewer replicas are connected to the master than
 /// [`wait_for_replicas`](crate::LockManagerBuilder::wait_for_replicas) asks for (after a

@@ -7,8 +7,8 @@ use std::sync::LazyLock;
 
 use redis::{RedisResult, Value};
 
+use super::scripts::{Lua, invoke};
 use super::{MAX_TOKEN, NativeDelete, SEEDED};
-use crate::backend::redis::{Lua, invoke};
 use crate::key::StoredKey;
 
 /// Deletes KEYS[1] if it holds exactly ARGV[1]: the release of a server without a native

@@ -5,7 +5,10 @@
 //! kept and old-format locks, and of servers without these commands.
 
 pub(crate) mod lean;
+pub(crate) mod scripts;
 pub(crate) mod slots;
+
+use std::time::Duration;
 
 use redis::RedisResult;
 
@@ -46,6 +49,60 @@ pub(crate) fn holder_id(owner: &str) -> u64 {
     digest[..6]
         .iter()
         .fold(0u64, |id, &byte| (id << 8) | u64::from(byte))
+}
+
+/// How a release tells waiters (release.lua's ARGV[3]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Announce {
+    /// `PUBLISH` on the lock's channel.
+    Publish,
+    /// `SPUBLISH`: Redis Cluster 7+, where the channel lives in the lock's slot.
+    Sharded,
+    /// Not at all: a Redlock minority grant given back while another owner holds the majority.
+    Quiet,
+}
+
+impl Announce {
+    pub(crate) fn as_arg(self) -> &'static str {
+        match self {
+            Announce::Publish => "",
+            Announce::Sharded => "sharded",
+            Announce::Quiet => "quiet",
+        }
+    }
+}
+
+/// Milliseconds for Redis, rounded up so a sub-millisecond remainder never becomes "no expiry".
+pub(crate) fn millis(duration: Duration) -> u64 {
+    let ms = duration.as_millis();
+    let rounded = if duration.subsec_nanos().is_multiple_of(1_000_000) {
+        ms
+    } else {
+        ms + 1
+    };
+    u64::try_from(rounded).unwrap_or(u64::MAX).max(1)
+}
+
+/// How long a lock freed for the first fair waiter in line waits for it (see queue.lua): a
+/// waiter that is alive comes within a round trip of hearing of it; one that does not come in
+/// this time (it died, or missed the message) is taken out of line, and the next one's turn
+/// begins. What a dead waiter costs the others, once.
+pub(crate) const FAIR_TURN_MS: u64 = 250;
+
+/// [`FAIR_TURN_MS`] as a duration.
+pub(crate) const FAIR_TURN: Duration = Duration::from_millis(FAIR_TURN_MS);
+
+/// 12 hex digits of the SHA-1 of an owner token: tells holders apart and is what a release
+/// announces, but cannot be turned back into the token.
+pub(crate) fn token_id(token: &str) -> String {
+    let mut id = sha1_smol::Sha1::from(token).digest().to_string();
+    id.truncate(12);
+    id
+}
+
+/// How a release names itself on the lock's channel: the [`token_id`] of its owner token.
+pub(crate) fn release_id(token: &str) -> Vec<u8> {
+    token_id(token).into_bytes()
 }
 
 /// How a server deletes a key only if it holds a given value, natively.
@@ -125,12 +182,26 @@ mod tests {
     use super::*;
 
     #[test]
+    fn millis_round_up_and_never_reach_zero() {
+        assert_eq!(millis(Duration::from_millis(30)), 30);
+        assert_eq!(millis(Duration::from_micros(30_001)), 31);
+        assert_eq!(millis(Duration::from_micros(1)), 1);
+        assert_eq!(millis(Duration::ZERO), 1);
+    }
+
+    #[test]
     fn the_value_is_the_one_the_scripts_write() {
         assert_eq!(held_value("t", '0', ""), "held token=t waiting=0");
         assert_eq!(
             held_value("t", '1', " since=5 host=h pid=1 app=a b"),
             "held token=t waiting=1 since=5 host=h pid=1 app=a b"
         );
+    }
+
+    #[test]
+    fn a_release_id_is_what_the_release_script_announces() {
+        // release.lua: string.sub(redis.sha1hex(token), 1, 12); SHA-1("abc") = a9993e36 4706...
+        assert_eq!(release_id("abc"), b"a9993e364706");
     }
 
     #[test]

@@ -1,0 +1,75 @@
+//! The Lua scripts as the server runs them: cached by an `EVAL` that does nothing, called by
+//! `EVALSHA`, and loaded again when the server forgot them.
+
+use redis::{
+    ErrorKind, FromRedisValue, Pipeline, RedisError, RedisResult, Script, ServerErrorKind,
+};
+
+/// One of the lock scripts, with its source kept for putting it in a server's cache.
+pub(crate) struct Lua {
+    script: Script,
+    source: &'static str,
+}
+
+impl Lua {
+    pub(crate) fn new(source: &'static str) -> Self {
+        Lua {
+            script: Script::new(source),
+            source,
+        }
+    }
+
+    /// Puts the script in the server's cache with an `EVAL` that does nothing (every script
+    /// returns at once when given no keys). Unlike `SCRIPT LOAD`, this needs no rights beyond
+    /// running scripts, so users of a Redis 7 ACL without `+script` work too.
+    async fn cache(&self, conn: &mut impl redis::aio::ConnectionLike) -> RedisResult<()> {
+        redis::cmd("EVAL")
+            .arg(self.source)
+            .arg(0)
+            .query_async::<redis::Value>(conn)
+            .await?;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for Lua {
+    type Target = Script;
+
+    fn deref(&self) -> &Script {
+        &self.script
+    }
+}
+
+/// Whether the server answered that it does not know the script (a first use, a restart, a
+/// failover, SCRIPT FLUSH): told by the error's code, not its text, which servers changed.
+pub(crate) fn is_noscript(err: &RedisError) -> bool {
+    err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
+}
+
+/// Sends a pipeline that calls `script`; if the server does not know the script (a first use,
+/// a restart, a failover, SCRIPT FLUSH), caches it and sends the pipeline once more.
+pub(crate) async fn query_loading<T: FromRedisValue>(
+    pipe: &Pipeline,
+    script: &Lua,
+    conn: &mut impl redis::aio::ConnectionLike,
+) -> RedisResult<T> {
+    match pipe.query_async(conn).await {
+        Err(err) if is_noscript(&err) => {
+            script.cache(conn).await?;
+            pipe.query_async(conn).await
+        }
+        answer => answer,
+    }
+}
+
+/// Runs one script call (`EVALSHA`), caching the script first if the server does not know it.
+pub(crate) async fn invoke<T: FromRedisValue>(
+    invocation: &redis::ScriptInvocation<'_>,
+    script: &Lua,
+    conn: &mut impl redis::aio::ConnectionLike,
+) -> RedisResult<T> {
+    let mut pipe = redis::pipe();
+    pipe.invoke_script(invocation);
+    let (answer,): (T,) = query_loading(&pipe, script, conn).await?;
+    Ok(answer)
+}
