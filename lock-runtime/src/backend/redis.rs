@@ -296,6 +296,12 @@ impl Holder {
         }
     }
 
+    /// The value an acquire of `token` begun at `since_ms` (wall clock) writes: see
+    /// [`protocol::held_value`], whose holder part is [`Holder::holder`].
+    pub(super) fn held_value(&self, token: &str, waiting: char, since_ms: u64) -> String {
+        protocol::held_value(token, waiting, since_ms, &self.metadata)
+    }
+
     /// The call of leave.lua: `token` leaves the line of fair waiters for `key`; for a
     /// read-write lock, the call of rw_leave.lua: a writer stops waiting.
     pub(super) fn leave(&self, key: &StoredKey, token: &str, announce: Announce) -> Call<'static> {
@@ -998,7 +1004,10 @@ impl Backend for RedisBackend {
         ask: Ask,
     ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         Box::pin(async move {
-            let invocation = self.holder.acquire(key, token, ttl, ask, Announce::Publish);
+            // The script's call is built only where it is sent: a free lock taken by the
+            // transaction never needs it, and building it (five key names, the holder text)
+            // was a good part of the client's work per acquire.
+            let invocation = || self.holder.acquire(key, token, ttl, ask, Announce::Publish);
             let Some((replication, pool)) = &self.replication else {
                 if self.capabilities.lean_acquire
                     && !self.holder.clocked_tokens
@@ -1008,7 +1017,7 @@ impl Backend for RedisBackend {
                 {
                     return Ok(answer);
                 }
-                let invocation = &invocation;
+                let invocation = &invocation();
                 let answer = self
                     .shared_conn()
                     .send(|mut conn| async move { invocation.run(&mut conn).await })
@@ -1026,7 +1035,7 @@ impl Backend for RedisBackend {
             let answer = acquire_confirmed(
                 &mut conn,
                 &self.holder,
-                &invocation,
+                &invocation(),
                 key,
                 token,
                 ttl,
@@ -1059,7 +1068,7 @@ impl Backend for RedisBackend {
         lease: &'a Lease,
         keep: Duration,
     ) -> BoxFuture<'a, Result<Release, Failure>> {
-        Box::pin(self.release_lease_owned(lease, keep))
+        Box::pin(self.release_lease_here(lease, keep))
     }
 
     fn leave<'a>(
@@ -1119,11 +1128,9 @@ impl RedisBackend {
         ttl: Duration,
         ask: Ask,
     ) -> Result<Option<Acquire>, Failure> {
-        let value = protocol::held_value(
-            token,
-            if ask.waited { '1' } else { '0' },
-            &self.holder.holder(ask.since_ms),
-        );
+        let value = self
+            .holder
+            .held_value(token, if ask.waited { '1' } else { '0' }, ask.since_ms);
         let counter = key.counter();
         let (value, counter) = (&value, &counter);
         let conn = self.shared_conn();
@@ -1208,37 +1215,27 @@ impl RedisBackend {
 
     /// Releases `lease` by comparing the whole value its acquire wrote, where nobody was told
     /// it is busy (see [`lean::release`]); otherwise, or if the value changed, by the script.
-    pub(super) fn release_lease_owned(
+    /// The script's call is built only when it is sent: most releases never need it.
+    pub(super) async fn release_lease_here(
         &self,
         lease: &Lease,
         keep: Duration,
-    ) -> impl Future<Output = Result<Release, Failure>> + Send + use<> {
-        let lean = (keep.is_zero() && lease.stored.is_lock())
-            .then(|| lease.written_plain())
-            .flatten()
-            .map(|since_ms| {
-                (
-                    protocol::held_value(&lease.token, '0', &self.holder.holder(since_ms)),
-                    lease.stored.lock.clone(),
-                    self.capabilities.native_delete,
-                    self.shared_conn(),
-                )
-            });
-        let release = self.release_owned(&lease.stored, &lease.token, keep);
-        async move {
-            if let Some((value, lock, native, conn)) = lean {
-                let (value, lock) = (&value, &lock);
-                let deleted =
-                    conn.send(|mut conn| async move {
-                        lean::release(&mut conn, lock, value, native).await
-                    })
-                    .await?;
-                if deleted {
-                    return Ok(Release::Released);
-                }
+    ) -> Result<Release, Failure> {
+        if keep.is_zero()
+            && lease.stored.is_lock()
+            && let Some(since_ms) = lease.written_plain()
+        {
+            let value = &self.holder.held_value(&lease.token, '0', since_ms);
+            let (lock, native) = (&lease.stored.lock, self.capabilities.native_delete);
+            let deleted = self
+                .shared_conn()
+                .send(|mut conn| async move { lean::release(&mut conn, lock, value, native).await })
+                .await?;
+            if deleted {
+                return Ok(Release::Released);
             }
-            release.await
         }
+        self.release_owned(&lease.stored, &lease.token, keep).await
     }
 
     /// The whole batch in one pipeline, answered together: for [`Backend::renew`], and for the

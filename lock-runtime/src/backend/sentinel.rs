@@ -476,7 +476,7 @@ impl Backend for SentinelBackend {
         self.revive_listeners();
         Box::pin(async move {
             let release = move |master: Arc<RedisBackend>| -> BoxFuture<'a, _> {
-                Box::pin(async move { master.release_lease_owned(lease, keep).await })
+                Box::pin(async move { master.release_lease_here(lease, keep).await })
             };
             self.release_on_masters(release).await
         })

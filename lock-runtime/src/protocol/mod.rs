@@ -19,16 +19,22 @@ pub(crate) const SEEDED: u64 = 1_000_000_000_000_000;
 pub(crate) const MAX_TOKEN: u64 = 1 << 53;
 
 /// The value of a lock held by `token` that nobody was told is busy (`waiting` `'0'`) or that
-/// announces its release (`'1'`): `held token=<T> waiting=<W>` and, with holder metadata,
-/// ` since=<ms>` and the holder's ` host=<h> pid=<p> app=<a>`. queue.lua's `held_value`
-/// writes the same text from the same parts.
-pub(crate) fn held_value(token: &str, waiting: char, holder: &str) -> String {
-    let mut value = String::with_capacity(30 + token.len() + holder.len());
+/// announces its release (`'1'`): `held token=<T> waiting=<W>` and, with holder metadata
+/// (`metadata` ` host=<h> pid=<p> app=<a>`, empty without), ` since=<since_ms>` and the
+/// metadata. queue.lua's `held_value` writes the same text from the same parts. Built in one
+/// allocation: it is written on every acquire and compared on every release.
+pub(crate) fn held_value(token: &str, waiting: char, since_ms: u64, metadata: &str) -> String {
+    use std::fmt::Write as _;
+    let mut value = String::with_capacity(50 + token.len() + metadata.len());
     value.push_str("held token=");
     value.push_str(token);
     value.push_str(" waiting=");
     value.push(waiting);
-    value.push_str(holder);
+    if !metadata.is_empty() {
+        // Writing to a String cannot fail.
+        let _ = write!(value, " since={since_ms}");
+        value.push_str(metadata);
+    }
     value
 }
 
@@ -191,9 +197,9 @@ mod tests {
 
     #[test]
     fn the_value_is_the_one_the_scripts_write() {
-        assert_eq!(held_value("t", '0', ""), "held token=t waiting=0");
+        assert_eq!(held_value("t", '0', 5, ""), "held token=t waiting=0");
         assert_eq!(
-            held_value("t", '1', " since=5 host=h pid=1 app=a b"),
+            held_value("t", '1', 5, " host=h pid=1 app=a b"),
             "held token=t waiting=1 since=5 host=h pid=1 app=a b"
         );
     }
