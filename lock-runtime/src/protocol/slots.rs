@@ -50,9 +50,15 @@ pub(crate) fn prepare() {
 /// tag chosen so that the counter shares the lock's slot. A prefix with braces of its own can
 /// put the two in different slots; such a lock keeps its counter beside it, as `<lock>:fence`.
 pub(crate) fn counter(prefix: &str, lock: &str) -> String {
+    use std::fmt::Write as _;
     let wanted = slot(lock);
-    let name = format!("{prefix}fence:{{{}}}", TAGS[usize::from(wanted)]);
-    if slot(&name) == wanted {
+    let mut name = String::with_capacity(prefix.len() + 18);
+    name.push_str(prefix);
+    // Writing to a String cannot fail.
+    let _ = write!(name, "fence:{{{}}}", TAGS[usize::from(wanted)]);
+    // Without a `{` in the prefix, the tag is the name's hash tag, in `wanted` by the table's
+    // making: only a prefix with a brace needs the name hashed again (a CRC per acquire).
+    if !prefix.contains('{') || slot(&name) == wanted {
         name
     } else {
         format!("{lock}:fence")
@@ -81,7 +87,10 @@ mod tests {
             assert_eq!(slot(&counter), slot(key), "{counter} for {key}");
             assert!(counter.starts_with("lock:fence:{"), "{counter}");
         }
-        // Every slot has a tag.
+        // Every slot has a tag, and its name falls in that slot.
+        for (wanted, &tag) in TAGS.iter().enumerate() {
+            assert_eq!(usize::from(slot(&format!("x:fence:{{{tag}}}"))), wanted);
+        }
         assert!(TAGS.iter().all(|&tag| tag != u32::MAX));
         // A prefix with a hash tag of its own puts every key in its slot: so is the counter.
         assert_eq!(
