@@ -5,9 +5,9 @@
 
 use std::sync::LazyLock;
 
-use redis::{RedisResult, Value};
+use redis::{Cmd, Pipeline, RedisResult, Value};
 
-use super::scripts::{Lua, invoke};
+use super::scripts::{Lua, invoke, query_command_loading};
 use super::{MAX_TOKEN, NativeDelete, SEEDED};
 use crate::key::StoredKey;
 
@@ -64,21 +64,30 @@ pub(crate) async fn acquire(
     value: &str,
     ttl_ms: u64,
 ) -> RedisResult<Taken> {
-    let mut pipe = redis::pipe();
-    pipe.atomic()
-        .cmd("SET")
+    // Each command sized for its arguments up front (a command keeps their bytes in one
+    // buffer): built with `pipe().cmd().arg()`, its buffers grew argument by argument, a
+    // dozen reallocations per acquire.
+    let queue = key.queue();
+    let mut set = Cmd::with_capacity(7, key.lock.len() + value.len() + 32);
+    set.arg("SET")
         .arg(&key.lock)
         .arg(value)
         .arg("NX")
         .arg("PX")
         .arg(ttl_ms)
-        .arg("GET")
-        .cmd("PTTL")
-        .arg(&key.lock)
-        .cmd("EXISTS")
-        .arg(key.queue())
-        .cmd("INCR")
-        .arg(counter);
+        .arg("GET");
+    let mut pttl = Cmd::with_capacity(2, key.lock.len() + 4);
+    pttl.arg("PTTL").arg(&key.lock);
+    let mut exists = Cmd::with_capacity(2, queue.len() + 6);
+    exists.arg("EXISTS").arg(&queue);
+    let mut incr = Cmd::with_capacity(2, counter.len() + 4);
+    incr.arg("INCR").arg(counter);
+    let mut pipe = Pipeline::with_capacity(4);
+    pipe.atomic()
+        .add_command(set)
+        .add_command(pttl)
+        .add_command(exists)
+        .add_command(incr);
     let answers: Vec<Value> = match pipe.query_async(conn).await {
         Ok(answers) => answers,
         // A command of the transaction failed on the server (a key of another type, a counter
@@ -169,9 +178,13 @@ pub(crate) async fn release(
                 .await
         }
         None => {
-            let mut invocation = COMPARE_DELETE.prepare_invoke();
-            invocation.key(lock).arg(value);
-            invoke(&invocation, &COMPARE_DELETE, conn).await
+            // `EVALSHA <sha> 1 lock value` as one command sized up front: a script invocation
+            // copies the key and value into vectors of its own, then again into its command,
+            // sent as a pipeline of one. This is every release on a server before Redis 8.4.
+            let sha = COMPARE_DELETE.get_hash();
+            let mut call = Cmd::with_capacity(5, sha.len() + lock.len() + value.len() + 8);
+            call.arg("EVALSHA").arg(sha).arg(1).arg(lock).arg(value);
+            query_command_loading(&call, &COMPARE_DELETE, conn).await
         }
     };
     match deleted {

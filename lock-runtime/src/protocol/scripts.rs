@@ -62,6 +62,22 @@ pub(crate) async fn query_loading<T: FromRedisValue>(
     }
 }
 
+/// Sends one command that calls `script` (an `EVALSHA` built by hand), as [`query_loading`]
+/// sends a pipeline: caches the script and sends it once more if the server does not know it.
+pub(crate) async fn query_command_loading<T: FromRedisValue>(
+    command: &redis::Cmd,
+    script: &Lua,
+    conn: &mut impl redis::aio::ConnectionLike,
+) -> RedisResult<T> {
+    match command.query_async(conn).await {
+        Err(err) if is_noscript(&err) => {
+            script.cache(conn).await?;
+            command.query_async(conn).await
+        }
+        answer => answer,
+    }
+}
+
 /// Runs one script call (`EVALSHA`), caching the script first if the server does not know it.
 pub(crate) async fn invoke<T: FromRedisValue>(
     invocation: &redis::ScriptInvocation<'_>,
