@@ -215,7 +215,7 @@ impl LockGuard {
         owner.manager.watchdog.unregister(owner.watch_id);
         if std::mem::take(&mut owner.counted) {
             // Counted once, also if this release is cancelled and the drop finishes it.
-            crate::metrics::released(self.lease.options.label, self.lease.started().elapsed());
+            crate::metrics::released(self.lease.options.label, || self.lease.started().elapsed());
         }
         let owner = &*owner;
         if self.lease.status() == Status::Lost(LostReason::ShutDown) {
@@ -263,7 +263,7 @@ impl Drop for LockGuard {
         };
         owner.manager.watchdog.unregister(owner.watch_id);
         if owner.counted {
-            crate::metrics::released(self.lease.options.label, self.lease.started().elapsed());
+            crate::metrics::released(self.lease.options.label, || self.lease.started().elapsed());
         }
         if self.lease.status() == Status::Lost(LostReason::ShutDown) {
             // Shutdown released it already.

@@ -668,7 +668,7 @@ impl Inner {
             .await;
             if let Ok(Ok(answered)) = &answer {
                 let busy = matches!(answered, Acquire::Busy { .. });
-                crate::metrics::acquire_request(options.label, sent.elapsed(), busy);
+                crate::metrics::acquire_request(options.label, || sent.elapsed(), busy);
             }
             let answer = match answer {
                 // Granted, but so late that the lease may be over already: retrying with the
