@@ -176,6 +176,7 @@
 mod backend;
 mod background;
 mod backoff;
+mod builder;
 mod client;
 mod current;
 mod election;
@@ -205,6 +206,7 @@ pub use backend::replicas::ReplicaShortage;
 #[doc(hidden)]
 pub use __private::{FromLockError, KeyPart, LockedReturn};
 
+pub use builder::LockManagerBuilder;
 pub use current::{CurrentLock, current, current_all};
 pub use election::{ElectionOptions, Leadership};
 pub use error::{BoxError, LockError, LostReason};
@@ -216,8 +218,6 @@ pub use guard::LockGuard;
 /// placeholders are `<name>`, never `{name}`: braces around a parameter's name are a compile
 /// error, since they would make one lock for every call.
 pub use lock_macro::distributed_lock;
-pub use manager::{
-    LockManager, LockManagerBuilder, MAX_TTL, MIN_TTL, global_default, set_global_default,
-};
+pub use manager::{LockManager, MAX_TTL, MIN_TTL, global_default, set_global_default};
 pub use multi::{MultiGuard, MultiReleaseError};
 pub use options::{LockOptions, Mode, OnLeaseLost};

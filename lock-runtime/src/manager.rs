@@ -1,31 +1,24 @@
 //! The entry point: a handle to one deployment, shared by every lock taken through it.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::backend::cluster::ClusterBackend;
-use crate::backend::memory::MemoryBackend;
-use crate::backend::redis::{RedisBackend, RedisSettings};
-use crate::backend::redlock::RedlockBackend;
-use crate::backend::replicas::{ReplicaAcks, ReplicaShortage};
-use crate::backend::sentinel::SentinelBackend;
-use crate::backend::{Acquire, Ask, Backend, FAIR_TURN, Failure, Line};
+use crate::backend::{Acquire, Ask, Failure, Line};
 use crate::background::Background;
 use crate::backoff::Backoff;
+use crate::builder::LockManagerBuilder;
 use crate::client::{Inner, without_token};
 use crate::guard::LockGuard;
 use crate::key::StoredKey;
 use crate::lease::Lease;
 use crate::protocol::release_id;
 use crate::section::{Body, box_body};
-use crate::waiters::{Slot, Waiters, Wake, Withdrawn};
-use crate::watchdog::Watchdog;
-use crate::{LockError, LockOptions, Mode, current, section, url};
+use crate::waiters::{Slot, Wake, Withdrawn};
+use crate::{LockError, LockOptions, Mode, current, section};
 
 /// The shortest lease accepted: renewal runs at a third of it and needs a few milliseconds.
 pub const MIN_TTL: Duration = Duration::from_millis(lock_macro::__min_ttl_millis!());
@@ -35,9 +28,6 @@ pub const MIN_TTL: Duration = Duration::from_millis(lock_macro::__min_ttl_millis
 /// `#[distributed_lock]` rejects a longer `ttl` or `hold_at_least` at compile time: both read this
 /// number from one definition in the macro crate.
 pub const MAX_TTL: Duration = Duration::from_secs(lock_macro::__max_ttl_secs!());
-
-/// The longest request timeout accepted.
-const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// A wait budget beyond any real wait.
 const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
@@ -85,6 +75,15 @@ impl std::fmt::Debug for LockManager {
     }
 }
 
+impl LockManager {
+    /// The manager of the shared state that [`LockManagerBuilder`] put together.
+    pub(crate) fn with_inner(inner: Inner) -> LockManager {
+        LockManager {
+            inner: Arc::new(inner),
+        }
+    }
+}
+
 static GLOBAL: OnceLock<LockManager> = OnceLock::new();
 
 /// Makes `manager` the one `#[distributed_lock]` uses when no `manager = ...` is given.
@@ -98,11 +97,6 @@ pub fn set_global_default(manager: LockManager) -> Result<(), LockError> {
 /// The manager set by [`set_global_default`], if any.
 pub fn global_default() -> Option<LockManager> {
     GLOBAL.get().cloned()
-}
-
-fn next_manager_id() -> u64 {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
 impl LockManager {
@@ -1048,386 +1042,6 @@ impl Drop for Waiting {
     }
 }
 
-fn host_list<I: IntoIterator<Item = S>, S: AsRef<str>>(hosts: I) -> String {
-    let hosts: Vec<String> = hosts.into_iter().map(|h| h.as_ref().to_owned()).collect();
-    hosts.join(",")
-}
-
-/// Settings for a [`LockManager`]. Start with [`LockManager::builder`].
-#[derive(Clone)]
-pub struct LockManagerBuilder {
-    url: Option<String>,
-    prefix: String,
-    app_name: Option<String>,
-    request_timeout: Duration,
-    fence_retention: Duration,
-    fair_turn: Duration,
-    holder_metadata: bool,
-    /// `wait_for_replicas`: how many, for how long. Kept apart from the shortage policy, and
-    /// put together only in [`replica_acks`](Self::replica_acks), so that the setters may come
-    /// in any order.
-    replicas: Option<(u32, Duration)>,
-    replica_shortage: ReplicaShortage,
-    runtime: Option<tokio::runtime::Handle>,
-}
-
-impl std::fmt::Debug for LockManagerBuilder {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LockManagerBuilder")
-            .field("url", &self.url.as_deref().map(url::redact))
-            .field("prefix", &self.prefix)
-            .field("app_name", &self.app_name)
-            .field("request_timeout", &self.request_timeout)
-            .field("fence_retention", &self.fence_retention)
-            .field("fair_turn", &self.fair_turn)
-            .field("holder_metadata", &self.holder_metadata)
-            .field("replica_acks", &self.replica_acks())
-            .field("runtime", &self.runtime.is_some())
-            .finish()
-    }
-}
-
-impl Default for LockManagerBuilder {
-    fn default() -> Self {
-        LockManagerBuilder {
-            url: None,
-            prefix: "lock:".into(),
-            app_name: None,
-            request_timeout: Duration::from_secs(3),
-            fence_retention: Duration::from_secs(24 * 3600),
-            fair_turn: FAIR_TURN,
-            holder_metadata: true,
-            replicas: None,
-            replica_shortage: ReplicaShortage::Fail,
-            runtime: None,
-        }
-    }
-}
-
-impl LockManagerBuilder {
-    /// The deployment, as for [`LockManager::connect`]. Required by [`build`](Self::build).
-    pub fn url(mut self, url: impl Into<String>) -> Self {
-        self.url = Some(url.into());
-        self
-    }
-
-    /// Redis Cluster from seed nodes given as `host:port`; the same as the URL
-    /// `redis+cluster://h1:p1,h2:p2,...`. For credentials or TLS, use [`url`](Self::url).
-    pub fn cluster<I: IntoIterator<Item = S>, S: AsRef<str>>(self, seeds: I) -> Self {
-        self.url(format!("redis+cluster://{}", host_list(seeds)))
-    }
-
-    /// The master named `master_name` by the sentinels at `host:port`; the same as
-    /// `redis+sentinel://s1:p1,s2:p2/<master_name>`. For credentials or TLS, use
-    /// [`url`](Self::url).
-    pub fn sentinel<I: IntoIterator<Item = S>, S: AsRef<str>>(
-        self,
-        sentinels: I,
-        master_name: &str,
-    ) -> Self {
-        self.url(format!(
-            "redis+sentinel://{}/{master_name}",
-            host_list(sentinels)
-        ))
-    }
-
-    /// Redlock over independent masters given as `host:port`; the same as
-    /// `redlock://h1:p1,h2:p2,h3:p3`. For credentials or TLS, use [`url`](Self::url).
-    pub fn redlock<I: IntoIterator<Item = S>, S: AsRef<str>>(self, masters: I) -> Self {
-        self.url(format!("redlock://{}", host_list(masters)))
-    }
-
-    /// Prepended to every lock key in Redis (default `lock:`): the lock `order:42` is stored at
-    /// `lock:{order:42}`.
-    pub fn key_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.prefix = prefix.into();
-        self
-    }
-
-    /// Recorded in each lock's value (with host, pid and acquisition time) so a person looking
-    /// at Redis can tell who holds a lock.
-    pub fn app_name(mut self, name: impl Into<String>) -> Self {
-        self.app_name = Some(name.into());
-        self
-    }
-
-    /// How long one request to the server may take before it counts as failed (default 3 s).
-    /// An acquire is also never given longer than its ttl.
-    pub fn request_timeout(mut self, timeout: Duration) -> Self {
-        self.request_timeout = timeout;
-        self
-    }
-
-    /// How long a semaphore's and a read-write lock's fence key outlives its last holder
-    /// (default 24 h): the next holder's token continues from it. Locks do not use it: their
-    /// tokens come from a counter per cluster slot that never expires
-    /// ([`inspect::fence_counter_key`](crate::inspect::fence_counter_key)), and a released lock
-    /// leaves no key. `Duration::ZERO` deletes a semaphore's or read-write lock's fence key with
-    /// its last holder: their tokens then rest on the server's clock.
-    ///
-    /// ```
-    /// # async fn example() -> Result<(), lock_runtime::LockError> {
-    /// use std::time::Duration;
-    /// let locks = lock_runtime::LockManager::builder()
-    ///     .url("redis://127.0.0.1:6379")
-    ///     .fence_retention(Duration::from_secs(3600))
-    ///     .build()
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn fence_retention(mut self, retention: Duration) -> Self {
-        self.fence_retention = retention;
-        self
-    }
-
-    /// How long a lock freed for the first fair waiter in line (`fair = true`) waits for it
-    /// (default 250 ms) before that waiter loses its place and the next one's turn begins. A
-    /// waiter that is alive comes within one round trip of its turn's announcement; this is
-    /// what a waiter that died in line costs the others, once. Raise it where a round trip
-    /// to the server can take longer (a distant server, heavily loaded clients); lower it where
-    /// dead waiters must cost less. Applies to Redis, Sentinel and Cluster (`memory://` keeps
-    /// the default; Redlock has no fair mode).
-    pub fn fair_turn(mut self, turn: Duration) -> Self {
-        self.fair_turn = turn;
-        self
-    }
-
-    /// Whether each lock records who holds it (default `true`): ` since=<ms> host=<h> pid=<p>
-    /// app=<a>` after its token, so that `GET lock:{key}` (or `lockctl`) names the holder. Off,
-    /// a lock is only `held fence=<F> token=<T> waiting=<0|1>`: about 60 bytes less to send and
-    /// store per acquisition, and the holder cannot be told apart but by its token.
-    pub fn holder_metadata(mut self, record: bool) -> Self {
-        self.holder_metadata = record;
-        self
-    }
-
-    /// After each acquisition, wait until `replicas` replicas have acknowledged it (Redis
-    /// `WAIT`), for at most `timeout` (and at most half the lease). Default: off.
-    ///
-    /// The acquire and its `WAIT` run on a connection of their own (from a small pool), since
-    /// `WAIT` blocks the connection it is sent on: renewals and other locks never queue behind
-    /// it. `WAIT` is sent only after a grant. If fewer replicas acknowledge, the grant is given
-    /// back and the acquire retries within its `wait` budget, then fails with
-    /// [`LockError::Backend`]; when fewer replicas are *connected* than asked for (after a
-    /// failover, say), [`replica_shortage`](Self::replica_shortage) decides. A `timeout` of
-    /// zero (which `WAIT` reads as "forever") or over a minute is refused at
-    /// [`build`](Self::build), and so is Redlock, whose masters have no replicas to wait for.
-    ///
-    /// This narrows the window in which a failover loses a fresh lock: once acknowledged, the
-    /// lock is in the memory of that many replicas, and a replica promoted by Sentinel or
-    /// Cluster will normally be one of them. It does not make the lock durable or consistent:
-    /// a replica can still be behind when it is promoted if it acknowledged a different write,
-    /// replicas that restart without persistence forget it, renewals and releases are not
-    /// waited for, and a granted acquire takes one replication round trip longer.
-    pub fn wait_for_replicas(mut self, replicas: u32, timeout: Duration) -> Self {
-        self.replicas = (replicas > 0).then_some((replicas, timeout));
-        self
-    }
-
-    /// What [`wait_for_replicas`](Self::wait_for_replicas) does when fewer replicas are
-    /// connected than it asks for: [`ReplicaShortage::Fail`] (the default) or
-    /// [`ReplicaShortage::UseConnected`]. Before or after `wait_for_replicas`, alike.
-    pub fn replica_shortage(mut self, policy: ReplicaShortage) -> Self {
-        self.replica_shortage = policy;
-        self
-    }
-
-    /// The replica settings, put together from both setters.
-    fn replica_acks(&self) -> Option<ReplicaAcks> {
-        self.replicas.map(|(count, timeout)| ReplicaAcks {
-            count,
-            timeout,
-            shortage: self.replica_shortage,
-        })
-    }
-
-    /// Runs all of the manager's background I/O on `runtime`: the connections' drivers, the
-    /// release subscriber, Sentinel's failover listeners, Redlock's probes of silent masters,
-    /// the renewal driver and the releases of dropped guards. Default: none, see below.
-    ///
-    /// Use it when one runtime outlives the others that use the manager: a dedicated runtime
-    /// for I/O, or the main runtime of a program that also runs short-lived ones. Then a held
-    /// lock keeps being renewed, and waiters keep hearing of releases, whichever other runtime
-    /// shuts down. The pinned runtime must run as long as the manager is used; once it has
-    /// shut down, requests fail with [`LockError::Backend`].
-    ///
-    /// The cost: each request is sent from a task spawned on that runtime (so that a reconnect
-    /// lands there too), a few microseconds and one cross-thread wake-up per request on top of
-    /// the round trip. Without it, requests go straight to the connection, and every background
-    /// task runs on the runtime of the call that started it and is started again on the
-    /// caller's runtime at its next use after that runtime shut down (as with one runtime per
-    /// `#[tokio::test]`); a lock held on one runtime while another, which ran the renewal
-    /// driver, shuts down is renewed again only once the manager is next used.
-    ///
-    /// ```
-    /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
-    /// use lock_runtime::{LockManager, LockOptions};
-    ///
-    /// // A runtime of its own for the lock manager's I/O, alive as long as the program.
-    /// let io = tokio::runtime::Builder::new_multi_thread()
-    ///     .worker_threads(1)
-    ///     .enable_all()
-    ///     .build()?;
-    /// let locks = io.block_on(
-    ///     LockManager::builder()
-    ///         .url("memory://")
-    ///         .runtime(io.handle().clone())
-    ///         .build(),
-    /// )?;
-    /// // Any other runtime, however short-lived, uses it.
-    /// let short_lived = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    /// short_lived.block_on(async {
-    ///     let guard = locks.lock("report", LockOptions::new()).await?;
-    ///     guard.release().await
-    /// })?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn runtime(mut self, runtime: tokio::runtime::Handle) -> Self {
-        self.runtime = Some(runtime);
-        self
-    }
-
-    /// Connects and returns the manager.
-    pub async fn build(self) -> Result<LockManager, LockError> {
-        self.validate()?;
-        let url = self
-            .url
-            .as_deref()
-            .ok_or_else(|| LockError::Config("no URL given to LockManager::builder".into()))?;
-        let url = url::normalized(url)?;
-        let scheme = url::scheme(&url)?;
-        if self.replicas.is_some() && matches!(scheme, "redlock" | "redlocks") {
-            return Err(LockError::Config(
-                "wait_for_replicas does not apply to Redlock: its masters are independent and \
-                 have no replicas to wait for; remove it, or use Sentinel or Cluster"
-                    .into(),
-            ));
-        }
-        let background = Background::pinned_to(self.runtime.clone());
-        match scheme {
-            "memory" => {
-                let name = url.split_once("://").map_or("", |(_, name)| name);
-                let backend = MemoryBackend::named(name);
-                let waiters = backend.waiters();
-                Ok(self.finish(backend, waiters))
-            }
-            "redis" | "rediss" | "redis+unix" | "unix" => {
-                let waiters = Arc::new(Waiters::with_fair_turn(self.fair_turn));
-                let settings = self.redis_settings(&url, &background);
-                let backend = RedisBackend::connect(settings, waiters.clone()).await?;
-                Ok(self.finish(Arc::new(backend), waiters))
-            }
-            "redis+sentinel" | "rediss+sentinel" => {
-                let waiters = Arc::new(Waiters::with_fair_turn(self.fair_turn));
-                let settings = self.redis_settings(&url, &background);
-                let backend = SentinelBackend::connect(settings, waiters.clone()).await?;
-                Ok(self.finish(Arc::new(backend), waiters))
-            }
-            "redlock" | "redlocks" => {
-                let waiters = Arc::new(Waiters::with_fair_turn(self.fair_turn));
-                let settings = self.redis_settings(&url, &background);
-                let backend = RedlockBackend::connect(settings, waiters.clone()).await?;
-                Ok(self.finish(Arc::new(backend), waiters))
-            }
-            "redis+cluster" | "rediss+cluster" => {
-                let waiters = Arc::new(Waiters::with_fair_turn(self.fair_turn));
-                let settings = self.redis_settings(&url, &background);
-                let backend = ClusterBackend::connect(settings, waiters.clone()).await?;
-                Ok(self.finish(Arc::new(backend), waiters))
-            }
-            other => Err(LockError::Config(format!(
-                "unsupported lock URL scheme `{other}` in `{}`: use redis://, rediss://, \
-                 redis+unix://, redis+cluster://, redis+sentinel://, redlock:// or memory://",
-                url::redact(&url)
-            ))),
-        }
-    }
-
-    /// The settings that are wrong whatever the deployment, with the reason.
-    fn validate(&self) -> Result<(), LockError> {
-        if self.fence_retention > MAX_TTL {
-            return Err(LockError::Config(format!(
-                "fence_retention {:?} is longer than the maximum {MAX_TTL:?}",
-                self.fence_retention
-            )));
-        }
-        if self.fair_turn < Duration::from_millis(1) || self.fair_turn > MAX_TTL {
-            return Err(LockError::Config(format!(
-                "fair_turn {:?} is outside 1ms..={MAX_TTL:?}: a waiter needs at least a \
-                 millisecond to take its turn",
-                self.fair_turn
-            )));
-        }
-        if self.request_timeout.is_zero() {
-            return Err(LockError::Config(
-                "request_timeout is zero: no request could ever be answered in time; give it \
-                 a bound such as 3s"
-                    .into(),
-            ));
-        }
-        if self.request_timeout > MAX_REQUEST_TIMEOUT {
-            return Err(LockError::Config(format!(
-                "request_timeout {:?} is longer than {MAX_REQUEST_TIMEOUT:?}: a server that \
-                 takes longer to answer is down",
-                self.request_timeout
-            )));
-        }
-        if let Some(acks) = &self.replica_acks() {
-            acks.validate().map_err(LockError::Config)?;
-        }
-        if self.prefix.contains(['{', '}']) {
-            return Err(LockError::Config(format!(
-                "key_prefix `{}` contains a brace: the lock key's hash tag `{{...}}` must be the \
-                 first braces in the stored key, or a lock and its fence counter could land in \
-                 different cluster slots; choose a prefix without braces",
-                self.prefix.escape_debug()
-            )));
-        }
-        Ok(())
-    }
-
-    fn redis_settings<'a>(&'a self, url: &'a str, background: &'a Background) -> RedisSettings<'a> {
-        RedisSettings {
-            background,
-            url,
-            app_name: self.app_name.as_deref().unwrap_or(""),
-            request_timeout: self.request_timeout,
-            fence_retention: self.fence_retention,
-            fair_turn: self.fair_turn,
-            holder_metadata: self.holder_metadata,
-            replica_acks: self.replica_acks(),
-            key_prefix: &self.prefix,
-            clocked_tokens: false,
-        }
-    }
-
-    fn build_memory(self) -> LockManager {
-        let waiters = Arc::new(Waiters::default());
-        let backend = MemoryBackend::new(waiters.clone());
-        self.finish(Arc::new(backend), waiters)
-    }
-
-    fn finish(self, backend: Arc<dyn Backend>, waiters: Arc<Waiters>) -> LockManager {
-        tracing::info!(backend = backend.describe(), prefix = %self.prefix, "lock manager ready");
-        let background = Background::pinned_to(self.runtime);
-        LockManager {
-            inner: Arc::new(Inner {
-                id: next_manager_id(),
-                closed: std::sync::atomic::AtomicBool::new(false),
-                watchdog: Watchdog::new(backend.clone(), background.clone()),
-                background,
-                backend,
-                waiters,
-                prefix: self.prefix,
-                request_timeout: self.request_timeout,
-                replica_wait: self.replicas.map_or(Duration::ZERO, |(_, timeout)| timeout),
-                under_way: Default::default(),
-            }),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1443,30 +1057,6 @@ mod tests {
             LockOptions::new(),
             Instant::now(),
         )
-    }
-
-    /// Messages are written over several source lines: none may carry the indentation along.
-    #[tokio::test]
-    async fn settings_refused_at_build_are_explained_in_plain_sentences() {
-        let refused = [
-            LockManager::builder()
-                .url("memory://")
-                .request_timeout(Duration::ZERO),
-            LockManager::builder()
-                .url("memory://")
-                .request_timeout(Duration::from_secs(7200)),
-            LockManager::builder().url("memory://").key_prefix("a{b}:"),
-            LockManager::builder()
-                .url("memory://")
-                .fair_turn(Duration::ZERO),
-            LockManager::builder().url("redis://127.0.0.1:1/?password=secret"),
-        ];
-        for builder in refused {
-            let err = builder.build().await.expect_err("refused");
-            let shown = err.to_string();
-            assert!(!shown.contains("  "), "{shown}");
-            assert!(!shown.contains("secret"), "{shown}");
-        }
     }
 
     #[tokio::test]
