@@ -173,6 +173,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
+mod acquire;
 mod backend;
 mod background;
 mod backoff;
