@@ -17,6 +17,7 @@ use crate::client::{Inner, without_token};
 use crate::guard::LockGuard;
 use crate::key::StoredKey;
 use crate::lease::Lease;
+use crate::pending::Pending;
 use crate::{LockError, LockOptions, Mode, current};
 
 use self::line::{InLine, Waiting};
@@ -312,24 +313,24 @@ impl Acquisition {
         let waited = joined
             .wait_in_line(&self.lease, expires, holder.as_ref(), self.give_up, false)
             .await;
-        if let Some(guard) = waited {
-            return ControlFlow::Break(self.handed(guard));
+        if let Some(pending) = waited {
+            return ControlFlow::Break(self.handed(pending));
         }
         self.waiting = Some(joined);
         ControlFlow::Continue(())
     }
 
     /// A holder of this process handed us the lock while we waited in line.
-    fn handed(&mut self, guard: LockGuard) -> Done {
+    fn handed(&mut self, pending: Pending) -> Done {
         if let Some(place) = &mut self.in_line {
             place.left = true;
         }
         if self.manager.is_closed() {
             // Handed over while shutting down, perhaps after the watchdog was
-            // drained: the guard's drop gives it back.
+            // drained: the attempt's drop gives it back.
             return Err(self.shut_down());
         }
-        Ok(guard.counted())
+        Ok(LockGuard::granted(pending))
     }
 
     /// One attempt at the server.
@@ -351,7 +352,7 @@ impl Acquisition {
             None
         };
         let watch_id = manager.watchdog.register(&self.lease);
-        let guard = LockGuard::pending(manager.clone(), self.lease.clone(), watch_id);
+        let pending = Pending::new(manager.clone(), self.lease.clone(), watch_id);
         // Until its answer says otherwise, a waiting attempt may be taking a place in line
         // (a fair waiter's, or a writer's waiting mark): a call cancelled while the request
         // is on the wire leaves it when this is dropped, as one told so does.
@@ -370,17 +371,17 @@ impl Acquisition {
             place.left = true;
         }
         if manager.is_closed() {
-            // The guard's drop gives back whatever this attempt took, and `in_line`'s
+            // The attempt's drop gives back whatever it took, and `in_line`'s
             // leaves the line (or takes the writer's waiting mark away).
             return Answer::Done(Err(self.shut_down()));
         }
         match answer {
-            Ok(Acquire::Acquired { fence }) => Answer::Done(self.granted(guard, watch_id, fence)),
+            Ok(Acquire::Acquired { fence }) => Answer::Done(self.granted(pending, fence)),
             Ok(Acquire::Busy { remaining, .. }) => {
-                guard.disarm();
+                pending.disarm();
                 Answer::Busy { remaining, watched }
             }
-            Err(failure) => self.failed(guard, failure).await,
+            Err(failure) => self.failed(pending, failure).await,
         }
     }
 
@@ -419,14 +420,14 @@ impl Acquisition {
         }
     }
 
-    /// The server granted the attempt of `guard` under the fencing token `fence`.
-    fn granted(&mut self, guard: LockGuard, watch_id: u64, fence: u64) -> Done {
-        let lease = guard.lease();
+    /// The server granted the attempt of `pending` under the fencing token `fence`.
+    fn granted(&mut self, pending: Pending, fence: u64) -> Done {
+        let lease = pending.lease();
         lease.mark_held(fence);
-        self.manager.watchdog.activate(watch_id);
+        self.manager.watchdog.activate(pending.watch_id());
         if self.manager.is_closed() {
             // Shutdown drained the watchdog before this lease was in it, so nothing
-            // renews it: the guard's drop gives the grant back.
+            // renews it: the attempt's drop gives the grant back.
             return Err(self.shut_down());
         }
         // Taking it took us out of line.
@@ -445,24 +446,24 @@ impl Acquisition {
             };
             waiting.hand_over(until);
         }
-        Ok(guard.counted())
+        Ok(LockGuard::granted(pending))
     }
 
-    /// The attempt of `guard` failed: waited out and tried again if it may pass, else the
+    /// The attempt of `pending` failed: waited out and tried again if it may pass, else the
     /// acquisition's error.
-    async fn failed(&mut self, guard: LockGuard, failure: Failure) -> Answer {
+    async fn failed(&mut self, pending: Pending, failure: Failure) -> Answer {
         // Within the wait budget a dropped connection or a failover is waited out
         // like a busy lock. The retry reuses the owner token where the backend
         // allows it, so an attempt that landed unseen is simply confirmed.
         if failure.is_transient() && Instant::now() + self.backoff.peek() < self.give_up {
-            let lease = guard.lease();
+            let lease = pending.lease();
             tracing::debug!(key = %lease.key, error = %without_token(&failure.to_string(), &lease.token), "acquire failed; retrying");
-            guard.disarm();
+            pending.disarm();
             tokio::time::sleep(self.backoff.pause()).await;
             return Answer::Again;
         }
-        // Dropping the guard releases whatever an attempt may have taken.
-        Answer::Done(Err(self.manager.error("acquire", guard.lease(), failure)))
+        // Dropping the attempt releases whatever it may have taken.
+        Answer::Done(Err(self.manager.error("acquire", pending.lease(), failure)))
     }
 
     /// The server said busy, and the lease that holds the key has `remaining` left (if it
@@ -513,7 +514,7 @@ impl Acquisition {
             .wait_in_line(&self.lease, expires, None, self.give_up, in_line)
             .await
         {
-            Some(guard) => ControlFlow::Break(self.handed(guard)),
+            Some(pending) => ControlFlow::Break(self.handed(pending)),
             None => ControlFlow::Continue(()),
         }
     }

@@ -98,7 +98,7 @@ impl Inner {
             return None;
         }
         // An acquire still on the wire is left to its own clean-up: it sees the manager closed
-        // when its answer comes and drops its attempt, whose guard releases whatever it took.
+        // when its answer comes and drops its attempt, which releases whatever it took.
         // Released here instead, the release could overtake the acquire on the way and the
         // grant would then be left behind for its whole lease.
         let leases: Vec<_> = self

@@ -7,9 +7,9 @@ use tokio::runtime::Handle;
 use tokio::time::Instant;
 
 use crate::backend::{Failure, HandOff, Release};
-use crate::backoff::Backoff;
-use crate::client::{Inner, WorkUnderWay};
+use crate::client::Inner;
 use crate::lease::{Lease, Status};
+use crate::pending::{Pending, release_dropped};
 use crate::protocol::release_id;
 use crate::waiters::Slot;
 use crate::{LockError, LostReason};
@@ -64,28 +64,22 @@ impl std::fmt::Debug for LockGuard {
 }
 
 impl LockGuard {
-    /// A guard for a lock whose acquire is about to be sent: dropped before the answer, it
-    /// releases whatever the acquire may have taken.
-    pub(crate) fn pending(manager: Arc<Inner>, lease: Arc<Lease>, watch_id: u64) -> Self {
-        LockGuard {
+    /// The guard of `pending`, whose acquire was granted, for the caller: counted as held in
+    /// the metrics until it is released or dropped, and in use (kept for `hold_at_least` on
+    /// release).
+    pub(crate) fn granted(pending: Pending) -> Self {
+        let (manager, lease, watch_id, runtime) = pending.into_parts();
+        crate::metrics::held(lease.options.label);
+        let guard = LockGuard {
             lease,
             owner: Some(Owner {
                 manager,
                 watch_id,
-                runtime: Handle::try_current().ok(),
-                counted: false,
+                runtime,
+                counted: true,
             }),
-        }
-    }
-
-    /// The acquire is done and the guard goes to the caller: counted as held in the metrics
-    /// until it is released or dropped, and in use (kept for `hold_at_least` on release).
-    pub(crate) fn counted(mut self) -> Self {
-        if let Some(owner) = &mut self.owner {
-            owner.counted = true;
-            crate::metrics::held(self.lease.options.label);
-        }
-        self.in_use(true)
+        };
+        guard.in_use(true)
     }
 
     /// Whether the caller uses this lock, so that a body may run under it (see
@@ -101,14 +95,6 @@ impl LockGuard {
     /// A guard for a lock the task already holds.
     pub(crate) fn reentered(lease: Arc<Lease>) -> Self {
         LockGuard { lease, owner: None }
-    }
-
-    /// The acquire said busy: nothing to release.
-    pub(crate) fn disarm(mut self) -> Arc<Lease> {
-        if let Some(owner) = self.owner.take() {
-            owner.manager.watchdog.unregister(owner.watch_id);
-        }
-        self.lease.clone()
     }
 
     pub(crate) fn lease(&self) -> &Arc<Lease> {
@@ -265,36 +251,7 @@ impl Drop for LockGuard {
         if owner.counted {
             crate::metrics::released(self.lease.options.label, || self.lease.started().elapsed());
         }
-        if self.lease.status() == Status::Lost(LostReason::ShutDown) {
-            // Shutdown released it already.
-            return;
-        }
-        // An acquire that never completed (cancelled, failed, or timed out while its lease was
-        // already given up) may still have landed: take it back (never kept for hold_at_least,
-        // since nobody used it: see `Lease::keep`).
-        let granted = self.lease.status() != Status::Acquiring;
-        self.lease.mark_released();
-        // The pinned runtime, else the one dropping the guard (alive, since it runs this),
-        // else the one the lock was taken on, which may have shut down since.
-        let runtime = owner
-            .manager
-            .background
-            .pinned()
-            .cloned()
-            .or_else(|| Handle::try_current().ok())
-            .or(owner.runtime);
-        let Some(runtime) = runtime else {
-            tracing::warn!(key = %self.lease.key, "no tokio runtime to release the lock on; it expires with its lease");
-            return;
-        };
-        // If the runtime is shutting down the task never runs and the lease simply runs out.
-        let under_way = owner.manager.work_under_way();
-        runtime.spawn(release_in_background(
-            owner.manager,
-            self.lease.clone(),
-            granted,
-            under_way,
-        ));
+        release_dropped(owner.manager, &self.lease, owner.runtime);
     }
 }
 
@@ -368,7 +325,7 @@ async fn hand_off(manager: &Arc<Inner>, lease: &Lease) -> Option<Result<Release,
         settling.settled = true;
         if slot.settle(Some(watch_id)) {
             // The waiter left meanwhile: nobody takes it, so it is given back.
-            drop(LockGuard::pending(manager.clone(), next, watch_id));
+            drop(Pending::new(manager.clone(), next, watch_id));
         }
         return Some(Ok(Release::Released));
     }
@@ -407,45 +364,6 @@ impl Drop for Settling<'_> {
         if !self.settled {
             // Declined: nothing was handed over, so the waiter has nothing to give back.
             self.slot.settle(None);
-        }
-    }
-}
-
-/// Releases a dropped guard's lock, retrying a failure that may pass (see
-/// [`LockError::is_retryable`]) with backoff until the lease would have run out. One that will
-/// recur as it is (a refused command, foreign data at the key) is not sent again: the lock then
-/// expires with its lease.
-async fn release_in_background(
-    manager: Arc<Inner>,
-    lease: Arc<Lease>,
-    granted: bool,
-    // Counted until this task ends (or is dropped unrun), for shutdown to wait on.
-    _under_way: WorkUnderWay,
-) {
-    let give_up = lease.deadline();
-    let mut backoff = Backoff::requests();
-    loop {
-        match manager.release(&lease).await {
-            Ok(Release::Released) => return,
-            Ok(Release::NotOwner | Release::Gone) => {
-                // After a cancelled acquire this is the normal answer: it never took the lock.
-                if granted {
-                    tracing::warn!(key = %lease.key, "release found the lock no longer ours");
-                }
-                return;
-            }
-            Err(err) if !err.is_retryable() => {
-                tracing::warn!(key = %lease.key, error = %err, "release failed, and would again; the lock expires with its lease");
-                return;
-            }
-            Err(err) => {
-                if Instant::now() + backoff.peek() >= give_up {
-                    tracing::warn!(key = %lease.key, error = %err, "release failed; the lock expires with its lease");
-                    return;
-                }
-                tracing::debug!(key = %lease.key, error = %err, "release failed; retrying");
-                tokio::time::sleep(backoff.pause()).await;
-            }
         }
     }
 }

@@ -190,6 +190,7 @@ mod manager;
 mod metrics;
 mod multi;
 mod options;
+mod pending;
 mod protocol;
 mod section;
 mod url;

@@ -466,6 +466,7 @@ mod tests {
     use super::*;
     use crate::backend::Acquire;
     use crate::lease::Lease;
+    use crate::pending::Pending;
 
     fn lease_of(locks: &LockManager, key: &str) -> Lease {
         let stored = StoredKey::new("lock:", key).expect("valid key");
@@ -535,7 +536,7 @@ mod tests {
         let lease = Arc::new(lease);
         let inner = locks.inner.clone();
         let watch_id = inner.watchdog.register(&lease);
-        let guard = LockGuard::pending(inner.clone(), lease.clone(), watch_id);
+        let attempt = Pending::new(inner.clone(), lease.clone(), watch_id);
         // The stalled acquire lands on the server ...
         let landed = inner
             .backend
@@ -545,7 +546,7 @@ mod tests {
         assert!(matches!(landed, Acquire::Acquired { .. }));
         // ... after the holder's deadline passed, and the attempt gives up.
         lease.mark_lost(crate::LostReason::Expired);
-        drop(guard);
+        drop(attempt);
         let other = LockManager {
             inner: locks.inner.clone(),
         };

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::client::Inner;
-use crate::guard::LockGuard;
 use crate::key::StoredKey;
 use crate::lease::Lease;
+use crate::pending::Pending;
 use crate::protocol::release_id;
 use crate::waiters::{Slot, Wake, Withdrawn};
 
@@ -68,8 +68,8 @@ impl Waiting {
 
     /// Sleeps in line until this waiter should try again: a release, the lease it knows of
     /// running out (`expires`, if it watches), or `give_up`. Where the backend hands locks
-    /// over, a holder of this process may hand it the lock meanwhile, under `lease`: then the
-    /// guard is returned. `holder` is the lease of this process that holds the lock, if one
+    /// over, a holder of this process may hand it the lock meanwhile, under `lease`: then its
+    /// grant is returned. `holder` is the lease of this process that holds the lock, if one
     /// does: while it is renewed, its expiry is watched here without asking the server.
     /// `in_line`: the waiter has a place in the line of fair waiters, which it keeps by asking
     /// again every third of its lease.
@@ -80,7 +80,7 @@ impl Waiting {
         holder: Option<&Arc<Lease>>,
         give_up: Instant,
         in_line: bool,
-    ) -> Option<LockGuard> {
+    ) -> Option<Pending> {
         let now = Instant::now();
         let give_up = if in_line {
             give_up.min(now + lease.options.ttl / 3)
@@ -138,7 +138,7 @@ impl Waiting {
         let (lease, watch_id) = granted;
         // The next local waiter watches our lease: nobody announces its expiry.
         self.hand_over(lease.deadline());
-        Some(LockGuard::pending(self.manager.clone(), lease, watch_id))
+        Some(Pending::new(self.manager.clone(), lease, watch_id))
     }
 }
 
@@ -146,7 +146,7 @@ impl Drop for Waiting {
     fn drop(&mut self) {
         if let Some((lease, watch_id)) = self.slot.abandon() {
             // Handed the lock as it left (cancelled, or gave up): nobody holds it, give it back.
-            drop(LockGuard::pending(self.manager.clone(), lease, watch_id));
+            drop(Pending::new(self.manager.clone(), lease, watch_id));
         }
         let backend = &self.manager.backend;
         self.manager
