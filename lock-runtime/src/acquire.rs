@@ -198,8 +198,11 @@ struct Acquisition {
     in_line: Option<InLine>,
     /// Our place in this process's line of waiters for the key, once we joined it.
     waiting: Option<Waiting>,
+    /// Our place in this process's line is woken by name (see `waiters`).
     named: bool,
+    /// The pause before asking again after a failure that may pass.
     backoff: Backoff,
+    /// Nothing was tried yet: the first attempt asks under the lease's first owner token.
     first: bool,
 }
 
