@@ -13,6 +13,7 @@ use crate::backend::sentinel::SentinelBackend;
 use crate::backend::{Backend, FAIR_TURN};
 use crate::background::Background;
 use crate::client::Inner;
+use crate::deployment::{Deployment, DeploymentKind};
 use crate::waiters::Waiters;
 use crate::watchdog::Watchdog;
 use crate::{LockError, LockManager, MAX_TTL, url};
@@ -272,9 +273,8 @@ impl LockManagerBuilder {
             .url
             .as_deref()
             .ok_or_else(|| LockError::Config("no URL given to LockManager::builder".into()))?;
-        let url = url::normalized(url)?;
-        let scheme = url::scheme(&url)?;
-        if self.replicas.is_some() && matches!(scheme, "redlock" | "redlocks") {
+        let deployment = Deployment::parse(url)?;
+        if self.replicas.is_some() && deployment.kind() == DeploymentKind::Redlock {
             return Err(LockError::Config(
                 "wait_for_replicas does not apply to Redlock: its masters are independent and \
                  have no replicas to wait for; remove it, or use Sentinel or Cluster"
@@ -282,43 +282,26 @@ impl LockManagerBuilder {
             ));
         }
         let background = Background::pinned_to(self.runtime.clone());
-        match scheme {
-            "memory" => {
-                let name = url.split_once("://").map_or("", |(_, name)| name);
-                let backend = MemoryBackend::named(name);
-                let waiters = backend.waiters();
-                Ok(self.finish(backend, waiters))
-            }
-            "redis" | "rediss" | "redis+unix" | "unix" => {
-                let waiters = Arc::new(Waiters::with_fair_turn(self.fair_turn));
-                let settings = self.redis_settings(&url, &background);
-                let backend = RedisBackend::connect(settings, waiters.clone()).await?;
-                Ok(self.finish(Arc::new(backend), waiters))
-            }
-            "redis+sentinel" | "rediss+sentinel" => {
-                let waiters = Arc::new(Waiters::with_fair_turn(self.fair_turn));
-                let settings = self.redis_settings(&url, &background);
-                let backend = SentinelBackend::connect(settings, waiters.clone()).await?;
-                Ok(self.finish(Arc::new(backend), waiters))
-            }
-            "redlock" | "redlocks" => {
-                let waiters = Arc::new(Waiters::with_fair_turn(self.fair_turn));
-                let settings = self.redis_settings(&url, &background);
-                let backend = RedlockBackend::connect(settings, waiters.clone()).await?;
-                Ok(self.finish(Arc::new(backend), waiters))
-            }
-            "redis+cluster" | "rediss+cluster" => {
-                let waiters = Arc::new(Waiters::with_fair_turn(self.fair_turn));
-                let settings = self.redis_settings(&url, &background);
-                let backend = ClusterBackend::connect(settings, waiters.clone()).await?;
-                Ok(self.finish(Arc::new(backend), waiters))
-            }
-            other => Err(LockError::Config(format!(
-                "unsupported lock URL scheme `{other}` in `{}`: use redis://, rediss://, \
-                 redis+unix://, redis+cluster://, redis+sentinel://, redlock:// or memory://",
-                url::redact(&url)
-            ))),
+        if deployment.kind() == DeploymentKind::Memory {
+            let backend = MemoryBackend::named(deployment.memory_table());
+            let waiters = backend.waiters();
+            return Ok(self.finish(backend, waiters));
         }
+        let waiters = Arc::new(Waiters::with_fair_turn(self.fair_turn));
+        let settings = self.redis_settings(deployment.url(), &background);
+        let backend: Arc<dyn Backend> = match deployment.kind() {
+            DeploymentKind::Sentinel => {
+                Arc::new(SentinelBackend::connect(settings, waiters.clone()).await?)
+            }
+            DeploymentKind::Redlock => {
+                Arc::new(RedlockBackend::connect(settings, waiters.clone()).await?)
+            }
+            DeploymentKind::Cluster => {
+                Arc::new(ClusterBackend::connect(settings, waiters.clone()).await?)
+            }
+            _ => Arc::new(RedisBackend::connect(settings, waiters.clone()).await?),
+        };
+        Ok(self.finish(backend, waiters))
     }
 
     /// The settings that are wrong whatever the deployment, with the reason.

@@ -180,6 +180,7 @@ mod backoff;
 mod builder;
 mod client;
 mod current;
+mod deployment;
 mod election;
 mod error;
 mod guard;

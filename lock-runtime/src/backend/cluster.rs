@@ -41,6 +41,7 @@ use super::{
 };
 use crate::background::{Background, Lifeline, Revivable};
 use crate::backoff::Backoff;
+use crate::deployment::{Deployment, DeploymentKind};
 use crate::key::StoredKey;
 use crate::protocol::scripts::{invoke, is_noscript, query_loading};
 use crate::protocol::{Announce, millis};
@@ -103,24 +104,20 @@ struct Seeds {
 }
 
 /// Reads `redis+cluster://[user:password@]h1:p1,h2:p2,...[/db][?query]` (see
-/// [`url::host_list`]). A seed without a port gets 6379. Errors show the URL with its password
+/// [`Deployment::parse`]). A seed without a port gets 6379. Errors show the URL with its password
 /// hidden.
 fn parse_seeds(cluster_url: &str) -> Result<Seeds, LockError> {
-    let (node_scheme, tls) = match url::scheme(cluster_url)? {
-        "redis+cluster" => ("redis", false),
-        "rediss+cluster" => ("rediss", true),
-        _ => {
-            return Err(LockError::Config(format!(
-                "`{}` is not a cluster URL: the scheme must be redis+cluster or rediss+cluster",
-                url::redact(cluster_url)
-            )));
-        }
-    };
-    let seeds = url::host_list(cluster_url, 6379, "redis+cluster://host:port,host:port")?;
+    let deployment = Deployment::parse(cluster_url)?;
+    if deployment.kind() != DeploymentKind::Cluster {
+        return Err(LockError::Config(format!(
+            "`{}` is not a cluster URL: the scheme must be redis+cluster or rediss+cluster",
+            deployment.shown()
+        )));
+    }
     Ok(Seeds {
-        urls: seeds.node_urls(node_scheme),
-        shown: seeds.shown(),
-        tls,
+        urls: deployment.node_urls(),
+        shown: deployment.servers().join(","),
+        tls: deployment.is_tls(),
     })
 }
 

@@ -25,6 +25,7 @@ use super::redis::{RedisBackend, RedisSettings};
 use super::{Acquire, Ask, Backend, Booking, BoxFuture, Failure, Line, Release, Renewal, whole};
 use crate::background::Background;
 use crate::backoff::jitter;
+use crate::deployment::{Deployment, DeploymentKind};
 use crate::key::StoredKey;
 use crate::lease::drift_margin;
 use crate::waiters::Waiters;
@@ -312,20 +313,16 @@ fn majority_holder(
 }
 
 /// `redlock://[user:pass@]h1:p1,h2:p2,...[/db][?query]` as one `redis://` URL per master
-/// (`redlocks://` gives `rediss://`); see [`url::host_list`].
+/// (`redlocks://` gives `rediss://`); see [`Deployment::parse`].
 fn node_urls(url: &str) -> Result<Vec<String>, LockError> {
-    let node_scheme = match url::scheme(url)? {
-        "redlock" => "redis",
-        "redlocks" => "rediss",
-        _ => {
-            return Err(LockError::Config(format!(
-                "`{}` is not a redlock URL",
-                url::redact(url)
-            )));
-        }
-    };
-    let masters = url::host_list(url, 6379, "redlock://host1:port1,host2:port2,host3:port3")?;
-    Ok(masters.node_urls(node_scheme))
+    let deployment = Deployment::parse(url)?;
+    if deployment.kind() != DeploymentKind::Redlock {
+        return Err(LockError::Config(format!(
+            "`{}` is not a redlock URL",
+            deployment.shown()
+        )));
+    }
+    Ok(deployment.node_urls())
 }
 
 impl RedlockBackend {

@@ -34,7 +34,7 @@ use super::redis::{RedisBackend, RedisSettings};
 use super::{Acquire, Ask, Backend, Booking, BoxFuture, Failure, Release, Renewal, whole};
 use crate::background::Background;
 use crate::backoff::Backoff;
-use crate::inspect::Deployment;
+use crate::deployment::Deployment;
 use crate::key::StoredKey;
 use crate::waiters::Waiters;
 use crate::{BoxError, LockError, url};
