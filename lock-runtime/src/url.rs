@@ -74,25 +74,6 @@ pub(crate) struct HostList<'a> {
     pub(crate) tail: &'a str,
 }
 
-impl HostList<'_> {
-    /// `node_scheme://[userinfo@]host{tail}` for each host: a URL the redis client connects with.
-    /// Never shown: it carries the credentials.
-    pub(crate) fn node_urls(&self, node_scheme: &str) -> Vec<String> {
-        let credentials = self
-            .userinfo
-            .map_or(String::new(), |userinfo| format!("{userinfo}@"));
-        self.hosts
-            .iter()
-            .map(|host| format!("{node_scheme}://{credentials}{host}{}", self.tail))
-            .collect()
-    }
-
-    /// `h1:p1,h2:p2`: how the deployment is named in messages, without credentials.
-    pub(crate) fn shown(&self) -> String {
-        self.hosts.join(",")
-    }
-}
-
 /// Reads the part of `url` after `scheme://` as a [`HostList`]; `example` is the form shown in
 /// errors (`redis+cluster://host:port,host:port`).
 pub(crate) fn host_list<'a>(
@@ -311,8 +292,9 @@ mod tests {
         assert_eq!(listed.userinfo, Some("u:p/w?d#"));
         assert_eq!(listed.hosts, ["a:6379", "b:2", "[::1]:6379", "[::1]:3"]);
         assert_eq!(listed.tail, "/0?q=1");
-        assert_eq!(listed.shown(), "a:6379,b:2,[::1]:6379,[::1]:3");
-        assert_eq!(listed.node_urls("redis")[1], "redis://u:p/w?d#@b:2/0?q=1");
+        let masters =
+            crate::deployment::Deployment::parse("redlock://u:p/w?d#@a, b:2/0?q=1").expect("valid");
+        assert_eq!(masters.node_urls()[1], "redis://u:p/w?d#@b:2/0?q=1");
         for bad in ["x://u:s3cret@", "x://u:s3cret@a,,b", "x://u:s3cret@ /0"] {
             let err = host_list(bad, 1, "x://h:p").err().expect(bad).to_string();
             assert!(!err.contains("s3cret"), "{err}");

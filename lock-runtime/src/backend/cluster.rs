@@ -31,16 +31,16 @@ use redis::{
 use tokio::sync::mpsc;
 
 use super::redis::{
-    HANDOFF, Holder, RENEW, RedisSettings, Subscription, Subscriptions, acquire_confirmed,
-    describe_error, release_answer, renew_invocation,
+    HANDOFF, Holder, RENEW, RedisSettings, acquire_confirmed, describe_error, release_answer,
+    renew_invocation,
 };
 use super::replicas::{Pool, Replication};
+use super::subscriber::{self, Event, Feed, Subscriptions};
 use super::{
     Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal, acquire_answer,
     hand_off_answer,
 };
 use crate::background::{Background, Lifeline, Revivable};
-use crate::backoff::Backoff;
 use crate::deployment::{Deployment, DeploymentKind};
 use crate::key::StoredKey;
 use crate::protocol::scripts::{invoke, is_noscript, query_loading};
@@ -167,11 +167,16 @@ impl ClusterBackend {
                 });
                 match client {
                     Ok(client) => {
-                        background.spawn(subscriber(
+                        let feed = ShardedFeed {
                             client,
+                            conn: None,
+                            pushes: pushed,
+                            server: seeds.shown.clone(),
+                        };
+                        background.spawn(subscriber::run(
+                            feed,
                             requests,
                             watched,
-                            pushed,
                             waiters.clone(),
                             seeds.shown.clone(),
                         ));
@@ -472,97 +477,76 @@ impl Backend for ClusterBackend {
     }
 }
 
-/// Owns the subscription connection: subscribes and unsubscribes in the order asked, hands each
-/// release message to one waiter, and when a node connection drops or the server drops a channel
-/// (its slot moved), wakes every waiter and subscribes again to every watched channel, routed by
-/// the current slot map, until that succeeds. Ends with the backend.
-async fn subscriber(
+/// The subscription connection of a Cluster (`SSUBSCRIBE`, routed by each channel's slot), for
+/// [`subscriber::run`]. The client tells of messages, dropped node connections and channels
+/// the server dropped through `pushes`.
+struct ShardedFeed {
     client: ClusterClient,
-    mut commands: mpsc::UnboundedReceiver<Subscription>,
-    watched: HashSet<String>,
-    mut pushes: mpsc::UnboundedReceiver<PushInfo>,
-    waiters: Arc<Waiters>,
+    conn: Option<ClusterConnection>,
+    pushes: mpsc::UnboundedReceiver<PushInfo>,
     server: String,
-) {
-    // Started again for keys already watched: subscribe to them at once.
-    let mut resubscribe_at = (!watched.is_empty()).then(tokio::time::Instant::now);
-    let mut channels = watched;
-    let mut conn: Option<ClusterConnection> = None;
-    let mut delay = Backoff::connections();
-    loop {
-        tokio::select! {
-            command = commands.recv() => {
-                let Some(command) = command else { return };
-                match command {
-                    Subscription::Watch(channel, ack) => {
-                        let answer = subscribe(&client, &mut conn, &channel).await;
-                        match &answer {
-                            Ok(()) => {
-                                channels.insert(channel);
-                            }
-                            // The shard is unreachable or failing over: subscribe this key too
-                            // once it answers, and wake its waiters then.
-                            Err(err) if super::is_transient(err) => {
-                                channels.insert(channel);
-                                resubscribe_at.get_or_insert(tokio::time::Instant::now() + delay.peek());
-                            }
-                            // Refused for this key alone (an ACL, say): it waits on its lease.
-                            Err(_) => {}
-                        }
-                        let _ = ack.send(answer);
-                    }
-                    Subscription::Unwatch(channel) => {
-                        if channels.remove(&channel)
-                            && let Some(conn) = conn.as_mut()
-                        {
-                            let _ = conn.sunsubscribe(&channel).await;
-                        }
-                    }
-                }
-            }
-            Some(push) = pushes.recv() => match push.kind {
+}
+
+impl Feed for ShardedFeed {
+    /// Resolves once the node serving the channel's slot confirmed the subscription.
+    async fn subscribe(&mut self, channel: &str) -> RedisResult<()> {
+        connection(&self.client, &mut self.conn)
+            .await?
+            .ssubscribe(channel)
+            .await
+    }
+
+    async fn unsubscribe(&mut self, channel: &str) -> bool {
+        if let Some(conn) = self.conn.as_mut() {
+            // A node that does not answer drops the channel with its connection anyway.
+            let _ = conn.sunsubscribe(channel).await;
+        }
+        true
+    }
+
+    /// All at once (SSUBSCRIBE is idempotent, and one command cannot span slots).
+    async fn resubscribe(&mut self, channels: &HashSet<String>) -> RedisResult<()> {
+        let conn = connection(&self.client, &mut self.conn).await?;
+        future::try_join_all(channels.iter().map(|channel| {
+            let mut conn = conn.clone();
+            async move { conn.ssubscribe(channel).await }
+        }))
+        .await?;
+        Ok(())
+    }
+
+    async fn next(&mut self) -> Event {
+        loop {
+            let Some(push) = self.pushes.recv().await else {
+                return std::future::pending().await;
+            };
+            match push.kind {
                 PushKind::SMessage => {
                     if let Some(channel) = channel_of(&push) {
-                        waiters.wake_one(&channel, release_id(&push));
+                        let id = release_id(&push).map(<[u8]>::to_vec);
+                        return Event::Release { channel, id };
                     }
                 }
                 PushKind::Disconnection => {
-                    tracing::debug!(server, "a subscription connection dropped; resubscribing");
-                    waiters.wake_all();
-                    if !channels.is_empty() && resubscribe_at.is_none() {
-                        resubscribe_at = Some(tokio::time::Instant::now() + delay.peek());
-                    }
+                    tracing::debug!(
+                        server = self.server,
+                        "a subscription connection dropped; resubscribing"
+                    );
+                    return Event::Lost;
                 }
                 // Unrequested: the node no longer serves the channel's slot.
-                PushKind::SUnsubscribe
-                    if channel_of(&push).is_some_and(|channel| channels.contains(&channel)) =>
-                {
-                    tracing::debug!(server, "a subscribed slot moved; resubscribing");
-                    waiters.wake_all();
-                    if resubscribe_at.is_none() {
-                        resubscribe_at = Some(tokio::time::Instant::now() + delay.peek());
+                PushKind::SUnsubscribe => {
+                    if let Some(channel) = channel_of(&push) {
+                        return Event::Moved(channel);
                     }
                 }
                 _ => {}
-            },
-            () = sleep_until(resubscribe_at), if resubscribe_at.is_some() => {
-                resubscribe_at = None;
-                if channels.is_empty() {
-                    continue;
-                }
-                match resubscribe(&client, &mut conn, &channels).await {
-                    Ok(()) => {
-                        delay.reset();
-                        // Releases before the subscriptions were back went unheard.
-                        waiters.wake_all();
-                    }
-                    Err(err) => {
-                        tracing::warn!(server, error = %err, "cannot resubscribe to lock releases yet; waiters fall back to lease expiry meanwhile");
-                        resubscribe_at = Some(tokio::time::Instant::now() + delay.pause());
-                    }
-                }
             }
         }
+    }
+
+    fn connected(&self) -> bool {
+        self.conn.is_some()
     }
 }
 
@@ -592,38 +576,6 @@ async fn connection<'a>(
     match conn.as_mut() {
         Some(conn) => Ok(conn),
         None => unreachable!("connected just above"),
-    }
-}
-
-/// Resolves once the node serving the channel's slot confirmed the subscription.
-async fn subscribe(
-    client: &ClusterClient,
-    conn: &mut Option<ClusterConnection>,
-    channel: &str,
-) -> RedisResult<()> {
-    connection(client, conn).await?.ssubscribe(channel).await
-}
-
-/// Subscribes again to every channel, all at once (SSUBSCRIBE is idempotent, and one command
-/// cannot span slots).
-async fn resubscribe(
-    client: &ClusterClient,
-    conn: &mut Option<ClusterConnection>,
-    channels: &HashSet<String>,
-) -> RedisResult<()> {
-    let conn = connection(client, conn).await?;
-    future::try_join_all(channels.iter().map(|channel| {
-        let mut conn = conn.clone();
-        async move { conn.ssubscribe(channel).await }
-    }))
-    .await?;
-    Ok(())
-}
-
-async fn sleep_until(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
     }
 }
 

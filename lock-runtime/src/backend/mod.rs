@@ -14,6 +14,7 @@ pub(crate) mod redis;
 pub(crate) mod redlock;
 pub(crate) mod replicas;
 pub(crate) mod sentinel;
+mod subscriber;
 
 pub(crate) use failure::{Failure, is_transient};
 

@@ -3,7 +3,7 @@
 //! release notifications, opened when the first waiter needs it.
 
 use std::collections::HashSet;
-use std::sync::{Arc, LazyLock, Mutex, PoisonError};
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -12,15 +12,14 @@ use redis::aio::{
 };
 use redis::{Client, Cmd, FromRedisValue, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 use tokio::runtime::Handle;
-use tokio::sync::{mpsc, oneshot};
 
 use super::replicas::{Pool, ReplicaAcks, Replication};
+use super::subscriber::{self, Event, Feed, Subscriptions};
 use super::{
     Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Line, Release, Renewal,
     acquire_answer, hand_off_answer, whole,
 };
 use crate::background::{Background, Lifeline, Revivable};
-use crate::backoff::Backoff;
 use crate::key::StoredKey;
 use crate::lease::Lease;
 use crate::options::Mode;
@@ -438,109 +437,6 @@ pub(super) async fn acquire_confirmed<C: redis::aio::ConnectionLike>(
     Err(failure)
 }
 
-/// A request to a backend's subscription task, handled in the order sent.
-pub(super) enum Subscription {
-    Watch(String, oneshot::Sender<Result<(), RedisError>>),
-    Unwatch(String),
-}
-
-/// The way to a backend's subscription task. The task dies with the runtime it was spawned on;
-/// it is started again on the caller's runtime at the next use, subscribed at once to every key
-/// still watched (its waiters, on other runtimes, may still be waiting for a release).
-pub(super) struct Subscriptions {
-    state: Mutex<SubscriptionState>,
-    /// Spawns a subscription task that takes its requests from the receiver and starts out
-    /// subscribed to the given keys.
-    start: Box<dyn Fn(mpsc::UnboundedReceiver<Subscription>, HashSet<String>) + Send + Sync>,
-}
-
-struct SubscriptionState {
-    requests: mpsc::UnboundedSender<Subscription>,
-    /// Every key watched and not unwatched since, for a task started again.
-    watched: HashSet<String>,
-}
-
-impl Subscriptions {
-    /// Starts the task with `start`, as it will be started again when needed.
-    pub(super) fn start(
-        start: impl Fn(mpsc::UnboundedReceiver<Subscription>, HashSet<String>) + Send + Sync + 'static,
-    ) -> Self {
-        let (requests, receiver) = mpsc::unbounded_channel();
-        start(receiver, HashSet::new());
-        Subscriptions {
-            state: Mutex::new(SubscriptionState {
-                requests,
-                watched: HashSet::new(),
-            }),
-            start: Box::new(start),
-        }
-    }
-
-    fn state(&self) -> std::sync::MutexGuard<'_, SubscriptionState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// The task's requests, starting the task again first if it stopped (its runtime shut
-    /// down: the receiver was dropped with it).
-    fn requests(&self, state: &mut SubscriptionState) -> mpsc::UnboundedSender<Subscription> {
-        if state.requests.is_closed() {
-            let (requests, receiver) = mpsc::unbounded_channel();
-            (self.start)(receiver, state.watched.clone());
-            state.requests = requests;
-        }
-        state.requests.clone()
-    }
-
-    /// Starts the task again if it stopped while keys are watched: waiters that subscribed
-    /// before hear of releases again (and are woken once, since some may have gone unheard).
-    /// Cheap when the task runs: a lock and an atomic load.
-    pub(super) fn revive(&self) {
-        let mut state = self.state();
-        if !state.watched.is_empty() && state.requests.is_closed() {
-            self.requests(&mut state);
-        }
-    }
-
-    /// Asks the task to deliver releases of `key`; resolves once it is subscribed.
-    pub(super) async fn watch(&self, key: &str) -> Result<(), Failure> {
-        // A task that dies between the send and its answer (its runtime shut down just then)
-        // is started again, once.
-        for _ in 0..2 {
-            let requests = {
-                let mut state = self.state();
-                state.watched.insert(key.to_owned());
-                self.requests(&mut state)
-            };
-            let (ack, acked) = oneshot::channel();
-            if requests
-                .send(Subscription::Watch(key.to_owned(), ack))
-                .is_err()
-            {
-                continue;
-            }
-            match acked.await {
-                Ok(Ok(())) => return Ok(()),
-                Ok(Err(err)) => {
-                    if !super::is_transient(&err) {
-                        // Refused for this key: a task started again must not ask again.
-                        self.state().watched.remove(key);
-                    }
-                    return Err(err.into());
-                }
-                Err(_) => continue,
-            }
-        }
-        Err(Failure::transient("the subscription task has stopped"))
-    }
-
-    /// Asks the task to stop delivering releases of `key`. Never blocks.
-    pub(super) fn unwatch(&self, key: &str) {
-        let mut state = self.state();
-        state.watched.remove(key);
-        let _ = state.requests.send(Subscription::Unwatch(key.to_owned()));
-    }
-}
-
 /// The connection acquires, renewals and releases share, made again when the runtime its
 /// driver ran on shut down (see `background`).
 struct SharedConn {
@@ -845,13 +741,18 @@ impl RedisBackend {
             let (client, server, background) = (client.clone(), server.clone(), background.clone());
             let timeout = settings.request_timeout;
             Subscriptions::start(move |requests, watched| {
-                background.spawn(subscriber(
-                    client.clone(),
+                let feed = PubSubFeed {
+                    client: client.clone(),
+                    conn: None,
+                    server: server.clone(),
+                    timeout,
+                };
+                background.spawn(subscriber::run(
+                    feed,
                     requests,
                     watched,
                     waiters.clone(),
                     server.clone(),
-                    timeout,
                 ));
             })
         };
@@ -1259,135 +1160,86 @@ impl RedisBackend {
     }
 }
 
-/// Owns the subscription connection: subscribes and unsubscribes in the order asked, hands each
-/// release message to one waiter, and after a lost connection reconnects, subscribes again and
-/// wakes every waiter (messages may have been missed meanwhile). Ends with the backend.
-async fn subscriber(
+/// The subscription connection of one server (`SUBSCRIBE`), for [`subscriber::run`].
+struct PubSubFeed {
     client: Client,
-    mut commands: mpsc::UnboundedReceiver<Subscription>,
-    watched: HashSet<String>,
-    waiters: Arc<Waiters>,
+    conn: Option<(PubSubSink, PubSubStream)>,
     server: String,
     timeout: Duration,
-) {
-    // Started again for keys already watched: subscribe to them at once.
-    let mut retry_at = (!watched.is_empty()).then(tokio::time::Instant::now);
-    let mut channels = watched;
-    let mut conn: Option<(PubSubSink, PubSubStream)> = None;
-    let mut backoff = Backoff::connections();
-    loop {
-        tokio::select! {
-            command = commands.recv() => {
-                let Some(command) = command else { return };
-                match command {
-                    Subscription::Watch(channel, ack) => {
-                        let answer = subscribe(&client, &mut conn, &channel, timeout).await;
-                        match &answer {
-                            Ok(()) => {
-                                channels.insert(channel);
-                            }
-                            Err(err) if conn.is_none() => {
-                                // The connection is gone: subscribe this key too when it is back.
-                                tracing::debug!(server, error = %err, "release subscription lost");
-                                channels.insert(channel);
-                                waiters.wake_all();
-                                retry_at.get_or_insert(tokio::time::Instant::now() + backoff.peek());
-                            }
-                            // Refused for this key alone (an ACL, say): the others keep working.
-                            Err(_) => {}
-                        }
-                        let _ = ack.send(answer);
-                    }
-                    Subscription::Unwatch(channel) => {
-                        if channels.remove(&channel)
-                            && let Some((sink, _)) = conn.as_mut()
-                            && !matches!(
-                                tokio::time::timeout(timeout, sink.unsubscribe(&channel)).await,
-                                Ok(Ok(()))
-                            )
-                        {
-                            // No answer: treat the connection as lost.
-                            conn = None;
-                            waiters.wake_all();
-                            retry_at.get_or_insert(tokio::time::Instant::now() + backoff.peek());
-                        }
-                    }
-                }
+}
+
+impl Feed for PubSubFeed {
+    /// Leaves no connection when it failed or did not answer within the request timeout (a
+    /// server's refusal keeps it).
+    async fn subscribe(&mut self, channel: &str) -> RedisResult<()> {
+        let timed_out = || RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        if self.conn.is_none() {
+            let connected = tokio::time::timeout(self.timeout, self.client.get_async_pubsub())
+                .await
+                .map_err(|_| timed_out())??;
+            self.conn = Some(connected.split());
+        }
+        let Some((sink, _)) = self.conn.as_mut() else {
+            unreachable!("connected just above")
+        };
+        let answer = match tokio::time::timeout(self.timeout, sink.subscribe(channel)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(timed_out()),
+        };
+        if let Err(err) = &answer
+            && (err.is_io_error() || err.is_timeout() || err.is_connection_dropped())
+        {
+            self.conn = None;
+        }
+        answer
+    }
+
+    async fn unsubscribe(&mut self, channel: &str) -> bool {
+        let Some((sink, _)) = self.conn.as_mut() else {
+            return true;
+        };
+        let answered = matches!(
+            tokio::time::timeout(self.timeout, sink.unsubscribe(channel)).await,
+            Ok(Ok(()))
+        );
+        if !answered {
+            // No answer: treat the connection as lost.
+            self.conn = None;
+        }
+        answered
+    }
+
+    async fn resubscribe(&mut self, channels: &HashSet<String>) -> RedisResult<()> {
+        for channel in channels {
+            if let Err(err) = self.subscribe(channel).await {
+                self.conn = None;
+                return Err(err);
             }
-            message = next_message(&mut conn) => match message {
-                Some(message) => waiters.wake_one(message.get_channel_name(), Some(message.get_payload_bytes())),
-                None => {
-                    tracing::warn!(server, "release subscription lost; waiters fall back to lease expiry until it is back");
-                    conn = None;
-                    waiters.wake_all();
-                    retry_at = Some(tokio::time::Instant::now() + backoff.peek());
-                }
+        }
+        Ok(())
+    }
+
+    async fn next(&mut self) -> Event {
+        let Some((_, stream)) = self.conn.as_mut() else {
+            return std::future::pending().await;
+        };
+        match stream.next().await {
+            Some(message) => Event::Release {
+                channel: message.get_channel_name().to_owned(),
+                id: Some(message.get_payload_bytes().to_vec()),
             },
-            () = sleep_until(retry_at), if retry_at.is_some() => {
-                retry_at = None;
-                let mut restored = Ok(());
-                for channel in &channels {
-                    restored = subscribe(&client, &mut conn, channel, timeout).await;
-                    if restored.is_err() {
-                        break;
-                    }
-                }
-                match restored {
-                    Ok(()) => {
-                        backoff.reset();
-                        // Releases during the outage went unheard.
-                        waiters.wake_all();
-                    }
-                    Err(_) => {
-                        conn = None;
-                        retry_at = Some(tokio::time::Instant::now() + backoff.pause());
-                    }
-                }
+            None => {
+                tracing::warn!(
+                    server = self.server,
+                    "release subscription lost; waiters fall back to lease expiry until it is back"
+                );
+                self.conn = None;
+                Event::Lost
             }
         }
     }
-}
 
-/// Subscribes to `channel`, connecting first if needed. Leaves `conn` as `None` when the
-/// connection failed or did not answer within `timeout` (a server's refusal keeps it).
-async fn subscribe(
-    client: &Client,
-    conn: &mut Option<(PubSubSink, PubSubStream)>,
-    channel: &str,
-    timeout: Duration,
-) -> Result<(), RedisError> {
-    let timed_out = || RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
-    if conn.is_none() {
-        let connected = tokio::time::timeout(timeout, client.get_async_pubsub())
-            .await
-            .map_err(|_| timed_out())??;
-        *conn = Some(connected.split());
-    }
-    let Some((sink, _)) = conn.as_mut() else {
-        unreachable!("connected just above")
-    };
-    let answer = match tokio::time::timeout(timeout, sink.subscribe(channel)).await {
-        Ok(answer) => answer,
-        Err(_) => Err(timed_out()),
-    };
-    if let Err(err) = &answer
-        && (err.is_io_error() || err.is_timeout() || err.is_connection_dropped())
-    {
-        *conn = None;
-    }
-    answer
-}
-
-async fn next_message(conn: &mut Option<(PubSubSink, PubSubStream)>) -> Option<redis::Msg> {
-    match conn.as_mut() {
-        Some((_, stream)) => stream.next().await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn sleep_until(at: Option<tokio::time::Instant>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
-        None => std::future::pending().await,
+    fn connected(&self) -> bool {
+        self.conn.is_some()
     }
 }

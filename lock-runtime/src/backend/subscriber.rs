@@ -1,0 +1,241 @@
+//! The one subscription task of a backend: it subscribes and unsubscribes the lock channels in
+//! the order waiters ask, hands each release message to one waiter, and after a lost connection
+//! (or, on Cluster, a channel whose slot moved) wakes every waiter and subscribes again to every
+//! watched channel until that succeeds. One server (`SUBSCRIBE`) and Cluster (`SSUBSCRIBE`)
+//! differ only in their [`Feed`]; the loop is this one.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use redis::{RedisError, RedisResult};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+
+use super::Failure;
+use crate::backoff::Backoff;
+use crate::waiters::Waiters;
+
+/// A request to a backend's subscription task, handled in the order sent.
+pub(super) enum Subscription {
+    Watch(String, oneshot::Sender<Result<(), RedisError>>),
+    Unwatch(String),
+}
+
+/// What a [`Feed`] heard.
+pub(super) enum Event {
+    /// A release announced on `channel`, naming the releaser (see release.lua) if it did.
+    Release {
+        channel: String,
+        id: Option<Vec<u8>>,
+    },
+    /// The connection is gone: releases may go unheard until every channel is subscribed again.
+    Lost,
+    /// The server dropped `channel` unasked (its slot moved to another node).
+    Moved(String),
+}
+
+/// The connection a subscription task listens on.
+pub(super) trait Feed: Send + 'static {
+    /// Subscribes to `channel`, connecting first if needed; resolves once the server confirmed.
+    fn subscribe(&mut self, channel: &str) -> impl Future<Output = RedisResult<()>> + Send;
+    /// Unsubscribes `channel`; `false` if the connection did not answer (then it counts as lost).
+    fn unsubscribe(&mut self, channel: &str) -> impl Future<Output = bool> + Send;
+    /// Subscribes again to every channel, reconnecting first if needed.
+    fn resubscribe(
+        &mut self,
+        channels: &HashSet<String>,
+    ) -> impl Future<Output = RedisResult<()>> + Send;
+    /// The next thing heard; never resolves while there is no connection.
+    fn next(&mut self) -> impl Future<Output = Event> + Send;
+    /// Whether the feed still has its connection (a failed subscribe may have dropped it).
+    fn connected(&self) -> bool;
+}
+
+/// Owns `feed` until the backend is gone (its requests' sender dropped). `watched`: the keys a
+/// task started again subscribes to at once.
+pub(super) async fn run(
+    mut feed: impl Feed,
+    mut commands: mpsc::UnboundedReceiver<Subscription>,
+    watched: HashSet<String>,
+    waiters: Arc<Waiters>,
+    server: String,
+) {
+    let mut retry_at = (!watched.is_empty()).then(Instant::now);
+    let mut channels = watched;
+    let mut backoff = Backoff::connections();
+    loop {
+        tokio::select! {
+            command = commands.recv() => {
+                let Some(command) = command else { return };
+                match command {
+                    Subscription::Watch(channel, ack) => {
+                        let answer = feed.subscribe(&channel).await;
+                        match &answer {
+                            Ok(()) => {
+                                channels.insert(channel);
+                            }
+                            // The connection is gone, or the shard unreachable or failing
+                            // over: subscribe this key too once it answers.
+                            Err(err) if super::is_transient(err) || !feed.connected() => {
+                                tracing::debug!(server, error = %err, "cannot subscribe to lock releases yet");
+                                channels.insert(channel);
+                                if !feed.connected() {
+                                    // Every channel of the lost connection went deaf.
+                                    waiters.wake_all();
+                                }
+                                retry_at.get_or_insert(Instant::now() + backoff.peek());
+                            }
+                            // Refused for this key alone (an ACL, say): it waits on its lease,
+                            // and the others keep working.
+                            Err(_) => {}
+                        }
+                        let _ = ack.send(answer);
+                    }
+                    Subscription::Unwatch(channel) => {
+                        if channels.remove(&channel) && !feed.unsubscribe(&channel).await {
+                            waiters.wake_all();
+                            retry_at.get_or_insert(Instant::now() + backoff.peek());
+                        }
+                    }
+                }
+            }
+            event = feed.next() => match event {
+                Event::Release { channel, id } => waiters.wake_one(&channel, id.as_deref()),
+                Event::Lost => {
+                    waiters.wake_all();
+                    if !channels.is_empty() {
+                        retry_at.get_or_insert(Instant::now() + backoff.peek());
+                    }
+                }
+                Event::Moved(channel) if channels.contains(&channel) => {
+                    tracing::debug!(server, "a subscribed slot moved; resubscribing");
+                    waiters.wake_all();
+                    retry_at.get_or_insert(Instant::now() + backoff.peek());
+                }
+                Event::Moved(_) => {}
+            },
+            () = sleep_until(retry_at), if retry_at.is_some() => {
+                retry_at = None;
+                if channels.is_empty() {
+                    continue;
+                }
+                match feed.resubscribe(&channels).await {
+                    Ok(()) => {
+                        backoff.reset();
+                        // Releases before the subscriptions were back went unheard.
+                        waiters.wake_all();
+                    }
+                    Err(err) => {
+                        tracing::debug!(server, error = %err, "cannot resubscribe to lock releases yet; waiters fall back to lease expiry meanwhile");
+                        retry_at = Some(Instant::now() + backoff.pause());
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The way to a backend's subscription task. The task dies with the runtime it was spawned on;
+/// it is started again on the caller's runtime at the next use, subscribed at once to every key
+/// still watched (its waiters, on other runtimes, may still be waiting for a release).
+pub(super) struct Subscriptions {
+    state: Mutex<SubscriptionState>,
+    /// Spawns a subscription task that takes its requests from the receiver and starts out
+    /// subscribed to the given keys.
+    start: Box<dyn Fn(mpsc::UnboundedReceiver<Subscription>, HashSet<String>) + Send + Sync>,
+}
+
+struct SubscriptionState {
+    requests: mpsc::UnboundedSender<Subscription>,
+    /// Every key watched and not unwatched since, for a task started again.
+    watched: HashSet<String>,
+}
+
+impl Subscriptions {
+    /// Starts the task with `start`, as it will be started again when needed.
+    pub(super) fn start(
+        start: impl Fn(mpsc::UnboundedReceiver<Subscription>, HashSet<String>) + Send + Sync + 'static,
+    ) -> Self {
+        let (requests, receiver) = mpsc::unbounded_channel();
+        start(receiver, HashSet::new());
+        Subscriptions {
+            state: Mutex::new(SubscriptionState {
+                requests,
+                watched: HashSet::new(),
+            }),
+            start: Box::new(start),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, SubscriptionState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The task's requests, starting the task again first if it stopped (its runtime shut
+    /// down: the receiver was dropped with it).
+    fn requests(&self, state: &mut SubscriptionState) -> mpsc::UnboundedSender<Subscription> {
+        if state.requests.is_closed() {
+            let (requests, receiver) = mpsc::unbounded_channel();
+            (self.start)(receiver, state.watched.clone());
+            state.requests = requests;
+        }
+        state.requests.clone()
+    }
+
+    /// Starts the task again if it stopped while keys are watched: waiters that subscribed
+    /// before hear of releases again (and are woken once, since some may have gone unheard).
+    /// Cheap when the task runs: a lock and an atomic load.
+    pub(super) fn revive(&self) {
+        let mut state = self.state();
+        if !state.watched.is_empty() && state.requests.is_closed() {
+            self.requests(&mut state);
+        }
+    }
+
+    /// Asks the task to deliver releases of `key`; resolves once it is subscribed.
+    pub(super) async fn watch(&self, key: &str) -> Result<(), Failure> {
+        // A task that dies between the send and its answer (its runtime shut down just then)
+        // is started again, once.
+        for _ in 0..2 {
+            let requests = {
+                let mut state = self.state();
+                state.watched.insert(key.to_owned());
+                self.requests(&mut state)
+            };
+            let (ack, acked) = oneshot::channel();
+            if requests
+                .send(Subscription::Watch(key.to_owned(), ack))
+                .is_err()
+            {
+                continue;
+            }
+            match acked.await {
+                Ok(Ok(())) => return Ok(()),
+                Ok(Err(err)) => {
+                    if !super::is_transient(&err) {
+                        // Refused for this key: a task started again must not ask again.
+                        self.state().watched.remove(key);
+                    }
+                    return Err(err.into());
+                }
+                Err(_) => continue,
+            }
+        }
+        Err(Failure::transient("the subscription task has stopped"))
+    }
+
+    /// Asks the task to stop delivering releases of `key`. Never blocks.
+    pub(super) fn unwatch(&self, key: &str) {
+        let mut state = self.state();
+        state.watched.remove(key);
+        let _ = state.requests.send(Subscription::Unwatch(key.to_owned()));
+    }
+}
