@@ -287,13 +287,25 @@ impl RedisServer {
     pub fn restart(&self) {
         let mut process = self.process();
         stop(&mut process);
-        match launch(
-            &self.dir,
-            self.port,
-            self.config.as_deref(),
-            &self.args,
-            self.password(),
-        ) {
+        // The freed port may serve meanwhile as the local end of some client's connection (an
+        // ephemeral port, as every port of this harness is): that ends with the connection,
+        // so the port is tried again for a while before the restart gives up.
+        let patience = Instant::now() + Duration::from_secs(15);
+        let launched = loop {
+            match launch(
+                &self.dir,
+                self.port,
+                self.config.as_deref(),
+                &self.args,
+                self.password(),
+            ) {
+                Err(LaunchError::PortTaken) if Instant::now() < patience => {
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                launched => break launched,
+            }
+        };
+        match launched {
             Ok(child) => process.child = Some(child),
             Err(LaunchError::PortTaken) => panic!(
                 "cannot restart redis-server: port {} was taken while it was down\n{}",
