@@ -309,7 +309,7 @@ impl Acquisition {
     /// before the first attempt at the server.
     async fn wait_behind(&mut self, holder: Option<Arc<Lease>>) -> ControlFlow<Done> {
         self.first = false;
-        let joined = Waiting::join(&self.manager, &self.lease.stored.lock, self.give_up).await;
+        let joined = Waiting::join(&self.manager, &self.lease, self.give_up).await;
         // The holder's lease ends (by the local clock) at its deadline, which its
         // renewals move on: that is when the watch looks, not at a blind guess.
         let expires = holder.as_ref().map(|holder| holder.deadline());
@@ -526,7 +526,7 @@ impl Acquisition {
     /// server again at once before waiting. `watched`: the subscription this process heard
     /// the key's announcements through when the busy attempt asked.
     async fn join(&mut self, watched: Option<Subscription>) -> bool {
-        let joined = Waiting::join(&self.manager, &self.lease.stored.lock, self.give_up).await;
+        let joined = Waiting::join(&self.manager, &self.lease, self.give_up).await;
         // Subscribe first, then try again at once: a release between the busy answer
         // and the subscription would otherwise go unnoticed. A fair waiter whose process
         // heard the key's announcements already when it asked, through the same

@@ -16,6 +16,7 @@
 //! | `lock.busy_answers` | counter | `lock.name` | acquire requests the server answered "busy" |
 //! | `lock.hold.duration` | histogram, s | `lock.name` | from acquisition to release (or drop) |
 //! | `lock.held` | gauge | `lock.name` | locks held through this process now |
+//! | `lock.waiting` | gauge | `lock.name` | calls of this process waiting in line for a lock now (told it is busy, or behind a holder of this process) |
 //! | `lock.renewals` | counter | `lock.renewal.outcome` | lease renewals: `renewed`, `not_owner`, `no_answer` |
 //! | `lock.lease.losses` | counter | `lock.name`, `lock.lost.reason` | leases lost while held: `not_owner`, `expired`, `max_hold_exceeded`, `shut_down` |
 //! | `lock.release.failures` | counter | `lock.name` | releases the server did not confirm (the lock then expires with its lease) |
@@ -68,6 +69,13 @@ pub(crate) fn acquire_request(
 pub(crate) fn held(label: Option<&'static str>) {
     #[cfg(feature = "metrics")]
     metrics::gauge!("lock.held", "lock.name" => name(label)).increment(1.0);
+}
+
+/// A caller joined (`1.0`) or left (`-1.0`) the line of waiters for a lock.
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn waiting(label: Option<&'static str>, change: f64) {
+    #[cfg(feature = "metrics")]
+    metrics::gauge!("lock.waiting", "lock.name" => name(label)).increment(change);
 }
 
 /// A lock handed to its caller was released or dropped after `held_for()`.

@@ -175,4 +175,42 @@ async fn locked_calls_show_in_the_scraped_metrics() {
         "{}",
         exporter.render()
     );
+
+    // Callers in line are counted by lock name while they wait, and no longer once served.
+    let waiting = |exporter: &PrometheusHandle| {
+        value(&exporter.render(), "lock_waiting", "lock_name=\"queue\"").unwrap_or(0.0)
+    };
+    let queue = LockOptions::new().label("queue").wait(PATIENCE);
+    let held = locks.lock("queue:1", queue).await.expect("free");
+    let waiters: Vec<_> = (0..2)
+        .map(|_| {
+            let locks = locks.clone();
+            tokio::spawn(async move {
+                let guard = locks.lock("queue:1", queue).await?;
+                guard.release().await
+            })
+        })
+        .collect();
+    assert!(
+        wait_until_async(PATIENCE, || waiting(&exporter) == 2.0).await,
+        "{}",
+        exporter.render()
+    );
+    held.release().await.expect("release");
+    for waiter in waiters {
+        waiter
+            .await
+            .expect("task")
+            .expect("served after the release");
+    }
+    assert_eq!(waiting(&exporter), 0.0, "{}", exporter.render());
+    assert_eq!(
+        value(
+            &exporter.render(),
+            "lock_waiting",
+            "lock_name=\"invoice:<id>\""
+        ),
+        Some(0.0),
+        "the biller that gave up left the line"
+    );
 }

@@ -26,17 +26,25 @@ pub(super) struct Waiting {
     pub(super) notified: bool,
     /// The subscription this waiter joined (see [`Waiters::subscription`](crate::waiters::Waiters::subscription)).
     pub(super) subscription: Arc<tokio::sync::OnceCell<()>>,
+    /// The `lock.name` it is counted under in the `lock.waiting` gauge while in line.
+    label: Option<&'static str>,
 }
 
 impl Waiting {
-    pub(super) async fn join(manager: &Arc<Inner>, key: &str, give_up: Instant) -> Waiting {
+    /// Joins the line for the key of `lease`, and subscribes to its releases if this process
+    /// does not yet.
+    pub(super) async fn join(manager: &Arc<Inner>, lease: &Lease, give_up: Instant) -> Waiting {
+        let key = lease.stored.lock.as_str();
         let (slot, watched) = manager.waiters.join(key);
+        let label = lease.options.label;
+        crate::metrics::waiting(label, 1.0);
         let mut waiting = Waiting {
             manager: manager.clone(),
             key: key.to_owned(),
             slot,
             notified: false,
             subscription: watched.clone(),
+            label,
         };
         // A failure is not remembered: the next waiter of the key tries again.
         let subscribe = watched.get_or_try_init(|| async {
@@ -144,6 +152,7 @@ impl Waiting {
 
 impl Drop for Waiting {
     fn drop(&mut self) {
+        crate::metrics::waiting(self.label, -1.0);
         if let Some((lease, watch_id)) = self.slot.abandon() {
             // Handed the lock as it left (cancelled, or gave up): nobody holds it, give it back.
             drop(Pending::new(self.manager.clone(), lease, watch_id));
