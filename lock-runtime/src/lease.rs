@@ -159,6 +159,12 @@ impl Lease {
             .then(|| self.since_ms.load(Ordering::Acquire))
     }
 
+    /// The value the attempt that took the lock wrote changed since (a waiter marked it as
+    /// awaited): renewals and the release stop comparing it, and go to the scripts at once.
+    pub(crate) fn value_changed(&self) {
+        self.plain.store(false, Ordering::Release);
+    }
+
     pub(crate) fn restart(&self, started: Instant) {
         // A deadline that passed during an earlier, busy attempt says nothing about this one.
         *self.times() = Times::starting(started, self.options.ttl);

@@ -23,7 +23,7 @@ use crate::background::{Background, Lifeline, Revivable};
 use crate::key::StoredKey;
 use crate::lease::Lease;
 use crate::options::Mode;
-use crate::protocol::scripts::{Lua, invoke, query_loading};
+use crate::protocol::scripts::{Lua, invoke, query_each_loading, query_loading};
 use crate::protocol::{self, Announce, Capabilities, lean, millis};
 use crate::url::enable_tls;
 use crate::waiters::Waiters;
@@ -844,7 +844,7 @@ async fn probe(
         );
     }
     let capabilities = Capabilities::probe(conn, key_prefix).await;
-    tracing::debug!(server, protocol = capabilities.describe(), "lock protocol");
+    tracing::debug!(server, protocol = %capabilities.describe(), "lock protocol");
     // Last, so that the connection's last command says a lock client connected (tools and
     // tests look for it in CLIENT LIST).
     let channel = format!("{key_prefix}{{lock-runtime:permission-probe}}");
@@ -1142,22 +1142,104 @@ impl RedisBackend {
     /// The whole batch in one pipeline, answered together: for [`Backend::renew`], and for the
     /// deployments built of several servers (Redlock, Sentinel), which weigh each server's
     /// answers before booking them.
+    ///
+    /// Where the server has `SET ... IFEQ`, a lock whose value is still the one its acquire
+    /// wrote is renewed by it (see [`lean::renew`]), the others by renew.lua in the same
+    /// pipeline. A compare that finds another value (a waiter marked the lock as awaited, or it
+    /// is gone) is settled by renew.lua in a second pipeline of those alone: a marked lock is
+    /// still renewed, a lost one is found lost, as by the script alone.
     pub(super) async fn renew_pipelined(
         &self,
         batch: &[Renewal],
     ) -> Result<Vec<Option<bool>>, Failure> {
-        let invocations: Vec<_> = batch.iter().map(renew_invocation).collect();
-        let mut pipe = redis::pipe();
-        for invocation in &invocations {
-            pipe.invoke_script(invocation);
-        }
         let mut conn = self.shared_conn().get();
-        let answers: Vec<i64> = query_loading(&pipe, &RENEW, &mut conn).await?;
-        Ok(answers
-            .into_iter()
-            .map(|answer| Some(answer == 1))
-            .collect())
+        let written: Vec<Option<String>> = batch
+            .iter()
+            .map(|renewal| self.written_value(&renewal.lease))
+            .collect();
+        if written.iter().all(Option::is_none) {
+            return Ok(renew_by_script(batch.iter(), &mut conn).await?);
+        }
+        let mut pipe = redis::pipe();
+        // Each answer apart: a key of another type fails its own compare, not the batch.
+        pipe.ignore_errors();
+        for (renewal, value) in batch.iter().zip(&written) {
+            match value {
+                Some(value) => {
+                    let lock = &renewal.lease.stored.lock;
+                    pipe.add_command(lean::renew(lock, value, millis(renewal.ttl)));
+                }
+                None => {
+                    pipe.invoke_script(&renew_invocation(renewal));
+                }
+            }
+        }
+        let answers = query_each_loading(&pipe, &RENEW, &mut conn).await?;
+        if answers.len() != batch.len() {
+            return Err(RedisError::from((
+                redis::ErrorKind::UnexpectedReturnType,
+                "renewal pipeline answered with the wrong number of results",
+            ))
+            .into());
+        }
+        let mut renewed = Vec::with_capacity(batch.len());
+        let mut changed = Vec::new();
+        for (i, (answer, value)) in answers.into_iter().zip(&written).enumerate() {
+            if value.is_some() {
+                if lean::renewed(&answer) {
+                    renewed.push(Some(true));
+                } else {
+                    renewed.push(None);
+                    changed.push(i);
+                }
+                continue;
+            }
+            let answer: i64 = match answer {
+                Value::ServerError(err) => return Err(RedisError::from(err).into()),
+                answer => redis::from_redis_value(answer).map_err(RedisError::from)?,
+            };
+            renewed.push(Some(answer == 1));
+        }
+        if !changed.is_empty() {
+            let by_script = renew_by_script(changed.iter().map(|&i| &batch[i]), &mut conn).await?;
+            for (&i, answer) in changed.iter().zip(by_script) {
+                if answer == Some(true) {
+                    // Still ours, marked: the next renewals and the release go to the script.
+                    batch[i].lease.value_changed();
+                }
+                renewed[i] = answer;
+            }
+        }
+        Ok(renewed)
     }
+
+    /// The value the acquire of `lease` wrote, where a renewal can compare it natively: a lock
+    /// nobody was told is busy (see [`Lease::written_plain`]), on a server with `SET ... IFEQ`.
+    fn written_value(&self, lease: &Lease) -> Option<String> {
+        if !self.capabilities.set_ifeq || !lease.stored.is_lock() {
+            return None;
+        }
+        let since_ms = lease.written_plain()?;
+        Some(self.holder.held_value(&lease.token, '0', since_ms))
+    }
+}
+
+/// Renews `renewals` by renew.lua, in one pipeline: `Some(true)` renewed, `Some(false)` not
+/// ours, in order.
+async fn renew_by_script<'a>(
+    renewals: impl Iterator<Item = &'a Renewal>,
+    conn: &mut impl redis::aio::ConnectionLike,
+) -> RedisResult<Vec<Option<bool>>> {
+    let invocations: Vec<_> = renewals.map(renew_invocation).collect();
+    let mut pipe = redis::pipe();
+    for invocation in &invocations {
+        pipe.invoke_script(invocation);
+    }
+    let answers: Vec<i64> = query_loading(&pipe, &RENEW, conn).await?;
+    Ok(answers
+        .into_iter()
+        .map(|answer| Some(answer == 1))
+        .collect())
 }
 
 /// The subscription connection of one server (`SUBSCRIBE`), for [`subscriber::run`].

@@ -1,7 +1,8 @@
 //! The lean paths of a plain lock on one server: a free lock taken in one transaction, and a
-//! lock nobody waited for released by comparing its whole value. Everything else (a busy lock
-//! to mark as awaited, a fair line, a kept or 0.2 lock, a lost counter) falls back to the
-//! scripts, which read and write the same value and count on the same counter.
+//! lock nobody waited for renewed and released by comparing its whole value. Everything else (a
+//! busy lock to mark as awaited, a fair line, a kept or 0.2 lock, a lost counter, a value that
+//! changed since it was written) falls back to the scripts, which read and write the same
+//! value and count on the same counter.
 
 use std::sync::LazyLock;
 
@@ -152,6 +153,29 @@ pub(crate) async fn seed(
     })
 }
 
+/// `SET lock value IFEQ value PX ttl` (Valkey 8.1, Redis 8.4): renews a lock that still holds
+/// exactly the `value` its acquire wrote, for `ttl_ms` from now; sets nothing otherwise (gone,
+/// or changed since: marked as awaited, handed on, someone else's). One command of the
+/// watchdog's pipeline; read its answer with [`renewed`].
+pub(crate) fn renew(lock: &str, value: &str, ttl_ms: u64) -> Cmd {
+    let mut set = Cmd::with_capacity(7, lock.len() + 2 * value.len() + 32);
+    set.arg("SET")
+        .arg(lock)
+        .arg(value)
+        .arg("IFEQ")
+        .arg(value)
+        .arg("PX")
+        .arg(ttl_ms);
+    set
+}
+
+/// Whether a [`renew`] renewed the lock. Anything else (not set, or an error such as a key of
+/// another type) says only that the value is not the one written: the renewal script then
+/// decides whether the lock is still ours.
+pub(crate) fn renewed(answer: &Value) -> bool {
+    matches!(answer, Value::Okay)
+}
+
 /// Deletes the lock if it holds exactly `value`: natively where the server can, by a two-line
 /// script otherwise. `false` if it holds anything else (marked as awaited, kept, lost): the
 /// release script then decides.
@@ -198,6 +222,26 @@ pub(crate) async fn release(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_renewal_compares_the_whole_value_and_sets_it_again() {
+        let value = "held token=t waiting=0 since=5 host=h pid=1 app=a b";
+        let packed = renew("lock:{k}", value, 3000).get_packed_command();
+        let expected = format!(
+            "*7\r\n$3\r\nSET\r\n$8\r\nlock:{{k}}\r\n${len}\r\n{value}\r\n$4\r\nIFEQ\r\n\
+             ${len}\r\n{value}\r\n$2\r\nPX\r\n$4\r\n3000\r\n",
+            len = value.len()
+        );
+        assert_eq!(String::from_utf8(packed).expect("text"), expected);
+        assert!(renewed(&Value::Okay));
+        // Not set: gone, or changed since it was written.
+        assert!(!renewed(&Value::Nil));
+        let wrong_type = redis::parse_redis_value(
+            b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n",
+        )
+        .expect("a reply");
+        assert!(!renewed(&wrong_type));
+    }
 
     fn bulk(text: &str) -> Value {
         Value::BulkString(text.as_bytes().to_vec())

@@ -1,7 +1,7 @@
 //! What is in Redis for a lock and how each step reads and writes it without a script where it
 //! can: the value a holder writes, the slot's fence counter, the transaction that takes a free
-//! lock and the compare-and-delete that releases one nobody waited for, and the server's
-//! capabilities they depend on. The scripts (`scripts/*.lua`) are the paths of contended, fair,
+//! lock, the compare-and-set that renews and the compare-and-delete that releases one nobody
+//! waited for, and the server's capabilities they depend on. The scripts (`scripts/*.lua`) are the paths of contended, fair,
 //! kept and old-format locks, and of servers without these commands.
 
 pub(crate) mod lean;
@@ -10,7 +10,7 @@ pub(crate) mod slots;
 
 use std::time::Duration;
 
-use redis::RedisResult;
+use redis::{RedisResult, Value};
 
 /// Tokens below this come from a counter that was lost (see `next_token` in queue.lua).
 pub(crate) const SEEDED: u64 = 1_000_000_000_000_000;
@@ -127,13 +127,16 @@ pub(crate) struct Capabilities {
     pub(crate) lean_acquire: bool,
     /// A native compare-and-delete, if any; otherwise a two-line script.
     pub(crate) native_delete: Option<NativeDelete>,
+    /// `SET ... IFEQ` (Valkey 8.1, Redis 8.4): a lock nobody waited for is renewed by
+    /// comparing its whole value, without the renewal script.
+    pub(crate) set_ifeq: bool,
 }
 
 impl Capabilities {
-    /// Asks the server (`INFO server`), and tries each native delete on a key of the prefix
-    /// that never exists (`<prefix>{lock-runtime:probe}`): one the server lacks, or this user may
-    /// not run, answers an error. A server that refuses `INFO` gets the scripts, which work
-    /// everywhere.
+    /// Asks the server (`INFO server`), and tries each native delete, then `SET ... IFEQ`, on a
+    /// key of the prefix that never exists (`<prefix>{lock-runtime:probe}`): one the server
+    /// lacks, or this user may not run, answers an error. A server that refuses `INFO` gets the
+    /// scripts, which work everywhere.
     pub(crate) async fn probe(
         conn: &mut impl redis::aio::ConnectionLike,
         key_prefix: &str,
@@ -157,21 +160,49 @@ impl Capabilities {
                 }
             }
         }
+        let set_ifeq = lean_acquire && {
+            // Never creates the key: IFEQ sets only a key that holds the value.
+            let answer = redis::cmd("SET")
+                .arg(&probe)
+                .arg("")
+                .arg("IFEQ")
+                .arg("")
+                .query_async::<Value>(conn)
+                .await;
+            sets_if_equal(&answer)
+        };
         Capabilities {
             lean_acquire,
             native_delete,
+            set_ifeq,
         }
     }
 
     /// One line for the startup log.
-    pub(crate) fn describe(&self) -> &'static str {
-        match (self.lean_acquire, self.native_delete) {
-            (false, _) => "scripts (no SET NX GET before Redis 7.0)",
-            (true, None) => "transactions, compare-and-delete by script",
-            (true, Some(NativeDelete::DelIfEq)) => "transactions, native DELIFEQ",
-            (true, Some(NativeDelete::DelEx)) => "transactions, native DELEX IFEQ",
+    pub(crate) fn describe(&self) -> String {
+        if !self.lean_acquire {
+            return "scripts (no SET NX GET before Redis 7.0)".to_owned();
         }
+        let release = match self.native_delete {
+            None => "compare-and-delete by script",
+            Some(NativeDelete::DelIfEq) => "native DELIFEQ",
+            Some(NativeDelete::DelEx) => "native DELEX IFEQ",
+        };
+        let renewal = if self.set_ifeq {
+            "renewal by native SET IFEQ"
+        } else {
+            "renewal by script"
+        };
+        format!("transactions, {release}, {renewal}")
     }
+}
+
+/// Whether the probe `SET <never-existing key> "" IFEQ ""` says the server has `IFEQ`: it
+/// answers that nothing was set (or, were the key there with that value, that it was). A
+/// server without it answers a syntax error; a user who may not run `SET` that way, an error
+/// too.
+fn sets_if_equal(answer: &RedisResult<Value>) -> bool {
+    matches!(answer, Ok(Value::Nil | Value::Okay))
 }
 
 /// Whether `INFO server` reports `redis_version` `major` or later (Valkey reports the Redis
@@ -214,6 +245,46 @@ mod tests {
     fn holder_ids_are_48_bits_of_the_sha1() {
         // sha1("abc") = a9993e364706816aba3e...
         assert_eq!(holder_id("abc"), 0xa999_3e36_4706);
+    }
+
+    #[test]
+    fn set_ifeq_is_found_by_its_answer_not_its_error_text() {
+        let answer = |reply: &[u8]| -> RedisResult<Value> {
+            let value = redis::parse_redis_value(reply).expect("a reply");
+            value.extract_error()
+        };
+        // Valkey 8.1 and later, Redis 8.4 and later: the key is not there, nothing is set.
+        assert!(sets_if_equal(&answer(b"$-1\r\n")));
+        assert!(sets_if_equal(&answer(b"_\r\n")));
+        assert!(sets_if_equal(&answer(b"+OK\r\n")));
+        // Older servers do not know the option; a user may lack the right.
+        assert!(!sets_if_equal(&answer(b"-ERR syntax error\r\n")));
+        assert!(!sets_if_equal(&answer(
+            b"-NOPERM User u has no permissions to run the 'set' command\r\n"
+        )));
+    }
+
+    #[test]
+    fn the_protocol_line_names_each_native_command() {
+        let mut capabilities = Capabilities {
+            lean_acquire: true,
+            native_delete: Some(NativeDelete::DelIfEq),
+            set_ifeq: true,
+        };
+        assert_eq!(
+            capabilities.describe(),
+            "transactions, native DELIFEQ, renewal by native SET IFEQ"
+        );
+        capabilities.native_delete = None;
+        capabilities.set_ifeq = false;
+        assert_eq!(
+            capabilities.describe(),
+            "transactions, compare-and-delete by script, renewal by script"
+        );
+        assert_eq!(
+            Capabilities::default().describe(),
+            "scripts (no SET NX GET before Redis 7.0)"
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 //! `EVALSHA`, and loaded again when the server forgot them.
 
 use redis::{
-    ErrorKind, FromRedisValue, Pipeline, RedisError, RedisResult, Script, ServerErrorKind,
+    ErrorKind, FromRedisValue, Pipeline, RedisError, RedisResult, Script, ServerErrorKind, Value,
 };
 
 /// One of the lock scripts, with its source kept for putting it in a server's cache.
@@ -60,6 +60,26 @@ pub(crate) async fn query_loading<T: FromRedisValue>(
         }
         answer => answer,
     }
+}
+
+/// Sends a pipeline that mixes calls of `script` with other commands and answers each of them
+/// apart (`ignore_errors`: one command's error fails no other); if the server did not know the
+/// script, caches it and sends the pipeline once more. Every command in it must bear being
+/// sent twice.
+pub(crate) async fn query_each_loading(
+    pipe: &Pipeline,
+    script: &Lua,
+    conn: &mut impl redis::aio::ConnectionLike,
+) -> RedisResult<Vec<Value>> {
+    let answers: Vec<Value> = pipe.query_async(conn).await?;
+    let forgot = answers
+        .iter()
+        .any(|answer| matches!(answer, Value::ServerError(err) if err.kind() == Some(ServerErrorKind::NoScript)));
+    if !forgot {
+        return Ok(answers);
+    }
+    script.cache(conn).await?;
+    pipe.query_async(conn).await
 }
 
 /// Sends one command that calls `script` (an `EVALSHA` built by hand), as [`query_loading`]
