@@ -213,15 +213,58 @@ pub(crate) async fn release(
     };
     match deleted {
         Ok(deleted) => Ok(deleted == 1),
-        // The key holds another type (a lock of 0.1, someone else's data): not this value.
-        Err(err) if err.code() == Some("WRONGTYPE") => Ok(false),
+        Err(err) if refused(&err) => Ok(false),
         Err(err) => Err(err),
     }
+}
+
+/// Whether a compare-and-delete was refused by the server, which then deleted nothing: the
+/// release script decides, and says what is wrong if anything is. A key of another type (a
+/// lock of 0.1, someone else's data) is refused with `WRONGTYPE` by `DELIFEQ` and the script,
+/// but with a plain `ERR` and a text of its own by Redis 8.4's `DELEX`; a user may lack the
+/// right (`NOPERM`). Told by the answer's kind, never its text: whatever the server answered
+/// with an error of its own, other than one that passes (a failover, a load), is a refusal.
+fn refused(err: &redis::RedisError) -> bool {
+    err.code().is_some() && !crate::backend::is_transient(err)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn error(reply: &[u8]) -> redis::RedisError {
+        redis::parse_redis_value(reply)
+            .and_then(Value::extract_error)
+            .expect_err("an error reply")
+    }
+
+    #[test]
+    fn a_compare_and_delete_refused_by_any_server_goes_to_the_script() {
+        for reply in [
+            // DELIFEQ (Valkey 9.0) and the script, on a key of another type.
+            &b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"[..],
+            // DELEX ... IFEQ (Redis 8.4 and later) on a key of another type.
+            b"-ERR Key should be of string type if conditions are specified\r\n",
+            b"-NOPERM User u has no permissions to run the 'delex' command\r\n",
+        ] {
+            assert!(refused(&error(reply)), "{}", String::from_utf8_lossy(reply));
+        }
+        // Errors that pass are sent again, not taken for a refusal.
+        for reply in [
+            &b"-LOADING Redis is loading the dataset in memory\r\n"[..],
+            b"-READONLY You can't write against a read only replica.\r\n",
+            b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
+        ] {
+            assert!(
+                !refused(&error(reply)),
+                "{}",
+                String::from_utf8_lossy(reply)
+            );
+        }
+        let dropped =
+            redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert!(!refused(&dropped));
+    }
 
     #[test]
     fn a_renewal_compares_the_whole_value_and_sets_it_again() {
