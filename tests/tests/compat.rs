@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use lock_runtime::distributed_lock;
+use lock_runtime::{LostReason, distributed_lock};
 use lock_tests::prelude::*;
 use lock_tests::server_version;
 
@@ -183,10 +183,54 @@ async fn fair_waiters_are_served_in_the_order_they_came() {
     lock_tests::fair::served_in_the_order_they_came_in_line(&a, &b, "line", line).await;
 }
 
+/// What this server offers the lean paths, as its version says: the transaction (`SET ... NX
+/// GET`, Redis 7.0 and every Valkey), `DELIFEQ` (Valkey 9.0), `DELEX ... IFEQ` (Redis 8.4) and
+/// `SET ... IFEQ` (Redis 8.4, Valkey 8.1).
+struct Offers {
+    transaction: bool,
+    delifeq: bool,
+    delex: bool,
+    set_ifeq: bool,
+    /// `INFO server`, for the messages.
+    info: String,
+}
+
+impl Offers {
+    fn of(server: &RedisServer) -> Offers {
+        let info = server.cmd(&["INFO", "server"]);
+        let version = |name: &str| -> Option<(u32, u32)> {
+            let value = info.lines().find_map(|line| line.strip_prefix(name))?;
+            let mut parts = value.trim().split('.').map(|part| part.parse::<u32>().ok());
+            Some((parts.next()??, parts.next()??))
+        };
+        // Valkey reports the Redis version it is compatible with (7.2) as `redis_version`.
+        let redis = version("redis_version:").unwrap_or((0, 0));
+        let valkey = version("valkey_version:");
+        let redis_8_4 = valkey.is_none() && redis >= (8, 4);
+        Offers {
+            transaction: redis >= (7, 0),
+            delifeq: valkey.is_some_and(|valkey| valkey >= (9, 0)),
+            delex: redis_8_4,
+            set_ifeq: redis_8_4 || valkey.is_some_and(|valkey| valkey >= (8, 1)),
+            info,
+        }
+    }
+}
+
+/// How many times `server` ran `command` since its stats were reset (`INFO commandstats`,
+/// commands run by scripts and transactions included).
+fn calls(server: &RedisServer, command: &str) -> u64 {
+    server
+        .command_calls()
+        .into_iter()
+        .find(|(name, _)| name == command)
+        .map_or(0, |(_, count)| count)
+}
+
 /// Which path an uncontended acquire and release take on this server: a transaction where the
 /// server has `SET ... NX GET` (Redis 7.0 and later, every Valkey), the acquire script before;
-/// a native compare-and-delete where the server has one (`DELIFEQ`, Valkey 9.0), the
-/// compare-and-delete script elsewhere. The lock works the same on each.
+/// a native compare-and-delete where the server has one (`DELIFEQ` on Valkey 9.0, `DELEX` on
+/// Redis 8.4), the compare-and-delete script elsewhere. The lock works the same on each.
 #[tokio::test]
 async fn an_uncontended_pair_takes_the_cheapest_path_this_server_offers() {
     let server = RedisServer::start();
@@ -203,39 +247,111 @@ async fn an_uncontended_pair_takes_the_cheapest_path_this_server_offers() {
     assert!(again.fencing_token() > token);
     again.release().await.expect("release");
 
-    let info = server.cmd(&["INFO", "server"]);
-    let field = |name: &str| {
-        info.lines()
-            .find_map(|line| line.strip_prefix(name))
-            .map(|value| value.trim().to_owned())
-    };
-    let major = |version: Option<String>| -> u32 {
-        version
-            .and_then(|version| version.split('.').next()?.parse().ok())
-            .unwrap_or(0)
-    };
-    let transaction = major(field("redis_version:")) >= 7;
-    let delifeq = major(field("valkey_version:")) >= 9;
-    let calls = server.command_calls();
-    let count = |name: &str| {
-        calls
-            .iter()
-            .find(|(command, _)| command == name)
-            .map_or(0, |(_, count)| *count)
-    };
-    let shown = format!("{calls:?} on {info}");
-    if transaction {
+    let offers = Offers::of(&server);
+    let shown = format!("{:?} on {}", server.command_calls(), offers.info);
+    let count = |name: &str| calls(&server, name);
+    if offers.transaction {
         assert_eq!(count("exec"), 2, "{shown}");
     } else {
         assert_eq!(count("exec"), 0, "{shown}");
     }
-    if delifeq {
+    if offers.delifeq {
         assert_eq!(count("delifeq"), 2, "{shown}");
+    } else if offers.delex {
+        assert_eq!(count("delex"), 2, "{shown}");
     }
     // Scripts: the acquire script where there is no transaction, the compare-and-delete script
     // where there is no native delete.
-    let scripts = (if transaction { 0 } else { 2 }) + (if delifeq { 0 } else { 2 });
+    let native_delete = offers.delifeq || offers.delex;
+    let scripts = (if offers.transaction { 0 } else { 2 }) + (if native_delete { 0 } else { 2 });
     assert_eq!(count("evalsha"), scripts, "{shown}");
+}
+
+/// The watchdog's renewal on this server: where it has `SET ... IFEQ` (Valkey 8.1, Redis 8.4),
+/// a lock nobody was told is busy is renewed by comparing its whole value, with no script;
+/// elsewhere by renew.lua. Either way a lock a waiter marked as awaited (its value changed) is
+/// still renewed, by the script, and a lock someone else took is reported lost and left as it
+/// is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_lock_is_renewed_by_the_cheapest_path_this_server_offers() {
+    let server = RedisServer::start();
+    let locks = manager(&server.url(), "renew:", || server.log()).await;
+    let other = manager(&server.url(), "renew:", || server.log()).await;
+    let offers = Offers::of(&server);
+    // Renewed every half second.
+    let ttl = Duration::from_millis(1500);
+    let options = LockOptions::new().ttl(ttl);
+    // The first use of a slot seeds its counter through the script.
+    let warm = locks.lock("plain", LockOptions::new()).await.expect("free");
+    warm.release().await.expect("release");
+    let shown = || {
+        format!(
+            "{:?} on {}\n{}",
+            server.command_calls(),
+            offers.info,
+            server.log()
+        )
+    };
+
+    // Nobody waits: renewed by SET IFEQ alone where the server has it.
+    let plain = locks.lock("plain", options).await.expect("free");
+    server.cmd(&["CONFIG", "RESETSTAT"]);
+    let renewal = if offers.set_ifeq { "set" } else { "evalsha" };
+    let renewed = wait_until_async(PATIENCE, || calls(&server, renewal) >= 2).await;
+    assert!(renewed, "two renewals by {renewal}\n{}", shown());
+    assert!(plain.is_held(), "{}", shown());
+    if offers.set_ifeq {
+        assert_eq!(
+            requests_served(&server),
+            0,
+            "no script, no transaction\n{}",
+            shown()
+        );
+        assert_eq!(calls(&server, "pexpire"), 0, "{}", shown());
+    } else {
+        assert_eq!(calls(&server, "set"), 0, "{}", shown());
+    }
+    plain.release().await.expect("release");
+
+    // A waiter of another process marks the lock as awaited: its value is not the one its
+    // acquire wrote any more. It is renewed all the same, by the script, which it goes to at
+    // once from then on.
+    let marked = locks.lock("marked", options).await.expect("free");
+    let busy = other
+        .lock("marked", LockOptions::new().wait(ms(300)))
+        .await
+        .expect_err("held");
+    assert!(busy.is_busy(), "{busy}");
+    let stored = server.stored_lock("renew:{marked}").expect("held");
+    assert!(stored.waiting, "marked as awaited\n{}", shown());
+    server.cmd(&["CONFIG", "RESETSTAT"]);
+    let renewed = wait_until_async(PATIENCE, || calls(&server, "evalsha") >= 3).await;
+    assert!(renewed, "three renewals by the script\n{}", shown());
+    assert!(marked.is_held(), "{}", shown());
+    // At most the first renewal after the mark (or that one sent again) compares in vain.
+    assert!(calls(&server, "set") <= 2, "{}", shown());
+    let still = server.stored_lock("renew:{marked}").expect("still held");
+    assert_eq!(still.token, stored.token, "{}", shown());
+    marked.release().await.expect("release");
+
+    // Someone else holds it now (the lease ran out unseen, say): the renewal reports it lost,
+    // as the script always has, and leaves the other holder's value and lease alone.
+    let lost = locks.lock("lost", options).await.expect("free");
+    let theirs = "held token=theirs waiting=0";
+    server.cmd(&["SET", "renew:{lost}", theirs, "PX", "60000"]);
+    let reason = tokio::time::timeout(PATIENCE, lost.lost())
+        .await
+        .unwrap_or_else(|_| panic!("never reported lost\n{}", shown()));
+    assert_eq!(reason, LostReason::NotOwner, "{}", shown());
+    assert_eq!(server.cmd(&["GET", "renew:{lost}"]), theirs);
+    let pttl: u64 = server
+        .cmd(&["PTTL", "renew:{lost}"])
+        .parse()
+        .expect("a number");
+    assert!(
+        pttl > 30_000,
+        "{pttl} ms left: renewed for the wrong holder"
+    );
 }
 
 /// On every server: a lock of 0.1 (a hash with a token and a lease) is busy, and a hash
