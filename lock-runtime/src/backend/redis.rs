@@ -868,13 +868,27 @@ async fn probe(
 }
 
 /// Whether the server refused a command as such (an ACL without it, a service that disabled or
-/// renamed it), rather than failing to run it.
+/// renamed it), rather than failing to run it. Told by the error's kind where it has one of its
+/// own (`NOPERM`); an unknown command has none (`ERR`, on Redis and Valkey alike), so only
+/// there is the server's own message read, from its start and in any case (Redis 6.0 wrote
+/// "Unknown subcommand", 6.2 and later "unknown subcommand"). An error a script raised (its
+/// text changed across servers: Valkey 8.0, 9.1) never counts.
 fn refuses_command(err: &RedisError) -> bool {
-    if err.code() == Some("NOPERM") {
-        return true;
+    use redis::{ErrorKind, ServerErrorKind};
+    match err.kind() {
+        ErrorKind::Server(ServerErrorKind::NoPerm) => true,
+        ErrorKind::Server(ServerErrorKind::ResponseError) => {
+            let detail = err.detail().unwrap_or_default().trim_start();
+            ["unknown command", "unknown subcommand"]
+                .iter()
+                .any(|start| {
+                    detail
+                        .get(..start.len())
+                        .is_some_and(|head| head.eq_ignore_ascii_case(start))
+                })
+        }
+        _ => false,
     }
-    let text = err.to_string().to_ascii_lowercase();
-    text.contains("unknown command") || text.contains("unknown subcommand")
 }
 
 /// Whether a `maxmemory-policy` can evict a lock key: every policy but `noeviction` can, since
@@ -1323,5 +1337,45 @@ impl Feed for PubSubFeed {
 
     fn connected(&self) -> bool {
         self.conn.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn error(reply: &[u8]) -> RedisError {
+        redis::parse_redis_value(reply)
+            .and_then(Value::extract_error)
+            .expect_err("an error reply")
+    }
+
+    #[test]
+    fn a_refused_command_is_told_by_its_kind_on_every_server() {
+        for reply in [
+            // Redis 7 and Valkey 8 and 9: the ACL.
+            &b"-NOPERM this user has no permissions to run the 'eval' command\r\n"[..],
+            b"-NOPERM User u has no permissions to run the 'eval' command\r\n",
+            // Disabled or renamed, on Redis and Valkey alike.
+            b"-ERR unknown command 'EVAL', with args beginning with: 'return 1' '0' \r\n",
+            b"-ERR unknown subcommand 'SHARDNUMSUB'. Try PUBSUB HELP.\r\n",
+            // Redis 6.0.
+            b"-ERR Unknown subcommand or wrong number of arguments for 'X'. Try PUBSUB HELP.\r\n",
+        ] {
+            assert!(
+                refuses_command(&error(reply)),
+                "{}",
+                String::from_utf8_lossy(reply)
+            );
+        }
+        for reply in [
+            // What a script raises, as Redis 7 and as Redis 6 and Valkey word it.
+            &b"-ERR user_script:1: Script attempted to access nonexistent global variable 'x' script: 1, on @user_script:1.\r\n"[..],
+            b"-ERR Error running script (call to f_0123): @user_script:1: unknown command\r\n",
+            b"-NOSCRIPT No matching script. Please use EVAL.\r\n",
+            b"-BUSY Redis is busy running a script.\r\n",
+        ] {
+            assert!(!refuses_command(&error(reply)), "{}", String::from_utf8_lossy(reply));
+        }
     }
 }

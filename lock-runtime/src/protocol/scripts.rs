@@ -109,3 +109,31 @@ pub(crate) async fn invoke<T: FromRedisValue>(
     let (answer,): (T,) = query_loading(&pipe, script, conn).await?;
     Ok(answer)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_forgotten_script_is_told_by_its_code_whatever_the_text() {
+        for reply in [
+            // Redis 5 to 8.
+            &b"-NOSCRIPT No matching script. Please use EVAL.\r\n"[..],
+            // Valkey 8.0 and later.
+            b"-NOSCRIPT No matching script.\r\n",
+        ] {
+            let answer = redis::parse_redis_value(reply).expect("a reply");
+            assert!(
+                matches!(&answer, Value::ServerError(err) if err.kind() == Some(ServerErrorKind::NoScript))
+            );
+            let err = answer.extract_error().expect_err("an error");
+            assert!(is_noscript(&err), "{err}");
+        }
+        let lua = redis::parse_redis_value(
+            b"-ERR Error running script (call to f_0123): @user_script:1: NOSCRIPT in a message\r\n",
+        )
+        .and_then(Value::extract_error)
+        .expect_err("an error");
+        assert!(!is_noscript(&lua), "{lua}");
+    }
+}
