@@ -544,10 +544,17 @@ async fn sharded_subscribers(nodes: &Nodes, node: &Node, stored: &str) -> Result
         .await
 }
 
-/// An error saying the server does not know the command or subcommand.
+/// An error saying the server does not know the command or subcommand: a plain `ERR` (there
+/// is no code of its own) whose message starts so, in any case (Redis 6.0 wrote "Unknown
+/// subcommand", 6.2 and later "unknown subcommand").
 fn is_unknown_command(err: &redis::RedisError) -> bool {
-    let text = err.to_string();
-    text.contains("Unknown subcommand") || text.contains("unknown command")
+    let detail = err
+        .detail()
+        .unwrap_or_default()
+        .trim_start()
+        .to_ascii_lowercase();
+    err.code() == Some("ERR")
+        && (detail.starts_with("unknown command") || detail.starts_with("unknown subcommand"))
 }
 
 /// The fair line of the lock stored at `stored`, in order.
@@ -641,6 +648,27 @@ impl LockView {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_subcommand_is_told_on_every_redis() {
+        let error = |reply: &[u8]| {
+            redis::parse_redis_value(reply)
+                .and_then(redis::Value::extract_error)
+                .expect_err("an error reply")
+        };
+        for reply in [
+            // Redis 6.2 and later, Valkey: no sharded pub/sub before Redis 7.
+            &b"-ERR unknown subcommand 'SHARDNUMSUB'. Try PUBSUB HELP.\r\n"[..],
+            // Redis 5.0 and 6.0.
+            b"-ERR Unknown subcommand or wrong number of arguments for 'SHARDNUMSUB'. Try PUBSUB HELP.\r\n",
+            b"-ERR unknown command 'PUBSUB', with args beginning with: 'SHARDNUMSUB' \r\n",
+        ] {
+            assert!(is_unknown_command(&error(reply)), "{}", String::from_utf8_lossy(reply));
+        }
+        let refused =
+            error(b"-NOPERM this user has no permissions to run the 'pubsub' command\r\n");
+        assert!(!is_unknown_command(&refused));
+    }
 
     /// What `unlock` passes the force-release script to name the holder it confirmed.
     #[test]
