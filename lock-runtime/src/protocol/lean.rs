@@ -213,19 +213,25 @@ pub(crate) async fn release(
     };
     match deleted {
         Ok(deleted) => Ok(deleted == 1),
-        Err(err) if refused(&err) => Ok(false),
+        Err(err) if not_this_value(&err, native.is_some()) => Ok(false),
         Err(err) => Err(err),
     }
 }
 
-/// Whether a compare-and-delete was refused by the server, which then deleted nothing: the
-/// release script decides, and says what is wrong if anything is. A key of another type (a
-/// lock of 0.1, someone else's data) is refused with `WRONGTYPE` by `DELIFEQ` and the script,
-/// but with a plain `ERR` and a text of its own by Redis 8.4's `DELEX`; a user may lack the
-/// right (`NOPERM`). Told by the answer's kind, never its text: whatever the server answered
-/// with an error of its own, other than one that passes (a failover, a load), is a refusal.
-fn refused(err: &redis::RedisError) -> bool {
-    err.code().is_some() && !crate::backend::is_transient(err)
+/// Whether a compare-and-delete's error says only that it deleted nothing because the key holds
+/// no string (a lock of 0.1, someone else's data), so that the release script decides and says
+/// what is wrong: `WRONGTYPE` from `DELIFEQ` and the script, but a plain `ERR` with a text of its
+/// own from Redis 8.4's `DELEX`. Told by the answer's kind, never its text: a native command
+/// the probe found answers no other `ERR` (one from a server that stopped knowing it, after a
+/// failover to an older one, sends the release to the script too, which is right there). Any
+/// other error is the release's: a right taken away (`NOPERM`) would be refused to the script
+/// as well, and one that passes (a failover, a load) is sent again.
+fn not_this_value(err: &redis::RedisError, native: bool) -> bool {
+    use redis::{ErrorKind, ServerErrorKind};
+    match err.kind() {
+        ErrorKind::Server(ServerErrorKind::ResponseError) => native,
+        _ => err.code() == Some("WRONGTYPE"),
+    }
 }
 
 #[cfg(test)]
@@ -239,31 +245,37 @@ mod tests {
     }
 
     #[test]
-    fn a_compare_and_delete_refused_by_any_server_goes_to_the_script() {
+    fn a_compare_and_delete_on_a_key_of_another_type_goes_to_the_script_on_every_server() {
+        let wrong_type =
+            error(b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n");
+        // DELIFEQ (Valkey 9.0) and the script.
+        assert!(not_this_value(&wrong_type, true));
+        assert!(not_this_value(&wrong_type, false));
+        // DELEX ... IFEQ (Redis 8.4 and later).
+        let delex = error(b"-ERR Key should be of string type if conditions are specified\r\n");
+        assert!(not_this_value(&delex, true));
+        // An error the script raised is the release's.
+        let script = error(b"-ERR user_script:1: Script attempted to access a non local key\r\n");
+        assert!(!not_this_value(&script, false));
+        // A right taken away would be refused to the release script too; errors that pass are
+        // sent again.
         for reply in [
-            // DELIFEQ (Valkey 9.0) and the script, on a key of another type.
-            &b"-WRONGTYPE Operation against a key holding the wrong kind of value\r\n"[..],
-            // DELEX ... IFEQ (Redis 8.4 and later) on a key of another type.
-            b"-ERR Key should be of string type if conditions are specified\r\n",
-            b"-NOPERM User u has no permissions to run the 'delex' command\r\n",
-        ] {
-            assert!(refused(&error(reply)), "{}", String::from_utf8_lossy(reply));
-        }
-        // Errors that pass are sent again, not taken for a refusal.
-        for reply in [
-            &b"-LOADING Redis is loading the dataset in memory\r\n"[..],
+            &b"-NOPERM User u has no permissions to run the 'evalsha' command\r\n"[..],
+            b"-LOADING Redis is loading the dataset in memory\r\n",
             b"-READONLY You can't write against a read only replica.\r\n",
             b"-TRYAGAIN Multiple keys request during rehashing of slot\r\n",
         ] {
-            assert!(
-                !refused(&error(reply)),
-                "{}",
-                String::from_utf8_lossy(reply)
-            );
+            for native in [true, false] {
+                assert!(
+                    !not_this_value(&error(reply), native),
+                    "{}",
+                    String::from_utf8_lossy(reply)
+                );
+            }
         }
         let dropped =
             redis::RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
-        assert!(!refused(&dropped));
+        assert!(!not_this_value(&dropped, true));
     }
 
     #[test]
