@@ -387,6 +387,28 @@ impl LockManagerBuilder {
     }
 }
 
+/// The `testing` kit's manager over its fault layer.
+#[cfg(feature = "testing")]
+impl LockManager {
+    /// A manager of its own (its id, watchdog and shutdown), with this one's settings, runtime
+    /// and waiters, over `backend`.
+    pub(crate) fn over_backend(&self, backend: Arc<dyn Backend>) -> LockManager {
+        let inner = self.client();
+        LockManager::with_inner(Inner {
+            id: next_manager_id(),
+            closed: std::sync::atomic::AtomicBool::new(false),
+            watchdog: Watchdog::new(backend.clone(), inner.background.clone()),
+            background: inner.background.clone(),
+            backend,
+            waiters: inner.waiters.clone(),
+            prefix: inner.prefix.clone(),
+            request_timeout: inner.request_timeout,
+            replica_wait: inner.replica_wait,
+            under_way: Default::default(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -49,13 +49,41 @@
 //! tokio = { version = "1.47", features = ["macros", "rt-multi-thread"] }
 //! ```
 //!
-//! Rust 1.88 or later. Cargo features, both off by default:
+//! Rust 1.88 or later. Cargo features, all off by default:
 //!
 //! * `tls`: `rediss://`, `rediss+cluster://`, `rediss+sentinel://` and `redlocks://`, with
 //!   rustls and the system's certificates.
 //! * `metrics`: acquire, wait, hold, renewal, lease-loss and release metrics through the
 //!   [`metrics`](https://docs.rs/metrics) facade, labelled by key template; the application
 //!   installs the exporter.
+//! * `testing`: the `testing` module, for your tests (enable it in `[dev-dependencies]`).
+//!
+//! # Testing your code
+//!
+//! The paths a service never meets in development (a lease lost mid-order, a lock busy past
+//! `wait`, Redis failing) are scripted with the `testing` feature's `testing::TestLocks`: a
+//! deployment of its own per test, in memory or on a real server, with faults per key or key
+//! template (busy answers, transient or permanent errors, lost leases, slow or failing
+//! releases, phantom holders), a record of what was taken in which order with which fencing
+//! tokens, and one-line assertions. Under `#[tokio::test(start_paused = true)]` leases, waits
+//! and renewals take no wall time. `TestLocks::scope` makes its manager the default of
+//! `#[distributed_lock]` for one test without `set_global_default`:
+//!
+//! ```toml
+//! [dev-dependencies]
+//! lock-runtime = { path = "../lock-runtime/lock-runtime", features = ["testing"] }
+//! ```
+//!
+//! ```ignore
+//! #[tokio::test(start_paused = true)]
+//! async fn an_order_gives_up_when_the_lock_stays_busy() {
+//!     let kit = lock_runtime::testing::TestLocks::new();
+//!     kit.on("order:<user_id>").busy(u32::MAX, Duration::from_secs(30));
+//!     let err = kit.scope(place_order(7)).await.unwrap_err();
+//!     assert!(err.is_busy());
+//!     kit.assert_never_acquired("order:7");
+//! }
+//! ```
 //!
 //! # Without the attribute
 //!
@@ -194,6 +222,9 @@ mod options;
 mod pending;
 mod protocol;
 mod section;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 mod url;
 mod waiters;
 mod watchdog;

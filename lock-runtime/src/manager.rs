@@ -81,8 +81,14 @@ pub fn set_global_default(manager: LockManager) -> Result<(), LockError> {
         .map_err(|_| LockError::Config("the global default LockManager is already set".into()))
 }
 
-/// The manager set by [`set_global_default`], if any.
+/// The manager set by [`set_global_default`], if any. With the `testing` feature, a manager
+/// made the default of the running task by [`testing::with_default`](crate::testing::with_default)
+/// comes first.
 pub fn global_default() -> Option<LockManager> {
+    #[cfg(feature = "testing")]
+    if let Some(scoped) = crate::testing::scoped_default() {
+        return Some(scoped);
+    }
     GLOBAL.get().cloned()
 }
 
@@ -456,6 +462,14 @@ impl LockManager {
     /// The stored name of `key` on this manager: what `lock_all` orders keys by.
     pub(crate) fn stored_key(&self, key: &str) -> Result<StoredKey, LockError> {
         StoredKey::new(&self.inner.prefix, key)
+    }
+}
+
+/// What the `testing` kit needs of a manager: its shared state.
+#[cfg(feature = "testing")]
+impl LockManager {
+    pub(crate) fn client(&self) -> &Arc<Inner> {
+        &self.inner
     }
 }
 

@@ -449,6 +449,12 @@ impl Waiters {
         self.keys().contains_key(key)
     }
 
+    /// How many tasks of this process wait for `key` (the `testing` kit's observation).
+    #[cfg(feature = "testing")]
+    pub(crate) fn count(&self, key: &str) -> usize {
+        self.keys().get(key).map_or(0, |entry| entry.line.len())
+    }
+
     /// Notifications may have been missed (the subscription connection dropped): wake everyone,
     /// each retries once and waits again.
     pub(crate) fn wake_all(&self) {

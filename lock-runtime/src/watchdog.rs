@@ -209,6 +209,18 @@ impl Watchdog {
             .then_some(lease)
     }
 
+    /// The tracked lease under owner token `token`, if any: how the `testing` kit loses a held
+    /// lease on purpose.
+    #[cfg(feature = "testing")]
+    pub(crate) fn lease_by_token(&self, token: &str) -> Option<Arc<Lease>> {
+        let state = self.shared.lock();
+        state
+            .entries
+            .values()
+            .filter_map(|entry| entry.lease.upgrade())
+            .find(|lease| lease.token == token)
+    }
+
     /// Whether task `task` holds the lock (or a permit of the semaphore) stored as `stored`
     /// through this manager with a lease the watchdog
     /// renews: waiting for it could only end with the wait budget. (A fixed lease runs out,
