@@ -2,7 +2,8 @@
 //!
 //! Two locks, always taken in the same order (user, then stock) so they cannot deadlock:
 //! `order:<user_id>` makes a user's duplicate clicks queue up instead of all passing the "already
-//! ordered?" check, and `stock:<sku>` makes "read stock, then decrement" one step.
+//! ordered?" check, and `stock:<sku>` makes "read stock, then decrement" one step. The shop and
+//! its locked steps are in `lock_examples::flash_sale`, where the tests reach them too.
 //!
 //! Each run is a sale of its own, with an id in its keys (`order:<sale>:<user_id>`), so a run
 //! started right after another, or after one that was killed, never meets that one's locks.
@@ -12,69 +13,16 @@
 
 use std::collections::HashMap;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use lock_runtime::{LockError, distributed_lock};
+use lock_examples::flash_sale::{Outcome, SKU, Shop, place_order};
+use lock_runtime::LockError;
 
-const SKU: &str = "sku-phone";
 const STOCK: i64 = 50;
 const USERS: u32 = 80;
 const REQUESTS_PER_USER: u32 = 3;
-
-/// The shop's database. Each read and write takes a moment, as a real one does: without the
-/// locks, requests would interleave between the check and the write.
-#[derive(Default)]
-struct Shop {
-    /// This sale's id: one user's orders and the stock are locked per sale.
-    sale: String,
-    stock: AtomicI64,
-    orders: Mutex<HashMap<u32, Vec<u32>>>,
-}
-
-impl Shop {
-    async fn has_order(&self, user_id: u32) -> bool {
-        tokio::time::sleep(Duration::from_millis(1)).await;
-        self.orders.lock().expect("orders").contains_key(&user_id)
-    }
-
-    fn record_order(&self, user_id: u32, request: u32) {
-        let mut orders = self.orders.lock().expect("orders");
-        orders.entry(user_id).or_default().push(request);
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Outcome {
-    Placed,
-    Duplicate,
-    SoldOut,
-}
-
-/// One user's order at a time: a second click waits here and then sees the first order.
-#[distributed_lock(key = "order:<shop.sale>:<user_id>", wait = "2s")]
-async fn place_order(shop: &Shop, user_id: u32, request: u32) -> Result<Outcome, LockError> {
-    if shop.has_order(user_id).await {
-        return Ok(Outcome::Duplicate);
-    }
-    if !take_one(shop, SKU).await? {
-        return Ok(Outcome::SoldOut);
-    }
-    shop.record_order(user_id, request);
-    Ok(Outcome::Placed)
-}
-
-/// Check and decrement as one step, so two buyers never take the last item both.
-#[distributed_lock(key = "stock:<shop.sale>:<sku>", wait = "2s")]
-async fn take_one(shop: &Shop, sku: &str) -> Result<bool, LockError> {
-    if shop.stock.load(Ordering::SeqCst) <= 0 {
-        return Ok(false);
-    }
-    tokio::time::sleep(Duration::from_millis(1)).await; // the payment reservation
-    shop.stock.fetch_sub(1, Ordering::SeqCst);
-    Ok(true)
-}
 
 async fn run() -> Result<ExitCode, LockError> {
     let locks = lock_examples::locks_from_env().await?;
@@ -88,11 +36,7 @@ async fn sale() -> Result<ExitCode, LockError> {
     let started_ms = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |since| since.as_millis());
-    let shop = Arc::new(Shop {
-        sale: format!("{started_ms:x}"),
-        ..Shop::default()
-    });
-    shop.stock.store(STOCK, Ordering::SeqCst);
+    let shop = Arc::new(Shop::new(format!("{started_ms:x}"), STOCK));
     println!(
         "sale {}: locks order:{0}:<user_id> and stock:{0}:{SKU}",
         shop.sale

@@ -6,7 +6,8 @@
 //! passing the "already ordered?" check, then the stock's (`stock:<sku>`), so that one buyer at a
 //! time takes an item. Each lock's fencing token claims the row it protects before the row is
 //! read, and the database refuses a write decided under an older token (see
-//! `lock_examples::shop::db`).
+//! `lock_examples::shop::db`). The locked service itself is `lock_examples::shop::service`, where
+//! the tests reach it too; this binary serves it over HTTP.
 //!
 //! ```sh
 //! REDIS_URL=redis://127.0.0.1:7000 cargo run -p lock-examples --bin shop_service -- \
@@ -27,10 +28,9 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use clap::Parser;
-use lock_examples::shop::db::Order;
+use lock_examples::shop::service::Shop;
 use lock_examples::shop::wire::{self, OrderAnswer, Outcome};
-use lock_examples::shop::{Database, Fence, OnLeaseLost, Purchase, Row, SKU, ShopError};
-use lock_runtime::{LockError, distributed_lock};
+use lock_examples::shop::{Database, OnLeaseLost};
 
 /// An instance of the shop service.
 #[derive(Debug, Parser)]
@@ -51,156 +51,20 @@ struct Args {
     on_lease_lost: OnLeaseLost,
 }
 
-/// One instance's state: its database connections, its name and its lease-loss policy.
-struct Shop {
-    db: Database,
-    name: String,
-    on_lease_lost: OnLeaseLost,
-}
-
-/// The fencing token of the innermost lock the running task holds.
-fn fencing_token(section: &'static str) -> Result<u64, ShopError> {
-    lock_runtime::current()
-        .map(|lock| lock.fencing_token())
-        .ok_or(ShopError::NotLocked(section))
-}
-
-/// The service functions. Each lock is declared twice, once per `on_lease_lost` (the attribute
-/// takes it at compile time); the bodies are shared. The leases are short: a killed instance's
-/// locks free themselves within 2 s, and the watchdog renews them while a body runs.
-impl Shop {
-    /// One request per user at a time, across every instance.
-    async fn place_order(&self, user_id: u64) -> Result<Purchase, ShopError> {
-        match self.on_lease_lost {
-            OnLeaseLost::Abort => self.place_order_or_abort(user_id).await,
-            OnLeaseLost::Continue => self.place_order_and_continue(user_id).await,
-        }
-    }
-
-    #[distributed_lock(key = "order:<user_id>", ttl = "2s", wait = "10s")]
-    async fn place_order_or_abort(&self, user_id: u64) -> Result<Purchase, ShopError> {
-        self.order_locked(user_id).await
-    }
-
-    #[distributed_lock(
-        key = "order:<user_id>",
-        ttl = "2s",
-        wait = "10s",
-        on_lease_lost = "continue"
-    )]
-    async fn place_order_and_continue(&self, user_id: u64) -> Result<Purchase, ShopError> {
-        self.order_locked(user_id).await
-    }
-
-    /// Runs under `order:<user_id>`.
-    async fn order_locked(&self, user_id: u64) -> Result<Purchase, ShopError> {
-        let user_token = fencing_token("place_order")?;
-        if !self
-            .db
-            .claim(Row::User(user_id), user_token, &self.name)
-            .await?
-        {
-            return Ok(Purchase::Stale(Fence::User));
-        }
-        // Under this lock no other request of the user can order meanwhile.
-        if self.db.has_order(user_id).await? {
-            return Ok(Purchase::Duplicate);
-        }
-        // Spares the stock lock the requests that cannot buy: stock never goes up, so a 0 read
-        // without the stock lock is final.
-        if self.db.stock_left(SKU).await? <= 0 {
-            return Ok(Purchase::SoldOut);
-        }
-        match self.on_lease_lost {
-            OnLeaseLost::Abort => self.take_one_or_abort(SKU, user_id, user_token).await,
-            OnLeaseLost::Continue => self.take_one_and_continue(SKU, user_id, user_token).await,
-        }
-    }
-
-    /// One buyer at a time: the stock row is written with this lock's token.
-    #[distributed_lock(key = "stock:<sku>", ttl = "2s", wait = "10s")]
-    async fn take_one_or_abort(
-        &self,
-        sku: &str,
-        user_id: u64,
-        user_token: u64,
-    ) -> Result<Purchase, ShopError> {
-        self.buy_locked(sku, user_id, user_token).await
-    }
-
-    #[distributed_lock(
-        key = "stock:<sku>",
-        ttl = "2s",
-        wait = "10s",
-        on_lease_lost = "continue"
-    )]
-    async fn take_one_and_continue(
-        &self,
-        sku: &str,
-        user_id: u64,
-        user_token: u64,
-    ) -> Result<Purchase, ShopError> {
-        self.buy_locked(sku, user_id, user_token).await
-    }
-
-    /// Runs under `order:<user_id>` and `stock:<sku>`.
-    async fn buy_locked(
-        &self,
-        sku: &str,
-        user_id: u64,
-        user_token: u64,
-    ) -> Result<Purchase, ShopError> {
-        let order = Order {
-            user_id,
-            sku,
-            user_token,
-            stock_token: fencing_token("take_one")?,
-            instance: &self.name,
-        };
-        if !self
-            .db
-            .claim(Row::Stock(sku), order.stock_token, &self.name)
-            .await?
-        {
-            return Ok(Purchase::Stale(Fence::Stock));
-        }
-        // Read, decide, write the new value: correct only while no one else holds the lock, and
-        // the fence refuses the write if someone has held it since.
-        let left = self.db.stock_left(sku).await?;
-        if left <= 0 {
-            return Ok(Purchase::SoldOut);
-        }
-        self.db.purchase(&order, left - 1).await
-    }
-}
-
 async fn order(
     State(shop): State<Arc<Shop>>,
     Path(user_id): Path<u64>,
 ) -> (StatusCode, Json<OrderAnswer>) {
-    let (outcome, error) = match shop.place_order(user_id).await {
-        Ok(Purchase::Placed) => (Outcome::Placed, None),
-        Ok(Purchase::Duplicate) => (Outcome::Duplicate, None),
-        Ok(Purchase::SoldOut) => (Outcome::SoldOut, None),
-        Ok(Purchase::Stale(_)) => (Outcome::StaleRefused, None),
-        Err(err @ ShopError::Lock(LockError::LeaseLost { .. })) => {
-            (Outcome::LeaseLost, Some(err.to_string()))
-        }
-        Err(err @ ShopError::Lock(LockError::Busy { .. })) => {
-            (Outcome::Busy, Some(err.to_string()))
-        }
-        Err(err) => {
-            tracing::warn!(user_id, "order failed: {err}");
-            (Outcome::Failed, Some(err.to_string()))
-        }
-    };
+    let answer = shop.answer(shop.place_order(user_id).await);
+    if answer.outcome == Outcome::Failed {
+        tracing::warn!(
+            user_id,
+            "order failed: {}",
+            answer.error.as_deref().unwrap_or("")
+        );
+    }
     let status =
-        StatusCode::from_u16(outcome.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let answer = OrderAnswer {
-        outcome,
-        instance: shop.name.clone(),
-        error,
-    };
+        StatusCode::from_u16(answer.outcome.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     (status, Json(answer))
 }
 
@@ -213,11 +77,7 @@ async fn run(args: Args) -> Result<(), String> {
     let db = Database::open(&args.db)
         .await
         .map_err(|err| format!("{}: {err}", args.db.display()))?;
-    let shop = Arc::new(Shop {
-        db,
-        name: args.name,
-        on_lease_lost: args.on_lease_lost,
-    });
+    let shop = Arc::new(Shop::new(db, args.name, args.on_lease_lost));
     let app = Router::new()
         .route(wire::HEALTH_PATH, get(|| async { "ok" }))
         .route(wire::ORDER_ROUTE, post(order))
@@ -234,7 +94,7 @@ async fn run(args: Args) -> Result<(), String> {
     // printed only once the port is bound, so a request sent to it waits in the backlog.
     println!(
         "{} listening on http://{local}, locks on {backend}",
-        shop.name
+        shop.name()
     );
     axum::serve(listener, app)
         .with_graceful_shutdown(async {

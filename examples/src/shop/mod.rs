@@ -10,6 +10,7 @@
 //! that took the lock over.
 
 pub mod db;
+pub mod service;
 pub mod wire;
 
 pub use db::{Audit, Database, Fence, Purchase, Row, ShopError};
