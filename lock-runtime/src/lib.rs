@@ -79,7 +79,7 @@
 //! async fn an_order_gives_up_when_the_lock_stays_busy() {
 //!     let kit = lock_runtime::testing::TestLocks::new();
 //!     kit.on("order:<user_id>").busy(u32::MAX, Duration::from_secs(30));
-//!     let err = kit.scope(place_order(7)).await.unwrap_err();
+//!     let err = kit.scope(place_order(7)).await.expect_err("busy");
 //!     assert!(err.is_busy());
 //!     kit.assert_never_acquired("order:7");
 //! }

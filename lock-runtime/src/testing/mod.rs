@@ -27,7 +27,7 @@
 //! let kit = TestLocks::new();
 //! // Busy for longer than the 5 s the call waits: it gives up with LockError::Busy.
 //! kit.on("order:<user_id>").busy(u32::MAX, Duration::from_secs(30));
-//! let err = kit.scope(place_order(7)).await.unwrap_err();
+//! let err = kit.scope(place_order(7)).await.expect_err("busy");
 //! assert!(err.is_busy());
 //!
 //! // Then a dropped connection, which a call that waits rides out.
@@ -241,11 +241,14 @@ impl fmt::Display for Event {
                 key,
                 remaining,
                 scripted: by_script,
-            } => write!(
-                f,
-                "busy `{key}` for {remaining:?} more{}",
-                scripted(*by_script)
-            ),
+            } => match remaining {
+                Some(remaining) => write!(
+                    f,
+                    "busy `{key}` for {remaining:?} more{}",
+                    scripted(*by_script)
+                ),
+                None => write!(f, "busy `{key}`, with no expiry{}", scripted(*by_script)),
+            },
             Event::Failed {
                 key,
                 operation,
