@@ -82,8 +82,7 @@ pub fn set_global_default(manager: LockManager) -> Result<(), LockError> {
 }
 
 /// The manager set by [`set_global_default`], if any. With the `testing` feature, a manager
-/// made the default of the running task by [`testing::with_default`](crate::testing::with_default)
-/// comes first.
+/// made the default of the running task by `testing::with_default` comes first.
 pub fn global_default() -> Option<LockManager> {
     #[cfg(feature = "testing")]
     if let Some(scoped) = crate::testing::scoped_default() {

@@ -49,9 +49,9 @@
 //!
 //! | script | what the code under test sees |
 //! |---|---|
-//! | [`busy(n, remaining)`](Script::busy) | the next `n` acquires find the lock held for `remaining` more: [`LockError::Busy`](crate::LockError::Busy) once `wait` is spent |
-//! | [`fail_acquires(n, fault)`](Script::fail_acquires) | the next `n` acquires fail: [`LockError::Backend`](crate::LockError::Backend), retried within `wait` when [`Fault::Transient`] |
-//! | [`lose_lease_now(reason)`](Script::lose_lease_now) | every held lease of the key is lost at once: its guard's [`lost()`](crate::LockGuard::lost) fires, a locked section aborts with [`LockError::LeaseLost`](crate::LockError::LeaseLost), and the lock is free for others |
+//! | [`busy(n, remaining)`](Script::busy) | the next `n` acquires find the lock held for `remaining` more: [`LockError::Busy`] once `wait` is spent |
+//! | [`fail_acquires(n, fault)`](Script::fail_acquires) | the next `n` acquires fail: [`LockError::Backend`], retried within `wait` when [`Fault::Transient`] |
+//! | [`lose_lease_now(reason)`](Script::lose_lease_now) | every held lease of the key is lost at once: its guard's [`lost()`](crate::LockGuard::lost) fires, a locked section aborts with [`LockError::LeaseLost`], and the lock is free for others |
 //! | [`lose_lease_at_next_renewal(reason)`](Script::lose_lease_at_next_renewal) | the same, at the watchdog's next renewal of a lease of the key |
 //! | [`slow_releases(delay)`](Script::slow_releases) | every release waits `delay` first (beyond the request timeout: a release that times out) |
 //! | [`fail_releases(n, fault)`](Script::fail_releases) | the next `n` releases fail; the lock stays until its lease runs out |
