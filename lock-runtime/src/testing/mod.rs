@@ -54,7 +54,7 @@
 //! | [`lose_lease_now(reason)`](Script::lose_lease_now) | every held lease of the key is lost at once: its guard's [`lost()`](crate::LockGuard::lost) fires, a locked section aborts with [`LockError::LeaseLost`], and the lock is free for others |
 //! | [`lose_lease_at_next_renewal(reason)`](Script::lose_lease_at_next_renewal) | the same, at the watchdog's next renewal of a lease of the key |
 //! | [`slow_releases(delay)`](Script::slow_releases) | every release waits `delay` first (beyond the request timeout: a release that times out) |
-//! | [`fail_releases(n, fault)`](Script::fail_releases) | the next `n` releases fail; the lock stays until its lease runs out |
+//! | [`fail_releases(n, fault)`](Script::fail_releases) | the next `n` releases fail: [`LockError::Backend`] from `release()`; with `u32::MAX` the lock stays until its lease runs out |
 //! | [`pause_next_acquire()`](Script::pause_next_acquire) | the next acquire waits at a [`Gate`] until the test opens it: a point in the middle of the code under test |
 //! | [`TestLocks::phantom_holder`] | another instance holds the key for a while, with a [`Holder`] and a fencing token of its own |
 //!
@@ -723,8 +723,10 @@ impl Script<'_> {
         self.add(Action::SlowReleases(delay))
     }
 
-    /// The next `times` releases fail with `fault` (`u32::MAX`: every one); the lock stays on
-    /// the deployment until its lease runs out.
+    /// The next `times` releases fail with `fault` (`u32::MAX`: every one), leaving the lock
+    /// on the deployment. A guard whose release failed sends it again when dropped, and goes on
+    /// retrying a transient failure in the background until its lease would end: with
+    /// `u32::MAX` the lock stays until its lease runs out.
     pub fn fail_releases(&self, times: u32, fault: Fault) -> &Self {
         self.add(Action::FailReleases { left: times, fault })
     }
