@@ -580,3 +580,32 @@ async fn one_script_runs_the_same_over_memory_and_a_real_server() {
     ];
     assert_eq!(memory, expected, "{memory:#?}");
 }
+
+/// What a scripted `Expired` loss stands for, done for real: a server paused past the lease.
+/// The holder sees the same thing either way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scripted_expiry_reads_as_a_server_paused_past_the_lease() {
+    let options = LockOptions::new().ttl(secs(1));
+    let scripted = TestLocks::new();
+    scripted
+        .on("paused")
+        .lose_lease_at_next_renewal(LostReason::Expired);
+    let guard = scripted
+        .manager()
+        .lock("paused", options)
+        .await
+        .expect("taken");
+    let scripted_loss = tokio::time::timeout(secs(5), guard.lost()).await;
+
+    let server = RedisServer::start();
+    let real = TestLocks::over_url(&server.url()).await.expect("connects");
+    let guard = real.manager().lock("paused", options).await.expect("taken");
+    server.pause();
+    let real_loss = tokio::time::timeout(secs(5), guard.lost()).await;
+    server.resume();
+    assert_eq!(scripted_loss, Ok(LostReason::Expired));
+    assert_eq!(real_loss, Ok(LostReason::Expired), "{}", server.log());
+    scripted.assert_lost("paused");
+    // The real loss is the holder's own finding: the deployment saw renewals go unanswered.
+    real.assert_acquired_in_order(&["paused"]);
+}
