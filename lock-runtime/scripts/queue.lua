@@ -222,24 +222,29 @@ local function free_for_next(lock, queue, expiry, window_ms, how)
   return head
 end
 
--- The next fencing token of the counter at `key` (semaphore.lua, rw_acquire.lua): above the last
--- one, and the server time in µs when that is higher, as acquire.lua's. Returns nil and the code
--- to answer when the stored value cannot be counted on: -1 for a value that is not a string,
--- -2 for one that is not a number below 2^53 (tokens could then go down).
-local function next_fence(key, now_us)
-  local last = 0
-  local stored = redis.pcall('GET', key)
-  if type(stored) == 'table' then
-    return nil, -1
+-- Takes over `old`, the key where 0.2 kept the last fencing token of a semaphore or a read-write
+-- lock (`<key>:sem:fence`, `<key>:rw:fence`, expiring its fence_retention after each grant), for semaphore.lua and rw_acquire.lua before they take a token from `counter`: raises
+-- the counter to the token it holds, so that the next one is above it whatever the server's
+-- clock says, and deletes it, so that nothing of a released semaphore or read-write lock is left.
+-- Costs one GET (of a key that is absent once the upgrade is done). Returns false, leaving both
+-- as they are, if `old` holds something tokens cannot continue from.
+local function take_over_fence(counter, old)
+  if old == counter then
+    -- A prefix whose braces keep the counter beside the key (see protocol/slots.rs) names the
+    -- same key: it only needs to outlive the expiry an earlier version gave it.
+    redis.call('PERSIST', counter)
+    return true
   end
-  if stored then
-    last = tonumber(stored)
-    if not last or last ~= last or last < 0 or last >= 9007199254740991 then
-      return nil, -2
-    end
+  local last = redis.pcall('GET', old)
+  if type(last) == 'table' then
+    return false
   end
-  if last > 0 and tonumber(now_us) <= last then
-    return string.format('%.0f', last + 1)
+  if not last then
+    return true
   end
-  return now_us
+  if not raise_counter(counter, last) then
+    return false
+  end
+  redis.call('DEL', old)
+  return true
 end

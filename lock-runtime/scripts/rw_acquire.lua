@@ -3,21 +3,23 @@
 --
 -- KEYS[1]  the readers: a sorted set of `r:<owner token>` scored by the end of each share's
 --          lease (server time in ms); it expires with its longest lease
--- KEYS[2]  the writer: `held fence=<n> token=<owner token>` (a lock's format), expiring with
---          its lease
+-- KEYS[2]  the writer: `held fence=<n> token=<owner token>` (the form 0.2 wrote for locks; n is
+--          its fencing token), expiring with its lease
 -- KEYS[3]  the waiting writer's marker: while it exists, new readers wait. It expires on its
 --          own (about a lease after the writer last asked), so a writer that dies while waiting
 --          holds nobody up for long
--- KEYS[4]  the last fencing token handed out to either mode (the server time in µs, or one
---          more than the last), kept for the fence retention after each grant
+-- KEYS[4]  the fencing token counter of the keys' slot (see queue.lua's next_token), which
+--          hands out both modes' tokens
 -- KEYS[5]  present after someone was told the lock is busy, until a lease of theirs after what
 --          stood in their way ends (when that waiter looks again): while it is, releases
---          announce themselves
+--          announce themselves. It expires by itself
+-- KEYS[6]  `<prefix>{<key>}:rw:fence`, where 0.2 kept the last fencing token: taken over by a
+--          grant while it exists (see queue.lua's take_over_fence), never written
 -- ARGV[1]  owner token (a UUID v4, unique per acquisition)
 -- ARGV[2]  `r` for a read share, `w` for the write hold
 -- ARGV[3]  lease in milliseconds
 -- ARGV[4]  "1" if the caller waited for this grant, as semaphore.lua's ARGV[4]
--- ARGV[5]  how long (ms) the last fencing token is kept, as release.lua's ARGV[4]
+-- ARGV[5]  "clock": the token is also at least the server time in µs, as acquire.lua's ARGV[8]
 -- ARGV[6]  "1" if the caller waits when told busy: only a writer that waits marks itself
 --          waiting, so a writer that only tries holds no reader up
 --
@@ -28,20 +30,24 @@
 --                                    asks again every third of its lease to keep the mark, and
 --                                    takes it away with rw_leave.lua when it stops waiting)
 --          {-1, 0, 0, 0}             a key holds data that is not a read-write lock: untouched
---          {-2, 0, 0, 0}             the last fencing token is one tokens cannot continue from
+--          {-2, 0, 0, 0}             the counter (or the token 0.2 kept) holds something tokens
+--                                    cannot continue from: not granted
 --
 -- Redis calls: TIME, ZREMRANGEBYSCORE, GET, PTTL, then for a read ZSCORE, EXISTS, ZADD; for a
--- write ZRANGE, SET, DEL; for a grant GET and SET of the fence; for a busy answer PTTL of the
--- busy marker, and SET when it would end sooner.
+-- write ZRANGE, SET, GET (and DEL of its own waiting mark); for a grant GET of KEYS[6] and INCR of the counter (TIME and SET when
+-- the counter is seeded or follows the clock); for a busy answer PTTL of the busy marker, and SET
+-- when it would end sooner. Nothing of a read-write lock is left once its last holder is gone
+-- but the waiting markers (KEYS[3], KEYS[5]), until they expire.
 if #KEYS == 0 then
   return 0
 end
-local READERS, WRITER, WRITER_WAITING, FENCE, WAITING = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local READERS, WRITER, WRITER_WAITING = KEYS[1], KEYS[2], KEYS[3]
+local COUNTER, WAITING, OLD_FENCE = KEYS[4], KEYS[5], KEYS[6]
 local TOKEN, MODE, TTL = ARGV[1], ARGV[2], ARGV[3]
 local ttl = tonumber(TTL)
 local member = 'r:' .. TOKEN
 
-local now_us, time = server_time()
+local _, time = server_time()
 local now_ms = millis(time)
 
 local function busy(pttl, marked)
@@ -95,18 +101,23 @@ else
   end
 end
 
-local fence, refused = next_fence(FENCE, now_us)
-if not fence then
-  return {refused, 0, 0, 0}
+if not take_over_fence(COUNTER, OLD_FENCE) then
+  return {-2, 0, 0, 0}
 end
-redis.call('SET', FENCE, fence, 'PX', math.max(tonumber(ARGV[5]), ttl))
+local fence = next_token(COUNTER, ARGV[5] == 'clock')
+if not fence then
+  return {-2, 0, 0, 0}
+end
 if MODE == 'r' then
   redis.call('ZADD', READERS, now_ms + ttl, member)
   if redis.call('PTTL', READERS) < ttl then
     redis.call('PEXPIRE', READERS, TTL)
   end
 else
-  redis.call('SET', WRITER, 'held fence=' .. fence .. ' token=' .. TOKEN, 'PX', TTL)
+  -- The form 0.2 wrote, which its scripts and renew.lua read. (%.0f: Lua would write a
+  -- 16-digit number with an exponent.)
+  redis.call('SET', WRITER, 'held fence=' .. string.format('%.0f', fence) .. ' token=' .. TOKEN,
+    'PX', TTL)
   -- Its turn came: readers may queue behind the next waiting writer only.
   if redis.call('GET', WRITER_WAITING) == TOKEN then
     redis.call('DEL', WRITER_WAITING)

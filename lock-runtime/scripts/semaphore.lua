@@ -3,38 +3,42 @@
 -- KEYS[1]  the semaphore: a sorted set of its holders, each `<permits>:<owner token>` scored by
 --          the end of its lease (server time in ms). It expires with its longest lease, so the
 --          declared number of permits lives exactly as long as someone holds one
--- KEYS[2]  `<semaphore>:fence`, the last fencing token handed out (the server time in µs, or
---          one more than the last), kept for the fence retention after each grant
+-- KEYS[2]  the fencing token counter of the semaphore's slot (see queue.lua's next_token)
 -- KEYS[3]  `<semaphore>:waiting`, present after someone was told every permit is taken, until
 --          a lease after the first holder's lease ends (when that waiter looks again): while it
---          is, releases announce themselves
+--          is, releases announce themselves. It expires by itself
+-- KEYS[4]  `<semaphore>:fence`, where 0.2 kept the last fencing token: taken over by a grant
+--          while it exists (see queue.lua's take_over_fence), never written
 -- ARGV[1]  owner token (a UUID v4, unique per acquisition)
 -- ARGV[2]  the number of permits the caller declares (decimal, at least 1)
 -- ARGV[3]  lease in milliseconds
 -- ARGV[4]  "1" if the caller waited for this permit: others of its process may still wait, so
 --          releases must keep announcing themselves; "0" otherwise
--- ARGV[5]  how long (ms) the last fencing token is kept, as release.lua's ARGV[4]
+-- ARGV[5]  "clock": the token is also at least the server time in µs, as acquire.lua's ARGV[8]
 --
 -- Returns  {1, fencing token, 0, 0}  granted (also when ARGV[1] holds a permit already: its
 --                                    lease is refreshed, under a new fencing token)
 --          {0, pttl, 0, 0}           every permit is held; pttl: ms until the first lease ends
 --          {-1, 0, 0, 0}             a key holds data that is not a semaphore: left untouched
---          {-2, 0, 0, 0}             the last fencing token is one tokens cannot continue from
+--          {-2, 0, 0, 0}             the counter (or the token 0.2 kept) holds something tokens
+--                                    cannot continue from: not granted
 --          {-3, permits, 0, 0}       held under another number of permits (returned): nothing
 --                                    written. Once no holder is left, the next caller's number
 --                                    applies.
 --
--- Redis calls: TIME, ZREMRANGEBYSCORE, ZRANGE, then for a grant GET, SET, ZADD, PTTL (and
--- PEXPIRE when the set would expire before the new lease); a busy answer ZCARD, ZSCORE, PTTL,
--- and SET when the waiting marker would end sooner.
+-- Redis calls: TIME, ZREMRANGEBYSCORE, ZRANGE, then for a grant GET (of KEYS[4]), INCR, ZADD,
+-- PTTL (and PEXPIRE when the set would expire before the new lease; TIME and SET when the
+-- counter is seeded or follows the clock); a busy answer ZCARD, ZSCORE, PTTL, and SET when the
+-- waiting marker would end sooner. Nothing of a semaphore is left once its last holder is gone
+-- but the waiting marker, until it expires.
 if #KEYS == 0 then
   return 0
 end
-local SET, FENCE, WAITING = KEYS[1], KEYS[2], KEYS[3]
+local SET, COUNTER, WAITING, OLD_FENCE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local TOKEN, PERMITS, TTL = ARGV[1], ARGV[2], ARGV[3]
 local member = PERMITS .. ':' .. TOKEN
 
-local now_us, time = server_time()
+local _, time = server_time()
 local now_ms = millis(time)
 -- A lease ends at its score: from then on, its permit is anyone's.
 local dropped = redis.pcall('ZREMRANGEBYSCORE', SET, '-inf', now_ms)
@@ -59,12 +63,14 @@ if first[1] then
   end
 end
 
-local fence, refused = next_fence(FENCE, now_us)
+if not take_over_fence(COUNTER, OLD_FENCE) then
+  return {-2, 0, 0, 0}
+end
+local fence = next_token(COUNTER, ARGV[5] == 'clock')
 if not fence then
-  return {refused, 0, 0, 0}
+  return {-2, 0, 0, 0}
 end
 local ttl = tonumber(TTL)
-redis.call('SET', FENCE, fence, 'PX', math.max(tonumber(ARGV[5]), ttl))
 redis.call('ZADD', SET, now_ms + ttl, member)
 if redis.call('PTTL', SET) < ttl then
   redis.call('PEXPIRE', SET, TTL)

@@ -38,7 +38,6 @@ pub struct LockManagerBuilder {
     prefix: String,
     app_name: Option<String>,
     request_timeout: Duration,
-    fence_retention: Duration,
     fair_turn: Duration,
     holder_metadata: bool,
     /// `wait_for_replicas`: how many, for how long. Kept apart from the shortage policy, and
@@ -56,7 +55,6 @@ impl std::fmt::Debug for LockManagerBuilder {
             .field("prefix", &self.prefix)
             .field("app_name", &self.app_name)
             .field("request_timeout", &self.request_timeout)
-            .field("fence_retention", &self.fence_retention)
             .field("fair_turn", &self.fair_turn)
             .field("holder_metadata", &self.holder_metadata)
             .field("replica_acks", &self.replica_acks())
@@ -72,7 +70,6 @@ impl Default for LockManagerBuilder {
             prefix: "lock:".into(),
             app_name: None,
             request_timeout: Duration::from_secs(3),
-            fence_retention: Duration::from_secs(24 * 3600),
             fair_turn: FAIR_TURN,
             holder_metadata: true,
             replicas: None,
@@ -136,25 +133,17 @@ impl LockManagerBuilder {
         self
     }
 
-    /// How long a semaphore's and a read-write lock's fence key outlives its last holder
-    /// (default 24 h): the next holder's token continues from it. Locks do not use it: their
-    /// tokens come from a counter per cluster slot that never expires
-    /// ([`inspect::fence_counter_key`](crate::inspect::fence_counter_key)), and a released lock
-    /// leaves no key. `Duration::ZERO` deletes a semaphore's or read-write lock's fence key with
-    /// its last holder: their tokens then rest on the server's clock.
-    ///
-    /// ```
-    /// # async fn example() -> Result<(), lock_runtime::LockError> {
-    /// use std::time::Duration;
-    /// let locks = lock_runtime::LockManager::builder()
-    ///     .url("redis://127.0.0.1:6379")
-    ///     .fence_retention(Duration::from_secs(3600))
-    ///     .build()
-    ///     .await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn fence_retention(mut self, retention: Duration) -> Self {
-        self.fence_retention = retention;
+    /// Has no effect: nothing is left to keep. A semaphore's and a read-write lock's fencing
+    /// tokens come, as a lock's do, from a counter per Redis Cluster slot that never expires
+    /// ([`inspect::fence_counter_key`](crate::inspect::fence_counter_key)), so a released lock,
+    /// semaphore or read-write lock leaves no key. Earlier versions kept a semaphore's and a
+    /// read-write lock's last token for this long after each grant; the next grant takes such a
+    /// key over and deletes it. Kept so that code that calls it still compiles.
+    #[deprecated(
+        note = "has no effect: fencing tokens come from a counter per cluster slot that never \
+                expires, and a released lock leaves no key; remove the call"
+    )]
+    pub fn fence_retention(self, _retention: Duration) -> Self {
         self
     }
 
@@ -306,12 +295,6 @@ impl LockManagerBuilder {
 
     /// The settings that are wrong whatever the deployment, with the reason.
     fn validate(&self) -> Result<(), LockError> {
-        if self.fence_retention > MAX_TTL {
-            return Err(LockError::Config(format!(
-                "fence_retention {:?} is longer than the maximum {MAX_TTL:?}",
-                self.fence_retention
-            )));
-        }
         if self.fair_turn < Duration::from_millis(1) || self.fair_turn > MAX_TTL {
             return Err(LockError::Config(format!(
                 "fair_turn {:?} is outside 1ms..={MAX_TTL:?}: a waiter needs at least a \
@@ -353,7 +336,6 @@ impl LockManagerBuilder {
             url,
             app_name: self.app_name.as_deref().unwrap_or(""),
             request_timeout: self.request_timeout,
-            fence_retention: self.fence_retention,
             fair_turn: self.fair_turn,
             holder_metadata: self.holder_metadata,
             replica_acks: self.replica_acks(),

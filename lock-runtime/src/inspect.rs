@@ -20,9 +20,11 @@
 //! free next=<T> until=<ms>          released for the first fair waiter in line alone
 //! ```
 //!
-//! A released lock leaves no key. Fencing tokens come from a counter per Redis Cluster slot and
-//! prefix ([`fence_counter_key`]), which never expires. Values written by 0.2 carry
-//! ` fence=<F>` after the state (`held fence=<F> token=...`, `free fence=<F>`) and are read too.
+//! A released lock, semaphore or read-write lock leaves no key. Fencing tokens come from a
+//! counter per Redis Cluster slot and prefix ([`fence_counter_key`]), which never expires.
+//! Values written by 0.2 carry ` fence=<F>` after the state (`held fence=<F> token=...`,
+//! `free fence=<F>`) and are read too, as are the `:sem:fence` and `:rw:fence` keys where 0.2
+//! kept a semaphore's and a read-write lock's last token (the next grant takes them over).
 //!
 //! The owner token `<T>` lets whoever knows it release the lock: show [`StoredLock::token_id`]
 //! instead.
@@ -34,12 +36,13 @@ use crate::key::StoredKey;
 use crate::url;
 
 /// The force-release script (`scripts/unlock.lua`, after the fair line's prelude
-/// `scripts/queue.lua`): removes the holder whatever its owner token, keeps the last fencing
-/// token, frees the lock for the first fair waiter in line if there is one and otherwise
-/// announces the release on the lock's channel, so that waiters wake.
+/// `scripts/queue.lua`): removes the holder whatever its owner token, frees the lock for the
+/// first fair waiter in line if there is one and otherwise deletes it and announces the release
+/// on the lock's channel, so that waiters wake. Fencing tokens live on in the slot's counter
+/// ([`fence_counter_key`]), which it does not touch.
 ///
-/// KEYS: the lock, [`queue_key`], [`queue_expiry_key`]. ARGV: milliseconds to keep the last
-/// fencing token (0 deletes the key), `"sharded"` on Redis Cluster (SPUBLISH) or `""`
+/// KEYS: the lock, [`queue_key`], [`queue_expiry_key`]. ARGV: unused (0.2 took how long to keep
+/// the last fencing token; pass `0`), `"sharded"` on Redis Cluster (SPUBLISH) or `""`
 /// (PUBLISH), milliseconds a lock freed for the first in line waits for it, and the fencing
 /// token of the holder to remove (`""`: whoever holds it). The answer is `{status, value}`:
 /// 1 released, 2 freed for the first in line, -1 not held, -2 held by another holder than the
@@ -118,9 +121,10 @@ pub fn scan_pattern(prefix: &str, pattern: &str) -> String {
 pub enum Kind {
     /// The exclusive lock, `<prefix>{<name>}`.
     Lock,
-    /// The semaphore, `<prefix>{<name>}:sem` (and its `:sem:fence`).
+    /// The semaphore, `<prefix>{<name>}:sem` (and the `:sem:fence` 0.2 kept).
     Semaphore,
-    /// The read-write lock, `<prefix>{<name>}:rw:readers`, `:rw:writer` (and its `:rw:fence`).
+    /// The read-write lock, `<prefix>{<name>}:rw:readers`, `:rw:writer` (and the `:rw:fence`
+    /// 0.2 kept).
     ReadWrite,
 }
 
@@ -142,8 +146,14 @@ pub struct SemaphoreKeys {
     /// `<prefix>{<key>}:sem`: a sorted set of `<permits>:<owner token>` by lease end (server
     /// ms), and the channel its releases are announced on.
     pub holders: String,
-    /// The last fencing token granted.
+    /// Where 0.2 kept the semaphore's last fencing token (`<prefix>{<key>}:sem:fence`, expiring
+    /// its `fence_retention` after each grant). No longer written: the next grant raises
+    /// [`counter`](Self::counter) above it and deletes it, so it is seen only during an
+    /// upgrade, or where no grant came since.
     pub fence: String,
+    /// The fence counter of the semaphore's slot, which hands out its fencing tokens (shared
+    /// with the locks of that slot; see [`fence_counter_key`]).
+    pub counter: String,
 }
 
 /// The Redis names of the read-write lock `key` under `prefix` (see docs/STORED_LAYOUT.md).
@@ -154,13 +164,17 @@ pub struct ReadWriteKeys {
     pub channel: String,
     /// A sorted set of `r:<owner token>` by lease end (server ms).
     pub readers: String,
-    /// `held fence=<F> token=<T>`, a lock's form ([`StoredLock::parse`]), expiring with the
-    /// writer's lease.
+    /// `held fence=<F> token=<T>`, a lock's form as 0.2 wrote it ([`StoredLock::parse`]; `F` is
+    /// the writer's fencing token), expiring with the writer's lease.
     pub writer: String,
     /// A waiting writer's owner token: while present, new readers wait.
     pub writer_waiting: String,
-    /// The last fencing token granted to either mode.
+    /// Where 0.2 kept the last fencing token granted to either mode
+    /// (`<prefix>{<key>}:rw:fence`): taken over by the next grant, as
+    /// [`SemaphoreKeys::fence`] is.
     pub fence: String,
+    /// The fence counter of the keys' slot, which hands out both modes' fencing tokens.
+    pub counter: String,
 }
 
 /// The names of the semaphore `key` under `prefix`.
@@ -171,7 +185,8 @@ pub struct ReadWriteKeys {
 pub fn semaphore_keys(prefix: &str, key: &str) -> Result<SemaphoreKeys, LockError> {
     let stored = StoredKey::semaphore(prefix, key, 1)?;
     Ok(SemaphoreKeys {
-        fence: stored.sem_fence(),
+        fence: stored.fence_of_0_2(),
+        counter: stored.counter(),
         holders: stored.lock,
     })
 }
@@ -187,15 +202,17 @@ pub fn read_write_keys(prefix: &str, key: &str) -> Result<ReadWriteKeys, LockErr
         readers: stored.rw_readers(),
         writer: stored.rw_writer(),
         writer_waiting: stored.rw_writer_waiting(),
-        fence: stored.sem_fence(),
+        fence: stored.fence_of_0_2(),
+        counter: stored.counter(),
         channel: stored.lock,
     })
 }
 
-/// The name and kind a stored key stands for: `lock:{a}` is the lock `a`; `lock:{a}:sem` and
-/// `lock:{a}:sem:fence` the semaphore `a`; `lock:{a}:rw:readers`, `lock:{a}:rw:writer` and
-/// `lock:{a}:rw:fence` the read-write lock `a`. `None` for the other keys (lines of fair
-/// waiters, markers) and for keys not under `prefix`.
+/// The name and kind a stored key stands for: `lock:{a}` is the lock `a`; `lock:{a}:sem` the
+/// semaphore `a`; `lock:{a}:rw:readers` and `lock:{a}:rw:writer` the read-write lock `a`; and
+/// so are `lock:{a}:sem:fence` and `lock:{a}:rw:fence`, the last tokens 0.2 kept, which a
+/// deployment being upgraded may still hold. `None` for the other keys (lines of fair waiters,
+/// markers, fence counters) and for keys not under `prefix`.
 pub fn stored_name(prefix: &str, stored: &str) -> Option<(String, Kind)> {
     if let Some(name) = lock_name(prefix, stored) {
         return Some((name, Kind::Lock));
@@ -405,9 +422,12 @@ mod tests {
         let sem = semaphore_keys("lock:", "exports").expect("valid");
         assert_eq!(sem.holders, "lock:{exports}:sem");
         assert_eq!(sem.fence, "lock:{exports}:sem:fence");
+        assert_eq!(sem.counter, fence_counter_key("lock:", "lock:{exports}"));
         let rw = read_write_keys("lock:", "doc:7").expect("valid");
         assert_eq!(rw.readers, "lock:{doc:7}:rw:readers");
         assert_eq!(rw.fence, "lock:{doc:7}:rw:fence");
+        assert_eq!(rw.counter, fence_counter_key("lock:", "lock:{doc:7}"));
+        assert_eq!(stored_name("lock:", &rw.counter), None);
         assert_eq!(
             stored_name("lock:", "lock:{a}"),
             Some(("a".into(), Kind::Lock))

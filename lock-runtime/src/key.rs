@@ -3,8 +3,9 @@
 //! hash tag). A semaphore of the same name is `<prefix>{<key>}:sem`, in the same slot: a lock's
 //! name always ends with the closing brace, so no lock can be stored under a semaphore's. The
 //! read-write lock of the same name is `<prefix>{<key>}:rw` (its channel) with its keys
-//! `:rw:readers`, `:rw:writer`, `:rw:writer-waiting`, `:rw:fence` and `:rw:waiting`, in the same
-//! slot and apart from the lock and the semaphore.
+//! `:rw:readers`, `:rw:writer`, `:rw:writer-waiting` and `:rw:waiting`, in the same slot and
+//! apart from the lock and the semaphore. All of them take their fencing tokens from the
+//! counter of that slot ([`StoredKey::counter`]).
 
 use crate::LockError;
 use crate::options::Mode;
@@ -116,8 +117,10 @@ impl StoredKey {
         }
     }
 
-    /// A semaphore's last fencing token (see semaphore.lua), in the same hash slot.
-    pub(crate) fn sem_fence(&self) -> String {
+    /// Where 0.2 kept a semaphore's or a read-write lock's last fencing token
+    /// (`<prefix>{<key>}:sem:fence`, `<prefix>{<key>}:rw:fence`), in the same hash slot: the next
+    /// grant raises the counter above it and deletes it (see queue.lua's take_over_fence).
+    pub(crate) fn fence_of_0_2(&self) -> String {
         self.with_suffix(":fence")
     }
 
@@ -177,7 +180,7 @@ mod tests {
         assert_eq!(k.rw_readers(), "lock:{doc}:rw:readers");
         assert_eq!(k.rw_writer(), "lock:{doc}:rw:writer");
         assert_eq!(k.rw_writer_waiting(), "lock:{doc}:rw:writer-waiting");
-        assert_eq!(k.sem_fence(), "lock:{doc}:rw:fence");
+        assert_eq!(k.fence_of_0_2(), "lock:{doc}:rw:fence");
         assert_eq!(k.sem_waiting(), "lock:{doc}:rw:waiting");
         assert_eq!(k.held_at(), "lock:{doc}:rw:readers");
         assert!(!k.is_lock());
@@ -193,13 +196,38 @@ mod tests {
     fn a_semaphore_lives_beside_the_lock_of_its_name_and_never_under_a_lock_name() {
         let k = StoredKey::semaphore("lock:", "pool", 3).expect("valid key");
         assert_eq!(k.lock, "lock:{pool}:sem");
-        assert_eq!(k.sem_fence(), "lock:{pool}:sem:fence");
+        assert_eq!(k.fence_of_0_2(), "lock:{pool}:sem:fence");
         assert_eq!(k.sem_waiting(), "lock:{pool}:sem:waiting");
         assert_eq!(k.permits, Some(3));
         // A lock's stored name ends with its hash tag's brace, whatever the key.
         let tricky = StoredKey::new("lock:", "pool}:sem").expect("valid key");
         assert_ne!(tricky.lock, k.lock);
         assert!(tricky.lock.ends_with('}'));
+    }
+
+    #[test]
+    fn semaphores_and_read_write_locks_count_tokens_on_the_counter_of_their_slot() {
+        use crate::protocol::slots::slot;
+        for key in ["pool", "}x", "a}b", "order:42"] {
+            let lock = StoredKey::new("lock:", key).expect("valid key");
+            let sem = StoredKey::semaphore("lock:", key, 2).expect("valid key");
+            let rw = StoredKey::read_write("lock:", key, Mode::Write).expect("valid key");
+            // One counter for all three: the slot's.
+            assert_eq!(sem.counter(), lock.counter(), "{key}");
+            assert_eq!(rw.counter(), lock.counter(), "{key}");
+            for name in [
+                sem.lock.clone(),
+                sem.sem_waiting(),
+                sem.fence_of_0_2(),
+                rw.rw_readers(),
+                rw.rw_writer(),
+                rw.rw_writer_waiting(),
+                rw.sem_waiting(),
+                rw.fence_of_0_2(),
+            ] {
+                assert_eq!(slot(&name), slot(&lock.counter()), "{name}");
+            }
+        }
     }
 
     #[test]

@@ -17,7 +17,7 @@ use crate::{LockError, LockOptions, Mode, section};
 /// The shortest lease accepted: renewal runs at a third of it and needs a few milliseconds.
 pub const MIN_TTL: Duration = Duration::from_millis(lock_macro::__min_ttl_millis!());
 
-/// The longest lease, `hold_at_least` and fence retention accepted (one year).
+/// The longest lease and `hold_at_least` accepted (one year).
 ///
 /// `#[distributed_lock]` rejects a longer `ttl` or `hold_at_least` at compile time: both read this
 /// number from one definition in the macro crate.

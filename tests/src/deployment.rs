@@ -120,6 +120,17 @@ impl Deployment {
                 .map(|cluster| cluster.master_for_key(stored_key)))
     }
 
+    /// The servers that hold the locks' data: the one server, the Sentinel master, the
+    /// cluster's masters, or Redlock's masters; none on memory.
+    pub fn data_servers(&self) -> Vec<&RedisServer> {
+        let mut servers: Vec<&RedisServer> = self.servers.iter().collect();
+        servers.extend(self.sentinel.as_ref().map(SentinelSetup::master));
+        if let Some(cluster) = &self.cluster {
+            servers.extend(cluster.masters());
+        }
+        servers
+    }
+
     /// The cluster, on a cluster deployment.
     pub fn redis_cluster(&self) -> Option<&RedisCluster> {
         self.cluster.as_ref()

@@ -32,6 +32,46 @@ impl RedisServer {
         self.cmd(&["GET", &counter]).parse().ok()
     }
 
+    /// Every key the server holds, sorted (read with `SCAN`).
+    pub fn stored_keys(&self) -> Vec<String> {
+        let mut keys = Vec::new();
+        let mut cursor = "0".to_owned();
+        loop {
+            let reply = self
+                .try_cmd(&["SCAN", &cursor, "COUNT", "1000"])
+                .unwrap_or_else(|err| panic!("SCAN: {err}\n{}", self.log()));
+            let crate::Reply::Array(parts) = reply else {
+                panic!("SCAN answered {reply:?}");
+            };
+            let [crate::Reply::Bulk(next), crate::Reply::Array(found)] = parts.as_slice() else {
+                panic!("SCAN answered {parts:?}");
+            };
+            keys.extend(found.iter().map(ToString::to_string));
+            cursor = String::from_utf8_lossy(next).into_owned();
+            if cursor == "0" {
+                break;
+            }
+        }
+        keys.sort();
+        keys.dedup();
+        keys
+    }
+
+    /// The keys [`stored_keys`](Self::stored_keys) finds besides the fence counters under
+    /// `prefix` (`<prefix>fence:{<tag>}`), each with its `PTTL`. A counter with an expiry is
+    /// listed too: counters never expire.
+    pub fn keys_besides_counters(&self, prefix: &str) -> Vec<(String, i64)> {
+        let counter = format!("{prefix}fence:{{");
+        self.stored_keys()
+            .into_iter()
+            .map(|key| {
+                let pttl = self.cmd(&["PTTL", &key]).parse().unwrap_or(i64::MIN);
+                (key, pttl)
+            })
+            .filter(|(key, pttl)| !(key.starts_with(&counter) && *pttl == -1))
+            .collect()
+    }
+
     /// `INFO commandstats` as (command, calls) pairs, without the harness's own probes (`INFO`,
     /// `CONFIG`, `AUTH`, `PING`): since the last `CONFIG RESETSTAT`, what the clients sent,
     /// and on Redis 7 also the commands their scripts ran (each under its own name).

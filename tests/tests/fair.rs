@@ -227,24 +227,6 @@ async fn a_dead_waiter_first_in_line_holds_the_others_up_one_turn_at_most() {
     a_dead_waiter_first_in_line_costs_one_turn(&server, &a, &b, Duration::from_millis(250)).await;
 }
 
-/// With `fence_retention(0)` the marker of a turn lives no longer than the turn: a dead waiter
-/// first in line still leaves the line when its turn ends, instead of being given turn after
-/// turn until its place runs out.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_dead_waiter_leaves_the_line_with_its_turn_without_fence_retention() {
-    let server = RedisServer::start();
-    let manager = || async {
-        LockManager::builder()
-            .url(server.url())
-            .fence_retention(Duration::ZERO)
-            .build()
-            .await
-            .expect("connect")
-    };
-    let (a, b) = (manager().await, manager().await);
-    a_dead_waiter_first_in_line_costs_one_turn(&server, &a, &b, Duration::from_millis(250)).await;
-}
-
 /// A holder that dies leaves its lock to the first in line when its lease runs out.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_lease_goes_to_the_first_in_line() {

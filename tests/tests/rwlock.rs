@@ -537,15 +537,21 @@ async fn a_killed_readers_share_ends_with_its_lease(f: Deployment) {
     writer.release().await.expect("release");
 }
 
-/// The stored layout docs/STORED_LAYOUT.md documents.
+/// The stored layout docs/STORED_LAYOUT.md documents: the readers' set and the writer's value,
+/// with tokens from the fence counter of the lock's slot and no key of their own.
 async fn the_stored_layout_is_what_the_readme_shows(f: Deployment) {
     let share = f.locks.read_lock("layout", LockOptions::new()).await;
     let share = share.expect("free");
     let server = f.server_of("lock:{layout}:rw:readers").expect("a server");
     let readers = server.cmd(&["ZRANGE", "lock:{layout}:rw:readers", "0", "-1"]);
     assert!(readers.starts_with("r:"), "{readers}");
-    let fence = server.cmd(&["GET", "lock:{layout}:rw:fence"]);
-    assert_eq!(fence, share.fencing_token().to_string());
+    assert_eq!(
+        server.fence_counter("lock:", "lock:{layout}:rw"),
+        Some(share.fencing_token()),
+        "{}",
+        f.log()
+    );
+    assert_eq!(server.cmd(&["EXISTS", "lock:{layout}:rw:fence"]), "0");
     share.release().await.expect("release");
     let writer = f.locks.write_lock("layout", LockOptions::new()).await;
     let writer = writer.expect("free");
@@ -559,11 +565,83 @@ async fn the_stored_layout_is_what_the_readme_shows(f: Deployment) {
     assert_eq!(server.cmd(&["EXISTS", "lock:{layout}:rw:readers"]), "0");
     assert_eq!(server.cmd(&["EXISTS", "lock:{layout}:rw:writer"]), "0");
 }
+
+/// Once its last holder is gone, nothing of a read-write lock is left but the fence counter
+/// its slot shares with the locks there, and the markers of callers told it was busy, which
+/// expire by themselves.
+async fn a_released_read_write_lock_leaves_only_the_slot_counter(f: Deployment) {
+    let options = LockOptions::new().ttl(Duration::from_secs(5));
+    let one = f.locks.read_lock("tidy", options).await.expect("free");
+    let two = f.locks.read_lock("tidy", options).await.expect("shared");
+    let shared = two.fencing_token();
+    one.release().await.expect("release");
+    two.release().await.expect("release");
+    let writer = f.locks.write_lock("tidy", options).await.expect("free");
+    assert!(writer.fencing_token() > shared);
+    writer.release().await.expect("release");
+    for server in f.data_servers() {
+        let left = server.keys_besides_counters("lock:");
+        assert!(left.is_empty(), "{left:?}\n{}", f.log());
+    }
+
+    // A writer that waited while a reader held it marks itself waiting and leaves the busy
+    // marker: both expire.
+    let reader = f.locks.read_lock("tidy", options).await.expect("free");
+    let waiting = LockOptions::new().ttl(Duration::from_secs(5)).wait(ms(300));
+    let locks = f.locks.clone();
+    let told = tokio::spawn(async move { locks.write_lock("tidy", waiting).await });
+    let told = told.await.expect("task").expect_err("read");
+    assert!(told.is_busy(), "{told:?}");
+    reader.release().await.expect("release");
+    let mut markers = Vec::new();
+    for server in f.data_servers() {
+        markers.extend(server.keys_besides_counters("lock:"));
+    }
+    assert!(!markers.is_empty(), "the busy marker\n{}", f.log());
+    for (key, pttl) in &markers {
+        assert!(
+            key == "lock:{tidy}:rw:waiting" || key == "lock:{tidy}:rw:writer-waiting",
+            "{markers:?}"
+        );
+        // At most what stood in the way (5 s) and a lease of the writer's (5 s).
+        assert!(*pttl > 0 && *pttl <= 10_000, "{markers:?}");
+    }
+}
+
+/// The last fencing token 0.2 kept beside a read-write lock (`:rw:fence`) raises the slot's
+/// counter: the next token of either mode is above it whatever the counter held, and the key is
+/// gone.
+async fn a_fence_kept_by_0_2_raises_the_counter_and_goes(f: Deployment) {
+    // 2128 in µs: above anything the clock or the counter gives today.
+    const HIGH: u64 = 5_000_000_000_000_000;
+    let server = f.server_of("lock:{upgraded}:rw").expect("a server");
+    for (step, mode) in [(0, Mode::Read), (1, Mode::Write)] {
+        let kept = (HIGH + step * 1_000).to_string();
+        server.cmd(&["SET", "lock:{upgraded}:rw:fence", &kept, "PX", "86400000"]);
+        let held = f
+            .locks
+            .lock("upgraded", LockOptions::new().mode(mode))
+            .await;
+        let held = held.unwrap_or_else(|err| panic!("{err}\n{}", f.log()));
+        assert!(
+            held.fencing_token() > HIGH + step * 1_000,
+            "{mode:?}: {}",
+            held.fencing_token()
+        );
+        assert_eq!(server.cmd(&["EXISTS", "lock:{upgraded}:rw:fence"]), "0");
+        held.release().await.expect("release");
+    }
+    let left = server.keys_besides_counters("lock:");
+    assert!(left.is_empty(), "{left:?}");
+}
+
 lock_tests::on_backends!(
     mod on_servers;
     [redis, sentinel, cluster]
     [
     a_killed_readers_share_ends_with_its_lease,
     the_stored_layout_is_what_the_readme_shows,
+    a_released_read_write_lock_leaves_only_the_slot_counter,
+    a_fence_kept_by_0_2_raises_the_counter_and_goes,
     ]
 );

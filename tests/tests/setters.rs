@@ -1,5 +1,7 @@
 //! The builder's and the options' setters may come in any order: the result never depends on it.
 
+use std::time::Duration;
+
 use lock_runtime::{LockManagerBuilder, Mode, OnLeaseLost, ReplicaShortage};
 use lock_tests::prelude::*;
 
@@ -13,7 +15,6 @@ fn builder_setters() -> Vec<BuilderSetter> {
         ("key_prefix", |b| b.key_prefix("app:")),
         ("app_name", |b| b.app_name("billing")),
         ("request_timeout", |b| b.request_timeout(ms(700))),
-        ("fence_retention", |b| b.fence_retention(ms(60_000))),
         ("fair_turn", |b| b.fair_turn(ms(900))),
         ("holder_metadata", |b| b.holder_metadata(false)),
         ("wait_for_replicas", |b| b.wait_for_replicas(1, ms(100))),
@@ -38,6 +39,19 @@ async fn every_pair_of_builder_setters_gives_the_same_settings_in_either_order()
                 "{first} then {second}, and the other way round"
             );
         }
+    }
+}
+
+/// `fence_retention` has nothing left to keep: the deprecated setter still compiles and
+/// changes nothing.
+#[tokio::test]
+#[allow(deprecated)]
+async fn the_deprecated_fence_retention_changes_nothing() {
+    for retention in [Duration::ZERO, ms(60_000), Duration::MAX] {
+        let set = LockManager::builder().fence_retention(retention);
+        assert_eq!(format!("{set:?}"), format!("{:?}", LockManager::builder()));
+        let built = set.url("memory://fence-retention").build().await;
+        assert!(built.is_ok(), "{retention:?}: {:?}", built.err());
     }
 }
 

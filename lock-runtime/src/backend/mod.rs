@@ -103,13 +103,15 @@ pub(crate) fn acquire_answer(
             key.counter().escape_debug(),
             key.lock.escape_debug()
         ))),
-        // A semaphore's and a read-write lock's counter is the one they keep now.
+        // A semaphore's and a read-write lock's tokens come from the same counter, and the
+        // last token 0.2 kept beside them raises it once.
         -2 => Err(Failure::permanent(format!(
-            "the fence counter `{}` of `{}` holds a value tokens cannot continue from (not a \
-             number, or 2^53 and above); nothing was taken and nothing was written. Delete it \
-             only once no storage still checks tokens of this key",
-            key.sem_fence().escape_debug(),
-            key.lock.escape_debug()
+            "the fence counter `{}` of `{}` (or `{}`, the last token 0.2 kept for it) holds a \
+             value tokens cannot continue from (not a number, or 2^53 and above); nothing was \
+             taken. Delete it only once no storage still checks tokens of keys in its slot",
+            key.counter().escape_debug(),
+            key.lock.escape_debug(),
+            key.fence_of_0_2().escape_debug()
         ))),
         -3 => Err(permits_differ(key, value)),
         _ if key.mode != crate::options::Mode::Exclusive => Err(Failure::permanent(format!(

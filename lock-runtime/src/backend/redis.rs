@@ -133,7 +133,6 @@ pub(crate) struct RedisSettings<'a> {
     pub(crate) url: &'a str,
     pub(crate) app_name: &'a str,
     pub(crate) request_timeout: Duration,
-    pub(crate) fence_retention: Duration,
     /// How long a lock freed for the first fair waiter waits for it.
     pub(crate) fair_turn: Duration,
     /// Record host, pid, app and time in each lock (see acquire.lua).
@@ -168,13 +167,11 @@ pub(crate) struct RedisBackend {
     subscriptions: Subscriptions,
 }
 
-/// Who takes the locks, as acquire.lua records it, and how long a released lock keeps its last
-/// fencing token: the arguments of the lock scripts that are the same for every call.
+/// Who takes the locks, as acquire.lua records it, and how tokens are handed out: the arguments
+/// of the lock scripts that are the same for every call.
 pub(super) struct Holder {
     /// ` host=<h> pid=<p> app=<a>`, or empty with holder metadata off.
     metadata: String,
-    /// 0: a release deletes the lock.
-    fence_retention_ms: u64,
     /// How long a lock freed for the first fair waiter waits for it.
     fair_turn_ms: u64,
     /// See [`RedisSettings::clocked_tokens`].
@@ -208,11 +205,6 @@ impl Holder {
         };
         Holder {
             metadata,
-            fence_retention_ms: if settings.fence_retention.is_zero() {
-                0
-            } else {
-                millis(settings.fence_retention)
-            },
             fair_turn_ms: millis(settings.fair_turn),
             clocked_tokens: settings.clocked_tokens,
         }
@@ -235,13 +227,14 @@ impl Holder {
                 .key(key.rw_readers())
                 .key(key.rw_writer())
                 .key(key.rw_writer_waiting())
-                .key(key.sem_fence())
+                .key(key.counter())
                 .key(key.sem_waiting())
+                .key(key.fence_of_0_2())
                 .arg(token)
                 .arg(rw_mode(key.mode))
                 .arg(millis(ttl))
                 .arg(if ask.waited { "1" } else { "0" })
-                .arg(self.fence_retention_ms)
+                .arg(self.clock_arg())
                 .arg(if ask.line == Line::No { "0" } else { "1" });
             return Call {
                 invocation,
@@ -252,13 +245,14 @@ impl Holder {
             let mut invocation = SEMAPHORE.prepare_invoke();
             invocation
                 .key(&key.lock)
-                .key(key.sem_fence())
+                .key(key.counter())
                 .key(key.sem_waiting())
+                .key(key.fence_of_0_2())
                 .arg(token)
                 .arg(permits)
                 .arg(millis(ttl))
                 .arg(if ask.waited { "1" } else { "0" })
-                .arg(self.fence_retention_ms);
+                .arg(self.clock_arg());
             return Call {
                 invocation,
                 script: &SEMAPHORE,
@@ -278,11 +272,17 @@ impl Holder {
             .arg(ask.line.as_arg())
             .arg(self.fair_turn_ms)
             .arg(announce.as_arg())
-            .arg(if self.clocked_tokens { "clock" } else { "" });
+            .arg(self.clock_arg());
         Call {
             invocation,
             script: &ACQUIRE,
         }
+    }
+
+    /// `clock` when tokens follow the server clock too (see [`RedisSettings::clocked_tokens`]),
+    /// as the acquire scripts take it.
+    fn clock_arg(&self) -> &'static str {
+        if self.clocked_tokens { "clock" } else { "" }
     }
 
     /// What a held lock's value says of its holder (see [`protocol::held_value`]): ` since=<ms>`
