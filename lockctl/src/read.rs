@@ -23,13 +23,14 @@ pub(crate) struct LockView {
     /// The server it was read on (`host:port`).
     pub(crate) server: String,
     /// `held`, `kept` (released, busy until it expires), `reserved` (free for the first fair
-    /// waiter alone), `free` (a semaphore or read-write lock with only its last fencing token
-    /// kept, or a lock's marker left by version 0.2; a released lock leaves no key now) or
-    /// `absent`.
+    /// waiter alone), `free` (only a last fencing token left by version 0.2: a lock's marker,
+    /// or a semaphore's or read-write lock's `:fence` key; a released lock, semaphore or
+    /// read-write lock leaves no key now) or `absent`.
     pub(crate) state: String,
-    /// The last fencing token handed out: a semaphore's or read-write lock's, or the one a lock
-    /// value written by version 0.2 carries; `None` for a lock in the current format, whose
-    /// tokens come from the fence counter of its slot.
+    /// A fencing token the stored data carries: a read-write lock's writer's, the one a lock
+    /// value written by version 0.2 carries, or the last one version 0.2 kept in a semaphore's
+    /// or read-write lock's `:fence` key; `None` otherwise (a lock in the current format, a
+    /// semaphore's permits, read shares), whose tokens come from the fence counter of the slot.
     pub(crate) fence: Option<u64>,
     /// 12 hex digits of the SHA-1 of the owner token: tells holders apart, cannot release.
     pub(crate) holder_id: Option<String>,
@@ -97,8 +98,8 @@ pub(crate) struct LineEntry {
 }
 
 /// The locks, semaphores and read-write locks whose names match `pattern` on every server; free
-/// ones (only a last fencing token left: a semaphore's or read-write lock's, or a lock's marker
-/// left by version 0.2) only with `all`.
+/// ones (only a last fencing token version 0.2 left: a lock's marker, a semaphore's or
+/// read-write lock's `:fence` key) only with `all`.
 pub(crate) async fn list(
     nodes: &Nodes,
     prefix: &str,
@@ -196,8 +197,9 @@ type ServerTime = (u64, u64);
 type NumSub = (String, u64);
 
 /// The semaphore stored at `keys` on `node`: its live holders (a holder whose lease has ended
-/// but which no one has cleared yet is not counted), the permits they declared, its last
-/// fencing token; `None` if nothing of it is left.
+/// but which no one has cleared yet is not counted), the permits they declared, the last
+/// fencing token version 0.2 kept for it if that key is still there; `None` if nothing of it is
+/// left.
 async fn read_semaphore(
     nodes: &Nodes,
     node: &Node,
@@ -255,7 +257,8 @@ async fn read_semaphore(
 }
 
 /// What [`read_read_write`]'s pipeline answers: the readers, the writer and its PTTL, the fence
-/// and its PTTL, whether a writer waits, the time, the channel's subscribers.
+/// key version 0.2 kept and its PTTL, whether a writer waits, the time, the channel's
+/// subscribers.
 type ReadWriteReply = (
     Members,
     Option<String>,
@@ -267,8 +270,9 @@ type ReadWriteReply = (
     NumSub,
 );
 
-/// The read-write lock stored at `keys` on `node`: its writer or its live readers, whether a
-/// writer waits, its last fencing token; `None` if nothing of it is left.
+/// The read-write lock stored at `keys` on `node`: its writer (with its fencing token) or its
+/// live readers, whether a writer waits, the last fencing token version 0.2 kept for it if that
+/// key is still there; `None` if nothing of it is left.
 async fn read_read_write(
     nodes: &Nodes,
     node: &Node,
@@ -303,11 +307,8 @@ async fn read_read_write(
     };
     let now_ms = (secs * 1000 + micros / 1000) as i64;
     let mut holders = Vec::new();
-    if let Some(token) = writer
-        .as_deref()
-        .and_then(StoredLock::parse)
-        .and_then(|lock| lock.token_id())
-    {
+    let writer = writer.as_deref().and_then(StoredLock::parse);
+    if let Some(token) = writer.as_ref().and_then(StoredLock::token_id) {
         holders.push(HolderEntry {
             holder_id: token,
             holds: "write",
@@ -335,8 +336,12 @@ async fn read_read_write(
         None => "none",
     };
     let waiters = subscribed + cluster_subscribers(nodes, node, &keys.channel).await?;
+    // The writer's own token; else the one 0.2 kept, while that key is there.
+    let writer_fence = writer
+        .map(|writer| writer.fence)
+        .filter(|&fence| fence != 0);
     let view = LockView {
-        fence: fence.and_then(|fence| fence.parse().ok()),
+        fence: writer_fence.or_else(|| fence.and_then(|fence| fence.parse().ok())),
         mode: Some(mode),
         writer_waiting: Some(waiting),
         waiters,
@@ -629,7 +634,7 @@ impl LockView {
     }
 
     /// `held` with these holders (the lease shown is the longest: when the last one ends), or
-    /// `free` with only the fencing token kept for `fence_pttl`.
+    /// `free` with only the fencing token version 0.2 kept, for `fence_pttl` more.
     fn with_holders(mut self, holders: Vec<HolderEntry>, fence_pttl: i64) -> LockView {
         if holders.is_empty() {
             self.lease_ms = (fence_pttl >= 0).then_some(fence_pttl);

@@ -164,7 +164,8 @@ fn shared_fields(fields: &mut Vec<(&str, String)>, lock: &LockView, holders: &[H
         ));
     }
     if holders.is_empty() {
-        fields.push(("fence kept for", millis(lock.lease_ms)));
+        // Only a key version 0.2 left: the next grant takes it over.
+        fields.push(("0.2 fence kept for", millis(lock.lease_ms)));
     }
     if let Some(waiting) = lock.writer_waiting {
         fields.push(("writer waiting", if waiting { "yes" } else { "no" }.into()));
