@@ -63,8 +63,9 @@ struct ListArgs {
     /// A glob on lock names (`*`, `order:*`, `job-?`), matched inside the prefix's braces.
     #[arg(default_value = "*")]
     pattern: String,
-    /// Also list free markers: semaphores and read-write locks that only keep their last
-    /// fencing token, and locks released by version 0.2 (a lock released now leaves no key).
+    /// Also list free markers, which only version 0.2 left: the last fencing token of a
+    /// semaphore or read-write lock, and released locks (a lock, semaphore or read-write lock
+    /// released now leaves no key).
     #[arg(long)]
     all: bool,
     /// JSON on stdout, for scripts.
