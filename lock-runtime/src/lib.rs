@@ -120,7 +120,8 @@
 //! * **Fencing tokens.** Each acquisition returns a number strictly greater than every token
 //!   handed out before it for the same key on the same server, whatever the server's clock does:
 //!   the next value of a counter kept per cluster slot
-//!   ([`inspect::fence_counter_key`]), which never expires, so a released lock leaves no key.
+//!   ([`inspect::fence_counter_key`]), which never expires and also serves the semaphores and
+//!   read-write locks of the slot, so a released lock, semaphore or read-write lock leaves no key.
 //!   A counter that is lost (flushed, evicted, a restart without persistence) starts again from
 //!   the server's time in µs, above every earlier token unless that clock stepped back. After a
 //!   failover to a replica that had not yet received the last acquisitions, a token those
@@ -195,7 +196,7 @@
 //!
 //! # Seen from outside
 //!
-//! A lock is one string key that `GET` shows (holder host, pid, app, fencing token). The
+//! A lock is one string key that `GET` shows (holder host, pid, app, since when). The
 //! [`inspect`] module reads and force-releases locks from outside a manager, as the `lockctl`
 //! command line does.
 #![cfg_attr(docsrs, feature(doc_cfg))]
