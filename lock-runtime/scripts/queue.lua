@@ -223,9 +223,10 @@ local function free_for_next(lock, queue, expiry, window_ms, how)
 end
 
 -- Takes over `old`, the key where 0.2 kept the last fencing token of a semaphore or a read-write
--- lock (`<key>:sem:fence`, `<key>:rw:fence`, expiring its fence_retention after each grant), for semaphore.lua and rw_acquire.lua before they take a token from `counter`: raises
--- the counter to the token it holds, so that the next one is above it whatever the server's
--- clock says, and deletes it, so that nothing of a released semaphore or read-write lock is left.
+-- lock (`<key>:sem:fence`, `<key>:rw:fence`, expiring its fence_retention after each grant), for
+-- semaphore.lua and rw_acquire.lua before they take a token from `counter`: raises the counter
+-- to the token it holds, so that the next one is above it whatever the server's clock says, and
+-- deletes it, so that nothing of a released semaphore or read-write lock is left.
 -- Costs one GET (of a key that is absent once the upgrade is done). Returns false, leaving both
 -- as they are, if `old` holds something tokens cannot continue from.
 local function take_over_fence(counter, old)
