@@ -297,15 +297,7 @@ pub struct Gate {
 impl Gate {
     /// Resolves once an acquire waits at the gate.
     pub async fn reached(&self) {
-        loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            if self.reached.load(Ordering::Acquire) {
-                return;
-            }
-            changed.await;
-        }
+        self.until(&self.reached).await;
     }
 
     /// Lets the acquire that waits (or the one that comes) go on to the deployment.
@@ -318,11 +310,17 @@ impl Gate {
     pub(crate) async fn arrive(&self) {
         self.reached.store(true, Ordering::Release);
         self.changed.notify_waiters();
+        self.until(&self.opened).await;
+    }
+
+    /// Resolves once `flag` is set: registered for the next change before looking, so that a
+    /// change between the look and the wait is not missed.
+    async fn until(&self, flag: &AtomicBool) {
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
-            if self.opened.load(Ordering::Acquire) {
+            if flag.load(Ordering::Acquire) {
                 return;
             }
             changed.await;
