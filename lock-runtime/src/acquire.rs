@@ -18,7 +18,8 @@ use crate::guard::LockGuard;
 use crate::key::StoredKey;
 use crate::lease::Lease;
 use crate::pending::Pending;
-use crate::{LockError, LockOptions, Mode, current};
+use crate::shape::Shape;
+use crate::{LockError, LockOptions, current};
 
 use self::line::{InLine, Waiting};
 
@@ -35,27 +36,24 @@ type Subscription = Arc<tokio::sync::OnceCell<()>>;
 /// Inside a locked section of the same task that holds `key` on `manager`: the guard that
 /// re-enters it, or why it cannot. `None` outside one: the key is acquired.
 pub(crate) fn reentered(manager: &Inner, key: &str, options: LockOptions) -> Option<Done> {
-    let read_write = options.mode != Mode::Exclusive;
-    let lease = current::held(manager.id, key, options.permits.is_some(), read_write)?;
-    if lease.stored.permits != options.permits {
-        return Some(Err(permits_differ_here(&lease, options)));
-    }
-    if lease.stored.mode == Mode::Read && options.mode == Mode::Write {
-        return Some(Err(upgrade(key)));
-    }
-    Some(reenter(lease).map(LockGuard::reentered))
+    let asked = options.asked_shape()?;
+    let lease = current::held(manager.id, key, asked)?;
+    Some(match (lease.stored.shape, asked) {
+        (Shape::Semaphore { permits: held }, Shape::Semaphore { permits }) if held != permits => {
+            Err(permits_differ_here(key, held, permits))
+        }
+        (Shape::Read, Shape::Write) => Err(upgrade(key)),
+        _ => reenter(lease).map(LockGuard::reentered),
+    })
 }
 
-/// A nested section of this task asks for a permit of a semaphore it holds under another
-/// number of permits.
-fn permits_differ_here(held: &Lease, options: LockOptions) -> LockError {
+/// A nested section of this task asks for `declared` permits of a semaphore it holds under
+/// `held` permits.
+fn permits_differ_here(key: &str, held: u32, declared: u32) -> LockError {
     LockError::Config(format!(
         "semaphore `{}` is held by this task with {}",
-        held.key.escape_debug(),
-        crate::backend::permits_mismatch(
-            held.stored.permits.unwrap_or_default(),
-            options.permits.unwrap_or_default()
-        )
+        key.escape_debug(),
+        crate::backend::permits_mismatch(held, declared)
     ))
 }
 
@@ -98,7 +96,7 @@ impl Inner {
     /// The checks before anything is sent: the options, what the backend can hold, and an
     /// upgrade that would wait for the task's own read share. The key as stored, if all pass.
     fn admit(&self, key: &str, options: LockOptions) -> Result<StoredKey, LockError> {
-        options.validate()?;
+        let shape = options.shape()?;
         if options.fair && !self.backend.fair() {
             return Err(LockError::Config(format!(
                 "fair = true needs one server to keep the line of waiters in order, and {} has \
@@ -106,33 +104,27 @@ impl Inner {
                 self.backend.describe()
             )));
         }
-        if let (Some(_), Some(reason)) = (options.permits, self.backend.semaphores()) {
+        if let Err(reason) = self.backend.supports(shape) {
             return Err(LockError::Config(format!(
-                "{} cannot hold semaphore `{}`: {reason}",
+                "{} cannot hold {} `{}`: {reason}",
                 self.backend.describe(),
+                shape.noun(),
                 key.escape_debug()
             )));
         }
-        if let (Mode::Read | Mode::Write, Some(reason)) =
-            (options.mode, self.backend.read_write_locks())
-        {
-            return Err(LockError::Config(format!(
-                "{} cannot hold read-write lock `{}`: {reason}",
-                self.backend.describe(),
-                key.escape_debug()
-            )));
+        let stored = StoredKey::of(&self.prefix, key, shape)?;
+        match shape {
+            Shape::Write
+                if self.watchdog.held_by_task_in(
+                    &stored.lock,
+                    crate::lease::Owner::current(),
+                    Shape::Read,
+                ) =>
+            {
+                Err(upgrade(key))
+            }
+            _ => Ok(stored),
         }
-        let stored = StoredKey::of(&self.prefix, key, options.permits, options.mode)?;
-        if options.mode == Mode::Write
-            && self.watchdog.held_by_task_in(
-                &stored.lock,
-                crate::lease::Owner::current(),
-                Mode::Read,
-            )
-        {
-            return Err(upgrade(key));
-        }
-        Ok(stored)
     }
 
     /// What one acquire attempt of `lease` asks besides the lock, recorded in the lease for
@@ -156,9 +148,11 @@ impl Inner {
     /// semaphore (with one free elsewhere to come, it waits as anyone would).
     fn waits_for_itself(&self, lease: &Lease) -> bool {
         let stored = &lease.stored;
-        match stored.permits {
-            None => self.watchdog.held_by_task(&stored.lock, lease.task),
-            Some(permits) => {
+        match stored.shape {
+            Shape::Lock | Shape::Read | Shape::Write => {
+                self.watchdog.held_by_task(&stored.lock, lease.task)
+            }
+            Shape::Semaphore { permits } => {
                 let held = self.watchdog.held_by_task_count(&stored.lock, lease.task);
                 held >= usize::try_from(permits).unwrap_or(usize::MAX)
             }

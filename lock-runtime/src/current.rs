@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use crate::LostReason;
 use crate::lease::Lease;
+use crate::shape::Shape;
 
 tokio::task_local! {
     static HELD: Arc<Frame>;
@@ -54,22 +55,16 @@ pub(crate) fn scope_frames<F: Future>(
     HELD.scope(frames, body)
 }
 
-/// The lease of `key` on manager `manager_id` if the running task already holds it: the lock,
-/// or with `semaphore`, a permit of the semaphore of that name, or with `read_write`, a read
-/// share or the write hold of the read-write lock of that name.
-pub(crate) fn held(
-    manager_id: u64,
-    key: &str,
-    semaphore: bool,
-    read_write: bool,
-) -> Option<Arc<Lease>> {
+/// The lease of `key` on manager `manager_id` if the running task already holds the lock of
+/// that name `shape` takes (see [`Shape::same_lock`]): the lock, a permit of the semaphore
+/// (under any number of permits), or a read share or the write hold of the read-write lock.
+pub(crate) fn held(manager_id: u64, key: &str, shape: Shape) -> Option<Arc<Lease>> {
     HELD.try_with(|frame| {
         let mut frame = Some(frame);
         while let Some(f) = frame {
             if f.lease.manager_id == manager_id
                 && f.lease.key == key
-                && f.lease.stored.permits.is_some() == semaphore
-                && (f.lease.stored.mode != crate::Mode::Exclusive) == read_write
+                && f.lease.stored.shape.same_lock(shape)
             {
                 return Some(f.lease.clone());
             }
@@ -177,7 +172,7 @@ impl CurrentLock {
     /// [`LockGuard::mode`](crate::LockGuard::mode)): [`Mode::Read`](crate::Mode::Read) inside a
     /// `mode = "read"` section, for instance.
     pub fn mode(&self) -> crate::Mode {
-        self.lease.stored.mode
+        self.lease.stored.shape.mode()
     }
 
     /// The fencing token of this acquisition: pass it to the storage the lock protects, and have

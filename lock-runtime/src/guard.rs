@@ -109,7 +109,7 @@ impl LockGuard {
     /// `Some(n)` if this guard holds one of the `n` permits of a semaphore
     /// ([`LockManager::semaphore`](crate::LockManager::semaphore)), `None` for a lock.
     pub fn permits(&self) -> Option<u32> {
-        self.lease.stored.permits
+        self.lease.stored.shape.permits()
     }
 
     /// Which lock of the key's name this guard holds: [`Mode::Exclusive`] for the lock (or a
@@ -121,7 +121,7 @@ impl LockGuard {
     /// [`Mode::Read`]: crate::Mode::Read
     /// [`Mode::Write`]: crate::Mode::Write
     pub fn mode(&self) -> crate::Mode {
-        self.lease.stored.mode
+        self.lease.stored.shape.mode()
     }
 
     /// The fencing token of this acquisition: strictly greater than every token handed out

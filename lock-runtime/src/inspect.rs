@@ -33,6 +33,7 @@ pub use crate::deployment::{Deployment, DeploymentKind};
 
 use crate::LockError;
 use crate::key::StoredKey;
+use crate::shape::Shape;
 use crate::url;
 
 /// The force-release script (`scripts/unlock.lua`, after the fair line's prelude
@@ -183,7 +184,7 @@ pub struct ReadWriteKeys {
 ///
 /// [`LockError::Config`] for an empty key.
 pub fn semaphore_keys(prefix: &str, key: &str) -> Result<SemaphoreKeys, LockError> {
-    let stored = StoredKey::semaphore(prefix, key, 1)?;
+    let stored = StoredKey::of(prefix, key, Shape::Semaphore { permits: 1 })?;
     Ok(SemaphoreKeys {
         fence: stored.fence_of_0_2(),
         counter: stored.counter(),
@@ -197,7 +198,7 @@ pub fn semaphore_keys(prefix: &str, key: &str) -> Result<SemaphoreKeys, LockErro
 ///
 /// [`LockError::Config`] for an empty key.
 pub fn read_write_keys(prefix: &str, key: &str) -> Result<ReadWriteKeys, LockError> {
-    let stored = StoredKey::read_write(prefix, key, crate::options::Mode::Read)?;
+    let stored = StoredKey::of(prefix, key, Shape::Read)?;
     Ok(ReadWriteKeys {
         readers: stored.rw_readers(),
         writer: stored.rw_writer(),

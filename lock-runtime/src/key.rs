@@ -8,31 +8,38 @@
 //! counter of that slot ([`StoredKey::counter`]).
 
 use crate::LockError;
-use crate::options::Mode;
+use crate::shape::Shape;
 
 /// The Redis names of one lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StoredKey {
     /// `<prefix>{<key>}`: the lock hash, and the channel its release is published on; for a
-    /// semaphore, `<prefix>{<key>}:sem`, its set of holders and its channel.
+    /// semaphore, `<prefix>{<key>}:sem`, its set of holders and its channel; for a read-write
+    /// lock, `<prefix>{<key>}:rw`, its channel (its data is in the `rw_*` keys).
     pub(crate) lock: String,
-    /// `Some(n)`: this names the semaphore of `n` permits called `<key>`, not the lock.
-    pub(crate) permits: Option<u32>,
-    /// [`Mode::Read`] or [`Mode::Write`]: this names the read-write lock called `<key>`
-    /// (`<prefix>{<key>}:rw`, its channel; its data is in the `rw_*` keys), taken in that mode.
-    pub(crate) mode: Mode,
+    /// Which lock of the key's name this names, and how it is taken.
+    pub(crate) shape: Shape,
     /// How long the manager's key prefix is: the start of `lock`.
     prefix_len: usize,
 }
 
 impl StoredKey {
+    /// The names of the lock `key`.
     pub(crate) fn new(prefix: &str, key: &str) -> Result<Self, LockError> {
+        StoredKey::of(prefix, key, Shape::Lock)
+    }
+
+    /// The names of `key` taken as `shape`: the lock's, or a semaphore's (see semaphore.lua),
+    /// `<prefix>{<key>}:sem`, or a read-write lock's (see rw_acquire.lua), `<prefix>{<key>}:rw`;
+    /// all beside the lock of that name and in its slot.
+    pub(crate) fn of(prefix: &str, key: &str, shape: Shape) -> Result<Self, LockError> {
         if key.is_empty() {
             return Err(LockError::Config(
                 "lock key is empty: name the resource the lock protects".into(),
             ));
         }
-        let mut lock = String::with_capacity(prefix.len() + key.len() + 3);
+        let suffix = shape.suffix();
+        let mut lock = String::with_capacity(prefix.len() + key.len() + 3 + suffix.len());
         lock.push_str(prefix);
         lock.push('{');
         // A key starting with `}` would make the hash tag empty, and Redis Cluster would then
@@ -44,51 +51,18 @@ impl StoredKey {
         }
         lock.push_str(key);
         lock.push('}');
+        lock.push_str(suffix);
         Ok(StoredKey {
             lock,
-            permits: None,
-            mode: Mode::Exclusive,
+            shape,
             prefix_len: prefix.len(),
         })
-    }
-
-    /// The names of the semaphore `key` of `permits` permits (see semaphore.lua):
-    /// `<prefix>{<key>}:sem`, beside the lock of that name and in its slot.
-    pub(crate) fn semaphore(prefix: &str, key: &str, permits: u32) -> Result<Self, LockError> {
-        let mut stored = StoredKey::new(prefix, key)?;
-        stored.lock.push_str(":sem");
-        stored.permits = Some(permits);
-        Ok(stored)
-    }
-
-    /// The names of the read-write lock `key` taken in `mode` (see rw_acquire.lua):
-    /// `<prefix>{<key>}:rw`, beside the lock of that name and in its slot.
-    pub(crate) fn read_write(prefix: &str, key: &str, mode: Mode) -> Result<Self, LockError> {
-        let mut stored = StoredKey::new(prefix, key)?;
-        stored.lock.push_str(":rw");
-        stored.mode = mode;
-        Ok(stored)
-    }
-
-    /// The lock's, or with `permits`, the semaphore's, or with a read or write `mode`, the
-    /// read-write lock's names.
-    pub(crate) fn of(
-        prefix: &str,
-        key: &str,
-        permits: Option<u32>,
-        mode: Mode,
-    ) -> Result<Self, LockError> {
-        match (permits, mode) {
-            (Some(permits), _) => StoredKey::semaphore(prefix, key, permits),
-            (None, Mode::Read | Mode::Write) => StoredKey::read_write(prefix, key, mode),
-            (None, Mode::Exclusive) => StoredKey::new(prefix, key),
-        }
     }
 
     /// Whether this names a plain lock: one holder, which a holder of this process may hand
     /// straight to a waiter, and whose lease is the only one to watch.
     pub(crate) fn is_lock(&self) -> bool {
-        self.permits.is_none() && self.mode == Mode::Exclusive
+        self.shape == Shape::Lock
     }
 
     /// A read-write lock's readers: a sorted set of `r:<owner token>` scored by lease end.
@@ -110,10 +84,10 @@ impl StoredKey {
     /// The Redis key that holds this lease's data, which renewals extend: the lock itself, a
     /// semaphore's set, a read-write lock's readers or writer.
     pub(crate) fn held_at(&self) -> std::borrow::Cow<'_, str> {
-        match self.mode {
-            Mode::Read => self.rw_readers().into(),
-            Mode::Write => self.rw_writer().into(),
-            Mode::Exclusive => self.lock.as_str().into(),
+        match self.shape {
+            Shape::Read => self.rw_readers().into(),
+            Shape::Write => self.rw_writer().into(),
+            Shape::Lock | Shape::Semaphore { .. } => self.lock.as_str().into(),
         }
     }
 
@@ -175,7 +149,7 @@ mod tests {
 
     #[test]
     fn a_read_write_lock_lives_beside_the_lock_and_the_semaphore_of_its_name() {
-        let k = StoredKey::read_write("lock:", "doc", Mode::Read).expect("valid key");
+        let k = StoredKey::of("lock:", "doc", Shape::Read).expect("valid key");
         assert_eq!(k.lock, "lock:{doc}:rw");
         assert_eq!(k.rw_readers(), "lock:{doc}:rw:readers");
         assert_eq!(k.rw_writer(), "lock:{doc}:rw:writer");
@@ -184,7 +158,7 @@ mod tests {
         assert_eq!(k.sem_waiting(), "lock:{doc}:rw:waiting");
         assert_eq!(k.held_at(), "lock:{doc}:rw:readers");
         assert!(!k.is_lock());
-        let w = StoredKey::read_write("lock:", "doc", Mode::Write).expect("valid key");
+        let w = StoredKey::of("lock:", "doc", Shape::Write).expect("valid key");
         assert_eq!(w.held_at(), "lock:{doc}:rw:writer");
         assert_ne!(
             StoredKey::new("lock:", "doc").expect("valid key").lock,
@@ -194,11 +168,11 @@ mod tests {
 
     #[test]
     fn a_semaphore_lives_beside_the_lock_of_its_name_and_never_under_a_lock_name() {
-        let k = StoredKey::semaphore("lock:", "pool", 3).expect("valid key");
+        let k = StoredKey::of("lock:", "pool", Shape::Semaphore { permits: 3 }).expect("valid key");
         assert_eq!(k.lock, "lock:{pool}:sem");
         assert_eq!(k.fence_of_0_2(), "lock:{pool}:sem:fence");
         assert_eq!(k.sem_waiting(), "lock:{pool}:sem:waiting");
-        assert_eq!(k.permits, Some(3));
+        assert_eq!(k.shape, Shape::Semaphore { permits: 3 });
         // A lock's stored name ends with its hash tag's brace, whatever the key.
         let tricky = StoredKey::new("lock:", "pool}:sem").expect("valid key");
         assert_ne!(tricky.lock, k.lock);
@@ -210,8 +184,9 @@ mod tests {
         use crate::protocol::slots::slot;
         for key in ["pool", "}x", "a}b", "order:42"] {
             let lock = StoredKey::new("lock:", key).expect("valid key");
-            let sem = StoredKey::semaphore("lock:", key, 2).expect("valid key");
-            let rw = StoredKey::read_write("lock:", key, Mode::Write).expect("valid key");
+            let sem =
+                StoredKey::of("lock:", key, Shape::Semaphore { permits: 2 }).expect("valid key");
+            let rw = StoredKey::of("lock:", key, Shape::Write).expect("valid key");
             // One counter for all three: the slot's.
             assert_eq!(sem.counter(), lock.counter(), "{key}");
             assert_eq!(rw.counter(), lock.counter(), "{key}");

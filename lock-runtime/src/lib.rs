@@ -223,6 +223,7 @@ mod options;
 mod pending;
 mod protocol;
 mod section;
+mod shape;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;

@@ -14,6 +14,7 @@ use futures_util::future::{join_all, select_all};
 use tokio::time::Instant;
 
 use crate::section::{self, Held, box_body};
+use crate::shape::Shape;
 use crate::{LockError, LockGuard, LockManager, LockOptions, LostReason, current};
 
 impl LockManager {
@@ -65,20 +66,23 @@ impl LockManager {
         I::Item: Into<String>,
     {
         let start = Instant::now();
-        options.validate()?;
-        if options.mode != crate::Mode::Exclusive {
-            return Err(LockError::Config(format!(
-                "lock_all takes locks, but its options ask for a {:?} hold of a read-write lock: \
-                 take each read-write lock with `read_lock` or `write_lock`, or remove the mode \
-                 from the options",
-                options.mode
-            )));
-        }
-        if let Some(permits) = options.permits {
-            return Err(LockError::Config(format!(
-                "lock_all takes locks, but its options ask for one of {permits} permits: take \
-                 each semaphore's permit with `semaphore`, or remove `permits` from the options"
-            )));
+        match options.shape()? {
+            Shape::Lock => {}
+            shape @ (Shape::Read | Shape::Write) => {
+                return Err(LockError::Config(format!(
+                    "lock_all takes locks, but its options ask for a {:?} hold of a read-write \
+                     lock: take each read-write lock with `read_lock` or `write_lock`, or \
+                     remove the mode from the options",
+                    shape.mode()
+                )));
+            }
+            Shape::Semaphore { permits } => {
+                return Err(LockError::Config(format!(
+                    "lock_all takes locks, but its options ask for one of {permits} permits: \
+                     take each semaphore's permit with `semaphore`, or remove `permits` from \
+                     the options"
+                )));
+            }
         }
         let mut keys = keys
             .into_iter()

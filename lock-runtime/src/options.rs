@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use crate::shape::Shape;
 use crate::{LockError, MAX_TTL, MIN_TTL};
 
 /// What a locked section does when its lease is lost while it runs.
@@ -216,6 +217,14 @@ impl LockOptions {
     /// [`MIN_TTL`](crate::MIN_TTL)..=[`MAX_TTL`](crate::MAX_TTL), `hold_at_least` at most
     /// `MAX_TTL`. `wait` and `max_hold` may be anything (`Duration::MAX`: no limit).
     pub fn validate(&self) -> Result<(), LockError> {
+        self.shape().map(drop)
+    }
+
+    /// Checks the values as [`validate`](Self::validate) says, and what `permits`, `mode` and
+    /// `fair` may be together; the shape they ask for if they pass. Derived once per
+    /// acquisition: every step that differs between the lock, a semaphore and a read-write
+    /// lock matches on it.
+    pub(crate) fn shape(&self) -> Result<Shape, LockError> {
         if self.ttl < MIN_TTL || self.ttl > MAX_TTL {
             return Err(LockError::Config(format!(
                 "ttl {:?} is outside {MIN_TTL:?}..={MAX_TTL:?}",
@@ -228,33 +237,41 @@ impl LockOptions {
                 self.hold_at_least
             )));
         }
-        if self.permits == Some(0) {
-            return Err(LockError::Config(
-                "permits 0: a semaphore that nobody could ever hold; declare at least 1".into(),
-            ));
-        }
-        if self.permits.is_some() && self.fair {
-            return Err(LockError::Config(
+        let refused = |why: &str| Err(LockError::Config(why.to_owned()));
+        match (self.permits, self.mode, self.fair) {
+            (Some(0), _, _) => {
+                refused("permits 0: a semaphore that nobody could ever hold; declare at least 1")
+            }
+            (Some(_), _, true) => refused(
                 "fair = true orders the waiters of a lock; a semaphore's waiters are not served \
-                 in order: leave fair out, or take the lock"
-                    .into(),
-            ));
-        }
-        if self.mode != Mode::Exclusive && self.permits.is_some() {
-            return Err(LockError::Config(
+                 in order: leave fair out, or take the lock",
+            ),
+            (Some(_), Mode::Read | Mode::Write, false) => refused(
                 "a read-write lock and a semaphore are different locks: set either a read or \
-                 write mode or permits, not both"
-                    .into(),
-            ));
-        }
-        if self.mode != Mode::Exclusive && self.fair {
-            return Err(LockError::Config(
+                 write mode or permits, not both",
+            ),
+            (Some(permits), Mode::Exclusive, false) => Ok(Shape::Semaphore { permits }),
+            (None, Mode::Read | Mode::Write, true) => refused(
                 "fair = true orders the waiters of a lock; a read-write lock already lets a \
-                 waiting writer go before new readers: leave fair out, or take the lock"
-                    .into(),
-            ));
+                 waiting writer go before new readers: leave fair out, or take the lock",
+            ),
+            (None, Mode::Read, false) => Ok(Shape::Read),
+            (None, Mode::Write, false) => Ok(Shape::Write),
+            (None, Mode::Exclusive, _) => Ok(Shape::Lock),
         }
-        Ok(())
+    }
+
+    /// The shape these options ask for, without the checks of [`validate`](Self::validate):
+    /// what a nested section of the task re-enters. `None` for both permits and a read or
+    /// write mode, which name no one lock.
+    pub(crate) fn asked_shape(&self) -> Option<Shape> {
+        match (self.permits, self.mode) {
+            (None, Mode::Exclusive) => Some(Shape::Lock),
+            (Some(permits), Mode::Exclusive) => Some(Shape::Semaphore { permits }),
+            (None, Mode::Read) => Some(Shape::Read),
+            (None, Mode::Write) => Some(Shape::Write),
+            (Some(_), Mode::Read | Mode::Write) => None,
+        }
     }
 
     /// The lease length.

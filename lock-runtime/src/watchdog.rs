@@ -232,20 +232,20 @@ impl Watchdog {
         self.held_by_task_count(stored, task) > 0
     }
 
-    /// Whether task `task` holds a renewed lease of `stored` in `mode` (see
+    /// Whether task `task` holds a renewed lease of `stored` taken as `shape` (see
     /// [`Watchdog::held_by_task`]): a read share, before it asks for the write hold.
     pub(crate) fn held_by_task_in(
         &self,
         stored: &str,
         task: crate::lease::Owner,
-        mode: crate::Mode,
+        shape: crate::shape::Shape,
     ) -> bool {
         let state = self.shared.lock();
         state.entries.values().any(|entry| {
             entry.lease.upgrade().is_some_and(|lease| {
                 lease.task == task
                     && lease.stored.lock == stored
-                    && lease.stored.mode == mode
+                    && lease.stored.shape == shape
                     && lease.status() == crate::lease::Status::Held
             })
         })

@@ -16,8 +16,8 @@ use super::{
     permits_differ, whole,
 };
 use crate::key::StoredKey;
-use crate::options::Mode;
 use crate::protocol::release_id;
+use crate::shape::Shape;
 use crate::waiters::Waiters;
 
 pub(crate) struct MemoryBackend {
@@ -110,15 +110,15 @@ impl ReadWrite {
         self.readers.is_empty() && self.writer.is_none() && self.writer_waiting.is_none()
     }
 
-    /// The live lease end of `token`'s share or write hold, as `mode` says.
-    fn held(&mut self, mode: Mode, token: &str) -> Option<&mut Instant> {
-        match mode {
-            Mode::Read => self
+    /// The live lease end of `token`'s read share or write hold, as `shape` says.
+    fn held(&mut self, shape: Shape, token: &str) -> Option<&mut Instant> {
+        match shape {
+            Shape::Read => self
                 .readers
                 .iter_mut()
                 .find(|(own, _)| own == token)
                 .map(|(_, end)| end),
-            _ => self
+            Shape::Write | Shape::Lock | Shape::Semaphore { .. } => self
                 .writer
                 .as_mut()
                 .filter(|(own, _)| own == token)
@@ -126,24 +126,25 @@ impl ReadWrite {
         }
     }
 
-    /// What stands in the way of `token` taking it in `mode`, and until when: `None` if
-    /// nothing. A writer that `waits` marks itself waiting.
+    /// What stands in the way of `token` taking it as `shape` (a read share or the write
+    /// hold), and until when: `None` if nothing. A writer that `waits` marks itself waiting.
     fn blocked(
         &mut self,
-        mode: Mode,
+        shape: Shape,
         token: &str,
         ttl: Duration,
         waits: bool,
         now: Instant,
     ) -> Option<Instant> {
+        let reads = shape == Shape::Read;
         if let Some((_, end)) = self.writer.as_ref().filter(|(holder, _)| holder != token) {
             let end = *end;
-            if mode == Mode::Write && waits {
+            if !reads && waits {
                 self.writer_waiting = Some((token.to_owned(), end + ttl));
             }
             return Some(end);
         }
-        if mode == Mode::Read {
+        if reads {
             let holds = self.readers.iter().any(|(own, _)| own == token);
             return self
                 .writer_waiting
@@ -333,7 +334,7 @@ impl State {
     ) -> Acquire {
         let rw = self.read_write.entry(key.lock.clone()).or_default();
         rw.drop_ended(now);
-        if let Some(until) = rw.blocked(key.mode, token, ttl, waits, now) {
+        if let Some(until) = rw.blocked(key.shape, token, ttl, waits, now) {
             return Acquire::Busy {
                 remaining: Some(until.saturating_duration_since(now)),
                 holder: None,
@@ -341,18 +342,18 @@ impl State {
                 in_line: rw.waiting_writer() == Some(token),
             };
         }
-        if let Some(end) = rw.held(key.mode, token) {
-            *end = now + ttl;
-        } else if key.mode == Mode::Read {
-            rw.readers.push((token.to_owned(), now + ttl));
-        } else {
-            rw.writer = Some((token.to_owned(), now + ttl));
-            if rw
-                .writer_waiting
-                .as_ref()
-                .is_some_and(|(own, _)| own == token)
-            {
-                rw.writer_waiting = None;
+        match rw.held(key.shape, token) {
+            Some(end) => *end = now + ttl,
+            None if key.shape == Shape::Read => rw.readers.push((token.to_owned(), now + ttl)),
+            None => {
+                rw.writer = Some((token.to_owned(), now + ttl));
+                if rw
+                    .writer_waiting
+                    .as_ref()
+                    .is_some_and(|(own, _)| own == token)
+                {
+                    rw.writer_waiting = None;
+                }
             }
         }
         self.last_fence += 1;
@@ -373,7 +374,7 @@ impl State {
             return false;
         };
         rw.drop_ended(now);
-        match rw.held(key.mode, token) {
+        match rw.held(key.shape, token) {
             Some(end) => {
                 *end = now + ttl;
                 true
@@ -394,18 +395,18 @@ impl State {
             return Release::Gone;
         };
         rw.drop_ended(now);
-        let answer = match rw.held(key.mode, token) {
+        let answer = match rw.held(key.shape, token) {
             None => Release::Gone,
             Some(end) if !keep.is_zero() => {
                 *end = now + keep;
                 Release::Released
             }
+            Some(_) if key.shape == Shape::Read => {
+                rw.readers.retain(|(own, _)| own != token);
+                Release::Released
+            }
             Some(_) => {
-                if key.mode == Mode::Read {
-                    rw.readers.retain(|(own, _)| own != token);
-                } else {
-                    rw.writer = None;
-                }
+                rw.writer = None;
                 Release::Released
             }
         };
@@ -477,12 +478,15 @@ impl Backend for MemoryBackend {
         let now = Instant::now();
         let mut state = self.state();
         state.sweep(now);
-        if let Some(permits) = key.permits {
-            return ready(state.take_permit(key, permits, token, ttl, now));
-        }
-        if key.mode != Mode::Exclusive {
-            let waits = ask.line != Line::No;
-            return ready(Ok(state.take_read_write(key, token, ttl, waits, now)));
+        match key.shape {
+            Shape::Semaphore { permits } => {
+                return ready(state.take_permit(key, permits, token, ttl, now));
+            }
+            Shape::Read | Shape::Write => {
+                let waits = ask.line != Line::No;
+                return ready(Ok(state.take_read_write(key, token, ttl, waits, now)));
+            }
+            Shape::Lock => {}
         }
         let State { locks, lines, .. } = &mut *state;
         let joins = match ask.line {
@@ -557,7 +561,7 @@ impl Backend for MemoryBackend {
     ) -> BoxFuture<'a, Result<(), Failure>> {
         let now = Instant::now();
         let mut state = self.state();
-        if key.mode != Mode::Exclusive {
+        if let Shape::Read | Shape::Write = key.shape {
             let rw = state.read_write.get_mut(&key.lock);
             let Some(rw) = rw.filter(|rw| rw.waiting_writer() == Some(token)) else {
                 return ready(Ok(()));
@@ -587,21 +591,20 @@ impl Backend for MemoryBackend {
                 .iter()
                 .map(|renewal| {
                     let stored = &renewal.lease.stored;
-                    if stored.permits.is_none() && stored.mode != Mode::Exclusive {
-                        let token = renewal.token();
-                        return Some(state.renew_read_write(stored, token, renewal.ttl, now));
-                    }
-                    if renewal.lease.stored.permits.is_some() {
-                        let (key, token) = (renewal.key(), renewal.token());
-                        return Some(state.renew_permit(key, token, renewal.ttl, now));
-                    }
-                    match state.live(renewal.key(), now) {
-                        Some(entry) if entry.token == renewal.token() => {
-                            entry.expires = now + renewal.ttl;
-                            Some(true)
+                    let (key, token, ttl) = (renewal.key(), renewal.token(), renewal.ttl);
+                    Some(match stored.shape {
+                        Shape::Read | Shape::Write => {
+                            state.renew_read_write(stored, token, ttl, now)
                         }
-                        _ => Some(false),
-                    }
+                        Shape::Semaphore { .. } => state.renew_permit(key, token, ttl, now),
+                        Shape::Lock => match state.live(key, now) {
+                            Some(entry) if entry.token == token => {
+                                entry.expires = now + ttl;
+                                true
+                            }
+                            _ => false,
+                        },
+                    })
                 })
                 .collect()
         };
@@ -618,19 +621,16 @@ impl Backend for MemoryBackend {
     ) -> BoxFuture<'a, Result<Release, Failure>> {
         let now = Instant::now();
         let mut state = self.state();
-        if key.permits.is_none() && key.mode != Mode::Exclusive {
-            let answer = state.release_read_write(key, token, keep, now);
+        let given_back = match key.shape {
+            Shape::Read | Shape::Write => Some(state.release_read_write(key, token, keep, now)),
+            Shape::Semaphore { .. } => Some(state.release_permit(&key.lock, token, keep, now)),
+            Shape::Lock => None,
+        };
+        if let Some(answer) = given_back {
             drop(state);
             if answer == Release::Released {
-                // Every waiter of a read-write lock looks again (see `Waiters::wake_one`).
-                self.waiters.wake_one(&key.lock, None);
-            }
-            return ready(Ok(answer));
-        }
-        if key.permits.is_some() {
-            let answer = state.release_permit(&key.lock, token, keep, now);
-            drop(state);
-            if answer == Release::Released {
+                // Every waiter of a read-write lock or a semaphore looks again (see
+                // `Waiters::wake_one`).
                 self.waiters.wake_one(&key.lock, None);
             }
             return ready(Ok(answer));

@@ -6,6 +6,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use crate::key::StoredKey;
+use crate::shape::Shape;
 
 pub(crate) mod cluster;
 mod failure;
@@ -114,26 +115,29 @@ pub(crate) fn acquire_answer(
             key.fence_of_0_2().escape_debug()
         ))),
         -3 => Err(permits_differ(key, value)),
-        _ if key.mode != crate::options::Mode::Exclusive => Err(Failure::permanent(format!(
-            "a key of read-write lock `{}` holds data that is not a read-write lock; it was left \
-             untouched",
-            key.lock.escape_debug()
-        ))),
-        _ if key.permits.is_some() => Err(Failure::permanent(format!(
-            "a key of semaphore `{}` holds data that is not a semaphore; it was left untouched",
-            key.lock.escape_debug()
-        ))),
-        _ => Err(Failure::permanent(format!(
+        _ => Err(other_data(key)),
+    }
+}
+
+/// The error of an acquire that found other data than `key`'s shape keeps at one of its keys.
+fn other_data(key: &StoredKey) -> Failure {
+    Failure::permanent(match key.shape {
+        Shape::Lock => format!(
             "key `{}` holds data that is not a lock; it was left untouched",
             key.lock.escape_debug()
-        ))),
-    }
+        ),
+        Shape::Semaphore { .. } | Shape::Read | Shape::Write => format!(
+            "a key of {noun} `{}` holds data that is not a {noun}; it was left untouched",
+            key.lock.escape_debug(),
+            noun = key.shape.noun()
+        ),
+    })
 }
 
 /// The error of a caller that declares the semaphore `key` with another number of permits than
 /// its holders (`held`) took it with: a mistake in the program, not the server's.
 pub(crate) fn permits_differ(key: &StoredKey, held: i64) -> Failure {
-    let declared = key.permits.unwrap_or_default();
+    let declared = key.shape.permits().unwrap_or_default();
     Failure::config(format!(
         "it is held with {} (a new number applies once no permit of the old one is held)",
         permits_mismatch(held, declared)
@@ -245,17 +249,12 @@ pub(crate) trait Backend: Send + Sync + 'static {
         true
     }
 
-    /// Whether semaphores work here (a [`StoredKey`] with `permits`, taken and released by the
-    /// same calls as a lock): where one server counts the holders. `None` if they do, or why
-    /// not.
-    fn semaphores(&self) -> Option<&'static str> {
-        None
-    }
-
-    /// Whether read-write locks work here (a [`StoredKey`] with a read or write `mode`): where
-    /// one server sees the readers and the writer. `None` if they do, or why not.
-    fn read_write_locks(&self) -> Option<&'static str> {
-        None
+    /// Whether keys of `shape` can be held here, or why not. Every backend holds locks;
+    /// semaphores (taken and released by the same calls as a lock) need one server to count
+    /// the holders, and read-write locks one server to see the readers and the writer.
+    fn supports(&self, shape: Shape) -> Result<(), &'static str> {
+        let _ = shape;
+        Ok(())
     }
 
     /// One round trip: `token` leaves the line of fair waiters for `key`; if the lock was freed

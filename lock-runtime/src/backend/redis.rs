@@ -22,9 +22,9 @@ use super::{
 use crate::background::{Background, Lifeline, Revivable};
 use crate::key::StoredKey;
 use crate::lease::Lease;
-use crate::options::Mode;
 use crate::protocol::scripts::{Lua, invoke, query_each_loading, query_loading};
 use crate::protocol::{self, Announce, Capabilities, lean, millis};
+use crate::shape::Shape;
 use crate::url::enable_tls;
 use crate::waiters::Waiters;
 use crate::{LockError, url};
@@ -114,17 +114,24 @@ pub(super) fn renew_invocation(renewal: &Renewal) -> redis::ScriptInvocation<'st
         .key(stored.held_at().as_ref())
         .arg(renewal.token())
         .arg(millis(renewal.ttl));
-    if let Some(permits) = stored.permits {
-        invocation.arg(permits);
-    } else if stored.mode == Mode::Read {
-        invocation.arg("r");
+    match stored.shape {
+        Shape::Semaphore { permits } => {
+            invocation.arg(permits);
+        }
+        Shape::Read => {
+            invocation.arg("r");
+        }
+        Shape::Lock | Shape::Write => {}
     }
     invocation
 }
 
-/// `r` or `w`, as rw_acquire.lua and rw_release.lua take a mode.
-fn rw_mode(mode: Mode) -> &'static str {
-    if mode == Mode::Read { "r" } else { "w" }
+/// `r` or `w`, as rw_acquire.lua and rw_release.lua take the mode of a read-write lock's key.
+fn rw_mode(key: &StoredKey) -> &'static str {
+    match key.shape {
+        Shape::Read => "r",
+        Shape::Write | Shape::Lock | Shape::Semaphore { .. } => "w",
+    }
 }
 
 /// What the Redis backend needs from the manager builder.
@@ -221,61 +228,65 @@ impl Holder {
         ask: Ask,
         announce: Announce,
     ) -> Call<'a> {
-        if key.permits.is_none() && key.mode != Mode::Exclusive {
-            let mut invocation = RW_ACQUIRE.prepare_invoke();
-            invocation
-                .key(key.rw_readers())
-                .key(key.rw_writer())
-                .key(key.rw_writer_waiting())
-                .key(key.counter())
-                .key(key.sem_waiting())
-                .key(key.fence_of_0_2())
-                .arg(token)
-                .arg(rw_mode(key.mode))
-                .arg(millis(ttl))
-                .arg(if ask.waited { "1" } else { "0" })
-                .arg(self.clock_arg())
-                .arg(if ask.line == Line::No { "0" } else { "1" });
-            return Call {
-                invocation,
-                script: &RW_ACQUIRE,
-            };
-        }
-        if let Some(permits) = key.permits {
-            let mut invocation = SEMAPHORE.prepare_invoke();
-            invocation
-                .key(&key.lock)
-                .key(key.counter())
-                .key(key.sem_waiting())
-                .key(key.fence_of_0_2())
-                .arg(token)
-                .arg(permits)
-                .arg(millis(ttl))
-                .arg(if ask.waited { "1" } else { "0" })
-                .arg(self.clock_arg());
-            return Call {
-                invocation,
-                script: &SEMAPHORE,
-            };
-        }
-        let mut invocation = ACQUIRE.prepare_invoke();
-        invocation
-            .key(&key.lock)
-            .key(key.counter())
-            .key(key.queue())
-            .key(key.queue_expiry())
-            .key(key.fence_before_0_2())
-            .arg(token)
-            .arg(millis(ttl))
-            .arg(self.holder(ask.since_ms))
-            .arg(if ask.waited { "1" } else { "0" })
-            .arg(ask.line.as_arg())
-            .arg(self.fair_turn_ms)
-            .arg(announce.as_arg())
-            .arg(self.clock_arg());
-        Call {
-            invocation,
-            script: &ACQUIRE,
+        match key.shape {
+            Shape::Read | Shape::Write => {
+                let mut invocation = RW_ACQUIRE.prepare_invoke();
+                invocation
+                    .key(key.rw_readers())
+                    .key(key.rw_writer())
+                    .key(key.rw_writer_waiting())
+                    .key(key.counter())
+                    .key(key.sem_waiting())
+                    .key(key.fence_of_0_2())
+                    .arg(token)
+                    .arg(rw_mode(key))
+                    .arg(millis(ttl))
+                    .arg(if ask.waited { "1" } else { "0" })
+                    .arg(self.clock_arg())
+                    .arg(if ask.line == Line::No { "0" } else { "1" });
+                Call {
+                    invocation,
+                    script: &RW_ACQUIRE,
+                }
+            }
+            Shape::Semaphore { permits } => {
+                let mut invocation = SEMAPHORE.prepare_invoke();
+                invocation
+                    .key(&key.lock)
+                    .key(key.counter())
+                    .key(key.sem_waiting())
+                    .key(key.fence_of_0_2())
+                    .arg(token)
+                    .arg(permits)
+                    .arg(millis(ttl))
+                    .arg(if ask.waited { "1" } else { "0" })
+                    .arg(self.clock_arg());
+                Call {
+                    invocation,
+                    script: &SEMAPHORE,
+                }
+            }
+            Shape::Lock => {
+                let mut invocation = ACQUIRE.prepare_invoke();
+                invocation
+                    .key(&key.lock)
+                    .key(key.counter())
+                    .key(key.queue())
+                    .key(key.queue_expiry())
+                    .key(key.fence_before_0_2())
+                    .arg(token)
+                    .arg(millis(ttl))
+                    .arg(self.holder(ask.since_ms))
+                    .arg(if ask.waited { "1" } else { "0" })
+                    .arg(ask.line.as_arg())
+                    .arg(self.fair_turn_ms)
+                    .arg(announce.as_arg())
+                    .arg(self.clock_arg());
+                Call {
+                    invocation,
+                    script: &ACQUIRE,
+                }
+            }
         }
     }
 
@@ -304,30 +315,34 @@ impl Holder {
     /// The call of leave.lua: `token` leaves the line of fair waiters for `key`; for a
     /// read-write lock, the call of rw_leave.lua: a writer stops waiting.
     pub(super) fn leave(&self, key: &StoredKey, token: &str, announce: Announce) -> Call<'static> {
-        if key.permits.is_none() && key.mode != Mode::Exclusive {
-            let mut invocation = RW_LEAVE.prepare_invoke();
-            invocation
-                .key(key.rw_writer_waiting())
-                .key(key.sem_waiting())
-                .arg(token)
-                .arg(announce.as_arg())
-                .arg(&key.lock);
-            return Call {
-                invocation,
-                script: &RW_LEAVE,
-            };
-        }
-        let mut invocation = LEAVE.prepare_invoke();
-        invocation
-            .key(&key.lock)
-            .key(key.queue())
-            .key(key.queue_expiry())
-            .arg(token)
-            .arg(self.fair_turn_ms)
-            .arg(announce.as_arg());
-        Call {
-            invocation,
-            script: &LEAVE,
+        match key.shape {
+            Shape::Read | Shape::Write => {
+                let mut invocation = RW_LEAVE.prepare_invoke();
+                invocation
+                    .key(key.rw_writer_waiting())
+                    .key(key.sem_waiting())
+                    .arg(token)
+                    .arg(announce.as_arg())
+                    .arg(&key.lock);
+                Call {
+                    invocation,
+                    script: &RW_LEAVE,
+                }
+            }
+            Shape::Lock | Shape::Semaphore { .. } => {
+                let mut invocation = LEAVE.prepare_invoke();
+                invocation
+                    .key(&key.lock)
+                    .key(key.queue())
+                    .key(key.queue_expiry())
+                    .arg(token)
+                    .arg(self.fair_turn_ms)
+                    .arg(announce.as_arg());
+                Call {
+                    invocation,
+                    script: &LEAVE,
+                }
+            }
         }
     }
 
@@ -365,48 +380,52 @@ impl Holder {
         keep_ms: u64,
         announce: Announce,
     ) -> Call<'static> {
-        if key.permits.is_none() && key.mode != Mode::Exclusive {
-            let mut invocation = RW_RELEASE.prepare_invoke();
-            invocation
-                .key(key.rw_readers())
-                .key(key.rw_writer())
-                .key(key.sem_waiting())
-                .arg(token)
-                .arg(rw_mode(key.mode))
-                .arg(keep_ms)
-                .arg(announce.as_arg())
-                .arg(&key.lock);
-            return Call {
-                invocation,
-                script: &RW_RELEASE,
-            };
-        }
-        if let Some(permits) = key.permits {
-            let mut invocation = PERMIT_RELEASE.prepare_invoke();
-            invocation
-                .key(&key.lock)
-                .key(key.sem_waiting())
-                .arg(token)
-                .arg(permits)
-                .arg(keep_ms)
-                .arg(announce.as_arg());
-            return Call {
-                invocation,
-                script: &PERMIT_RELEASE,
-            };
-        }
-        let mut invocation = RELEASE.prepare_invoke();
-        invocation
-            .key(&key.lock)
-            .key(key.queue())
-            .key(key.queue_expiry())
-            .arg(token)
-            .arg(keep_ms)
-            .arg(announce.as_arg())
-            .arg(self.fair_turn_ms);
-        Call {
-            invocation,
-            script: &RELEASE,
+        match key.shape {
+            Shape::Read | Shape::Write => {
+                let mut invocation = RW_RELEASE.prepare_invoke();
+                invocation
+                    .key(key.rw_readers())
+                    .key(key.rw_writer())
+                    .key(key.sem_waiting())
+                    .arg(token)
+                    .arg(rw_mode(key))
+                    .arg(keep_ms)
+                    .arg(announce.as_arg())
+                    .arg(&key.lock);
+                Call {
+                    invocation,
+                    script: &RW_RELEASE,
+                }
+            }
+            Shape::Semaphore { permits } => {
+                let mut invocation = PERMIT_RELEASE.prepare_invoke();
+                invocation
+                    .key(&key.lock)
+                    .key(key.sem_waiting())
+                    .arg(token)
+                    .arg(permits)
+                    .arg(keep_ms)
+                    .arg(announce.as_arg());
+                Call {
+                    invocation,
+                    script: &PERMIT_RELEASE,
+                }
+            }
+            Shape::Lock => {
+                let mut invocation = RELEASE.prepare_invoke();
+                invocation
+                    .key(&key.lock)
+                    .key(key.queue())
+                    .key(key.queue_expiry())
+                    .arg(token)
+                    .arg(keep_ms)
+                    .arg(announce.as_arg())
+                    .arg(self.fair_turn_ms);
+                Call {
+                    invocation,
+                    script: &RELEASE,
+                }
+            }
         }
     }
 }

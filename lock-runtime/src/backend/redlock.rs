@@ -28,6 +28,7 @@ use crate::backoff::jitter;
 use crate::deployment::{Deployment, DeploymentKind};
 use crate::key::StoredKey;
 use crate::lease::drift_margin;
+use crate::shape::Shape;
 use crate::waiters::Waiters;
 use crate::{LockError, url};
 
@@ -378,24 +379,24 @@ impl Backend for RedlockBackend {
         false
     }
 
-    fn semaphores(&self) -> Option<&'static str> {
-        Some(
-            "a semaphore over independent masters is not sound: each master counts its own \
+    fn supports(&self, shape: Shape) -> Result<(), &'static str> {
+        match shape {
+            Shape::Lock => Ok(()),
+            Shape::Semaphore { .. } => Err(
+                "a semaphore over independent masters is not sound: each master counts its own \
              holders, and different majorities can admit more than its permits in all (with 2 \
              permits on 3 masters, three holders can each win two masters, with no fault at \
              all); use one Redis, Sentinel or Cluster for semaphores",
-        )
-    }
-
-    fn read_write_locks(&self) -> Option<&'static str> {
-        Some(
-            "a read-write lock over independent masters is not sound: each master sees its own \
+            ),
+            Shape::Read | Shape::Write => Err(
+                "a read-write lock over independent masters is not sound: each master sees its own \
              readers and writer, and a writer holding a majority does not keep readers off the \
              other masters' majorities (with 3 masters, a writer on two and readers on two \
              overlap on one master only where both win it), and a waiting writer's mark on some \
              masters holds no reader up on the rest; use one Redis, Sentinel or Cluster for \
              read-write locks",
-        )
+            ),
+        }
     }
 
     fn server(&self) -> &str {

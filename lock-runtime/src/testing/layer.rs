@@ -15,7 +15,7 @@ use crate::backend::{
     Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal,
 };
 use crate::key::StoredKey;
-use crate::options::Mode;
+use crate::shape::Shape;
 
 /// A key pattern: an exact key, a glob (`order:*`), or an attribute's template
 /// (`order:<user_id>`), whose placeholders match any text as `*` does.
@@ -237,12 +237,8 @@ impl Shared {
 
 /// The name a caller gave the lock stored as `stored` under `prefix`.
 pub(crate) fn key_of(prefix: &str, stored: &StoredKey) -> String {
-    let mut lock = stored.lock.as_str();
-    if stored.permits.is_some() {
-        lock = lock.strip_suffix(":sem").unwrap_or(lock);
-    } else if stored.mode != Mode::Exclusive {
-        lock = lock.strip_suffix(":rw").unwrap_or(lock);
-    }
+    let lock = stored.lock.as_str();
+    let lock = lock.strip_suffix(stored.shape.suffix()).unwrap_or(lock);
     crate::inspect::lock_name(prefix, lock).unwrap_or_else(|| stored.lock.clone())
 }
 
@@ -482,12 +478,8 @@ impl Backend for FaultLayer {
         self.inner.fair()
     }
 
-    fn semaphores(&self) -> Option<&'static str> {
-        self.inner.semaphores()
-    }
-
-    fn read_write_locks(&self) -> Option<&'static str> {
-        self.inner.read_write_locks()
+    fn supports(&self, shape: Shape) -> Result<(), &'static str> {
+        self.inner.supports(shape)
     }
 
     fn leave<'a>(
@@ -661,9 +653,9 @@ mod tests {
         for key in ["order:7", "}odd", "\\odd", "a}b"] {
             let lock = StoredKey::new("p:", key).expect("valid key");
             assert_eq!(key_of("p:", &lock), key);
-            let sem = StoredKey::semaphore("p:", key, 3).expect("valid key");
+            let sem = StoredKey::of("p:", key, Shape::Semaphore { permits: 3 }).expect("valid key");
             assert_eq!(key_of("p:", &sem), key);
-            let rw = StoredKey::read_write("p:", key, Mode::Read).expect("valid key");
+            let rw = StoredKey::of("p:", key, Shape::Read).expect("valid key");
             assert_eq!(key_of("p:", &rw), key);
         }
     }

@@ -100,6 +100,7 @@ use tokio::time::Instant;
 
 use crate::backend::{Acquire, Ask, Backend};
 use crate::key::StoredKey;
+use crate::shape::Shape;
 use crate::{LockError, LockManager, LockManagerBuilder, LostReason};
 use layer::{Action, FaultLayer, Pattern, Shared};
 
@@ -538,8 +539,8 @@ impl TestLocks {
         let prefix = self.layer.prefix();
         let names = [
             StoredKey::new(prefix, key),
-            StoredKey::semaphore(prefix, key, 1),
-            StoredKey::read_write(prefix, key, crate::Mode::Read),
+            StoredKey::of(prefix, key, Shape::Semaphore { permits: 1 }),
+            StoredKey::of(prefix, key, Shape::Read),
         ];
         let waiters = &self.base.client().waiters;
         names
