@@ -35,12 +35,17 @@
 --                                 acquired (also when ARGV[1] already holds it: the lease is
 --                                 refreshed and a new token handed out); waiting is the flag
 --                                 written: 0 lets the holder release by comparing the value
---          {0, pttl, holder, line} held by another owner (or kept, or freed for the first in
+--          {0, pttl, holder, line, recorded}
+--                                 held by another owner (or kept, or freed for the first in
 --                                 line); pttl is how long that lasts in ms; holder is 48 bits of
 --                                 the SHA-1 of the owner's token (0 if none), the same on every
 --                                 server for one owner and useless for taking the lock over, so
 --                                 that Redlock can tell one owner's majority from masters split
---                                 between contenders; line is 1 if the caller is in line now
+--                                 between contenders; line is 1 if the caller is in line now;
+--                                 recorded is what a held lock's value says of its holder, for
+--                                 the caller's error: the value without its owner token
+--                                 (`held[ fence=<F>] waiting=<W> since=<ms> host=<h> pid=<p>
+--                                 app=<a>`), or '' where it records no holder metadata
 --          {-1, 0, 0, 0}          the key holds data that is not a lock: left untouched
 --          {-2, 0, 0, 0}          the counter (or a 0.2 value's token) holds something tokens
 --                                 cannot continue from: left untouched
@@ -57,6 +62,15 @@ local TOKEN, MODE = ARGV[1], ARGV[5]
 
 local function holder_id(owner)
   return tonumber(string.sub(redis.sha1hex(owner), 1, 12), 16)
+end
+
+-- What a held lock's value records of its holder (see Returns): never its owner token, which
+-- would let the caller release the lock.
+local function recorded(value)
+  if not string.find(value, ' since=', 1, true) then
+    return ''
+  end
+  return (string.gsub(value, ' token=%S+', '', 1))
 end
 
 local value = redis.pcall('GET', LOCK)
@@ -76,7 +90,7 @@ if type(value) == 'table' then
   if old and not raise_counter(COUNTER, old) then
     return {-2, 0, 0, 0}
   end
-  return {0, pttl, holder_id(owner), 0}
+  return {0, pttl, holder_id(owner), 0, ''}
 end
 
 -- Set when the lock is free but fair waiters may be in line: who it was freed for, and until when.
@@ -111,14 +125,14 @@ if value then
         -- From now on the release frees it for the first in line. (pcall: see below.)
         redis.pcall('SET', LOCK, (string.gsub(value, ' waiting=%d', ' waiting=2', 1)), 'PX', pttl)
       end
-      return {0, pttl, holder_id(owner), 1}
+      return {0, pttl, holder_id(owner), 1, recorded(value)}
     end
     if pttl > 0 and waiting == '0' then
       -- From now on the release announces itself.
       -- (pcall: a server out of memory refuses it; waiters then wait for the lease.)
       redis.pcall('SET', LOCK, (string.gsub(value, ' waiting=0', ' waiting=1', 1)), 'PX', pttl)
     end
-    return {0, pttl, holder_id(owner), 0}
+    return {0, pttl, holder_id(owner), 0, recorded(value)}
   end
   reserved, until_ms = lock.next, lock.until_ms
   line = reserved ~= nil
@@ -138,7 +152,7 @@ if line and reserved ~= TOKEN then
     if MODE ~= '' then
       join_line(QUEUE, EXPIRY, TOKEN, now, now_ms, ttl)
     end
-    return {0, tonumber(until_ms) - now_ms, 0, MODE ~= '' and 1 or 0}
+    return {0, tonumber(until_ms) - now_ms, 0, MODE ~= '' and 1 or 0, ''}
   end
   if reserved then
     -- It was freed for someone who did not come in time: out of line, the next one's turn.
@@ -150,7 +164,7 @@ if line and reserved ~= TOKEN then
     if MODE ~= '' then
       join_line(QUEUE, EXPIRY, TOKEN, now, now_ms, ttl)
     end
-    return {0, tonumber(ARGV[6]), 0, MODE ~= '' and 1 or 0}
+    return {0, tonumber(ARGV[6]), 0, MODE ~= '' and 1 or 0, ''}
   end
 end
 if line then

@@ -19,12 +19,20 @@ use crate::key::StoredKey;
 use crate::lease::Lease;
 use crate::pending::Pending;
 use crate::shape::Shape;
-use crate::{LockError, LockOptions, current};
+use crate::{Blocker, LockError, LockOptions, current};
 
 use self::line::{InLine, Waiting};
 
 /// A wait budget beyond any real wait.
 const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
+
+/// How long an acquire may wait before its end is logged as slow: a call to
+/// [`LockManager::lock`](crate::LockManager::lock) (or any other acquire) that ends acquired or
+/// busy after waiting at least this long emits one `tracing` event at `INFO`,
+/// `"slow lock acquire"`, with the fields `key`, `waited_ms`, `outcome` (`acquired` or `busy`)
+/// and, where the last busy answer named the holder (see [`Blocker`]), `holder_id`, `host`,
+/// `pid`, `app`, `since` (RFC 3339, UTC) and `fencing_token`. Never an owner token.
+pub const SLOW_ACQUIRE: Duration = Duration::from_secs(1);
 
 /// How an acquisition ended, for the caller.
 type Done = Result<LockGuard, LockError>;
@@ -166,9 +174,11 @@ enum Answer {
     Done(Done),
     /// Busy: the lease that holds the key has `remaining` left, if the server said. `watched`:
     /// the subscription this process heard the key's announcements through when it asked.
+    /// `blocker`: who holds it, if the server's answer named it.
     Busy {
         remaining: Option<Duration>,
         watched: Option<Subscription>,
+        blocker: Option<Box<Blocker>>,
     },
     /// A failure that may pass, waited out within the budget: ask again.
     Again,
@@ -198,6 +208,9 @@ struct Acquisition {
     backoff: Backoff,
     /// Nothing was tried yet: the first attempt asks under the lease's first owner token.
     first: bool,
+    /// Who held the key at the last busy answer, as its value records it: what `Busy` and the
+    /// slow-acquire event name.
+    blocker: Option<Box<Blocker>>,
 }
 
 impl Acquisition {
@@ -228,6 +241,7 @@ impl Acquisition {
             named: false,
             backoff: Backoff::requests(),
             first: true,
+            blocker: None,
         }
     }
 
@@ -241,7 +255,13 @@ impl Acquisition {
             match self.attempt().await {
                 Answer::Done(done) => return done,
                 Answer::Again => {}
-                Answer::Busy { remaining, watched } => {
+                Answer::Busy {
+                    remaining,
+                    watched,
+                    blocker,
+                } => {
+                    // The last answer's: the holder may have changed since an earlier one.
+                    self.blocker = blocker;
                     if let ControlFlow::Break(done) = self.busy(remaining, watched).await {
                         return done;
                     }
@@ -264,9 +284,34 @@ impl Acquisition {
         let took = self.start.elapsed();
         crate::metrics::acquire(self.options.label, outcome, took);
         let span = tracing::Span::current();
-        span.record("waited_ms", took.as_millis() as u64);
+        let waited_ms = u64::try_from(took.as_millis()).unwrap_or(u64::MAX);
+        span.record("waited_ms", waited_ms);
         span.record("outcome", outcome);
         tracing::debug!(outcome, "lock acquire finished");
+        if took >= SLOW_ACQUIRE && matches!(outcome, "acquired" | "busy") {
+            self.slow(waited_ms, outcome);
+        }
+    }
+
+    /// The `slow lock acquire` event (see [`SLOW_ACQUIRE`]).
+    fn slow(&self, waited_ms: u64, outcome: &str) {
+        let key = &self.lease.key;
+        let Some(blocker) = self.blocker.as_deref() else {
+            tracing::info!(key = %key, waited_ms, outcome, "slow lock acquire");
+            return;
+        };
+        tracing::info!(
+            key = %key,
+            waited_ms,
+            outcome,
+            holder_id = %blocker.holder_id,
+            host = blocker.host.as_deref(),
+            pid = blocker.pid,
+            app = blocker.app.as_deref(),
+            since = blocker.since_text().map(tracing::field::display),
+            fencing_token = blocker.fencing_token,
+            "slow lock acquire"
+        );
     }
 
     fn shut_down(&self) -> LockError {
@@ -374,9 +419,17 @@ impl Acquisition {
         }
         match answer {
             Ok(Acquire::Acquired { fence }) => Answer::Done(self.granted(pending, fence)),
-            Ok(Acquire::Busy { remaining, .. }) => {
+            Ok(Acquire::Busy {
+                remaining, blocker, ..
+            }) => {
                 pending.disarm();
-                Answer::Busy { remaining, watched }
+                // One holder of several is not what blocks a semaphore or a read-write lock.
+                let blocker = blocker.filter(|_| self.lease.stored.is_lock());
+                Answer::Busy {
+                    remaining,
+                    watched,
+                    blocker,
+                }
             }
             Err(failure) => self.failed(pending, failure).await,
         }
@@ -486,6 +539,7 @@ impl Acquisition {
                 key: self.lease.key.clone(),
                 waited: now - self.start,
                 retry_after: remaining,
+                blocker: self.blocker.clone(),
             }));
         }
         if self.waiting.is_none() {

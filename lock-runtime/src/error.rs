@@ -4,6 +4,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::time::Duration;
 
+use crate::Blocker;
 use crate::backend::Failure;
 
 /// A boxed error from a backend (a Redis error, an I/O error, ...).
@@ -55,7 +56,11 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 #[non_exhaustive]
 pub enum LockError {
     /// The lock was held by someone else for the whole `wait` budget.
-    #[error("lock `{key}` is busy: not acquired within {waited:?}", key = KeyDisplay(key))]
+    #[error(
+        "lock `{key}` is busy: not acquired within {waited:?}{}",
+        HeldBy(blocker.as_deref()),
+        key = KeyDisplay(key)
+    )]
     #[non_exhaustive]
     Busy {
         /// The lock key as the caller named it (without the prefix).
@@ -67,6 +72,12 @@ pub enum LockError {
         /// HTTP answer. `None` where it is not known (the key has no expiry, or the lock is
         /// held by this process and was never asked about).
         retry_after: Option<Duration>,
+        /// Who held the lock at the last attempt, as it recorded itself in the lock (host, pid,
+        /// app, since when, fencing token where recorded; see [`Blocker`]), and the message
+        /// says so. `None` for a semaphore or a read-write lock (several holders), where the
+        /// holder recorded nothing (`holder_metadata(false)`), and on `memory://`. Never the
+        /// holder's owner token.
+        blocker: Option<Box<Blocker>>,
     },
 
     /// The lease ran out, or renewal proved that someone else now owns the lock, while it was held.
@@ -263,11 +274,13 @@ impl fmt::Debug for LockError {
                 key,
                 waited,
                 retry_after,
+                blocker,
             } => f
                 .debug_struct("Busy")
                 .field("key", &KeyDebug(key))
                 .field("waited", waited)
                 .field("retry_after", retry_after)
+                .field("blocker", blocker)
                 .finish(),
             LockError::LeaseLost { key, reason } => f
                 .debug_struct("LeaseLost")
@@ -358,6 +371,18 @@ impl fmt::Display for KeyDisplay<'_> {
     }
 }
 
+/// `; held by ...` after a busy lock's message, where its holder is known.
+struct HeldBy<'a>(Option<&'a Blocker>);
+
+impl fmt::Display for HeldBy<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(blocker) => write!(f, "; {blocker}"),
+            None => Ok(()),
+        }
+    }
+}
+
 struct KeyInMessage<'a>(Option<&'a str>);
 
 impl fmt::Display for KeyInMessage<'_> {
@@ -379,6 +404,7 @@ mod tests {
             key: "k".repeat(10_000),
             waited: Duration::ZERO,
             retry_after: None,
+            blocker: None,
         };
         let msg = err.to_string();
         assert!(msg.len() < 400, "{msg}");
@@ -391,10 +417,43 @@ mod tests {
             key: "k".repeat(1 << 20),
             waited: Duration::ZERO,
             retry_after: None,
+            blocker: None,
         };
         let shown = format!("{err:?}");
         assert!(shown.len() < 400, "{} bytes", shown.len());
         assert!(shown.starts_with("Busy { key: \"kkk"), "{shown}");
+    }
+
+    #[test]
+    fn a_busy_lock_names_its_holder_where_it_is_recorded() {
+        let blocker = Blocker::from_value(
+            "held token=secret-owner-token waiting=0 since=1764045123456 host=web-1 pid=42 \
+             app=billing",
+            None,
+        )
+        .expect("recorded");
+        let err = LockError::Busy {
+            key: "invoice:7".into(),
+            waited: Duration::ZERO,
+            retry_after: None,
+            blocker: Some(Box::new(blocker)),
+        };
+        let shown = err.to_string();
+        assert_eq!(
+            shown,
+            format!(
+                "lock `invoice:7` is busy: not acquired within 0ns; held by pid 42 on web-1 \
+                 (app \"billing\", holder {}) since 2025-11-25T04:32:03.456Z",
+                crate::inspect::token_id("secret-owner-token")
+            )
+        );
+        let debug = format!("{err:?}");
+        assert!(debug.contains("host: Some(\"web-1\")"), "{debug}");
+        for text in [shown, debug] {
+            assert!(!text.contains("secret-owner-token"), "{text}");
+        }
+        // The holder is boxed: a busy error costs no more than before.
+        assert!(std::mem::size_of::<LockError>() <= 88);
     }
 
     #[test]
@@ -423,6 +482,7 @@ mod tests {
             key: key(),
             waited: Duration::ZERO,
             retry_after: None,
+            blocker: None,
         };
         assert!(busy.is_retryable());
         let lost = LockError::LeaseLost {

@@ -206,6 +206,7 @@ mod acquire;
 mod backend;
 mod background;
 mod backoff;
+mod blocker;
 mod builder;
 mod client;
 mod current;
@@ -242,6 +243,8 @@ pub use backend::replicas::ReplicaShortage;
 #[doc(hidden)]
 pub use __private::{FromLockError, KeyPart, LockedReturn};
 
+pub use acquire::SLOW_ACQUIRE;
+pub use blocker::Blocker;
 pub use builder::LockManagerBuilder;
 pub use current::{CurrentLock, current, current_all};
 pub use election::{ElectionOptions, Leadership};

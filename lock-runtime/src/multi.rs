@@ -190,11 +190,15 @@ fn no_keys() -> LockError {
 fn waited_since(err: LockError, start: Instant) -> LockError {
     match err {
         LockError::Busy {
-            key, retry_after, ..
+            key,
+            retry_after,
+            blocker,
+            ..
         } => LockError::Busy {
             key,
             waited: start.elapsed(),
             retry_after,
+            blocker,
         },
         other => other,
     }

@@ -308,11 +308,7 @@ impl State {
             *end = now + ttl;
         } else if semaphore.holders.len() >= permits as usize {
             let first = semaphore.holders.iter().map(|(_, end)| *end).min();
-            return Ok(Acquire::Busy {
-                remaining: first.map(|end| end - now),
-                holder: None,
-                in_line: false,
-            });
+            return Ok(Acquire::busy(first.map(|end| end - now), false));
         } else {
             semaphore.holders.push((token.to_owned(), now + ttl));
         }
@@ -335,12 +331,11 @@ impl State {
         let rw = self.read_write.entry(key.lock.clone()).or_default();
         rw.drop_ended(now);
         if let Some(until) = rw.blocked(key.shape, token, ttl, waits, now) {
-            return Acquire::Busy {
-                remaining: Some(until.saturating_duration_since(now)),
-                holder: None,
+            return Acquire::busy(
+                Some(until.saturating_duration_since(now)),
                 // A writer that marked itself waiting takes the mark away when it stops.
-                in_line: rw.waiting_writer() == Some(token),
-            };
+                rw.waiting_writer() == Some(token),
+            );
         }
         match rw.held(key.shape, token) {
             Some(end) => *end = now + ttl,
@@ -501,11 +496,8 @@ impl Backend for MemoryBackend {
                     .or_default()
                     .join(token, now + ttl);
             }
-            ready(Ok(Acquire::Busy {
-                remaining: Some(remaining),
-                holder: None,
-                in_line: joins,
-            }))
+            // No holder metadata in memory: nobody to name.
+            ready(Ok(Acquire::busy(Some(remaining), joins)))
         };
         if let Some(entry) = live(locks, &key.lock, now) {
             if entry.token == token {

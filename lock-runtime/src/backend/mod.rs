@@ -5,6 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
+use crate::blocker::Blocker;
 use crate::key::StoredKey;
 use crate::shape::Shape;
 
@@ -64,38 +65,114 @@ impl Line {
 }
 
 /// The answer to an acquire.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Acquire {
     /// Ours, with this fencing token.
     Acquired { fence: u64 },
     /// Held by someone else for about this long (`None`: the lock has no expiry). `holder`
     /// tells owners apart across servers (see acquire.lua) where the backend knows it.
     /// `in_line`: the caller has a place in the line of fair waiters, which it must keep by
-    /// asking again within its lease, and leave if it stops waiting.
+    /// asking again within its lease, and leave if it stops waiting. `blocker`: who holds it,
+    /// as its value records (a plain lock whose holder recorded metadata).
     Busy {
         remaining: Option<Duration>,
         holder: Option<u64>,
         in_line: bool,
+        blocker: Option<Box<Blocker>>,
     },
 }
 
-/// What acquire.lua (or semaphore.lua) answered, `{status, value, holder, in_line}`, as an
+impl Acquire {
+    /// A busy answer that names no holder: one of several holders (a semaphore, a read-write
+    /// lock), or a backend that records none.
+    pub(crate) fn busy(remaining: Option<Duration>, in_line: bool) -> Acquire {
+        Acquire::Busy {
+            remaining,
+            holder: None,
+            in_line,
+            blocker: None,
+        }
+    }
+}
+
+/// What acquire.lua, semaphore.lua or rw_acquire.lua answered: `{status, value, holder,
+/// in_line}`, and from acquire.lua a fifth element when busy, what the holder's value records
+/// of it (`''` if nothing; see acquire.lua). An answer of four elements is read as one whose
+/// fifth is `''`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AcquireReply {
+    status: i64,
+    value: i64,
+    holder: i64,
+    in_line: i64,
+    /// The holder's value without its owner token, if it records holder metadata.
+    recorded: Option<String>,
+}
+
+impl ::redis::FromRedisValue for AcquireReply {
+    fn from_redis_value(value: ::redis::Value) -> Result<Self, ::redis::ParsingError> {
+        let ::redis::Value::Array(items) = value else {
+            return Err(format!("an acquire answered {value:?}, not an array").into());
+        };
+        let len = items.len();
+        let mut items = items.into_iter();
+        let mut number = || -> Result<i64, ::redis::ParsingError> {
+            match items.next() {
+                Some(item) => i64::from_redis_value(item),
+                None => Err(format!("an acquire answered {len} elements, not 4 or 5").into()),
+            }
+        };
+        let (status, value, holder, in_line) = (number()?, number()?, number()?, number()?);
+        let recorded = match items.next() {
+            None | Some(::redis::Value::Nil) => None,
+            Some(item) => Some(String::from_redis_value(item)?).filter(|text| !text.is_empty()),
+        };
+        if items.next().is_some() {
+            return Err(format!("an acquire answered {len} elements, not 4 or 5").into());
+        }
+        Ok(AcquireReply {
+            status,
+            value,
+            holder,
+            in_line,
+            recorded,
+        })
+    }
+}
+
+/// What acquire.lua (or semaphore.lua, rw_acquire.lua) answered (see [`AcquireReply`]) as an
 /// [`Acquire`].
-pub(crate) fn acquire_answer(
-    key: &StoredKey,
-    (status, value, holder, in_line): (i64, i64, i64, i64),
-) -> Result<Acquire, Failure> {
+pub(crate) fn acquire_answer(key: &StoredKey, reply: AcquireReply) -> Result<Acquire, Failure> {
+    let AcquireReply {
+        status,
+        value,
+        holder,
+        in_line,
+        recorded,
+    } = reply;
     match status {
         1 => Ok(Acquire::Acquired {
             fence: u64::try_from(value).map_err(|_| {
                 Failure::permanent(format!("the server handed out fencing token {value}"))
             })?,
         }),
-        0 => Ok(Acquire::Busy {
-            remaining: u64::try_from(value).ok().map(Duration::from_millis),
-            holder: u64::try_from(holder).ok().filter(|&holder| holder != 0),
-            in_line: in_line == 1,
-        }),
+        0 => {
+            let holder = u64::try_from(holder).ok().filter(|&holder| holder != 0);
+            // Several holders have no one blocker; the holder's digest names it.
+            let blocker = match (recorded, holder) {
+                (Some(recorded), Some(holder)) if key.is_lock() => {
+                    Blocker::from_value(&recorded, Some(crate::protocol::holder_hex(holder)))
+                        .map(Box::new)
+                }
+                _ => None,
+            };
+            Ok(Acquire::Busy {
+                remaining: u64::try_from(value).ok().map(Duration::from_millis),
+                holder,
+                in_line: in_line == 1,
+                blocker,
+            })
+        }
         -2 if key.is_lock() => Err(Failure::permanent(format!(
             "the fence counter `{}` of `{}` (or the token a 0.2 value of the lock carries) holds \
              a value tokens cannot continue from (not a number, or 2^53 and above); the lock was \
@@ -346,5 +423,90 @@ pub(crate) trait Backend: Send + Sync + 'static {
     /// that grant, and the holder would go on without a majority.
     fn retry_with_same_token(&self) -> bool {
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ::redis::{FromRedisValue, Value};
+
+    use super::*;
+
+    fn reply(items: Vec<Value>) -> AcquireReply {
+        AcquireReply::from_redis_value(Value::Array(items)).expect("an answer")
+    }
+
+    #[test]
+    fn busy_answers_of_four_or_five_elements_are_read() {
+        let key = StoredKey::new("lock:", "k").expect("valid");
+        let holder = crate::protocol::holder_id("abc");
+        let int = |n: i64| Value::Int(n);
+        let text = |t: &str| Value::BulkString(t.as_bytes().to_vec());
+        let recorded = "held waiting=1 since=1000 host=web-1 pid=42 app=billing";
+        let answer = acquire_answer(
+            &key,
+            reply(vec![
+                int(0),
+                int(700),
+                int(holder as i64),
+                int(0),
+                text(recorded),
+            ]),
+        )
+        .expect("busy");
+        let Acquire::Busy {
+            remaining,
+            holder: Some(named),
+            in_line: false,
+            blocker: Some(blocker),
+        } = answer
+        else {
+            panic!("busy, named: {answer:?}");
+        };
+        assert_eq!(remaining, Some(Duration::from_millis(700)));
+        assert_eq!(named, holder);
+        assert_eq!(blocker.holder_id, crate::protocol::token_id("abc"));
+        assert_eq!(blocker.app.as_deref(), Some("billing"));
+        // Four elements (semaphore.lua, rw_acquire.lua, a script of before), or nothing
+        // recorded: nobody named.
+        for items in [
+            vec![int(0), int(700), int(holder as i64), int(0)],
+            vec![int(0), int(700), int(holder as i64), int(0), text("")],
+        ] {
+            let answer = acquire_answer(&key, reply(items)).expect("busy");
+            assert!(
+                matches!(answer, Acquire::Busy { blocker: None, .. }),
+                "{answer:?}"
+            );
+        }
+        // Several holders: nobody is the one that blocks.
+        let semaphore = StoredKey::of("lock:", "k", crate::shape::Shape::Semaphore { permits: 2 })
+            .expect("valid");
+        let answer = acquire_answer(
+            &semaphore,
+            reply(vec![
+                int(0),
+                int(700),
+                int(holder as i64),
+                int(0),
+                text(recorded),
+            ]),
+        )
+        .expect("busy");
+        assert!(
+            matches!(answer, Acquire::Busy { blocker: None, .. }),
+            "{answer:?}"
+        );
+        assert_eq!(
+            acquire_answer(&key, reply(vec![int(1), int(5), int(0), int(0)])).expect("taken"),
+            Acquire::Acquired { fence: 5 }
+        );
+        for wrong in [
+            Value::Array(vec![int(0), int(1), int(2)]),
+            Value::Array(vec![int(0); 6]),
+            Value::Int(1),
+        ] {
+            assert!(AcquireReply::from_redis_value(wrong).is_err());
+        }
     }
 }

@@ -1086,6 +1086,7 @@ impl RedisBackend {
                 owner,
                 waiting,
                 pttl,
+                blocker,
             } => {
                 // A waiter marks the lock as awaited, and joins a line that exists: the script.
                 let script = match waiting {
@@ -1097,6 +1098,7 @@ impl RedisBackend {
                     remaining: Some(Duration::from_millis(pttl)),
                     holder: Some(protocol::holder_id(&owner)),
                     in_line: false,
+                    blocker,
                 })
             }
             lean::Taken::Unseeded => {

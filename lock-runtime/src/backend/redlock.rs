@@ -302,14 +302,14 @@ fn node_timeout(ttl: Duration) -> Duration {
 fn majority_holder(
     busy: &[(Option<u64>, Option<Duration>)],
     quorum: usize,
-) -> Option<Option<Duration>> {
+) -> Option<(u64, Option<Duration>)> {
     busy.iter()
         .filter_map(|(holder, _)| *holder)
         .find_map(|owner| {
             let theirs = busy.iter().filter(|(holder, _)| *holder == Some(owner));
             // A lease without expiry (`None`) counts only when there is no other.
             (theirs.clone().count() >= quorum)
-                .then(|| theirs.filter_map(|(_, remaining)| *remaining).min())
+                .then(|| (owner, theirs.filter_map(|(_, remaining)| *remaining).min()))
         })
 }
 
@@ -477,21 +477,28 @@ impl Backend for RedlockBackend {
             if granted + busy.len() < self.quorum {
                 return Err(self.too_few(granted + busy.len(), answers));
             }
-            if let Some(remaining) = held {
+            if let Some((owner, remaining)) = held {
+                // Who holds the majority, as one of its masters records it: they all wrote
+                // the same value.
+                let blocker = answers.into_iter().find_map(|answer| match answer {
+                    Ok(Acquire::Busy {
+                        holder: Some(holder),
+                        blocker,
+                        ..
+                    }) if holder == owner => blocker,
+                    _ => None,
+                });
                 return Ok(Acquire::Busy {
                     remaining,
                     holder: None,
                     in_line: false,
+                    blocker,
                 });
             }
             // The masters were split between contenders, none with a majority: retry soon, at a
             // random moment. (Waiting out the lease the busy masters reported would wait for
-            // grants that their contenders are giving back right now.)
-            Ok(Acquire::Busy {
-                remaining: Some(jitter(limit * 2)),
-                holder: None,
-                in_line: false,
-            })
+            // grants that their contenders are giving back right now.) Nobody blocks for long.
+            Ok(Acquire::busy(Some(jitter(limit * 2)), false))
         })
     }
 
@@ -652,7 +659,7 @@ mod tests {
         let one = Some(1);
         assert_eq!(
             majority_holder(&[(one, Some(s(5))), (one, Some(s(3)))], 2),
-            Some(Some(s(3)))
+            Some((1, Some(s(3))))
         );
         assert_eq!(
             majority_holder(&[(one, Some(s(5))), (Some(2), Some(s(3)))], 2),
@@ -661,9 +668,12 @@ mod tests {
         );
         assert_eq!(
             majority_holder(&[(Some(2), Some(s(1))), (one, None), (one, Some(s(4)))], 2),
-            Some(Some(s(4)))
+            Some((1, Some(s(4))))
         );
-        assert_eq!(majority_holder(&[(one, None), (one, None)], 2), Some(None));
+        assert_eq!(
+            majority_holder(&[(one, None), (one, None)], 2),
+            Some((1, None))
+        );
         assert_eq!(
             majority_holder(&[(None, Some(s(1))), (None, Some(s(1)))], 2),
             None

@@ -10,6 +10,7 @@ use redis::{Cmd, Pipeline, RedisResult, Value};
 
 use super::scripts::{Lua, invoke, query_command_loading};
 use super::{MAX_TOKEN, NativeDelete, SEEDED};
+use crate::blocker::Blocker;
 use crate::key::StoredKey;
 
 /// Deletes KEYS[1] if it holds exactly ARGV[1]: the release of a server without a native
@@ -37,11 +38,12 @@ pub(crate) enum Taken {
     /// The lock was free and is ours now, with this fencing token.
     Acquired { fence: u64 },
     /// Held by `owner` for `pttl` more milliseconds; `waiting` is its flag (`'0'`: nobody was
-    /// told it is busy yet).
+    /// told it is busy yet); `blocker`: who the holder is, if its value records that.
     Held {
         owner: String,
         waiting: char,
         pttl: u64,
+        blocker: Option<Box<Blocker>>,
     },
     /// Taken, but the slot's counter had no token to give (absent, or lost): [`seed`] it.
     Unseeded,
@@ -117,6 +119,11 @@ fn read(answers: &[Value]) -> Taken {
                     owner,
                     waiting,
                     pttl,
+                    // The value the `SET ... GET` answered is the whole of it: no request more.
+                    blocker: std::str::from_utf8(held)
+                        .ok()
+                        .and_then(|value| Blocker::from_value(value, None))
+                        .map(Box::new),
                 },
                 _ => Taken::Script,
             }
@@ -348,9 +355,41 @@ mod tests {
             Taken::Held {
                 owner: "abc".into(),
                 waiting: '1',
-                pttl: 700
+                pttl: 700,
+                blocker: Blocker::from_value(
+                    "held token=abc waiting=1 since=1 host=h pid=1 app=",
+                    None
+                )
+                .map(Box::new),
             }
         );
+        let Taken::Held {
+            blocker: Some(blocker),
+            ..
+        } = read(&[
+            bulk("held token=abc waiting=0 since=1 host=web-1 pid=42 app=billing"),
+            Value::Int(700),
+            Value::Int(0),
+            Value::Int(fence),
+        ])
+        else {
+            panic!("the holder is named");
+        };
+        assert_eq!(blocker.holder_id, crate::protocol::token_id("abc"));
+        assert_eq!(
+            (blocker.host.as_deref(), blocker.pid, blocker.app.as_deref()),
+            (Some("web-1"), Some(42), Some("billing"))
+        );
+        // Without holder metadata there is nobody to name.
+        assert!(matches!(
+            read(&[
+                bulk("held token=abc waiting=0"),
+                Value::Int(700),
+                Value::Int(0),
+                Value::Int(fence)
+            ]),
+            Taken::Held { blocker: None, .. }
+        ));
         for other in [
             "kept waiting=0",
             "free next=t until=5",

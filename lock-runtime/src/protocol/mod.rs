@@ -57,6 +57,11 @@ pub(crate) fn holder_id(owner: &str) -> u64 {
         .fold(0u64, |id, &byte| (id << 8) | u64::from(byte))
 }
 
+/// A [`holder_id`] as the 12 hex digits [`token_id`] gives for the same owner token.
+pub(crate) fn holder_hex(holder_id: u64) -> String {
+    format!("{holder_id:012x}")
+}
+
 /// How a release tells waiters (release.lua's ARGV[3]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Announce {
@@ -245,6 +250,8 @@ mod tests {
     fn holder_ids_are_48_bits_of_the_sha1() {
         // sha1("abc") = a9993e364706816aba3e...
         assert_eq!(holder_id("abc"), 0xa999_3e36_4706);
+        assert_eq!(holder_hex(holder_id("abc")), token_id("abc"));
+        assert_eq!(holder_hex(0xab), "0000000000ab");
     }
 
     #[test]

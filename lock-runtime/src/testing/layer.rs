@@ -436,11 +436,7 @@ impl Backend for FaultLayer {
                         remaining,
                         scripted: true,
                     });
-                    return Ok(Acquire::Busy {
-                        remaining,
-                        holder: None,
-                        in_line: false,
-                    });
+                    return Ok(Acquire::busy(remaining, false));
                 }
                 Before::Fail(fault) => {
                     self.shared.record(Event::Failed {

@@ -456,10 +456,13 @@ impl TestLocks {
                     layer: self.layer.clone(),
                 })
             }
-            Ok(Acquire::Busy { remaining, .. }) => Err(LockError::Busy {
+            Ok(Acquire::Busy {
+                remaining, blocker, ..
+            }) => Err(LockError::Busy {
                 key: key.to_owned(),
                 waited: Duration::ZERO,
                 retry_after: remaining,
+                blocker,
             }),
             Err(failure) => Err(backend_error(
                 "acquire",

@@ -261,6 +261,7 @@ impl Run {
             },
             None => Expected::Fresh,
         };
+        let acquired = matches!(answer, Acquire::Acquired { .. });
         match (expected, answer) {
             (Expected::Refreshed { fence }, Acquire::Acquired { fence: got }) => {
                 prop_assert_eq!(got, fence, "a refreshed lock keeps its fencing token");
@@ -301,7 +302,7 @@ impl Run {
                 )));
             }
         }
-        if let Acquire::Acquired { .. } = answer {
+        if acquired {
             for other in (0..TOKENS.len()).filter(|other| *other != token) {
                 let until = self.told.get(&(key, other)).copied();
                 prop_assert!(
