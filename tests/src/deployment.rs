@@ -131,6 +131,35 @@ impl Deployment {
         servers
     }
 
+    /// The lock stored at `stored_key` (`lock:{key}`) as the server holds it (on Redlock, as
+    /// the first master that holds it does: a majority's masters hold the same value); `None`
+    /// on memory and where no server holds it.
+    pub fn stored_lock(&self, stored_key: &str) -> Option<crate::StoredLock> {
+        if self.is_redlock() {
+            return self
+                .servers
+                .iter()
+                .find_map(|server| server.stored_lock(stored_key));
+        }
+        self.server_of(stored_key)?.stored_lock(stored_key)
+    }
+
+    /// A manager on this deployment built by `build` from a builder that already has its URL:
+    /// one with settings of its own, as another process would have.
+    ///
+    /// # Panics
+    ///
+    /// If it cannot connect (the message carries the servers' logs).
+    pub async fn connect_with(
+        &self,
+        build: impl FnOnce(lock_runtime::LockManagerBuilder) -> lock_runtime::LockManagerBuilder,
+    ) -> LockManager {
+        build(LockManager::builder().url(&self.url))
+            .build()
+            .await
+            .unwrap_or_else(|err| panic!("connect: {err}\n{}", self.log()))
+    }
+
     /// The cluster, on a cluster deployment.
     pub fn redis_cluster(&self) -> Option<&RedisCluster> {
         self.cluster.as_ref()

@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::Duration;
 
-use lock_runtime::{LostReason, OnLeaseLost};
+use lock_runtime::{Blocker, LostReason, OnLeaseLost, SLOW_ACQUIRE};
+use lock_tests::StoredLock;
+use lock_tests::logs::{Event, Events, Level};
 use lock_tests::prelude::*;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -513,4 +515,249 @@ async fn out_of_range_durations_are_config_errors_and_wait_max_means_forever(f: 
         .max_hold(Duration::MAX);
     let guard = f.locks.lock("range", options).await.expect("free");
     guard.release().await.expect("release");
+}
+
+lock_tests::on_backends! {
+    mod blockers;
+    [redis, sentinel, cluster, redlock]
+    [busy_names_the_holder_as_it_recorded_itself]
+}
+
+lock_tests::on_backends! {
+    mod no_blocker;
+    [memory, redis, sentinel, cluster, redlock]
+    [busy_names_nobody_where_nothing_is_recorded]
+}
+
+lock_tests::on_backends! {
+    mod slow_acquires;
+    [redis, redlock]
+    [a_slow_acquire_is_logged_with_its_blocker]
+}
+
+/// The `Busy` of `waiter` asking for `key` under `options`, from a task of its own (the
+/// holding task would be told it waits for itself).
+async fn busy(waiter: &LockManager, key: &'static str, options: LockOptions) -> LockError {
+    let waiter = waiter.clone();
+    let err = tokio::spawn(async move { waiter.lock(key, options).await })
+        .await
+        .expect("task")
+        .expect_err("held by another");
+    assert!(err.is_busy(), "{err}");
+    err
+}
+
+fn blocker_of(err: &LockError) -> Option<&Blocker> {
+    match err {
+        LockError::Busy { blocker, .. } => blocker.as_deref(),
+        other => panic!("expected Busy, got {other}"),
+    }
+}
+
+async fn busy_names_the_holder_as_it_recorded_itself(f: Deployment) {
+    let holder = f
+        .connect_with(|builder| builder.app_name("billing").holder_metadata(true))
+        .await;
+    let waiter = f.connect().await;
+    let before = std::time::SystemTime::now();
+    let guard = holder
+        .lock("invoice:7", LockOptions::new())
+        .await
+        .expect("free");
+    let after = std::time::SystemTime::now();
+    let stored = f.stored_lock("lock:{invoice:7}").expect("stored");
+    let token = stored.token.clone().expect("held");
+    // Told at once (wait 0: the acquire transaction where the server has one), and after a
+    // short wait (the script marks the lock as awaited, and the answers after that).
+    for options in [LockOptions::new(), LockOptions::new().wait(ms(300))] {
+        let err = busy(&waiter, "invoice:7", options).await;
+        let blocker = blocker_of(&err).unwrap_or_else(|| panic!("names its holder: {err:?}"));
+        assert_eq!(
+            Some(blocker.holder_id.clone()),
+            stored.token_id(),
+            "{err:?}"
+        );
+        assert_eq!(blocker.holder_id.len(), 12);
+        assert_eq!(blocker.host.as_deref(), stored.holder_field("host"));
+        assert!(blocker.host.as_ref().is_some_and(|host| !host.is_empty()));
+        assert_eq!(blocker.pid, Some(std::process::id()));
+        assert_eq!(blocker.app.as_deref(), Some("billing"));
+        let since_ms: u64 = stored
+            .holder_field("since")
+            .and_then(|since| since.parse().ok())
+            .expect("since recorded");
+        let since = blocker.since.expect("since");
+        assert_eq!(since, std::time::UNIX_EPOCH + ms(since_ms));
+        // Recorded when the holder began its attempt, to the millisecond.
+        assert!(since + ms(1) >= before && since <= after, "{since:?}");
+        // This format keeps fencing tokens in the slot's counter, not in the value.
+        assert_eq!(blocker.fencing_token, None);
+        let shown = err.to_string();
+        assert!(shown.contains("app \"billing\""), "{shown}");
+        assert!(
+            shown.contains(&format!("pid {}", std::process::id())),
+            "{shown}"
+        );
+        assert!(shown.contains(&blocker.holder_id), "{shown}");
+        let debug = format!("{err:?}");
+        for text in [
+            &shown,
+            &debug,
+            &blocker.to_string(),
+            &format!("{blocker:?}"),
+        ] {
+            assert!(!text.contains(&token), "the owner token shown: {text}");
+        }
+    }
+    guard.release().await.expect("release");
+}
+
+async fn busy_names_nobody_where_nothing_is_recorded(f: Deployment) {
+    let memory = f.url().starts_with("memory://");
+    // memory:// records nobody, whatever the setting.
+    let holder = f
+        .connect_with(|builder| builder.app_name("billing").holder_metadata(memory))
+        .await;
+    let waiter = f.connect().await;
+    let guard = holder
+        .lock("invoice:8", LockOptions::new())
+        .await
+        .expect("free");
+    for options in [LockOptions::new(), LockOptions::new().wait(ms(300))] {
+        let err = busy(&waiter, "invoice:8", options).await;
+        assert!(blocker_of(&err).is_none(), "{err:?}");
+        assert!(!err.to_string().contains("held by"), "{err}");
+    }
+    guard.release().await.expect("release");
+    if f.is_redlock() {
+        return;
+    }
+    // A semaphore has several holders: none of them is the one that blocks.
+    let recording = f
+        .connect_with(|builder| builder.app_name("billing").holder_metadata(true))
+        .await;
+    let permit = recording
+        .semaphore("exports", 1, LockOptions::new())
+        .await
+        .expect("free");
+    let err = {
+        let waiter = waiter.clone();
+        tokio::spawn(async move { waiter.semaphore("exports", 1, LockOptions::new()).await })
+            .await
+            .expect("task")
+            .expect_err("every permit held")
+    };
+    assert!(blocker_of(&err).is_none(), "{err:?}");
+    permit.release().await.expect("release");
+}
+
+/// The `slow lock acquire` events captured, with the owner token `token` in none of their
+/// fields.
+fn slow_events(events: &Events, token: &str) -> Vec<Event> {
+    let slow = events.named("slow lock acquire");
+    for event in &slow {
+        assert_eq!(event.level, Level::INFO);
+        for value in event.fields.values() {
+            assert!(!value.contains(token), "the owner token logged: {event:?}");
+        }
+    }
+    slow
+}
+
+async fn a_slow_acquire_is_logged_with_its_blocker(f: Deployment) {
+    let holder = f
+        .connect_with(|builder| builder.app_name("billing").holder_metadata(true))
+        .await;
+    let waiter = f.connect().await;
+    // What an event must name of the holder of `key`, as the server stores it.
+    let named = |event: &Event, key: &str, stored: &StoredLock| {
+        assert_eq!(event.get("key"), Some(key), "{event:?}");
+        assert_eq!(
+            event.get("holder_id").map(str::to_owned),
+            stored.token_id(),
+            "{event:?}"
+        );
+        let pid = std::process::id().to_string();
+        assert_eq!(event.get("pid"), Some(pid.as_str()), "{event:?}");
+        assert_eq!(event.get("app"), Some("billing"), "{event:?}");
+        assert_eq!(event.get("host"), stored.holder_field("host"), "{event:?}");
+        assert!(
+            event.get("since").is_some_and(|since| since.ends_with('Z')),
+            "{event:?}"
+        );
+        assert_eq!(event.get("fencing_token"), None, "{event:?}");
+        let waited: u64 = event
+            .get("waited_ms")
+            .and_then(|waited| waited.parse().ok())
+            .expect("waited_ms");
+        assert!(u128::from(waited) >= SLOW_ACQUIRE.as_millis(), "{event:?}");
+    };
+    let held = holder
+        .lock("report:9", LockOptions::new())
+        .await
+        .expect("free");
+    let stored = f.stored_lock("lock:{report:9}").expect("stored");
+    let token = stored.token.clone().expect("held");
+
+    // The events of the acquires this task polls (the capture is this thread's).
+    let events = Events::default();
+    let capture = events.capture();
+    // Quick answers are no slow acquires.
+    let quick = waiter.lock("report:9", LockOptions::new()).await;
+    assert!(quick.as_ref().is_err_and(LockError::is_busy), "{quick:?}");
+    drop(quick);
+    let free = waiter
+        .lock("other", LockOptions::new())
+        .await
+        .expect("free");
+    free.release().await.expect("release");
+    assert!(
+        slow_events(&events, &token).is_empty(),
+        "{:?}",
+        events.named("slow lock acquire")
+    );
+
+    // Busy after waiting past the threshold.
+    let err = waiter
+        .lock("report:9", LockOptions::new().wait(SLOW_ACQUIRE + ms(200)))
+        .await
+        .expect_err("held");
+    assert!(err.is_busy(), "{err}");
+    let slow = slow_events(&events, &token);
+    assert_eq!(slow.len(), 1, "{slow:?}");
+    assert_eq!(slow[0].get("outcome"), Some("busy"), "{slow:?}");
+    named(&slow[0], "report:9", &stored);
+    held.release().await.expect("release");
+
+    // Acquired once the holder lets go, after the waiter has waited past the threshold: the
+    // lock is marked as awaited once the waiter asked, and released a threshold after that.
+    let held = holder
+        .lock("report:10", LockOptions::new())
+        .await
+        .expect("free");
+    let stored = f.stored_lock("lock:{report:10}").expect("stored");
+    assert!(!stored.waiting, "nobody asked yet");
+    let token = stored.token.clone().expect("held");
+    let waiting = waiter.lock("report:10", LockOptions::new().wait(PATIENCE));
+    let release = async {
+        assert!(
+            eventually(|| async {
+                f.stored_lock("lock:{report:10}")
+                    .is_some_and(|lock| lock.waiting)
+            })
+            .await,
+            "the waiter asks\n{}",
+            f.log()
+        );
+        tokio::time::sleep(SLOW_ACQUIRE).await;
+        held.release().await.expect("release");
+    };
+    let (taken, ()) = tokio::join!(waiting, release);
+    let taken = taken.expect("released to the waiter");
+    let slow = slow_events(&events, &token);
+    assert_eq!(slow.len(), 2, "{slow:?}");
+    assert_eq!(slow[1].get("outcome"), Some("acquired"), "{slow:?}");
+    named(&slow[1], "report:10", &stored);
+    drop(capture);
+    taken.release().await.expect("release");
 }
