@@ -337,3 +337,46 @@ async fn fair_waiters_get_the_lock_in_the_order_they_came() {
     };
     lock_tests::fair::served_in_the_order_they_came_in_line(&a, &b, "turns", line).await;
 }
+
+/// Every sentinel announces a failover, and each announcement makes the client ask the
+/// sentinels again: the three answers, coming together, must switch the client once. A second
+/// switch to the same new master replaced the master the first had just connected to, and a
+/// request sent there in between failed as "answered by an old master".
+#[test]
+fn the_announcements_of_one_failover_switch_the_client_once() {
+    let setup = SentinelSetup::start(1, 3);
+    let logged = lock_tests::logs::Logged::default();
+    // One thread: the announcement listeners run where the capture is.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let _capture = logged.capture(lock_tests::logs::Level::WARN);
+    runtime.block_on(async {
+        let locks = manager(&setup).await;
+        let before = locks
+            .lock("before", LockOptions::new())
+            .await
+            .expect("lock");
+        before.release().await.expect("release");
+        // Blocks the only thread: the three announcements wait in their listeners' connections
+        // and are read together once it returns.
+        let new = setup.pause_master_and_wait_failover();
+        assert!(
+            wait_until_async(PATIENCE, || followed_to(new)).await,
+            "the client never followed the announcement\n{}",
+            setup.log()
+        );
+        // Each listener's refresh has asked the sentinels and finished once the client takes a
+        // lock three times in a row on the new master without an error.
+        for round in 0..3 {
+            let guard = locks
+                .lock("after", LockOptions::new().wait(Duration::from_secs(5)))
+                .await
+                .unwrap_or_else(|err| panic!("round {round}: {err}\n{}", setup.log()));
+            guard.release().await.expect("release");
+        }
+        let follows = logged.text().matches("follows a failover").count();
+        assert_eq!(follows, 1, "{}", logged.text());
+    });
+}

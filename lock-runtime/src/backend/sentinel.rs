@@ -289,7 +289,6 @@ impl Shared {
             }
             *last = Instant::now();
         }
-        let current = self.current();
         let master = match resolve(&self.sentinels, &self.nodes, &self.waiters).await {
             Ok(master) => master,
             Err(err) => {
@@ -297,16 +296,24 @@ impl Shared {
                 return;
             }
         };
-        if master.server() == current.server() {
-            return;
-        }
-        tracing::warn!(
-            from = current.server(),
-            to = master.server(),
-            "lock backend follows a failover"
-        );
         let master = Arc::new(master);
-        *self.master.write().unwrap_or_else(PoisonError::into_inner) = master.clone();
+        {
+            // Compared with the master of now, not of before the sentinels were asked: every
+            // sentinel announces a failover, and each announcement refreshes. A refresh that
+            // found the master another one switched to meanwhile must not switch again, which
+            // would leave the first switch's master, and fail as "answered by an old master"
+            // whatever was sent to it since.
+            let mut current = self.master.write().unwrap_or_else(PoisonError::into_inner);
+            if master.server() == current.server() {
+                return;
+            }
+            tracing::warn!(
+                from = current.server(),
+                to = master.server(),
+                "lock backend follows a failover"
+            );
+            *current = master.clone();
+        }
         let watched: Vec<String> = self
             .watched
             .lock()
