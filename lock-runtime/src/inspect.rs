@@ -8,6 +8,8 @@
 //!   [`reader_token`] to read their holders.
 //! - [`StoredLock::parse`]: the stored value, read with one `GET`.
 //! - [`UNLOCK_SCRIPT`]: the force-release script.
+//! - [`waits_key`], [`WaitRecord::parse`], [`find_cycles`] and [`victim`]: who waits for which
+//!   lock while holding which others, as waiting processes publish it, and the deadlocks in it.
 //! - [`Deployment::parse`] and [`redact_url`]: the lock URLs the manager takes, and how to show
 //!   them without their passwords.
 //!
@@ -30,6 +32,7 @@
 //! instead.
 
 pub use crate::deployment::{Deployment, DeploymentKind};
+pub use crate::protocol::waits::{WaitRecord, find_cycles, victim};
 
 use crate::LockError;
 use crate::key::StoredKey;
@@ -57,6 +60,16 @@ pub const UNLOCK_SCRIPT: &str = concat!(
 /// How long a lock freed for the first fair waiter in line waits for it, in milliseconds: the
 /// third argument of [`UNLOCK_SCRIPT`], as the manager's own releases use it.
 pub const FAIR_TURN_MS: u64 = crate::protocol::FAIR_TURN_MS;
+
+/// The hash where the waiters of managers under `prefix` publish their waits:
+/// `<prefix>waits:{waits}`, in one Redis Cluster slot per prefix. `HGETALL` reads it: field
+/// the waiter id, value a record [`WaitRecord::parse`] reads. A waiter is published while its
+/// task holds another lock of this prefix, or once it has waited about a quarter of a second;
+/// each record stands until its `until_ms` unless its process writes it again, which a live
+/// waiter does about every 200 ms.
+pub fn waits_key(prefix: &str) -> String {
+    crate::protocol::waits::waits_key(prefix)
+}
 
 /// The stored name of the lock `key` under `prefix`: `<prefix>{<key>}`. It is also the channel
 /// its releases are announced on.

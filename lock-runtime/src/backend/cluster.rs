@@ -44,6 +44,7 @@ use crate::background::{Background, Lifeline, Revivable};
 use crate::deployment::{Deployment, DeploymentKind};
 use crate::key::StoredKey;
 use crate::protocol::scripts::{invoke, is_noscript, query_loading};
+use crate::protocol::waits::WaitsUpdate;
 use crate::protocol::{Announce, millis};
 use crate::url::enable_tls;
 use crate::waiters::Waiters;
@@ -446,6 +447,18 @@ impl Backend for ClusterBackend {
             let invocation = self.holder.leave(key, token, Announce::Sharded);
             let _: i64 = settle_noscript(invocation.run(&mut conn).await)?;
             Ok(())
+        })
+    }
+
+    fn waits<'a>(
+        &'a self,
+        key: &'a str,
+        update: &'a WaitsUpdate,
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
+        Box::pin(async move {
+            let mut conn = self.routed(key);
+            let reply: Vec<redis::Value> = update.pipeline(key).query_async(&mut conn).await?;
+            Ok(update.answer(reply)?)
         })
     }
 

@@ -17,6 +17,7 @@ use super::{
 };
 use crate::key::StoredKey;
 use crate::protocol::release_id;
+use crate::protocol::waits::WaitsUpdate;
 use crate::shape::Shape;
 use crate::waiters::Waiters;
 
@@ -45,6 +46,9 @@ struct State {
     last_fence: u64,
     /// Expired entries are dropped when met, and in a sweep whenever the map doubles.
     sweep_at: usize,
+    /// The hashes of published waits (see `protocol::waits`), by name: records by waiter id,
+    /// and when the hash expires.
+    waits: HashMap<String, (HashMap<String, String>, Instant)>,
 }
 
 struct Entry {
@@ -489,23 +493,31 @@ impl Backend for MemoryBackend {
             Line::IfAny => lines.contains_key(&key.lock),
             Line::Fair => true,
         };
-        let busy = |remaining: Duration, lines: &mut HashMap<String, FairLine>| {
-            if joins {
-                lines
-                    .entry(key.lock.clone())
-                    .or_default()
-                    .join(token, now + ttl);
-            }
-            // No holder metadata in memory: nobody to name.
-            ready(Ok(Acquire::busy(Some(remaining), joins)))
-        };
+        let busy =
+            |remaining: Duration, holder: Option<u64>, lines: &mut HashMap<String, FairLine>| {
+                if joins {
+                    lines
+                        .entry(key.lock.clone())
+                        .or_default()
+                        .join(token, now + ttl);
+                }
+                // No holder metadata in memory: only the holder's id to name.
+                ready(Ok(Acquire::Busy {
+                    remaining: Some(remaining),
+                    holder,
+                    in_line: joins,
+                    blocker: None,
+                }))
+            };
         if let Some(entry) = live(locks, &key.lock, now) {
             if entry.token == token {
                 entry.expires = now + ttl;
                 return ready(Ok(Acquire::Acquired { fence: entry.fence }));
             }
             let remaining = entry.expires - now;
-            return busy(remaining, lines);
+            let holder =
+                (!entry.token.is_empty()).then(|| crate::protocol::holder_id(&entry.token));
+            return busy(remaining, holder, lines);
         }
         if let Some(line) = lines.get_mut(&key.lock) {
             // Free, but maybe not for this caller: the first in line has it (see queue.lua).
@@ -513,7 +525,7 @@ impl Backend for MemoryBackend {
                 Some((own, _)) if own == token => {}
                 Some((own, until)) if until > now => {
                     line.turn = Some((own, until));
-                    return busy(until - now, lines);
+                    return busy(until - now, None, lines);
                 }
                 // Its turn passed unused: out of line, the next one's turn.
                 Some((own, _)) => line.leave(&own),
@@ -523,7 +535,7 @@ impl Backend for MemoryBackend {
                 Some(head) if head != token => {
                     self.waiters.wake_named(&key.lock, &release_id(&head));
                     line.turn = Some((head, now + FAIR_TURN));
-                    return busy(FAIR_TURN, lines);
+                    return busy(FAIR_TURN, None, lines);
                 }
                 _ => {
                     line.leave(token);
@@ -645,6 +657,43 @@ impl Backend for MemoryBackend {
             }
         };
         ready(Ok(answer))
+    }
+
+    fn waits<'a>(
+        &'a self,
+        key: &'a str,
+        update: &'a WaitsUpdate,
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
+        let now = Instant::now();
+        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        state.waits.retain(|_, (_, expires)| *expires > now);
+        if !update.set.is_empty() {
+            let (records, expires) = state
+                .waits
+                .entry(key.to_owned())
+                .or_insert_with(|| (HashMap::new(), now));
+            records.extend(update.set.iter().cloned());
+            *expires = now + update.keep;
+        }
+        let read = match state.waits.get_mut(key) {
+            Some((records, _)) => {
+                for waiter in &update.remove {
+                    records.remove(waiter);
+                }
+                let read = update.read.then(|| {
+                    records
+                        .iter()
+                        .map(|(waiter, text)| (waiter.clone(), text.clone()))
+                        .collect()
+                });
+                if records.is_empty() {
+                    state.waits.remove(key);
+                }
+                read
+            }
+            None => None,
+        };
+        ready(Ok(read.unwrap_or_default()))
     }
 
     fn watch<'a>(&'a self, _key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {

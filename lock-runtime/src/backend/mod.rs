@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use crate::blocker::Blocker;
 use crate::key::StoredKey;
+use crate::protocol::waits::WaitsUpdate;
 use crate::shape::Shape;
 
 pub(crate) mod cluster;
@@ -415,6 +416,16 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn notifies(&self) -> bool {
         true
     }
+
+    /// One round trip to the server (on a cluster, the master of the slot) that keeps `key`,
+    /// the hash of published waits (see [`crate::protocol::waits`]): writes, removes and reads
+    /// records as `update` says. The records read, by waiter id. On Redlock, every master
+    /// that answers keeps a copy, and the records read are those of all of them.
+    fn waits<'a>(
+        &'a self,
+        key: &'a str,
+        update: &'a WaitsUpdate,
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>>;
 
     /// Whether the next attempt of an acquire that was busy or failed may send the same owner
     /// token. Where it may, a retry confirms a grant whose answer was lost. A deployment that

@@ -23,6 +23,7 @@ use crate::background::{Background, Lifeline, Revivable};
 use crate::key::StoredKey;
 use crate::lease::Lease;
 use crate::protocol::scripts::{Lua, invoke, query_each_loading, query_loading};
+use crate::protocol::waits::WaitsUpdate;
 use crate::protocol::{self, Announce, Capabilities, lean, millis};
 use crate::shape::Shape;
 use crate::url::enable_tls;
@@ -1011,6 +1012,21 @@ impl Backend for RedisBackend {
         token: &'a str,
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(self.leave_owned(key, token))
+    }
+
+    fn waits<'a>(
+        &'a self,
+        key: &'a str,
+        update: &'a WaitsUpdate,
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
+        let conn = self.shared_conn();
+        Box::pin(async move {
+            let pipe = &update.pipeline(key);
+            let reply: Vec<redis::Value> = conn
+                .send(|mut conn| async move { pipe.query_async(&mut conn).await })
+                .await?;
+            Ok(update.answer(reply)?)
+        })
     }
 
     fn hands_off(&self) -> bool {

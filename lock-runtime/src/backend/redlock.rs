@@ -28,6 +28,7 @@ use crate::backoff::jitter;
 use crate::deployment::{Deployment, DeploymentKind};
 use crate::key::StoredKey;
 use crate::lease::drift_margin;
+use crate::protocol::waits::WaitsUpdate;
 use crate::shape::Shape;
 use crate::waiters::Waiters;
 use crate::{LockError, url};
@@ -555,6 +556,40 @@ impl Backend for RedlockBackend {
                 round += 1;
                 pending = known.iter().map(Option::is_none).collect();
             }
+        })
+    }
+
+    fn waits<'a>(
+        &'a self,
+        key: &'a str,
+        update: &'a WaitsUpdate,
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
+        Box::pin(async move {
+            let answers = self
+                .all(&self.asked(), MAX_NODE_TIMEOUT, |node| {
+                    node.waits(key, update)
+                })
+                .await;
+            if !answers.iter().any(Result::is_ok) {
+                return Err(self.too_few(0, answers));
+            }
+            // Each master that answered has a copy: of two copies of one record, the one
+            // written last.
+            let mut records: std::collections::HashMap<String, String> =
+                std::collections::HashMap::new();
+            for (waiter, text) in answers.into_iter().flatten().flatten() {
+                let written = |text: &str| {
+                    crate::protocol::waits::WaitRecord::parse(&waiter, text)
+                        .map_or(0, |record| record.at_ms)
+                };
+                match records.get(&waiter) {
+                    Some(kept) if written(kept) >= written(&text) => {}
+                    _ => {
+                        records.insert(waiter, text);
+                    }
+                }
+            }
+            Ok(records.into_iter().collect())
         })
     }
 

@@ -36,6 +36,7 @@ use crate::background::Background;
 use crate::backoff::Backoff;
 use crate::deployment::Deployment;
 use crate::key::StoredKey;
+use crate::protocol::waits::WaitsUpdate;
 use crate::waiters::Waiters;
 use crate::{BoxError, LockError, url};
 
@@ -495,6 +496,20 @@ impl Backend for SentinelBackend {
         Box::pin(async move {
             self.shared
                 .on_master(move |master| Box::pin(async move { master.leave(key, token).await }))
+                .await
+                .1
+        })
+    }
+
+    fn waits<'a>(
+        &'a self,
+        key: &'a str,
+        update: &'a WaitsUpdate,
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
+        self.revive_listeners();
+        Box::pin(async move {
+            self.shared
+                .on_master(move |master| Box::pin(async move { master.waits(key, update).await }))
                 .await
                 .1
         })

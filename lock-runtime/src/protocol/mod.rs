@@ -7,6 +7,7 @@
 pub(crate) mod lean;
 pub(crate) mod scripts;
 pub(crate) mod slots;
+pub(crate) mod waits;
 
 use std::time::Duration;
 

@@ -15,6 +15,7 @@ use crate::backend::{
     Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal,
 };
 use crate::key::StoredKey;
+use crate::protocol::waits::WaitsUpdate;
 use crate::shape::Shape;
 
 /// A key pattern: an exact key, a glob (`order:*`), or an attribute's template
@@ -605,6 +606,14 @@ impl Backend for FaultLayer {
             }
             answer
         })
+    }
+
+    fn waits<'a>(
+        &'a self,
+        key: &'a str,
+        update: &'a WaitsUpdate,
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
+        self.inner.waits(key, update)
     }
 
     fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {
