@@ -22,6 +22,7 @@ use crate::shape::Shape;
 use crate::{Blocker, LockError, LockOptions, current};
 
 use self::line::{InLine, Waiting};
+use crate::deadlock::{Deadlocks, Entered};
 
 /// A wait budget beyond any real wait.
 const FOREVER: Duration = Duration::from_secs(30 * 365 * 24 * 3600);
@@ -179,6 +180,7 @@ enum Answer {
         remaining: Option<Duration>,
         watched: Option<Subscription>,
         blocker: Option<Box<Blocker>>,
+        holder: Option<u64>,
     },
     /// A failure that may pass, waited out within the budget: ask again.
     Again,
@@ -211,6 +213,9 @@ struct Acquisition {
     /// Who held the key at the last busy answer, as its value records it: what `Busy` and the
     /// slow-acquire event name.
     blocker: Option<Box<Blocker>>,
+    /// This call among its manager's waiters, followed for deadlocks, while it waits for a
+    /// plain lock.
+    deadlock: Option<Entered>,
 }
 
 impl Acquisition {
@@ -242,6 +247,7 @@ impl Acquisition {
             backoff: Backoff::requests(),
             first: true,
             blocker: None,
+            deadlock: None,
         }
     }
 
@@ -259,9 +265,11 @@ impl Acquisition {
                     remaining,
                     watched,
                     blocker,
+                    holder,
                 } => {
                     // The last answer's: the holder may have changed since an earlier one.
                     self.blocker = blocker;
+                    self.blocked_by(holder.map(crate::protocol::holder_hex));
                     if let ControlFlow::Break(done) = self.busy(remaining, watched).await {
                         return done;
                     }
@@ -348,18 +356,34 @@ impl Acquisition {
     /// before the first attempt at the server.
     async fn wait_behind(&mut self, holder: Option<Arc<Lease>>) -> ControlFlow<Done> {
         self.first = false;
+        self.blocked_by(
+            holder
+                .as_ref()
+                .map(|holder| crate::protocol::token_id(&holder.token)),
+        );
         let joined = Waiting::join(&self.manager, &self.lease, self.give_up).await;
         // The holder's lease ends (by the local clock) at its deadline, which its
         // renewals move on: that is when the watch looks, not at a blind guess.
         let expires = holder.as_ref().map(|holder| holder.deadline());
+        let doomed = self.deadlock.as_ref().map(|entered| &*entered.wait);
         let waited = joined
-            .wait_in_line(&self.lease, expires, holder.as_ref(), self.give_up, false)
+            .wait_in_line(
+                &self.lease,
+                expires,
+                holder.as_ref(),
+                self.give_up,
+                false,
+                doomed,
+            )
             .await;
         if let Some(pending) = waited {
             return ControlFlow::Break(self.handed(pending));
         }
         self.waiting = Some(joined);
-        ControlFlow::Continue(())
+        match self.deadlocked() {
+            Some(err) => ControlFlow::Break(Err(err)),
+            None => ControlFlow::Continue(()),
+        }
     }
 
     /// A holder of this process handed us the lock while we waited in line.
@@ -420,7 +444,10 @@ impl Acquisition {
         match answer {
             Ok(Acquire::Acquired { fence }) => Answer::Done(self.granted(pending, fence)),
             Ok(Acquire::Busy {
-                remaining, blocker, ..
+                remaining,
+                blocker,
+                holder,
+                ..
             }) => {
                 pending.disarm();
                 // One holder of several is not what blocks a semaphore or a read-write lock.
@@ -429,6 +456,7 @@ impl Acquisition {
                     remaining,
                     watched,
                     blocker,
+                    holder,
                 }
             }
             Err(failure) => self.failed(pending, failure).await,
@@ -531,6 +559,9 @@ impl Acquisition {
         // Early, the answer is a PTTL of 0, and the next look is at once: a lease with under
         // a millisecond left costs its watcher a few round trips, never a whole extra tick.
         let expires = remaining.map(|remaining| now + remaining);
+        if let Some(err) = self.deadlocked() {
+            return ControlFlow::Break(Err(err));
+        }
         if now >= self.give_up {
             if let (Some(waiting), Some(expires)) = (&self.waiting, expires) {
                 waiting.hand_over(expires);
@@ -561,13 +592,39 @@ impl Acquisition {
             waiting.name(&self.lease.token);
         }
         let in_line = self.in_line.is_some();
+        let doomed = self.deadlock.as_ref().map(|entered| &*entered.wait);
         match waiting
-            .wait_in_line(&self.lease, expires, None, self.give_up, in_line)
+            .wait_in_line(&self.lease, expires, None, self.give_up, in_line, doomed)
             .await
         {
             Some(pending) => ControlFlow::Break(self.handed(pending)),
-            None => ControlFlow::Continue(()),
+            None => match self.deadlocked() {
+                Some(err) => ControlFlow::Break(Err(err)),
+                None => ControlFlow::Continue(()),
+            },
         }
+    }
+
+    /// The holder of the key this call waits for is `holder` (a token id), as the last busy
+    /// answer (or this process's line) named it: a plain lock's wait is followed for deadlocks
+    /// from its first busy answer on.
+    fn blocked_by(&mut self, holder: Option<String>) {
+        if !self.lease.stored.is_lock() || self.options.wait.is_zero() {
+            return;
+        }
+        match &self.deadlock {
+            Some(entered) => entered.wait.blocked_by(holder),
+            None => self.deadlock = Some(Deadlocks::enter(&self.manager, &self.lease, holder)),
+        }
+    }
+
+    /// The error this call gives up with if it was chosen to in a deadlock.
+    fn deadlocked(&self) -> Option<LockError> {
+        let cycle = self.deadlock.as_ref()?.wait.verdict()?;
+        Some(LockError::Deadlock {
+            key: self.lease.key.clone(),
+            cycle: Box::new(cycle),
+        })
     }
 
     /// Joins this process's line for the key after a first busy answer; whether to try the

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::Deadlock;
 use crate::backend::cluster::ClusterBackend;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::{RedisBackend, RedisSettings};
@@ -13,6 +14,7 @@ use crate::backend::sentinel::SentinelBackend;
 use crate::backend::{Backend, FAIR_TURN};
 use crate::background::Background;
 use crate::client::Inner;
+use crate::deadlock::Deadlocks;
 use crate::deployment::{Deployment, DeploymentKind};
 use crate::waiters::Waiters;
 use crate::watchdog::Watchdog;
@@ -40,6 +42,7 @@ pub struct LockManagerBuilder {
     request_timeout: Duration,
     fair_turn: Duration,
     holder_metadata: bool,
+    deadlock: Deadlock,
     /// `wait_for_replicas`: how many, for how long. Kept apart from the shortage policy, and
     /// put together only in [`replica_acks`](Self::replica_acks), so that the setters may come
     /// in any order.
@@ -57,6 +60,7 @@ impl std::fmt::Debug for LockManagerBuilder {
             .field("request_timeout", &self.request_timeout)
             .field("fair_turn", &self.fair_turn)
             .field("holder_metadata", &self.holder_metadata)
+            .field("deadlock", &self.deadlock)
             .field("replica_acks", &self.replica_acks())
             .field("runtime", &self.runtime.is_some())
             .finish()
@@ -72,6 +76,7 @@ impl Default for LockManagerBuilder {
             request_timeout: Duration::from_secs(3),
             fair_turn: FAIR_TURN,
             holder_metadata: true,
+            deadlock: Deadlock::Wait,
             replicas: None,
             replica_shortage: ReplicaShortage::Fail,
             runtime: None,
@@ -165,6 +170,30 @@ impl LockManagerBuilder {
     /// store per acquisition, and the holder cannot be told apart but by its token.
     pub fn holder_metadata(mut self, record: bool) -> Self {
         self.holder_metadata = record;
+        self
+    }
+
+    /// What calls that set no [`LockOptions::deadlock`](crate::LockOptions::deadlock) do when
+    /// their wait is part of a deadlock (default [`Deadlock::Wait`]: keep waiting until their
+    /// wait budget runs out). With [`Deadlock::Fail`], the youngest wait of a cycle gives up
+    /// within about a second with [`LockError::Deadlock`]. Deadlocks are found and logged
+    /// either way.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), lock_runtime::LockError> {
+    /// use lock_runtime::{Deadlock, LockManager};
+    ///
+    /// let locks = LockManager::builder()
+    ///     .url("redis://127.0.0.1:6379")
+    ///     .deadlock(Deadlock::Fail)
+    ///     .build()
+    ///     .await?;
+    /// # let _ = locks;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn deadlock(mut self, deadlock: Deadlock) -> Self {
+        self.deadlock = deadlock;
         self
     }
 
@@ -354,6 +383,7 @@ impl LockManagerBuilder {
     fn finish(self, backend: Arc<dyn Backend>, waiters: Arc<Waiters>) -> LockManager {
         tracing::info!(backend = backend.describe(), prefix = %self.prefix, "lock manager ready");
         let background = Background::pinned_to(self.runtime);
+        let deadlocks = Deadlocks::new(self.deadlock, &self.prefix, self.app_name.as_deref());
         LockManager::with_inner(Inner {
             id: next_manager_id(),
             closed: std::sync::atomic::AtomicBool::new(false),
@@ -365,6 +395,7 @@ impl LockManagerBuilder {
             request_timeout: self.request_timeout,
             replica_wait: self.replicas.map_or(Duration::ZERO, |(_, timeout)| timeout),
             under_way: Default::default(),
+            deadlocks,
         })
     }
 }
@@ -387,6 +418,7 @@ impl LockManager {
             request_timeout: inner.request_timeout,
             replica_wait: inner.replica_wait,
             under_way: Default::default(),
+            deadlocks: inner.deadlocks.alike(),
         })
     }
 }

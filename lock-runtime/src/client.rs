@@ -31,6 +31,8 @@ pub(crate) struct Inner {
     /// Work under way that puts something of this process on the server or takes it off:
     /// shutdown waits for all of it (see [`UnderWay`]).
     pub(crate) under_way: UnderWay,
+    /// Its waiters, followed for deadlocks.
+    pub(crate) deadlocks: crate::deadlock::Deadlocks,
 }
 
 /// A release begun by shutdown, with its answer.

@@ -135,6 +135,27 @@ pub enum LockError {
         key: String,
     },
 
+    /// The call's wait was part of a deadlock, and it was chosen to give up (it asked to, with
+    /// [`Deadlock::Fail`](crate::Deadlock::Fail), and was the cycle's youngest wait among those
+    /// that did): its task holds a lock that another waiter needs, which waits, itself or
+    /// through others, for a lock this task holds. Nothing was acquired; the locks the task
+    /// holds are still held. Let them go (return the error from the enclosing section) and
+    /// retry the whole operation, or take the locks in one order everywhere (`keys = [..]`
+    /// does).
+    #[error(
+        "lock `{key}` not acquired: its wait was part of a deadlock and gave up so that the \
+         others can go on ({cycle}); release the locks this task holds and retry, or take them \
+         in one order everywhere",
+        key = KeyDisplay(key)
+    )]
+    #[non_exhaustive]
+    Deadlock {
+        /// The lock key this call waited for.
+        key: String,
+        /// Who waited for what, starting with this call.
+        cycle: Box<crate::DeadlockCycle>,
+    },
+
     /// The manager was shut down ([`LockManager::shutdown`](crate::LockManager::shutdown)):
     /// it takes no more locks.
     #[error("lock `{key}` not acquired: the lock manager was shut down", key = KeyDisplay(key))]
@@ -152,6 +173,7 @@ impl LockError {
             LockError::Busy { key, .. }
             | LockError::LeaseLost { key, .. }
             | LockError::ShutDown { key }
+            | LockError::Deadlock { key, .. }
             | LockError::HeldByThisTask { key } => Some(key),
             LockError::Backend { key, .. } => key.as_deref(),
             LockError::Config(_) => None,
@@ -222,6 +244,7 @@ impl LockError {
             LockError::LeaseLost { .. }
             | LockError::Config(_)
             | LockError::HeldByThisTask { .. }
+            | LockError::Deadlock { .. }
             | LockError::ShutDown { .. } => false,
         }
     }
@@ -281,6 +304,11 @@ impl fmt::Debug for LockError {
                 .field("waited", waited)
                 .field("retry_after", retry_after)
                 .field("blocker", blocker)
+                .finish(),
+            LockError::Deadlock { key, cycle } => f
+                .debug_struct("Deadlock")
+                .field("key", &KeyDebug(key))
+                .field("cycle", cycle)
                 .finish(),
             LockError::LeaseLost { key, reason } => f
                 .debug_struct("LeaseLost")

@@ -23,7 +23,7 @@ pub(crate) enum Status {
 /// Who holds a lock inside the process: the tokio task, or, for a future run by `block_on`
 /// (`#[tokio::main]`, `#[tokio::test]`), which is no task, the thread that runs it: one thread
 /// runs one `block_on` at a time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Owner {
     Task(tokio::task::Id),
     BlockOn(std::thread::ThreadId),

@@ -42,6 +42,8 @@ pub struct LockOptions {
     pub(crate) permits: Option<u32>,
     /// The lock, or a read or write hold of the read-write lock of that name.
     pub(crate) mode: Mode,
+    /// What to do in a deadlock; `None`: the manager's default.
+    pub(crate) deadlock: Option<Deadlock>,
 }
 
 /// Which lock of a key's name a call takes: the exclusive lock, or the read-write lock in
@@ -68,6 +70,34 @@ pub enum Mode {
     Write,
 }
 
+/// What a call does when its wait is part of a deadlock: its task holds a lock that another
+/// waiter's task (in this process or another) needs, while that one, directly or through
+/// others, holds the lock this call waits for (see the README's "Deadlocks").
+///
+/// A deadlock is found either way, and logged once at `WARN` (`deadlock among lock waiters`)
+/// with every member's keys, host, pid and app; `lockctl deadlocks` lists the ones that stand.
+///
+/// ```
+/// use std::time::Duration;
+/// use lock_runtime::{Deadlock, LockOptions};
+///
+/// const TRANSFER: LockOptions = LockOptions::new()
+///     .wait(Duration::from_secs(10))
+///     .deadlock(Deadlock::Fail);
+/// assert_eq!(TRANSFER.deadlock_value(), Some(Deadlock::Fail));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Deadlock {
+    /// Keep waiting until the wait budget runs out, as without detection (the default).
+    #[default]
+    Wait,
+    /// If this call is the cycle's youngest wait among the members that chose `Fail`, give up
+    /// within about a second with [`LockError::Deadlock`](crate::LockError::Deadlock), naming
+    /// the cycle; the others then go on once the caller lets its locks go.
+    Fail,
+}
+
 impl Default for LockOptions {
     fn default() -> Self {
         Self::new()
@@ -92,6 +122,7 @@ impl LockOptions {
             label: None,
             permits: None,
             mode: Mode::Exclusive,
+            deadlock: None,
         }
     }
 
@@ -213,6 +244,16 @@ impl LockOptions {
         self
     }
 
+    /// What this call does if its wait turns out to be part of a deadlock (see [`Deadlock`]).
+    /// Unset, the manager's default applies
+    /// ([`LockManagerBuilder::deadlock`](crate::LockManagerBuilder::deadlock), itself
+    /// [`Deadlock::Wait`] unless set). Deadlocks are followed between plain locks (not
+    /// semaphores or read-write locks) of one manager's prefix.
+    pub const fn deadlock(mut self, deadlock: Deadlock) -> Self {
+        self.deadlock = Some(deadlock);
+        self
+    }
+
     /// Checks the values against what a lease can be: ttl within
     /// [`MIN_TTL`](crate::MIN_TTL)..=[`MAX_TTL`](crate::MAX_TTL), `hold_at_least` at most
     /// `MAX_TTL`. `wait` and `max_hold` may be anything (`Duration::MAX`: no limit).
@@ -317,6 +358,11 @@ impl LockOptions {
     /// Which lock of the key's name is taken (see [`Mode`]).
     pub const fn mode_value(&self) -> Mode {
         self.mode
+    }
+
+    /// What this call does in a deadlock, if set here (see [`deadlock`](Self::deadlock)).
+    pub const fn deadlock_value(&self) -> Option<Deadlock> {
+        self.deadlock
     }
 
     /// The metrics label, if any.

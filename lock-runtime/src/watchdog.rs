@@ -269,6 +269,35 @@ impl Watchdog {
             .count()
     }
 
+    /// The plain locks each of `tasks` holds through this manager: stored key and the token id
+    /// of its lease (see `deadlock`). One pass over the tracked leases.
+    pub(crate) fn locks_held_by(
+        &self,
+        tasks: &std::collections::HashSet<crate::lease::Owner>,
+    ) -> HashMap<crate::lease::Owner, Vec<(String, String)>> {
+        let leases: Vec<Arc<Lease>> = {
+            let state = self.shared.lock();
+            state
+                .entries
+                .values()
+                .filter_map(|entry| entry.lease.upgrade())
+                .filter(|lease| {
+                    tasks.contains(&lease.task)
+                        && lease.stored.is_lock()
+                        && lease.status() == crate::lease::Status::Held
+                })
+                .collect()
+        };
+        let mut held: HashMap<crate::lease::Owner, Vec<(String, String)>> = HashMap::new();
+        for lease in leases {
+            held.entry(lease.task).or_default().push((
+                lease.stored.lock.clone(),
+                crate::protocol::token_id(&lease.token),
+            ));
+        }
+        held
+    }
+
     /// Stops all work for every lease and returns those still alive: for shutdown, which
     /// releases them. Synchronous, as [`Watchdog::unregister`].
     pub(crate) fn drain(&self) -> Vec<Arc<Lease>> {
@@ -624,6 +653,14 @@ mod tests {
             _keep: Duration,
         ) -> BoxFuture<'a, Result<Release, Failure>> {
             Box::pin(async { Ok(Release::Released) })
+        }
+
+        fn waits<'a>(
+            &'a self,
+            _key: &'a str,
+            _update: &'a crate::protocol::waits::WaitsUpdate,
+        ) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
+            Box::pin(async { Ok(Vec::new()) })
         }
 
         fn watch<'a>(&'a self, _key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {

@@ -88,6 +88,7 @@ impl Waiting {
         holder: Option<&Arc<Lease>>,
         give_up: Instant,
         in_line: bool,
+        deadlock: Option<&crate::deadlock::Wait>,
     ) -> Option<Pending> {
         let now = Instant::now();
         let give_up = if in_line {
@@ -115,6 +116,7 @@ impl Waiting {
         while !self.manager.is_closed() {
             tokio::select! {
                 biased;
+                () = doomed(deadlock) => break,
                 wake = self.slot.woken() => match wake {
                     Wake::Retry => break,
                     Wake::WatchUntil(at) => wake_at = wake_at.min(at),
@@ -147,6 +149,14 @@ impl Waiting {
         // The next local waiter watches our lease: nobody announces its expiry.
         self.hand_over(lease.deadline());
         Some(Pending::new(self.manager.clone(), lease, watch_id))
+    }
+}
+
+/// Ends when the call of `deadlock` is chosen to give up in a deadlock; never without one.
+async fn doomed(deadlock: Option<&crate::deadlock::Wait>) {
+    match deadlock {
+        Some(wait) => wait.doomed().await,
+        None => std::future::pending().await,
     }
 }
 

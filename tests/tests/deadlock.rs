@@ -1,0 +1,302 @@
+//! Deadlocks between waiters that hold other locks: found within a process and across
+//! processes (managers of their own on one deployment), the youngest wait of those that chose
+//! `Deadlock::Fail` gives up, and nothing is found, or costs a Redis call, where there is no
+//! cycle.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lock_runtime::{Deadlock, LockError, LockManager, LockOptions};
+use lock_tests::logs::{Level, Logged};
+use lock_tests::{Deployment, RedisServer, on_backends};
+use tokio::sync::Barrier;
+use tokio::time::Instant;
+
+/// Waits longer than any test takes: a call that is not told of a deadlock would hang here.
+const PATIENCE: Duration = Duration::from_secs(30);
+
+fn failing() -> LockOptions {
+    LockOptions::new()
+        .ttl(Duration::from_secs(10))
+        .wait(PATIENCE)
+        .deadlock(Deadlock::Fail)
+}
+
+/// Each `(manager, first, second)` takes `first`, and once every one holds its first, waits for
+/// `second` under `options`: what each wait came to, and how long after all of them began
+/// waiting.
+async fn ring(
+    members: Vec<(LockManager, String, String)>,
+    options: LockOptions,
+) -> Vec<(Result<(), LockError>, Duration)> {
+    let all_hold = Arc::new(Barrier::new(members.len()));
+    let tasks: Vec<_> = members
+        .into_iter()
+        .map(|(locks, first, second)| {
+            let all_hold = all_hold.clone();
+            tokio::spawn(async move {
+                let held = locks
+                    .lock(first.as_str(), options)
+                    .await
+                    .unwrap_or_else(|err| panic!("take {first}: {err}"));
+                all_hold.wait().await;
+                let began = Instant::now();
+                let second = locks.lock(second.as_str(), options).await;
+                let took = began.elapsed();
+                let outcome = match second {
+                    Ok(guard) => guard.release().await,
+                    Err(err) => Err(err),
+                };
+                held.release().await.expect("release the first lock");
+                (outcome, took)
+            })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for task in tasks {
+        outcomes.push(task.await.expect("the member's task"));
+    }
+    outcomes
+}
+
+/// Exactly one member gave up with `Deadlock`, naming the cycle from its own wait; the others
+/// got their second lock.
+fn one_gave_up(outcomes: &[(Result<(), LockError>, Duration)], keys: &[&str]) -> Duration {
+    let failed: Vec<_> = outcomes
+        .iter()
+        .filter_map(|(outcome, took)| outcome.as_ref().err().map(|err| (err, *took)))
+        .collect();
+    assert_eq!(failed.len(), 1, "{outcomes:?}");
+    let (err, took) = failed[0];
+    let LockError::Deadlock { key, cycle, .. } = err else {
+        panic!("not a deadlock: {err}");
+    };
+    assert_eq!(cycle.members.len(), keys.len(), "{cycle:?}");
+    assert_eq!(&cycle.members[0].waits_for, key, "{cycle:?}");
+    let mut waited: Vec<&str> = cycle.members.iter().map(|m| m.waits_for.as_str()).collect();
+    waited.sort_unstable();
+    assert_eq!(waited, keys, "{cycle:?}");
+    for member in &cycle.members {
+        assert_eq!(member.holds.len(), 1, "{cycle:?}");
+        assert_eq!(member.pid, Some(std::process::id()), "{cycle:?}");
+    }
+    let text = err.to_string();
+    assert!(text.contains("deadlock"), "{text}");
+    took
+}
+
+async fn two_managers_in_opposite_orders_one_gives_up(f: Deployment) {
+    let other = f.connect().await;
+    let outcomes = ring(
+        vec![
+            (f.locks.clone(), "acct:1".into(), "acct:2".into()),
+            (other, "acct:2".into(), "acct:1".into()),
+        ],
+        failing(),
+    )
+    .await;
+    let took = one_gave_up(&outcomes, &["acct:1", "acct:2"]);
+    eprintln!("deadlock broken after {took:?}");
+}
+
+async fn three_managers_in_a_ring_one_gives_up(f: Deployment) {
+    let second = f.connect().await;
+    let third = f.connect().await;
+    let outcomes = ring(
+        vec![
+            (f.locks.clone(), "k:1".into(), "k:2".into()),
+            (second, "k:2".into(), "k:3".into()),
+            (third, "k:3".into(), "k:1".into()),
+        ],
+        failing(),
+    )
+    .await;
+    let took = one_gave_up(&outcomes, &["k:1", "k:2", "k:3"]);
+    eprintln!("three-way deadlock broken after {took:?}");
+}
+
+on_backends!(mod across_managers; [memory, redis, cluster, redlock] [
+    two_managers_in_opposite_orders_one_gives_up,
+    three_managers_in_a_ring_one_gives_up,
+]);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_tasks_of_one_manager_in_opposite_orders_one_gives_up() {
+    let locks = LockManager::memory();
+    let outcomes = ring(
+        vec![
+            (locks.clone(), "a".into(), "b".into()),
+            (locks.clone(), "b".into(), "a".into()),
+        ],
+        failing(),
+    )
+    .await;
+    one_gave_up(&outcomes, &["a", "b"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_builder_default_applies_where_options_say_nothing() {
+    let deployment = Deployment::redis().await;
+    let failing = |builder: lock_runtime::LockManagerBuilder| builder.deadlock(Deadlock::Fail);
+    let one = deployment.connect_with(failing).await;
+    let two = deployment.connect_with(failing).await;
+    let options = LockOptions::new()
+        .ttl(Duration::from_secs(10))
+        .wait(PATIENCE);
+    let outcomes = ring(
+        vec![(one, "x".into(), "y".into()), (two, "y".into(), "x".into())],
+        options,
+    )
+    .await;
+    one_gave_up(&outcomes, &["x", "y"]);
+}
+
+/// Without `Deadlock::Fail` nobody gives up: both wait out their budget, and the deadlock is
+/// logged once by each manager (each process) with a member in it.
+#[tokio::test(flavor = "current_thread")]
+async fn waiting_is_unchanged_without_fail_and_the_deadlock_is_logged() {
+    let logged = Logged::default();
+    let _capture = logged.capture(Level::WARN);
+    let deployment = Deployment::redis().await;
+    let other = deployment.connect().await;
+    let options = LockOptions::new()
+        .ttl(Duration::from_secs(10))
+        .wait(Duration::from_secs(2));
+    let outcomes = ring(
+        vec![
+            (deployment.locks.clone(), "p".into(), "q".into()),
+            (other, "q".into(), "p".into()),
+        ],
+        options,
+    )
+    .await;
+    for (outcome, _) in &outcomes {
+        assert!(
+            matches!(outcome, Err(LockError::Busy { .. })),
+            "{outcomes:?}"
+        );
+    }
+    let text = logged.text();
+    assert_eq!(
+        text.matches("deadlock among lock waiters").count(),
+        2,
+        "{text}"
+    );
+    assert!(
+        text.contains("waits for `p`") && text.contains("waits for `q`"),
+        "{text}"
+    );
+}
+
+/// Two waiters that each hold a lock of their own and wait for a third, held by someone who
+/// waits for nothing: a chain, not a cycle. Nobody gives up, and both get it in turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_behind_one_holder_are_no_deadlock() {
+    let deployment = Deployment::redis().await;
+    let holder = deployment
+        .locks
+        .lock("shared", LockOptions::new())
+        .await
+        .expect("free");
+    let mut waiters = Vec::new();
+    for own in ["own:1", "own:2"] {
+        let locks = deployment.connect().await;
+        waiters.push(tokio::spawn(async move {
+            let mine = locks.lock(own, failing()).await.expect("free");
+            let shared = locks.lock("shared", failing()).await;
+            let outcome = match shared {
+                Ok(guard) => guard.release().await,
+                Err(err) => Err(err),
+            };
+            mine.release().await.expect("release");
+            outcome
+        }));
+    }
+    // Long enough for several rounds of detection to see both waits published.
+    let server = deployment.server_of("lock:{shared}").expect("one server");
+    wait_until(|| hash_len(server, "lock:waits:{waits}") == 2).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    holder.release().await.expect("release");
+    for waiter in waiters {
+        waiter
+            .await
+            .expect("the waiter's task")
+            .expect("no deadlock where there is no cycle");
+    }
+}
+
+/// An uncontended lock, and a short wait by a task that holds nothing else, write nothing
+/// about waits: only a wait while holding pays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_waiting_while_holding_costs_redis_calls() {
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .expect("server start");
+    let locks = LockManager::connect(&server.url()).await.expect("connect");
+    server.cmd(&["CONFIG", "RESETSTAT"]);
+    for i in 0..50 {
+        let guard = locks
+            .lock(format!("order:{i}"), LockOptions::new())
+            .await
+            .expect("free");
+        guard.release().await.expect("release");
+    }
+    // A wait of about 50 ms by a task that holds nothing.
+    let held = locks.lock("busy", LockOptions::new()).await.expect("free");
+    let other = LockManager::connect(&server.url()).await.expect("connect");
+    let waiter = tokio::spawn(async move {
+        other
+            .lock("busy", LockOptions::new().wait(PATIENCE))
+            .await
+            .map(drop)
+    });
+    let queued = waiting_for(&server, "lock:{busy}");
+    wait_until(queued).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    held.release().await.expect("release");
+    waiter.await.expect("task").expect("acquired");
+    let stats = server.cmd(&["INFO", "commandstats"]);
+    for command in ["hset", "hgetall", "hdel"] {
+        assert!(
+            !stats.contains(&format!("cmdstat_{command}:")),
+            "{command} was sent:\n{stats}"
+        );
+    }
+    // A wait while holding is published at once.
+    let outer = locks.lock("outer", LockOptions::new()).await.expect("free");
+    let held = locks.lock("inner", LockOptions::new()).await.expect("free");
+    let other = LockManager::connect(&server.url()).await.expect("connect");
+    let waiter = tokio::spawn(async move {
+        let mine = other.lock("mine", LockOptions::new()).await.expect("free");
+        let inner = other
+            .lock("inner", LockOptions::new().wait(PATIENCE))
+            .await
+            .map(drop);
+        drop(mine);
+        inner
+    });
+    wait_until(|| hash_len(&server, "lock:waits:{waits}") == 1).await;
+    held.release().await.expect("release");
+    waiter.await.expect("task").expect("acquired");
+    // Its record goes with its wait.
+    wait_until(|| hash_len(&server, "lock:waits:{waits}") == 0).await;
+    outer.release().await.expect("release");
+}
+
+/// `HLEN key` on `server`.
+fn hash_len(server: &RedisServer, key: &str) -> u64 {
+    server.cmd(&["HLEN", key]).trim().parse().unwrap_or(0)
+}
+
+/// Whether someone was told the lock `stored` is busy (its value says `waiting=1`).
+fn waiting_for<'a>(server: &'a RedisServer, stored: &'a str) -> impl Fn() -> bool + 'a {
+    move || server.cmd(&["GET", stored]).contains("waiting=1")
+}
+
+async fn wait_until(done: impl Fn() -> bool) {
+    let give_up = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < give_up, "not within 20 s");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
