@@ -341,7 +341,8 @@ async fn fair_waiters_get_the_lock_in_the_order_they_came() {
 /// Every sentinel announces a failover, and each announcement makes the client ask the
 /// sentinels again: the three answers, coming together, must switch the client once. A second
 /// switch to the same new master replaced the master the first had just connected to, and a
-/// request sent there in between failed as "answered by an old master".
+/// request sent there in between failed as "answered by an old master". Nor may the answers
+/// that name the master the client already switched to connect to it again.
 #[test]
 fn the_announcements_of_one_failover_switch_the_client_once() {
     let setup = SentinelSetup::start(1, 3);
@@ -362,6 +363,12 @@ fn the_announcements_of_one_failover_switch_the_client_once() {
         // Blocks the only thread: the three announcements wait in their listeners' connections
         // and are read together once it returns.
         let new = setup.pause_master_and_wait_failover();
+        // Still before the client heard of the failover: from now on the new master logs every
+        // command it serves, with its arguments.
+        let logs_every_command = new.cmd(&["CONFIG", "SET", "slowlog-log-slower-than", "0"]);
+        assert_eq!(logs_every_command, "OK");
+        new.cmd(&["CONFIG", "SET", "slowlog-max-len", "100000"]);
+        new.cmd(&["SLOWLOG", "RESET"]);
         assert!(
             wait_until_async(PATIENCE, || followed_to(new)).await,
             "the client never followed the announcement\n{}",
@@ -378,5 +385,13 @@ fn the_announcements_of_one_failover_switch_the_client_once() {
         }
         let follows = logged.text().matches("follows a failover").count();
         assert_eq!(follows, 1, "{}", logged.text());
+        // A connection checks a new server last by publishing to the permission probe's
+        // channel: one such publish per connect.
+        let served = new.cmd(&["SLOWLOG", "GET", "100000"]);
+        let connects = served.matches("lock-runtime:permission-probe").count();
+        assert_eq!(
+            connects, 1,
+            "connected to the new master {connects} times\n{served}"
+        );
     });
 }

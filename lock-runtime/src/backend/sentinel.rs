@@ -55,6 +55,8 @@ struct Shared {
     sentinels: tokio::sync::Mutex<SentinelClient>,
     master: RwLock<Arc<RedisBackend>>,
     last_refresh: Mutex<Instant>,
+    /// Held by the refresh that asks the sentinels, connects and switches: one at a time.
+    switching: tokio::sync::Mutex<()>,
     /// Keys with waiters, to subscribe again on a new master.
     watched: Mutex<HashSet<String>>,
     waiters: Arc<Waiters>,
@@ -176,6 +178,7 @@ impl SentinelBackend {
             sentinels,
             master: RwLock::new(Arc::new(master)),
             last_refresh: Mutex::new(Instant::now()),
+            switching: tokio::sync::Mutex::new(()),
             watched: Mutex::new(HashSet::new()),
             waiters,
             nodes,
@@ -290,20 +293,35 @@ impl Shared {
             }
             *last = Instant::now();
         }
-        let master = match resolve(&self.sentinels, &self.nodes, &self.waiters).await {
-            Ok(master) => master,
-            Err(err) => {
-                tracing::warn!(server = %self.server, error = %err, "sentinels did not name a reachable master");
-                return;
-            }
-        };
-        let master = Arc::new(master);
+        // Every sentinel announces a failover, and the announcements come together: a refresh
+        // that waited for another one finds below the master that one switched to, instead of
+        // connecting to it once more only to drop the connection.
+        let switching = self.switching.lock().await;
+        if let Some(failed) = failed
+            && !Arc::ptr_eq(failed, &self.current())
         {
-            // Compared with the master of now, not of before the sentinels were asked: every
-            // sentinel announces a failover, and each announcement refreshes. A refresh that
-            // found the master another one switched to meanwhile must not switch again, which
-            // would leave the first switch's master, and fail as "answered by an old master"
-            // whatever was sent to it since.
+            // Followed a failover away from it while this refresh waited.
+            return;
+        }
+        let not_reachable = |err: &dyn std::fmt::Display| {
+            tracing::warn!(server = %self.server, error = %err, "sentinels did not name a reachable master");
+        };
+        let node_url = match master_addr(&self.sentinels).await {
+            Ok(addr) => self.nodes.url(&addr),
+            Err(err) => return not_reachable(&err),
+        };
+        if url::server_of(&node_url) == self.current().server() {
+            return;
+        }
+        let master = match self.nodes.connect(&node_url, &self.waiters).await {
+            Ok(master) => Arc::new(master),
+            Err(err) => return not_reachable(&err),
+        };
+        {
+            // Compared once more with the master of now, as it is replaced. Refreshes take
+            // turns, but were a refresh to find the master another one switched to while it
+            // connected, switching again would leave the first switch's master, and fail as
+            // "answered by an old master" whatever was sent to it since.
             let mut current = self.master.write().unwrap_or_else(PoisonError::into_inner);
             if master.server() == current.server() {
                 return;
@@ -315,6 +333,7 @@ impl Shared {
             );
             *current = master.clone();
         }
+        drop(switching);
         let watched: Vec<String> = self
             .watched
             .lock()
@@ -364,27 +383,50 @@ impl Shared {
     }
 }
 
+impl NodeTemplate {
+    /// The URL of the node at `addr` (`host:port`), with the credentials and database of the
+    /// sentinel URL.
+    fn url(&self, addr: &str) -> String {
+        format!("{}{addr}{}", self.prefix, self.suffix)
+    }
+
+    /// Connects to the node at `node_url` (see [`url`](Self::url)).
+    async fn connect(
+        &self,
+        node_url: &str,
+        waiters: &Arc<Waiters>,
+    ) -> Result<RedisBackend, LockError> {
+        let settings = RedisSettings {
+            url: node_url,
+            app_name: &self.app_name,
+            request_timeout: self.request_timeout,
+            fair_turn: self.fair_turn,
+            holder_metadata: self.holder_metadata,
+            replica_acks: self.replica_acks,
+            key_prefix: &self.key_prefix,
+            background: &self.background,
+            clocked_tokens: false,
+        };
+        RedisBackend::connect(settings, waiters.clone()).await
+    }
+}
+
+/// Asks the sentinels which node is the master: its `host:port`.
+async fn master_addr(
+    sentinels: &tokio::sync::Mutex<SentinelClient>,
+) -> Result<String, redis::RedisError> {
+    let client = sentinels.lock().await.async_get_client().await?;
+    Ok(client.get_connection_info().addr().to_string())
+}
+
 /// Asks the sentinels for the master and connects to it.
 async fn resolve(
     sentinels: &tokio::sync::Mutex<SentinelClient>,
     nodes: &NodeTemplate,
     waiters: &Arc<Waiters>,
 ) -> Result<RedisBackend, BoxError> {
-    let client = sentinels.lock().await.async_get_client().await?;
-    let addr = client.get_connection_info().addr().to_string();
-    let node_url = format!("{}{addr}{}", nodes.prefix, nodes.suffix);
-    let settings = RedisSettings {
-        url: &node_url,
-        app_name: &nodes.app_name,
-        request_timeout: nodes.request_timeout,
-        fair_turn: nodes.fair_turn,
-        holder_metadata: nodes.holder_metadata,
-        replica_acks: nodes.replica_acks,
-        key_prefix: &nodes.key_prefix,
-        background: &nodes.background,
-        clocked_tokens: false,
-    };
-    Ok(RedisBackend::connect(settings, waiters.clone()).await?)
+    let addr = master_addr(sentinels).await?;
+    Ok(nodes.connect(&nodes.url(&addr), waiters).await?)
 }
 
 /// Whether a failure of [`resolve`] may pass by itself: sentinels or a master not reachable yet,
