@@ -8,7 +8,7 @@ use std::sync::LazyLock;
 
 use redis::{Cmd, Pipeline, RedisResult, Value};
 
-use super::scripts::{Lua, invoke, query_command_loading};
+use super::scripts::{Lua, invoke, query_loading};
 use super::{MAX_TOKEN, NativeDelete, SEEDED};
 use crate::blocker::Blocker;
 use crate::key::StoredKey;
@@ -215,7 +215,7 @@ pub(crate) async fn release(
             let sha = COMPARE_DELETE.get_hash();
             let mut call = Cmd::with_capacity(5, sha.len() + lock.len() + value.len() + 8);
             call.arg("EVALSHA").arg(sha).arg(1).arg(lock).arg(value);
-            query_command_loading(&call, &COMPARE_DELETE, conn).await
+            query_loading(&call, &COMPARE_DELETE, conn).await
         }
     };
     match deleted {

@@ -2,7 +2,8 @@
 //! `EVALSHA`, and loaded again when the server forgot them.
 
 use redis::{
-    ErrorKind, FromRedisValue, Pipeline, RedisError, RedisResult, Script, ServerErrorKind, Value,
+    Cmd, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisResult, Script, ServerErrorKind,
+    Value,
 };
 
 /// One of the lock scripts, with its source kept for putting it in a server's cache.
@@ -46,17 +47,43 @@ pub(crate) fn is_noscript(err: &RedisError) -> bool {
     err.kind() == ErrorKind::Server(ServerErrorKind::NoScript)
 }
 
-/// Sends a pipeline that calls `script`; if the server does not know the script (a first use,
-/// a restart, a failover, SCRIPT FLUSH), caches it and sends the pipeline once more.
+/// A request that calls a script: a pipeline, or one command (an `EVALSHA` built by hand).
+pub(crate) trait ScriptCall {
+    async fn send<T: FromRedisValue>(
+        &self,
+        conn: &mut impl redis::aio::ConnectionLike,
+    ) -> RedisResult<T>;
+}
+
+impl ScriptCall for Pipeline {
+    async fn send<T: FromRedisValue>(
+        &self,
+        conn: &mut impl redis::aio::ConnectionLike,
+    ) -> RedisResult<T> {
+        self.query_async(conn).await
+    }
+}
+
+impl ScriptCall for Cmd {
+    async fn send<T: FromRedisValue>(
+        &self,
+        conn: &mut impl redis::aio::ConnectionLike,
+    ) -> RedisResult<T> {
+        self.query_async(conn).await
+    }
+}
+
+/// Sends a request that calls `script`; if the server does not know the script (a first use,
+/// a restart, a failover, SCRIPT FLUSH), caches it and sends the request once more.
 pub(crate) async fn query_loading<T: FromRedisValue>(
-    pipe: &Pipeline,
+    request: &impl ScriptCall,
     script: &Lua,
     conn: &mut impl redis::aio::ConnectionLike,
 ) -> RedisResult<T> {
-    match pipe.query_async(conn).await {
+    match request.send(conn).await {
         Err(err) if is_noscript(&err) => {
             script.cache(conn).await?;
-            pipe.query_async(conn).await
+            request.send(conn).await
         }
         answer => answer,
     }
@@ -80,22 +107,6 @@ pub(crate) async fn query_each_loading(
     }
     script.cache(conn).await?;
     pipe.query_async(conn).await
-}
-
-/// Sends one command that calls `script` (an `EVALSHA` built by hand), as [`query_loading`]
-/// sends a pipeline: caches the script and sends it once more if the server does not know it.
-pub(crate) async fn query_command_loading<T: FromRedisValue>(
-    command: &redis::Cmd,
-    script: &Lua,
-    conn: &mut impl redis::aio::ConnectionLike,
-) -> RedisResult<T> {
-    match command.query_async(conn).await {
-        Err(err) if is_noscript(&err) => {
-            script.cache(conn).await?;
-            command.query_async(conn).await
-        }
-        answer => answer,
-    }
 }
 
 /// Runs one script call (`EVALSHA`), caching the script first if the server does not know it.
