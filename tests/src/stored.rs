@@ -96,6 +96,34 @@ impl RedisServer {
             .collect()
     }
 
+    /// How many lock requests the server served without an error since its stats were last
+    /// reset (or it started), as scripts or transactions: calls of `EVALSHA`, `EVAL` and `EXEC`,
+    /// less those that failed (`failed_calls`, Redis 6.2 and later). An acquire's ask is one or
+    /// two (a transaction that finds the lock busy, then the script that marks it as awaited).
+    pub fn requests_served(&self) -> u64 {
+        let count = |fields: &str, name: &str| -> u64 {
+            fields
+                .split(',')
+                .find_map(|field| {
+                    field
+                        .strip_prefix(name)?
+                        .strip_prefix('=')?
+                        .trim()
+                        .parse()
+                        .ok()
+                })
+                .unwrap_or(0)
+        };
+        self.cmd(&["INFO", "commandstats"])
+            .lines()
+            .filter_map(|line| {
+                let (command, fields) = line.strip_prefix("cmdstat_")?.split_once(':')?;
+                matches!(command, "evalsha" | "eval" | "exec").then_some(fields)
+            })
+            .map(|fields| count(fields, "calls") - count(fields, "failed_calls"))
+            .sum()
+    }
+
     /// Whether a lock is held (or kept for `hold_at_least`) at `stored_key`.
     pub fn holds_lock(&self, stored_key: &str) -> bool {
         self.stored_lock(stored_key)

@@ -95,7 +95,7 @@ async fn handover_between_managers(
         .lock(key, LockOptions::new().ttl(ttl).watchdog(false))
         .await
         .expect("free");
-    let asked = requests_served(server);
+    let asked = server.requests_served();
     let waiter = waiter.clone();
     let key = key.to_owned();
     let task = tokio::spawn(async move {
@@ -112,7 +112,7 @@ async fn handover_between_managers(
     // Servers without that transaction, the ones before Redis 7, count one per ask.)
     let awaited = wait_until_async(PATIENCE, || {
         server.stored_lock(stored).is_some_and(|lock| lock.waiting)
-            && requests_served(server) >= asked + 2
+            && server.requests_served() >= asked + 2
     })
     .await;
     assert!(awaited, "the waiter never asked twice\n{}", server.log());
@@ -127,27 +127,6 @@ async fn handover_between_managers(
         took: entered.duration_since(released),
         lease_left,
     }
-}
-
-/// How many requests `server` served without an error since it started, as scripts or
-/// transactions: each ask of an acquire is one or two (a transaction that finds the lock busy,
-/// then the script that marks it as awaited).
-fn requests_served(server: &RedisServer) -> u64 {
-    let stats = server.cmd(&["INFO", "commandstats"]);
-    let count = |line: &str, field: &str| -> u64 {
-        line.split([':', ','])
-            .find_map(|part| part.strip_prefix(field)?.parse().ok())
-            .unwrap_or(0)
-    };
-    stats
-        .lines()
-        .filter(|line| {
-            ["cmdstat_evalsha:", "cmdstat_eval:", "cmdstat_exec:"]
-                .iter()
-                .any(|name| line.starts_with(name))
-        })
-        .map(|line| count(line, "calls=") - count(line, "failed_calls="))
-        .sum()
 }
 
 /// A waiter of another manager is woken by the release. Redis Cluster announces releases with
@@ -302,7 +281,7 @@ async fn a_held_lock_is_renewed_by_the_cheapest_path_this_server_offers() {
     assert!(plain.is_held(), "{}", shown());
     if offers.set_ifeq {
         assert_eq!(
-            requests_served(&server),
+            server.requests_served(),
             0,
             "no script, no transaction\n{}",
             shown()
