@@ -300,3 +300,71 @@ async fn wait_until(done: impl Fn() -> bool) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Two real processes on one Redis take `acct:1` and `acct:2` in opposite orders with
+/// `Deadlock::Fail`: one gives up, the other then gets its second lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_in_opposite_orders_one_gives_up() {
+    use std::io::{BufRead, BufReader, Write};
+    use std::process::{Command, Stdio};
+    const CONTENDER: &str = env!("CARGO_BIN_EXE_contender");
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .expect("server start");
+    let url = server.url();
+    let mut children: Vec<_> = [("acct:1", "acct:2"), ("acct:2", "acct:1")]
+        .into_iter()
+        .map(|(first, second)| {
+            Command::new(CONTENDER)
+                .args(["deadlock", &url, first, second, "fail"])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("spawn a contender")
+        })
+        .collect();
+    let mut outputs: Vec<_> = children
+        .iter_mut()
+        .map(|child| BufReader::new(child.stdout.take().expect("stdout")))
+        .collect();
+    let outputs = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        for output in &mut outputs {
+            line.clear();
+            output.read_line(&mut line).expect("read");
+            assert_eq!(line.trim(), "held");
+        }
+        outputs
+    })
+    .await
+    .expect("both hold");
+    for child in &mut children {
+        let stdin = child.stdin.as_mut().expect("stdin");
+        writeln!(stdin, "go").expect("write");
+    }
+    let outcomes = tokio::task::spawn_blocking(move || {
+        outputs
+            .into_iter()
+            .map(|mut output| {
+                let mut line = String::new();
+                output.read_line(&mut line).expect("read");
+                line.trim().to_owned()
+            })
+            .collect::<Vec<_>>()
+    })
+    .await
+    .expect("both end");
+    for mut child in children {
+        assert!(child.wait().expect("exit").success(), "{outcomes:?}");
+    }
+    let gave_up: Vec<&String> = outcomes
+        .iter()
+        .filter(|o| o.starts_with("deadlock "))
+        .collect();
+    let acquired = outcomes
+        .iter()
+        .filter(|o| o.starts_with("acquired "))
+        .count();
+    assert_eq!((gave_up.len(), acquired), (1, 1), "{outcomes:?}");
+    eprintln!("two processes: {outcomes:?}");
+}

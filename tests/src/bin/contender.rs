@@ -13,13 +13,18 @@
 //! `contender read <url> <key> <ttl ms>`: takes a read share of the read-write lock `key`,
 //! prints `held <token>` and sleeps until killed.
 //!
+//! `contender deadlock <url> <first> <second> <fail|wait>`: takes the lock `first`, prints
+//! `held`, and once a line comes on stdin waits up to 30 s for the lock `second` (with
+//! `Deadlock::Fail` or `Deadlock::Wait`) while holding the first; prints `acquired <ms>`,
+//! `deadlock <ms>` or `busy <ms>` (how long it waited), releases both and exits.
+//!
 //! `contender lead <url> <name> <ttl ms>`: campaigns for the leadership `name`, prints
 //! `leader <token>` once elected and sleeps until killed.
 
 use std::io::Write;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use lock_runtime::{ElectionOptions, LockError, LockManager, LockOptions};
+use lock_runtime::{Deadlock, ElectionOptions, LockError, LockManager, LockOptions};
 
 fn now_ns() -> u128 {
     SystemTime::now()
@@ -101,6 +106,38 @@ async fn main() -> Result<(), LockError> {
             println!("held {}", guard.fencing_token());
             std::io::stdout().flush().expect("flush stdout");
             std::future::pending::<()>().await;
+        }
+        "deadlock" => {
+            let second = arg(&args, 4).to_owned();
+            let on_deadlock = match arg(&args, 5) {
+                "fail" => Deadlock::Fail,
+                _ => Deadlock::Wait,
+            };
+            let options = LockOptions::new()
+                .ttl(Duration::from_secs(10))
+                .wait(Duration::from_secs(30))
+                .deadlock(on_deadlock);
+            let first = locks.lock(key, options).await?;
+            println!("held");
+            std::io::stdout().flush().expect("flush stdout");
+            let mut go = String::new();
+            std::io::stdin().read_line(&mut go).expect("read stdin");
+            let began = std::time::Instant::now();
+            let outcome = match locks.lock(second, options).await {
+                Ok(guard) => {
+                    let ms = began.elapsed().as_millis();
+                    guard.release().await?;
+                    format!("acquired {ms}")
+                }
+                Err(LockError::Deadlock { .. }) => {
+                    format!("deadlock {}", began.elapsed().as_millis())
+                }
+                Err(LockError::Busy { .. }) => format!("busy {}", began.elapsed().as_millis()),
+                Err(err) => return Err(err),
+            };
+            first.release().await?;
+            println!("{outcome}");
+            std::io::stdout().flush().expect("flush stdout");
         }
         "lead" => {
             let ttl: u64 = arg(&args, 4).parse().expect("ttl in ms");
