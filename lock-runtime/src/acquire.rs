@@ -621,6 +621,7 @@ impl Acquisition {
     /// The error this call gives up with if it was chosen to in a deadlock.
     fn deadlocked(&self) -> Option<LockError> {
         let cycle = self.deadlock.as_ref()?.wait.verdict()?;
+        crate::metrics::deadlock(self.options.label);
         Some(LockError::Deadlock {
             key: self.lease.key.clone(),
             cycle: Box::new(cycle),

@@ -125,6 +125,13 @@ pub(crate) fn lease_lost(label: Option<&'static str>, reason: LostReason) {
     }
 }
 
+/// A call gave up in a deadlock (`lock.deadlocks`).
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn deadlock(label: Option<&'static str>) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("lock.deadlocks", "lock.name" => name(label)).increment(1);
+}
+
 /// A release was not confirmed by the server.
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn release_failed(label: Option<&'static str>) {
