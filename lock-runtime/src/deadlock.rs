@@ -7,11 +7,12 @@
 //! - It reads what each waiting task holds from the watchdog, and finds the cycles among this
 //!   process's waiters without the server.
 //! - It publishes the waits of tasks that hold other locks at once, and the others once they
-//!   have waited [`PUBLISH_AFTER`] (for `lockctl` to show who waits), to the hash of
+//!   have waited [`PUBLISH_AFTER`], and again every [`REFRESH_IDLE`] (for `lockctl` to show
+//!   who waits), to the hash of
 //!   [`protocol::waits`](crate::protocol::waits), in the same round trip that reads the other
 //!   processes' records when one of its waiters holds something. A call that never waits
-//!   costs nothing; one that waits without holding costs one write per tick per process
-//!   after its first quarter second.
+//!   costs nothing; one that waits without holding costs one write per process every two
+//!   seconds after its first quarter second.
 //! - A cycle with members in other processes is acted on once it has been seen twice, and each
 //!   of those members' records was written again in between (their processes are alive and
 //!   still wait): a record left by a process that died, or by a wait that just ended, cannot
@@ -44,6 +45,11 @@ pub(crate) const PUBLISH_AFTER: Duration = Duration::from_millis(250);
 
 /// How long a published record stands unless written again.
 const KEEP: Duration = Duration::from_secs(5);
+
+/// How often the record of a call whose task holds nothing else is written again: it cannot be
+/// part of a cycle, and is published only for `lockctl` to show who waits (a candidate of an
+/// election waits for as long as the leader leads).
+const REFRESH_IDLE: Duration = Duration::from_secs(2);
 
 /// How far apart two processes' clocks may be for a record to be read as standing.
 const SKEW_MS: u64 = 5_000;
@@ -158,6 +164,8 @@ pub(crate) struct Wait {
     doomed: Notify,
     /// Written to the server at least once: its end is removed there too.
     published: AtomicBool,
+    /// When its record was last written.
+    written: Mutex<Option<Instant>>,
 }
 
 impl Wait {
@@ -289,6 +297,7 @@ impl Deadlocks {
             verdict: Mutex::new(None),
             doomed: Notify::new(),
             published: AtomicBool::new(false),
+            written: Mutex::new(None),
         });
         let start = {
             let mut state = this.state();
@@ -374,7 +383,17 @@ impl Deadlocks {
         let set: Vec<(String, String)> = local
             .iter()
             .filter(|(wait, record)| {
-                !record.holds.is_empty() || now.duration_since(wait.started) >= PUBLISH_AFTER
+                let mut written = wait.written.lock().unwrap_or_else(PoisonError::into_inner);
+                let due = if record.holds.is_empty() {
+                    now.duration_since(wait.started) >= PUBLISH_AFTER
+                        && written.is_none_or(|at| now.duration_since(at) >= REFRESH_IDLE)
+                } else {
+                    true
+                };
+                if due {
+                    *written = Some(now);
+                }
+                due
             })
             .map(|(wait, record)| {
                 wait.published.store(true, Ordering::Release);

@@ -66,7 +66,7 @@ pub const FAIR_TURN_MS: u64 = crate::protocol::FAIR_TURN_MS;
 /// the waiter id, value a record [`WaitRecord::parse`] reads. A waiter is published while its
 /// task holds another lock of this prefix, or once it has waited about a quarter of a second;
 /// each record stands until its `until_ms` unless its process writes it again, which a live
-/// waiter does about every 200 ms.
+/// waiter does about every 200 ms while its task holds another lock, else every 2 s.
 pub fn waits_key(prefix: &str) -> String {
     crate::protocol::waits::waits_key(prefix)
 }

@@ -115,7 +115,7 @@ async fn three_managers_in_a_ring_one_gives_up(f: Deployment) {
     eprintln!("three-way deadlock broken after {took:?}");
 }
 
-on_backends!(mod across_managers; [memory, redis, cluster, redlock] [
+on_backends!(mod across_managers; [memory, redis, sentinel, cluster, redlock] [
     two_managers_in_opposite_orders_one_gives_up,
     three_managers_in_a_ring_one_gives_up,
 ]);
