@@ -156,6 +156,50 @@ async fn tls_cluster_urls_need_the_tls_feature_and_hide_the_password() {
     assert!(!shown.contains("s3cret"), "{shown}");
 }
 
+/// An uncontended lock on a cluster takes the lean path on the master of its slot, as on one
+/// server: one transaction to take it and a compare-and-delete (native where the master has one)
+/// to release it; no acquire or release script.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncontended_pair_on_a_cluster_takes_a_transaction_and_a_compare_and_delete() {
+    let (cluster, locks) = fixture("lean:").await;
+    // The first use of a slot seeds its counter through the script.
+    let warm = locks.lock("pair", LockOptions::new()).await.expect("free");
+    let first = warm.fencing_token();
+    warm.release().await.expect("release");
+    let node = cluster.master_for_key("lean:{pair}");
+    node.cmd(&["CONFIG", "RESETSTAT"]);
+    let guard = locks.lock("pair", LockOptions::new()).await.expect("free");
+    assert!(guard.fencing_token() > first);
+    guard.release().await.expect("release");
+    assert_eq!(node.cmd(&["EXISTS", "lean:{pair}"]), "0", "released");
+    let shown = format!("{:?}", node.command_calls());
+    assert_eq!(calls(node, "exec"), 1, "{shown}");
+    let native = calls(node, "delifeq") + calls(node, "delex");
+    // The compare-and-delete script where the server has no native one.
+    assert_eq!(calls(node, "evalsha"), 1 - native, "{shown}");
+    // Busy and waited for from another process, the script marks it: the release then goes
+    // through the script, which announces it.
+    let held = locks.lock("pair", LockOptions::new()).await.expect("free");
+    let waiter = {
+        let locks = manager(&cluster, "lean:").await;
+        tokio::spawn(async move {
+            let options = LockOptions::new().wait(Duration::from_secs(30));
+            locks.lock("pair", options).await.map(drop)
+        })
+    };
+    let give_up = Instant::now() + NOTIFIED;
+    while !node.cmd(&["GET", "lean:{pair}"]).contains("waiting=1") {
+        assert!(Instant::now() < give_up, "never marked: {}", cluster.log());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    held.release().await.expect("release");
+    tokio::time::timeout(NOTIFIED, waiter)
+        .await
+        .expect("woken by the release")
+        .expect("task")
+        .expect("acquired");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_held_lock_is_busy_for_others_and_free_after_release() {
     let (cluster, locks) = fixture("busy:").await;

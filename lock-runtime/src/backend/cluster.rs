@@ -31,21 +31,21 @@ use redis::{
 use tokio::sync::mpsc;
 
 use super::redis::{
-    HANDOFF, Holder, RENEW, RedisSettings, acquire_confirmed, describe_error, release_answer,
-    renew_invocation,
+    HANDOFF, Holder, RENEW, RedisSettings, acquire_confirmed, describe_error, lean_answer,
+    release_answer, renew_invocation,
 };
 use super::replicas::{Pool, Replication};
 use super::subscriber::{self, Event, Feed, Subscriptions};
 use super::{
-    Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal, acquire_answer,
-    hand_off_answer,
+    Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Line, Release, Renewal,
+    acquire_answer, hand_off_answer,
 };
 use crate::background::{Background, Lifeline, Revivable};
 use crate::deployment::{Deployment, DeploymentKind};
 use crate::key::StoredKey;
 use crate::protocol::scripts::{invoke, is_noscript, query_loading};
 use crate::protocol::waits::WaitsUpdate;
-use crate::protocol::{Announce, millis};
+use crate::protocol::{Announce, Capabilities, lean, millis};
 use crate::url::enable_tls;
 use crate::waiters::Waiters;
 use crate::{LockError, url};
@@ -56,6 +56,10 @@ pub(crate) struct ClusterBackend {
     server: String,
     describe: String,
     holder: Holder,
+    /// What the master of the probe's slot can do for the lean paths (the masters of one
+    /// cluster run one version; a master that cannot, met after a failover, answers the lean
+    /// requests with errors, and the scripts take over).
+    capabilities: Capabilities,
     /// With `wait_for_replicas`: the policy, and the connections acquires wait on.
     replication: Option<(Replication, Pool<(ClusterConnection, Lifeline)>)>,
     subscriptions: Subscriptions,
@@ -195,13 +199,25 @@ impl ClusterBackend {
                 Pool::default(),
             )
         });
+        let commands = Arc::new(Commands {
+            conn: Revivable::new(conn, background.lifeline()),
+            client: commands_client.clone(),
+            background: background.clone(),
+            reconnecting: tokio::sync::Mutex::new(()),
+        });
+        let probe = format!("{}{{lock-runtime:probe}}", settings.key_prefix);
+        let capabilities = Capabilities::probe(
+            &mut SlotConnection {
+                conn: SlotConn::Shared(commands.clone()),
+                route: Route::with_key(&probe, SlotAddr::Master),
+            },
+            settings.key_prefix,
+        )
+        .await;
+        tracing::debug!(server = %seeds.shown, protocol = %capabilities.describe(), "lock protocol");
         Ok(ClusterBackend {
-            conn: Arc::new(Commands {
-                conn: Revivable::new(conn, background.lifeline()),
-                client: commands_client.clone(),
-                background: background.clone(),
-                reconnecting: tokio::sync::Mutex::new(()),
-            }),
+            conn: commands,
+            capabilities,
             background,
             client: commands_client,
             describe: format!("redis cluster {}", seeds.shown),
@@ -309,6 +325,56 @@ fn settle_noscript<T>(answer: RedisResult<T>) -> RedisResult<T> {
 }
 
 impl ClusterBackend {
+    /// Takes a free plain lock in one transaction on the master of its slot (see
+    /// [`lean::take`]); `None` where the script must be asked.
+    async fn acquire_lean(
+        &self,
+        conn: &mut SlotConnection,
+        key: &StoredKey,
+        token: &str,
+        ttl: Duration,
+        ask: Ask,
+    ) -> Result<Option<Acquire>, Failure> {
+        let value = self
+            .holder
+            .held_value(token, if ask.waited { '1' } else { '0' }, ask.since_ms);
+        let counter = key.counter();
+        let (waits, joins) = (ask.waits, ask.line != Line::No);
+        let took = lean::take(
+            conn,
+            key,
+            &counter,
+            token,
+            &value,
+            millis(ttl),
+            waits,
+            joins,
+        )
+        .await?;
+        let answer = lean_answer(&took);
+        if took == lean::Took::GiveBack {
+            self.give_back_lean(conn, key, token, &value).await?;
+        }
+        Ok(answer)
+    }
+
+    /// Gives back what a transaction of `token` may have taken as `value` (see
+    /// [`RedisBackend::give_back_lean`](super::redis::RedisBackend)): deleted if it still holds
+    /// that value, else released by the script.
+    async fn give_back_lean(
+        &self,
+        conn: &mut SlotConnection,
+        key: &StoredKey,
+        token: &str,
+        value: &str,
+    ) -> Result<(), Failure> {
+        let native = self.capabilities.native_delete;
+        if !lean::release(conn, &key.lock, value, native).await? {
+            self.release(key, token, Duration::ZERO).await?;
+        }
+        Ok(())
+    }
+
     /// Renews the leases of `batch` at `indices`, which share one slot, in one pipeline sent to
     /// the master serving it.
     async fn renew_slot(
@@ -357,13 +423,21 @@ impl Backend for ClusterBackend {
     ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         Box::pin(async move {
             // Every key carries the same hash tag, so they share the slot the call is routed by.
-            let invocation = self.holder.acquire(key, token, ttl, ask, Announce::Sharded);
             self.subscriptions.revive();
             let Some((replication, pool)) = &self.replication else {
                 let mut conn = self.routed(&key.lock);
+                if self.capabilities.lean_acquire
+                    && key.is_lock()
+                    && ask.line != Line::Fair
+                    && let Some(answer) = self.acquire_lean(&mut conn, key, token, ttl, ask).await?
+                {
+                    return Ok(answer);
+                }
+                let invocation = self.holder.acquire(key, token, ttl, ask, Announce::Sharded);
                 let answer = settle_noscript(invocation.run(&mut conn).await)?;
                 return acquire_answer(key, answer);
             };
+            let invocation = self.holder.acquire(key, token, ttl, ask, Announce::Sharded);
             // WAIT blocks the node connection it is sent on: never the shared one. An idle one
             // whose runtime shut down is dropped.
             let idle = std::iter::from_fn(|| pool.take()).find(|(_, lifeline)| !lifeline.is_cut());
@@ -434,6 +508,29 @@ impl Backend for ClusterBackend {
             let invocation = self.holder.release(key, token, keep_ms, Announce::Sharded);
             let answer: i64 = settle_noscript(invocation.run(&mut conn).await)?;
             Ok(release_answer(answer))
+        })
+    }
+
+    fn release_lease<'a>(
+        &'a self,
+        lease: &'a crate::lease::Lease,
+        keep: Duration,
+    ) -> BoxFuture<'a, Result<Release, Failure>> {
+        Box::pin(async move {
+            // A lock nobody waited for is deleted by comparing the whole value its acquire
+            // wrote; anything else goes to the script.
+            if keep.is_zero()
+                && lease.stored.is_lock()
+                && let Some(since_ms) = lease.written_plain()
+            {
+                let value = self.holder.held_value(&lease.token, '0', since_ms);
+                let mut conn = self.routed(&lease.stored.lock);
+                let native = self.capabilities.native_delete;
+                if lean::release(&mut conn, &lease.stored.lock, &value, native).await? {
+                    return Ok(Release::Released);
+                }
+            }
+            self.release(&lease.stored, &lease.token, keep).await
         })
     }
 

@@ -918,6 +918,25 @@ fn evicts_lock_keys(policy: &str) -> bool {
 }
 
 /// A Redis error as text, with the server's own message but never the URL or credentials.
+/// What a lean attempt answers the acquire: granted, or busy; `None` where the script is asked
+/// (after the caller gave back what [`lean::Took::GiveBack`] may have taken).
+pub(super) fn lean_answer(took: &lean::Took) -> Option<Acquire> {
+    match took {
+        lean::Took::Acquired { fence } => Some(Acquire::Acquired { fence: *fence }),
+        lean::Took::Busy {
+            holder,
+            pttl,
+            blocker,
+        } => Some(Acquire::Busy {
+            remaining: Some(Duration::from_millis(*pttl)),
+            holder: Some(*holder),
+            in_line: false,
+            blocker: blocker.clone(),
+        }),
+        lean::Took::Script | lean::Took::GiveBack => None,
+    }
+}
+
 pub(super) fn describe_error(err: &RedisError) -> String {
     err.to_string()
 }
@@ -1084,63 +1103,27 @@ impl RedisBackend {
         let counter = key.counter();
         let (value, counter) = (&value, &counter);
         let conn = self.shared_conn();
-        let taken = conn
+        let (waits, joins) = (ask.waits, ask.line != Line::No);
+        let took = conn
             .send(|mut conn| async move {
-                lean::acquire(&mut conn, key, counter, value, millis(ttl)).await
+                lean::take(
+                    &mut conn,
+                    key,
+                    counter,
+                    token,
+                    value,
+                    millis(ttl),
+                    waits,
+                    joins,
+                )
+                .await
             })
             .await?;
-        Ok(match taken {
-            lean::Taken::Acquired { fence } => Some(Acquire::Acquired { fence }),
-            // Ours already (a request sent twice, whose first answer was lost with its
-            // connection): whether a line formed meanwhile is unknown, so it is given back and
-            // the script asked afresh.
-            lean::Taken::Held { owner, .. } if owner == token => {
-                self.give_back_lean(&conn, key, token, value).await?;
-                None
-            }
-            lean::Taken::Held {
-                owner,
-                waiting,
-                pttl,
-                blocker,
-            } => {
-                // A waiter marks the lock as awaited, and joins a line that exists: the script.
-                let script = match waiting {
-                    '0' => ask.waits,
-                    '1' => false,
-                    _ => ask.line != Line::No,
-                };
-                (!script).then(|| Acquire::Busy {
-                    remaining: Some(Duration::from_millis(pttl)),
-                    holder: Some(protocol::holder_id(&owner)),
-                    in_line: false,
-                    blocker,
-                })
-            }
-            lean::Taken::Unseeded => {
-                let seeded = conn
-                    .send(|mut conn| async move {
-                        lean::seed(&mut conn, &key.lock, counter, value).await
-                    })
-                    .await?;
-                match seeded {
-                    Ok(Some(fence)) => Some(Acquire::Acquired { fence }),
-                    // Expired or deleted meanwhile: the script takes it afresh.
-                    Ok(None) => None,
-                    Err(()) => {
-                        self.give_back_lean(&conn, key, token, value).await?;
-                        None
-                    }
-                }
-            }
-            lean::Taken::GiveBack => {
-                // Taken past a line of fair waiters, or maybe taken by a failed transaction:
-                // give it back, and let the script decide.
-                self.give_back_lean(&conn, key, token, value).await?;
-                None
-            }
-            lean::Taken::Script => None,
-        })
+        let answer = lean_answer(&took);
+        if took == lean::Took::GiveBack {
+            self.give_back_lean(&conn, key, token, value).await?;
+        }
+        Ok(answer)
     }
 
     /// Gives back what a transaction of `token` may have taken as `value`: deleted if it still

@@ -57,6 +57,82 @@ pub(crate) enum Taken {
     Script,
 }
 
+/// What one lean attempt at a plain lock came to (see [`take`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Took {
+    /// Ours, with this fencing token.
+    Acquired { fence: u64 },
+    /// Held by the owner whose holder id is `holder` for `pttl` more milliseconds, and the
+    /// caller need not mark it: the answer is busy.
+    Busy {
+        holder: u64,
+        pttl: u64,
+        blocker: Option<Box<Blocker>>,
+    },
+    /// Ask the script.
+    Script,
+    /// What the transaction may have taken as the value must be given back first
+    /// ([`release`], then the release script if that deleted nothing), then the script asked.
+    GiveBack,
+}
+
+/// One lean attempt of `token` at the plain lock `key`, writing `value` for `ttl_ms`: the
+/// transaction of [`acquire`], and the seeding of a lost counter where it found one. `waits`:
+/// the caller waits if the lock is busy, so that a lock nobody marked as awaited must be marked
+/// (by the script); `joins`: the caller takes a place in a line of fair waiters that exists
+/// (the script). Every request here may be sent again from the start: a grant whose answer was
+/// lost is found held by `token`, and given back.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn take(
+    conn: &mut impl redis::aio::ConnectionLike,
+    key: &StoredKey,
+    counter: &str,
+    token: &str,
+    value: &str,
+    ttl_ms: u64,
+    waits: bool,
+    joins: bool,
+) -> RedisResult<Took> {
+    Ok(match acquire(conn, key, counter, value, ttl_ms).await? {
+        Taken::Acquired { fence } => Took::Acquired { fence },
+        // Ours already (a request sent twice, whose first answer was lost with its
+        // connection): whether a line formed meanwhile is unknown, so it is given back and the
+        // script asked afresh.
+        Taken::Held { owner, .. } if owner == token => Took::GiveBack,
+        Taken::Held {
+            owner,
+            waiting,
+            pttl,
+            blocker,
+        } => {
+            // A waiter marks the lock as awaited, and joins a line that exists: the script.
+            let script = match waiting {
+                '0' => waits,
+                '1' => false,
+                _ => joins,
+            };
+            if script {
+                Took::Script
+            } else {
+                Took::Busy {
+                    holder: super::holder_id(&owner),
+                    pttl,
+                    blocker,
+                }
+            }
+        }
+        Taken::Unseeded => match seed(conn, &key.lock, counter, value).await? {
+            Ok(Some(fence)) => Took::Acquired { fence },
+            // Expired or deleted meanwhile: the script takes it afresh.
+            Ok(None) => Took::Script,
+            Err(()) => Took::GiveBack,
+        },
+        // Taken past a line of fair waiters, or maybe taken by a failed transaction.
+        Taken::GiveBack => Took::GiveBack,
+        Taken::Script => Took::Script,
+    })
+}
+
 /// `MULTI; SET lock value NX PX ttl GET; PTTL lock; EXISTS line; INCR counter; EXEC`: one round
 /// trip that takes a free lock with a token from the slot's counter, or reads who holds it. A
 /// busy attempt still counts the counter up, which keeps tokens rising.
