@@ -5,6 +5,7 @@
 //! lockctl show order:42 --json
 //! lockctl unlock order:42 --yes
 //! lockctl watch
+//! lockctl deadlocks --json
 //! ```
 //!
 //! Exit codes: 0 done, 1 an error (which key, which server), 2 a usage error. Errors go to
@@ -15,6 +16,7 @@ mod nodes;
 mod read;
 mod render;
 mod unlock;
+mod waits;
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -50,12 +52,23 @@ enum Command {
     /// Lists held locks, semaphores and read-write locks (and kept locks, and those freed for a
     /// fair waiter).
     List(ListArgs),
-    /// Shows everything about one lock, and the semaphore and read-write lock of its name.
+    /// Shows everything about one lock, the semaphore and read-write lock of its name, and the
+    /// calls waiting for it.
     Show(ShowArgs),
     /// Force-releases a lock whatever its holder, and wakes its waiters.
     Unlock(UnlockArgs),
     /// A live view of the locks, refreshed until Ctrl-C.
     Watch(WatchArgs),
+    /// Deadlocks among waiting calls, from the waits they publish: who waits for which lock
+    /// while holding which, and who gives up.
+    Deadlocks(DeadlocksArgs),
+}
+
+#[derive(Debug, Args)]
+struct DeadlocksArgs {
+    /// JSON on stdout, for scripts: an array of cycles (`[]` when there is none).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -146,7 +159,8 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Show(args) => {
             let locks = read::show(&nodes, prefix, &args.key).await?;
-            render::print_show(&nodes, &args.key, &locks, args.json)
+            let waiters = read::waiters(&nodes, prefix, &args.key).await?;
+            render::print_show(&nodes, &args.key, &locks, waiters.as_deref(), args.json)
         }
         Command::Unlock(args) => {
             if args.fence_retention.is_some() {
@@ -158,6 +172,10 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             unlock::unlock(&nodes, prefix, &args.key, args.yes).await
         }
         Command::Watch(args) => watch(&nodes, prefix, &args).await,
+        Command::Deadlocks(args) => {
+            let records = waits::standing(&nodes, prefix).await?;
+            render::print_deadlocks(&waits::deadlocks(prefix, &records), args.json)
+        }
     }
 }
 

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::failure::Failure;
 use crate::nodes::{Node, Nodes};
+use crate::waits::{self, WaiterView};
 
 /// One lock on one server, as `list`, `show` and `--json` present it. The field names are
 /// stable: scripts read them.
@@ -151,6 +152,24 @@ pub(crate) async fn show(nodes: &Nodes, prefix: &str, key: &str) -> Result<Vec<L
         views.extend(shared);
     }
     Ok(views)
+}
+
+/// The calls that wait for the lock `key`, as they publish their waits (a call that holds no
+/// other lock only once it has waited about a quarter of a second); `None` (said on stderr) if
+/// the published waits cannot be read, which leaves the rest of `show` as it is.
+pub(crate) async fn waiters(
+    nodes: &Nodes,
+    prefix: &str,
+    key: &str,
+) -> Result<Option<Vec<WaiterView>>, Failure> {
+    let stored = inspect::lock_key(prefix, key).map_err(|err| Failure::usage(err.to_string()))?;
+    match waits::standing(nodes, prefix).await {
+        Ok(records) => Ok(Some(waits::waiting_for(prefix, &records, &stored))),
+        Err(err) => {
+            eprintln!("lockctl: {err}: who waits is not shown");
+            Ok(None)
+        }
+    }
 }
 
 /// The `kind` of `key` on `node`; `None` if there is none.

@@ -8,6 +8,7 @@ use serde::Serialize;
 use crate::failure::Failure;
 use crate::nodes::Nodes;
 use crate::read::{HolderEntry, LockView};
+use crate::waits::{CycleView, WaiterView};
 
 #[derive(Serialize)]
 struct ListJson<'a> {
@@ -22,6 +23,9 @@ struct ShowJson<'a> {
     key: &'a str,
     /// The lock on each server that may hold it (every Redlock master; one elsewhere).
     locks: &'a [LockView],
+    /// The calls that wait for the lock, as they publish their waits, longest waiting first;
+    /// `null` if the published waits could not be read.
+    waiters: Option<&'a [WaiterView]>,
 }
 
 pub(crate) fn print_list(nodes: &Nodes, locks: &[LockView], json: bool) -> Result<(), Failure> {
@@ -71,6 +75,7 @@ pub(crate) fn print_show(
     nodes: &Nodes,
     key: &str,
     locks: &[LockView],
+    waiters: Option<&[WaiterView]>,
     json: bool,
 ) -> Result<(), Failure> {
     if json {
@@ -78,6 +83,7 @@ pub(crate) fn print_show(
             deployment: nodes.shown(),
             key,
             locks,
+            waiters,
         });
     }
     let mut out = String::new();
@@ -135,8 +141,97 @@ pub(crate) fn print_show(
         }
         out.push('\n');
     }
+    if let Some(waiters) = waiters.filter(|waiters| !waiters.is_empty()) {
+        waiting_calls(&mut out, key, waiters);
+    }
     write_out(out.trim_end_matches('\n'))?;
     write_out("\n")
+}
+
+/// The calls waiting for `key`: one row each.
+fn waiting_calls(out: &mut String, key: &str, waiters: &[WaiterView]) {
+    let calls = if waiters.len() == 1 { "call" } else { "calls" };
+    out.push_str(&format!("waiting for {key}: {} {calls}\n", waiters.len()));
+    let mut rows = vec![
+        ["HOST", "PID", "APP", "WAITING SINCE", "HOLDS"]
+            .map(str::to_owned)
+            .to_vec(),
+    ];
+    for waiter in waiters {
+        rows.push(vec![
+            waiter.host.clone().unwrap_or_else(|| "-".into()),
+            waiter.pid.map_or("-".into(), |pid| pid.to_string()),
+            waiter.app.clone().unwrap_or_else(|| "-".into()),
+            waiter.waiting_since.clone(),
+            names(&waiter.holds),
+        ]);
+    }
+    table(out, &rows);
+    out.push('\n');
+}
+
+/// The deadlocks found: `no deadlock`, or for each its members, one row each, and who gives
+/// up. With `json`, the cycles as an array (`[]` when there is none).
+pub(crate) fn print_deadlocks(cycles: &[CycleView], json: bool) -> Result<(), Failure> {
+    if json {
+        return print_json(&cycles);
+    }
+    if cycles.is_empty() {
+        return write_out("no deadlock\n");
+    }
+    let mut out = String::new();
+    for (at, cycle) in cycles.iter().enumerate() {
+        out.push_str(&format!(
+            "deadlock {} of {}, {} waiting calls: each waits for a lock the next one holds, \
+             the last for one the first holds\n",
+            at + 1,
+            cycles.len(),
+            cycle.members.len()
+        ));
+        let mut rows = vec![
+            [
+                "WAITS FOR",
+                "HOLDS",
+                "HOST",
+                "PID",
+                "APP",
+                "WAITING SINCE",
+                "GIVES UP",
+            ]
+            .map(str::to_owned)
+            .to_vec(),
+        ];
+        for member in &cycle.members {
+            rows.push(vec![
+                member.waits_for.clone(),
+                names(&member.holds),
+                member.host.clone().unwrap_or_else(|| "-".into()),
+                member.pid.map_or("-".into(), |pid| pid.to_string()),
+                member.app.clone().unwrap_or_else(|| "-".into()),
+                member.waiting_since.clone(),
+                if member.gives_up { "yes" } else { "-" }.into(),
+            ]);
+        }
+        table(&mut out, &rows);
+        if !cycle.members.iter().any(|member| member.gives_up) {
+            out.push_str(
+                "nobody gives up: no member chose Deadlock::Fail; each waits until its wait \
+                 budget runs out, or its lock is force-released\n",
+            );
+        }
+        out.push('\n');
+    }
+    write_out(out.trim_end_matches('\n'))?;
+    write_out("\n")
+}
+
+/// Lock names, `, `-separated; `-` for none.
+fn names(names: &[String]) -> String {
+    if names.is_empty() {
+        "-".into()
+    } else {
+        names.join(", ")
+    }
 }
 
 /// The fields of a semaphore or a read-write lock, then one line per holder.

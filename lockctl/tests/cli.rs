@@ -1,11 +1,13 @@
 //! The built `lockctl` binary against real servers: what `list` and `show` print, that no
-//! password or owner token is ever printed, the refused prompt without a terminal, and a force
-//! unlock that hands the lock to a waiter at once.
+//! password or owner token is ever printed, the refused prompt without a terminal, a force
+//! unlock that hands the lock to a waiter at once, and the deadlocks and waiters `deadlocks` and
+//! `show` find in the waits that waiting calls publish.
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+use lock_runtime::Deadlock;
 use lock_tests::prelude::*;
 use lock_tests::{RedisCluster, StoredLock};
 use serde_json::Value;
@@ -908,4 +910,291 @@ fn unlock_removes_held_and_kept_locks_of_the_current_format() {
         "nothing left to unlock: {}",
         text(&output)
     );
+}
+
+/// How long a deadlock may take to show in `lockctl deadlocks`: a waiter that holds another
+/// lock is published at its manager's next tick (about 200 ms), so this is patience for a
+/// loaded machine.
+const DEADLOCK_PATIENCE: Duration = Duration::from_secs(10);
+
+/// Longer than any test looks: the waits of a deadlock under `Deadlock::Wait` last until the
+/// test ends and aborts them.
+const LONG_WAIT: Duration = Duration::from_secs(120);
+
+/// Runs `lockctl --url <url> <args>` until its JSON satisfies `shows`, or `patience` has
+/// passed: the last JSON it printed, and whether it showed.
+async fn lockctl_until(
+    url: &str,
+    args: &[&str],
+    patience: Duration,
+    shows: impl Fn(&Value) -> bool,
+) -> (Value, bool) {
+    let deadline = Instant::now() + patience;
+    loop {
+        let last = json(&lockctl(url, args));
+        if shows(&last) {
+            return (last, true);
+        }
+        if Instant::now() >= deadline {
+            return (last, false);
+        }
+        // Between two runs of the binary: the poll's pace, not an ordering.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Two managers of their own, as two processes would have (`app` names them `a` and `b`),
+/// each take one of `keys` and then wait long for the other's (`Deadlock::Wait`, the default):
+/// the waiting tasks (aborted by the caller), once both hold their first lock and begin to
+/// wait, and when they began.
+async fn abba(url: &str, keys: [&str; 2]) -> (Vec<tokio::task::JoinHandle<()>>, Instant) {
+    let both_hold = std::sync::Arc::new(tokio::sync::Barrier::new(3));
+    let mut tasks = Vec::new();
+    for (app, first, second) in [("a", keys[0], keys[1]), ("b", keys[1], keys[0])] {
+        let locks = manager(url, app).await;
+        let both_hold = both_hold.clone();
+        let (first, second) = (first.to_owned(), second.to_owned());
+        tasks.push(tokio::spawn(async move {
+            let options = LockOptions::new().ttl(LONG_LEASE);
+            let _held = locks
+                .lock(first.as_str(), options)
+                .await
+                .unwrap_or_else(|err| panic!("take {first}: {err}"));
+            both_hold.wait().await;
+            // Ends only once the caller aborts the other task, whose lock then goes (as this
+            // one's goes when it is aborted itself).
+            let _second = locks
+                .lock(
+                    second.as_str(),
+                    options.wait(LONG_WAIT).deadlock(Deadlock::Wait),
+                )
+                .await;
+        }));
+    }
+    both_hold.wait().await;
+    (tasks, Instant::now())
+}
+
+/// `lockctl deadlocks --json` at `url` shows the cycle of [`abba`] on `keys`, within
+/// [`DEADLOCK_PATIENCE`] of both waits beginning; `tokens` (the owner tokens of both keys) are
+/// never printed. Returns the cycle.
+async fn abba_is_reported(url: &str, keys: [&str; 2], began: Instant, tokens: &[String]) -> Value {
+    let (cycles, shown) = lockctl_until(url, &["deadlocks", "--json"], DEADLOCK_PATIENCE, |v| {
+        v.as_array().is_some_and(|cycles| !cycles.is_empty())
+    })
+    .await;
+    assert!(
+        shown,
+        "no deadlock shown within {DEADLOCK_PATIENCE:?}: {cycles}"
+    );
+    eprintln!(
+        "lockctl deadlocks showed the deadlock {:?} after both began to wait",
+        began.elapsed()
+    );
+    assert_eq!(cycles.as_array().map(Vec::len), Some(1), "{cycles}");
+    let members = cycles[0]["members"].as_array().cloned().expect("members");
+    assert_eq!(members.len(), 2, "{cycles}");
+    let mut seen: Vec<(String, String, String)> = members
+        .iter()
+        .map(|member| {
+            assert_eq!(member["pid"], std::process::id(), "{cycles}");
+            assert!(member["host"].is_string(), "{cycles}");
+            assert_eq!(member["gives_up"], false, "nobody chose to fail: {cycles}");
+            let since = member["waiting_since"].as_str().unwrap_or_default();
+            let since = humantime::parse_rfc3339(since)
+                .unwrap_or_else(|err| panic!("{since}: {err}: {cycles}"));
+            let ago = std::time::SystemTime::now()
+                .duration_since(since)
+                .unwrap_or_default();
+            assert!(ago < LONG_WAIT, "{cycles}");
+            assert_eq!(
+                member["holds"].as_array().map(Vec::len),
+                Some(1),
+                "{cycles}"
+            );
+            (
+                member["app"].as_str().unwrap_or_default().to_owned(),
+                member["waits_for"].as_str().unwrap_or_default().to_owned(),
+                member["holds"][0].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    seen.sort();
+    let expected = |app: &str, waits: &str, holds: &str| (app.into(), waits.into(), holds.into());
+    assert_eq!(
+        seen,
+        [
+            expected("a", keys[1], keys[0]),
+            expected("b", keys[0], keys[1])
+        ],
+        "{cycles}"
+    );
+    let output = lockctl(url, &["deadlocks"]);
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    for expected in [
+        "deadlock 1 of 1",
+        "WAITS FOR",
+        keys[0],
+        keys[1],
+        "nobody gives up",
+        &std::process::id().to_string(),
+    ] {
+        assert!(shown.contains(expected), "{expected}: {shown}");
+    }
+    for token in tokens {
+        assert!(!shown.contains(token.as_str()), "no owner token: {shown}");
+        assert!(
+            !cycles.to_string().contains(token.as_str()),
+            "no owner token: {cycles}"
+        );
+    }
+    cycles
+}
+
+/// `lockctl show <key> --json` lists the call of [`abba`] waiting for `key` (app `app`,
+/// holding `holds`), and so does its text.
+fn waiter_is_shown(url: &str, key: &str, app: &str, holds: &str) {
+    let output = lockctl(url, &["show", key, "--json"]);
+    let shown = json(&output);
+    let waiters = shown["waiters"].as_array().cloned().expect("waiters");
+    assert_eq!(waiters.len(), 1, "{shown}");
+    assert_eq!(waiters[0]["pid"], std::process::id(), "{shown}");
+    assert_eq!(waiters[0]["app"], app, "{shown}");
+    assert_eq!(waiters[0]["holds"][0], holds, "{shown}");
+    assert!(waiters[0]["waiting_since"].is_string(), "{shown}");
+    let output = lockctl(url, &["show", key]);
+    let shown = text(&output);
+    assert!(
+        shown.contains(&format!("waiting for {key}: 1 call")),
+        "{shown}"
+    );
+    assert!(shown.contains(&std::process::id().to_string()), "{shown}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadlock_between_two_managers_is_shown_with_its_waiters() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let keys = ["acct:1", "acct:2"];
+    let (tasks, began) = abba(&url, keys).await;
+    let tokens: Vec<String> = ["lock:{acct:1}", "lock:{acct:2}"]
+        .iter()
+        .map(|stored| held(&server, stored).token.expect("a token"))
+        .collect();
+
+    abba_is_reported(&url, keys, began, &tokens).await;
+    // `a` holds acct:1 and waits for acct:2.
+    waiter_is_shown(&url, "acct:2", "a", "acct:1");
+    waiter_is_shown(&url, "acct:1", "b", "acct:2");
+    for task in tasks {
+        task.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_deadlock_where_nothing_waits_or_a_waiter_holds_nothing() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let expect_none = || {
+        let output = lockctl(&url, &["deadlocks"]);
+        let shown = text(&output);
+        assert_eq!(output.status.code(), Some(0), "{shown}");
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            "no deadlock\n",
+            "{shown}"
+        );
+        let listed = json(&lockctl(&url, &["deadlocks", "--json"]));
+        assert_eq!(listed, serde_json::json!([]), "{listed}");
+    };
+    // Nothing published at all: the hash does not exist.
+    expect_none();
+
+    let holder = manager(&url, "holder").await;
+    let _held = holder
+        .lock("busy", LockOptions::new().ttl(LONG_LEASE))
+        .await
+        .expect("free");
+    let idle = json(&lockctl(&url, &["show", "busy", "--json"]));
+    assert_eq!(idle["waiters"], serde_json::json!([]), "{idle}");
+    expect_none();
+
+    // A waiter that holds nothing is published once it has waited a while: `show` lists it,
+    // and it is no deadlock.
+    let waiter = manager(&url, "lone waiter").await;
+    let waiting = tokio::spawn(async move {
+        let waited = waiter
+            .lock("busy", LockOptions::new().wait(LONG_WAIT))
+            .await;
+        panic!("the wait for a held lock ended: {waited:?}");
+    });
+    let (shown, listed) = lockctl_until(&url, &["show", "busy", "--json"], PATIENCE, |v| {
+        v["waiters"].as_array().is_some_and(|w| !w.is_empty())
+    })
+    .await;
+    assert!(listed, "the waiter is published: {shown}");
+    let waiter = &shown["waiters"][0];
+    assert_eq!(waiter["app"], "lone waiter", "{shown}");
+    assert_eq!(waiter["pid"], std::process::id(), "{shown}");
+    assert_eq!(waiter["holds"], serde_json::json!([]), "{shown}");
+    expect_none();
+    waiting.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadlock_on_a_cluster_is_read_from_the_master_of_the_waits() {
+    let cluster = RedisCluster::start(3, 0);
+    let url = cluster.url();
+    let waits_master = cluster
+        .master_for_key(lock_runtime::inspect::waits_key("lock:"))
+        .port();
+    // Locks that live on other masters than the published waits: reading the masters of the
+    // locks would not find them.
+    let names: Vec<String> = (0..64)
+        .map(|n| format!("acct:{n}"))
+        .filter(|name| cluster.master_for_key(format!("lock:{{{name}}}")).port() != waits_master)
+        .take(2)
+        .collect();
+    let keys = [names[0].as_str(), names[1].as_str()];
+    let (tasks, began) = abba(&url, keys).await;
+    let tokens: Vec<String> = keys
+        .iter()
+        .map(|key| {
+            let stored = format!("lock:{{{key}}}");
+            cluster
+                .master_for_key(&stored)
+                .stored_lock(&stored)
+                .and_then(|lock| lock.token)
+                .unwrap_or_else(|| panic!("{stored} is held\n{}", cluster.log()))
+        })
+        .collect();
+
+    abba_is_reported(&url, keys, began, &tokens).await;
+    waiter_is_shown(&url, keys[1], "a", keys[0]);
+    for task in tasks {
+        task.abort();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadlock_on_redlock_is_read_from_the_masters_copies() {
+    let masters = lock_tests::Masters::start(3);
+    let url = masters.url();
+    let keys = ["x", "y"];
+    let (tasks, began) = abba(&url, keys).await;
+    let tokens: Vec<String> = masters
+        .nodes()
+        .iter()
+        .flat_map(|node| keys.map(|key| node.stored_lock(&format!("lock:{{{key}}}"))))
+        .flatten()
+        .filter_map(|lock| lock.token)
+        .collect();
+    assert!(!tokens.is_empty(), "the locks are held");
+
+    abba_is_reported(&url, keys, began, &tokens).await;
+    waiter_is_shown(&url, "y", "a", "x");
+    for task in tasks {
+        task.abort();
+    }
 }
