@@ -1198,3 +1198,32 @@ async fn a_deadlock_on_redlock_is_read_from_the_masters_copies() {
         task.abort();
     }
 }
+
+/// A user whose rights predate the published waits (no `HGETALL`) still gets `show`, told on
+/// stderr that who waits is not shown; `deadlocks`, which has nothing else to show, fails
+/// naming the server, never the password.
+#[tokio::test(flavor = "multi_thread")]
+async fn show_without_the_right_to_read_the_waits_shows_the_rest() {
+    let server = RedisServer::start();
+    let password = format!(">{PASSWORD}");
+    server.cmd(&[
+        "ACL", "SETUSER", "ops", "on", &password, "~*", "&*", "+@all", "-hgetall",
+    ]);
+    let url = format!("redis://ops:{PASSWORD}@127.0.0.1:{}", server.port());
+    let locks = manager(&server.url(), "app").await;
+    let _held = locks.lock("busy", LockOptions::new()).await.expect("free");
+
+    let output = lockctl(&url, &["show", "busy", "--json"]);
+    let shown = text(&output);
+    let json_shown = json(&output);
+    assert_eq!(json_shown["locks"][0]["state"], "held", "{shown}");
+    assert!(json_shown["waiters"].is_null(), "{shown}");
+    assert!(shown.contains("who waits is not shown"), "{shown}");
+    assert!(!shown.contains(PASSWORD), "{shown}");
+
+    let output = lockctl(&url, &["deadlocks"]);
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{shown}");
+    assert!(shown.contains(&server.addr().to_string()), "{shown}");
+    assert!(!shown.contains(PASSWORD), "{shown}");
+}
