@@ -368,3 +368,30 @@ async fn two_processes_in_opposite_orders_one_gives_up() {
     assert_eq!((gave_up.len(), acquired), (1, 1), "{outcomes:?}");
     eprintln!("two processes: {outcomes:?}");
 }
+
+/// A user with the rights docs/SERVERS.md lists, and `+hset +hdel +hgetall` for the published
+/// waits, has deadlocks across processes found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_with_the_documented_rights_has_deadlocks_found() {
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .expect("server start");
+    let rights = "~lock:* &lock:* +evalsha +eval +get +set +del +incr +pexpire +pttl +time \
+                  +type +hget +zadd +zrem +zrange +zrangebyscore +zcard +multi +exec +exists \
+                  +info +ping +publish +subscribe +unsubscribe +hset +hdel +hgetall";
+    let mut command = vec!["ACL", "SETUSER", "locker", "on", ">pw"];
+    command.extend(rights.split_whitespace());
+    server.cmd(&command);
+    let url = format!("redis://locker:pw@{}", server.addr());
+    let one = LockManager::connect(&url).await.expect("connect");
+    let two = LockManager::connect(&url).await.expect("connect");
+    let outcomes = ring(
+        vec![
+            (one, "acl:1".into(), "acl:2".into()),
+            (two, "acl:2".into(), "acl:1".into()),
+        ],
+        failing(),
+    )
+    .await;
+    one_gave_up(&outcomes, &["acl:1", "acl:2"]);
+}
