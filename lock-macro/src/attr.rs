@@ -15,7 +15,7 @@ use crate::suggest;
 use crate::template::Template;
 
 /// The options, in the order the docs list them, with an example of each for messages.
-const OPTIONS: [(&str, &str); 14] = [
+const OPTIONS: [(&str, &str); 15] = [
     ("key", "key = \"order:<order_id>\""),
     ("keys", "keys = [\"account:<from>\", \"account:<to>\"]"),
     ("ttl", "ttl = \"30s\""),
@@ -23,6 +23,7 @@ const OPTIONS: [(&str, &str); 14] = [
     ("permits", "permits = 3"),
     ("mode", "mode = \"read\""),
     ("fair", "fair = true"),
+    ("deadlock", "deadlock = \"fail\""),
     ("watchdog", "watchdog = false"),
     ("on_lease_lost", "on_lease_lost = \"continue\""),
     ("hold_at_least", "hold_at_least = \"1m\""),
@@ -35,7 +36,7 @@ const OPTIONS: [(&str, &str); 14] = [
 /// Names people bring from other lock libraries (Redisson, Spring Integration, ShedLock, lock4j),
 /// mapped to ours. Matched after converting camelCase to snake_case, so `leaseTime` is
 /// `lease_time` here.
-const ALIASES: [(&str, &str); 24] = [
+const ALIASES: [(&str, &str); 31] = [
     ("name", "key"),
     ("key_list", "keys"),
     ("keys_list", "keys"),
@@ -60,14 +61,23 @@ const ALIASES: [(&str, &str); 24] = [
     ("semaphore", "permits"),
     ("read_write", "mode"),
     ("lock_mode", "mode"),
+    ("deadlocks", "deadlock"),
+    ("on_deadlock", "deadlock"),
+    ("deadlock_detection", "deadlock"),
+    ("detect_deadlock", "deadlock"),
+    ("detect_deadlocks", "deadlock"),
+    ("deadlock_policy", "deadlock"),
+    ("deadlock_action", "deadlock"),
 ];
 
 /// Flags that mean a value of an option: `read = true` is `mode = "read"`.
-const VALUE_ALIASES: [(&str, &str, &str); 4] = [
+const VALUE_ALIASES: [(&str, &str, &str); 6] = [
     ("read", "mode", "\"read\""),
     ("read_lock", "mode", "\"read\""),
     ("write", "mode", "\"write\""),
     ("write_lock", "mode", "\"write\""),
+    ("fail_on_deadlock", "deadlock", "\"fail\""),
+    ("abort_on_deadlock", "deadlock", "\"fail\""),
 ];
 
 /// A duration option: its value and the literal it came from (for error spans and messages).
@@ -90,6 +100,12 @@ pub(crate) struct BoolArg {
 /// `mode = "read" | "write"`: a read share or the write hold of the read-write lock of the key.
 pub(crate) struct ModeArg {
     pub(crate) write: bool,
+    pub(crate) lit: LitStr,
+}
+
+/// `deadlock = "fail" | "wait"`: what the call does when its wait is part of a deadlock.
+pub(crate) struct DeadlockArg {
+    pub(crate) fail: bool,
     pub(crate) lit: LitStr,
 }
 
@@ -176,6 +192,7 @@ pub(crate) struct Args {
     pub(crate) permits: Slot<PermitsArg>,
     pub(crate) mode: Slot<ModeArg>,
     pub(crate) fair: Slot<BoolArg>,
+    pub(crate) deadlock: Slot<DeadlockArg>,
     pub(crate) watchdog: Slot<BoolArg>,
     pub(crate) on_lease_lost: Slot<OnLeaseLost>,
     pub(crate) hold_at_least: Slot<DurationArg>,
@@ -195,6 +212,7 @@ impl Args {
             permits: Slot::new("permits"),
             mode: Slot::new("mode"),
             fair: Slot::new("fair"),
+            deadlock: Slot::new("deadlock"),
             watchdog: Slot::new("watchdog"),
             on_lease_lost: Slot::new("on_lease_lost"),
             hold_at_least: Slot::new("hold_at_least"),
@@ -262,6 +280,7 @@ impl Args {
             "permits" => self.permits.set(name, || permits(value)),
             "mode" => self.mode.set(name, || mode(value)),
             "fair" => self.fair.set(name, || boolean("fair", value)),
+            "deadlock" => self.deadlock.set(name, || deadlock(value)),
             "watchdog" => self.watchdog.set(name, || boolean("watchdog", value)),
             "on_lease_lost" => self.on_lease_lost.set(name, || on_lease_lost(value)),
             "hold_at_least" => self
@@ -312,6 +331,7 @@ impl Args {
             "permits" => &mut self.permits.guessed,
             "mode" => &mut self.mode.guessed,
             "fair" => &mut self.fair.guessed,
+            "deadlock" => &mut self.deadlock.guessed,
             "watchdog" => &mut self.watchdog.guessed,
             "on_lease_lost" => &mut self.on_lease_lost.guessed,
             "hold_at_least" => &mut self.hold_at_least.guessed,
@@ -841,6 +861,102 @@ fn mode(value: Expr) -> syn::Result<ModeArg> {
     }
 }
 
+/// What `deadlock` accepts, and other words for each that people write (`"abort"`, `"error"`).
+const DEADLOCK_WORDS: [(&str, &str); 16] = [
+    ("fail", "fail"),
+    ("wait", "wait"),
+    ("abort", "fail"),
+    ("error", "fail"),
+    ("err", "fail"),
+    ("give_up", "fail"),
+    ("raise", "fail"),
+    ("throw", "fail"),
+    ("detect", "fail"),
+    ("break", "fail"),
+    ("block", "wait"),
+    ("keep_waiting", "wait"),
+    ("ignore", "wait"),
+    ("none", "wait"),
+    ("continue", "wait"),
+    ("default", "wait"),
+];
+
+/// The value of `deadlock` a word other than `"fail"` or `"wait"` means, if any.
+fn deadlock_word(word: &str) -> Option<&'static str> {
+    let word = suggest::snake_case(word.trim()).replace(['-', ' '], "_");
+    DEADLOCK_WORDS
+        .iter()
+        .find(|(other, _)| *other == word)
+        .map(|(_, meant)| *meant)
+        .or_else(|| suggest::closest(&word, ["fail", "wait"]))
+        .or_else(|| yes_or_no(&word).map(|fail| if fail { "fail" } else { "wait" }))
+}
+
+fn deadlock(value: Expr) -> syn::Result<DeadlockArg> {
+    let Some(lit) = string_lit(&value) else {
+        // `fail`, `Deadlock::Fail`, `true`: the value it means, as a string.
+        let meant = match &value {
+            Expr::Path(path) => path
+                .path
+                .segments
+                .last()
+                .and_then(|segment| deadlock_word(&segment.ident.unraw().to_string())),
+            Expr::Lit(ExprLit {
+                lit: Lit::Bool(b), ..
+            }) => Some(if b.value { "fail" } else { "wait" }),
+            Expr::Lit(ExprLit {
+                lit: Lit::Int(int), ..
+            }) => deadlock_word(int.base10_digits()),
+            _ => None,
+        };
+        let fix = match meant {
+            Some("wait") => {
+                "write `deadlock = \"wait\"`, or leave `deadlock` out: waiting is the default"
+                    .to_owned()
+            }
+            Some(meant) => format!("write `deadlock = \"{meant}\"`"),
+            None => "write `deadlock = \"fail\"` or `deadlock = \"wait\"`".to_owned(),
+        };
+        let why = match &value {
+            Expr::Lit(ExprLit {
+                lit: Lit::Bool(_), ..
+            }) => {
+                ", not a boolean (deadlocks are found and logged either way; the string says \
+                 what this call does when it is in one)"
+            }
+            _ => "",
+        };
+        return Err(syn::Error::new_spanned(
+            value,
+            format!("`deadlock` takes a string{why}: {fix}"),
+        ));
+    };
+    match lit.value().as_str() {
+        "fail" => Ok(DeadlockArg {
+            fail: true,
+            lit: lit.clone(),
+        }),
+        "wait" => Ok(DeadlockArg {
+            fail: false,
+            lit: lit.clone(),
+        }),
+        other => {
+            let hint = deadlock_word(other)
+                .map(|meant| format!(" (did you mean \"{meant}\"?)"))
+                .unwrap_or_default();
+            Err(syn::Error::new(
+                lit.span(),
+                format!(
+                    "`deadlock` must be \"fail\" (when this call's wait is part of a deadlock, \
+                     give up with LockError::Deadlock) or \"wait\" (keep waiting until `wait` \
+                     runs out, the default), found \"{}\"{hint}",
+                    other.escape_debug()
+                ),
+            ))
+        }
+    }
+}
+
 fn manager(value: Expr) -> syn::Result<Expr> {
     let Some(lit) = string_lit(&value) else {
         return Ok(value);
@@ -924,6 +1040,67 @@ mod tests {
         assert!(errs[0].contains("(did you mean \"read\"?)"), "{errs:?}");
         let errs = errors(quote!(key = "a", mode = read));
         assert!(errs[0].starts_with("`mode` takes a string"), "{errs:?}");
+    }
+
+    #[test]
+    fn deadlock_takes_fail_or_wait() {
+        let (args, errs) = Args::parse(quote!(key = "a", deadlock = "fail"));
+        assert!(errs.is_empty() && args.deadlock.get().is_some_and(|d| d.fail));
+        let (args, errs) = Args::parse(quote!(key = "a", deadlock = "wait"));
+        assert!(errs.is_empty() && args.deadlock.get().is_some_and(|d| !d.fail));
+        for (bad, says) in [
+            (quote!(true), "not a boolean"),
+            (quote!(true), "write `deadlock = \"fail\"`"),
+            (
+                quote!(false),
+                "write `deadlock = \"wait\"`, or leave `deadlock` out",
+            ),
+            (
+                quote!(fail),
+                "`deadlock` takes a string: write `deadlock = \"fail\"`",
+            ),
+            (quote!(Deadlock::Fail), "write `deadlock = \"fail\"`"),
+            (
+                quote!(lock_runtime::Deadlock::Wait),
+                "write `deadlock = \"wait\"`",
+            ),
+            (
+                quote!(self.policy),
+                "write `deadlock = \"fail\"` or `deadlock = \"wait\"`",
+            ),
+            (quote!("abort"), "found \"abort\" (did you mean \"fail\"?)"),
+            (quote!("Fail"), "found \"Fail\" (did you mean \"fail\"?)"),
+            (quote!("block"), "(did you mean \"wait\"?)"),
+            (quote!("yes"), "(did you mean \"fail\"?)"),
+        ] {
+            let errs = errors(quote!(key = "a", deadlock = #bad));
+            assert_eq!(errs.len(), 1, "{bad}: {errs:?}");
+            assert!(errs[0].contains(says), "{bad}: {errs:?}");
+        }
+        let errs = errors(quote!(key = "a", deadlock = "sometimes"));
+        assert!(errs[0].ends_with("found \"sometimes\""), "{errs:?}");
+    }
+
+    #[test]
+    fn deadlock_options_of_other_names_are_guessed() {
+        for (name, meant) in [
+            (quote!(deadlocks), "`deadlock`"),
+            (quote!(on_deadlock), "`deadlock`"),
+            (quote!(deadlock_detection), "`deadlock`"),
+            (quote!(onDeadlock), "`deadlock`"),
+            (quote!(dedlock), "`deadlock`"),
+            (quote!(fail_on_deadlock), "`deadlock = \"fail\"`"),
+        ] {
+            let (args, errs) = Args::parse(quote!(key = "a", wait = "5s", #name = true));
+            assert_eq!(errs.len(), 1, "{name}: {errs:?}");
+            assert!(
+                errs[0]
+                    .to_string()
+                    .contains(&format!("(did you mean {meant}?)")),
+                "{name}: {errs:?}"
+            );
+            assert!(args.deadlock.failed(), "{name}");
+        }
     }
 
     #[test]

@@ -399,6 +399,13 @@ fn options(options: &OptionsPlan) -> TokenStream {
     if let Some(fair) = options.fair {
         set("fair", fair.into_token_stream());
     }
+    if let Some(fail) = options.deadlock_fail {
+        let choice = if fail { quote!(Fail) } else { quote!(Wait) };
+        set(
+            "deadlock",
+            quote! { #runtime::__private::Deadlock::#choice },
+        );
+    }
     if let Some(watchdog) = options.watchdog {
         set("watchdog", watchdog.into_token_stream());
     }
@@ -574,6 +581,23 @@ mod tests {
             "{body}"
         );
         assert!(!body.contains(". ttl ("), "{body}");
+    }
+
+    #[test]
+    fn deadlock_sets_the_runtime_choice() {
+        for (value, variant) in [("fail", "Fail"), ("wait", "Wait")] {
+            let expanded = expand_fn(
+                quote!(key = "k", wait = "5s", deadlock = #value),
+                quote! { async fn f() -> Result<(), E> { Ok(()) } },
+            );
+            let body = expanded.block.to_token_stream().to_string();
+            assert!(
+                body.contains(&format!(
+                    ". deadlock (__lock_runtime :: __private :: Deadlock :: {variant})"
+                )),
+                "{body}"
+            );
+        }
     }
 
     #[test]

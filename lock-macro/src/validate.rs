@@ -48,6 +48,8 @@ pub(crate) struct OptionsPlan {
     /// key, `Some(false)` for a read share; `None` for the lock.
     pub(crate) write_mode: Option<bool>,
     pub(crate) fair: Option<bool>,
+    /// `deadlock = "fail" | "wait"`: `Some(true)` gives up a wait that is part of a deadlock.
+    pub(crate) deadlock_fail: Option<bool>,
     pub(crate) watchdog: Option<bool>,
     pub(crate) on_lease_lost: Option<OnLeaseLost>,
     pub(crate) hold_at_least: Option<u64>,
@@ -167,6 +169,7 @@ pub(crate) fn validate(
             write_mode: args.mode.get().map(|mode| mode.write),
             permits,
             fair: args.fair.get().map(|b| b.value),
+            deadlock_fail: args.deadlock.get().map(|deadlock| deadlock.fail),
             watchdog: args.watchdog.get().map(|b| b.value),
             on_lease_lost: args.on_lease_lost.get().copied(),
             hold_at_least: millis(&args.hold_at_least),
@@ -237,6 +240,7 @@ fn check_options(args: &Args, errors: &mut Vec<syn::Error>) {
     check_fair(args, errors);
     check_permits(args, errors);
     check_mode(args, errors);
+    check_deadlock(args, errors);
 }
 
 /// `mode` takes the read-write lock of one key: not a semaphore's permit, not several locks,
@@ -281,14 +285,86 @@ fn check_mode(args: &Args, errors: &mut Vec<syn::Error>) {
 
 /// The end of "remove `permits`" or "remove `mode`" when `fair = true` conflicts with it: what
 /// else the lock taken in order needs, so that this fix is complete.
-fn to_take_the_lock_in_order(args: &Args) -> &'static str {
+fn to_take_the_lock_in_order(args: &Args) -> String {
+    to_take_the_lock(args, "to take the lock in order")
+}
+
+/// The end of "remove `permits`" or "remove `mode`" when an option that needs the lock and a
+/// wait (`fair = true`, `deadlock = "fail"`) conflicts with it: adds the `wait` when there is
+/// none, with `purpose` saying what it is for.
+fn to_take_the_lock(args: &Args, purpose: &str) -> String {
     match args.wait.get() {
-        _ if args.wait.failed() => " to take the lock",
-        None => " and add how long it may wait, e.g. `wait = \"5s\"`, to take the lock in order",
+        _ if args.wait.failed() => " to take the lock".to_owned(),
+        None => format!(" and add how long it may wait, e.g. `wait = \"5s\"`, {purpose}"),
         Some(wait) if wait.millis == 0 => {
-            " and make `wait` longer than 0, e.g. `wait = \"5s\"`, to take the lock in order"
+            format!(" and make `wait` longer than 0, e.g. `wait = \"5s\"`, {purpose}")
         }
-        Some(_) => " to take the lock",
+        Some(_) => " to take the lock".to_owned(),
+    }
+}
+
+/// `deadlock = "fail"` gives up a wait that is part of a deadlock, and the runtime follows only
+/// the waits of plain locks (`keys` are plain locks, each waited for with these options): not a
+/// semaphore's, not a read-write lock's, and not a call that never waits. `deadlock = "wait"`
+/// is what those do anyway, so it is accepted everywhere, as `fair = false` is.
+fn check_deadlock(args: &Args, errors: &mut Vec<syn::Error>) {
+    let Some(deadlock) = args.deadlock.get().filter(|deadlock| deadlock.fail) else {
+        return;
+    };
+    let head = "`deadlock = \"fail\"` gives up a wait that is part of a deadlock";
+    let mode = args.mode.get().map(|mode| mode.lit.value());
+    let not_followed = match (args.permits.get(), &mode) {
+        (Some(_), None) => Some((
+            "`permits` makes this fn take a semaphore's permit".to_owned(),
+            "`permits`",
+        )),
+        (None, Some(mode)) => Some((
+            format!("`mode = \"{mode}\"` takes a read-write lock"),
+            "`mode`",
+        )),
+        (Some(_), Some(mode)) => Some((
+            format!(
+                "`permits` takes a semaphore's permit and `mode = \"{mode}\"` a read-write lock"
+            ),
+            "`permits` and `mode`",
+        )),
+        (None, None) => None,
+    };
+    if let Some((takes, remove)) = not_followed {
+        errors.push(syn::Error::new(
+            deadlock.lit.span(),
+            format!(
+                "{head} between locks, but {takes}, whose waits are not followed for deadlocks: \
+                 remove `deadlock`, or remove {remove}{}",
+                to_take_the_lock(args, "to take the lock and give up in a deadlock")
+            ),
+        ));
+        return;
+    }
+    // A rejected or misspelled `wait`, `permits` or `mode` is reported already; its fix decides.
+    if args.wait.failed() || !args.permits.missing() || !args.mode.missing() {
+        return;
+    }
+    // `fair = true` asks for the same `wait`, at the same place: one message is enough.
+    if args.fair.get().is_some_and(|fair| fair.value) {
+        return;
+    }
+    match args.wait.get() {
+        None => errors.push(syn::Error::new(
+            deadlock.lit.span(),
+            format!(
+                "{head}, but without `wait` this fn tries once and never waits, so it is never \
+                 part of one: add how long it may wait, e.g. `wait = \"5s\"`"
+            ),
+        )),
+        Some(wait) if wait.millis == 0 => errors.push(syn::Error::new(
+            wait.lit.span(),
+            format!(
+                "{head}, but a `wait` of 0 tries once and never waits, so it is never part of \
+                 one: write how long it may wait, e.g. `wait = \"5s\"`"
+            ),
+        )),
+        Some(_) => {}
     }
 }
 
@@ -843,6 +919,116 @@ mod tests {
             errs[0].ends_with("remove `permits` to take the lock"),
             "{errs:?}"
         );
+    }
+
+    #[test]
+    fn deadlock_fail_needs_a_wait_for_a_plain_lock() {
+        let ok = |args: TokenStream| {
+            let plan = plan(args.clone(), item()).unwrap_or_else(|errs| panic!("{args}: {errs:?}"));
+            plan.options.deadlock_fail
+        };
+        assert_eq!(
+            ok(quote!(key = "k", wait = "5s", deadlock = "fail")),
+            Some(true)
+        );
+        assert_eq!(
+            ok(quote!(key = "k", wait = "5s", deadlock = "wait")),
+            Some(false)
+        );
+        assert_eq!(ok(quote!(key = "k")), None);
+        // Each key of `keys` is a plain lock waited for with these options.
+        assert_eq!(
+            ok(quote!(
+                keys = ["a:<user_id>", "b:<voucher_id>"],
+                wait = "5s",
+                deadlock = "fail"
+            )),
+            Some(true)
+        );
+        // "wait" is what a call that is not followed does anyway.
+        assert_eq!(ok(quote!(key = "k", deadlock = "wait")), Some(false));
+        assert_eq!(
+            ok(quote!(key = "k", permits = 2, deadlock = "wait")),
+            Some(false)
+        );
+        assert_eq!(
+            ok(quote!(key = "k", mode = "read", deadlock = "wait")),
+            Some(false)
+        );
+
+        let errs = errors(quote!(key = "k", deadlock = "fail"), item());
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(
+            errs[0].ends_with("add how long it may wait, e.g. `wait = \"5s\"`"),
+            "{errs:?}"
+        );
+        let errs = errors(quote!(key = "k", wait = "0s", deadlock = "fail"), item());
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].contains("a `wait` of 0"), "{errs:?}");
+    }
+
+    #[test]
+    fn deadlock_fail_with_a_semaphore_or_read_write_lock_is_one_error_whose_fix_adds_the_wait() {
+        for (args, remove, ends) in [
+            (
+                quote!(key = "k", permits = 3, deadlock = "fail"),
+                "remove `permits`",
+                " and add how long it may wait, e.g. `wait = \"5s\"`, to take the lock and \
+                 give up in a deadlock",
+            ),
+            (
+                quote!(key = "k", mode = "read", wait = "5s", deadlock = "fail"),
+                "remove `mode`",
+                " to take the lock",
+            ),
+            (
+                quote!(key = "k", mode = "write", wait = "0s", deadlock = "fail"),
+                "remove `mode`",
+                " and make `wait` longer than 0, e.g. `wait = \"5s\"`, to take the lock and \
+                 give up in a deadlock",
+            ),
+        ] {
+            let errs = errors(args.clone(), item());
+            assert_eq!(errs.len(), 1, "{args}: {errs:?}");
+            assert!(
+                errs[0].ends_with(&format!("remove `deadlock`, or {remove}{ends}")),
+                "{args}: {errs:?}"
+            );
+        }
+        // With `permits` and `mode` both, its fix removes both (their own error says which to
+        // keep, which is one of the fixes of this one).
+        let errs = errors(
+            quote!(
+                key = "k",
+                permits = 3,
+                mode = "read",
+                wait = "5s",
+                deadlock = "fail"
+            ),
+            item(),
+        );
+        assert_eq!(errs.len(), 2, "{errs:?}");
+        assert!(errs[1].contains("remove `permits` and `mode`"), "{errs:?}");
+    }
+
+    #[test]
+    fn deadlock_and_fair_without_a_wait_ask_for_it_once() {
+        let errs = errors(quote!(key = "k", fair = true, deadlock = "fail"), item());
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        assert!(errs[0].starts_with("`fair = true`"), "{errs:?}");
+        let errs = errors(
+            quote!(key = "k", fair = true, wait = "0s", deadlock = "fail"),
+            item(),
+        );
+        assert_eq!(errs.len(), 1, "{errs:?}");
+        for args in [
+            quote!(key = "k", wiat = "5s", deadlock = "fail"),
+            quote!(key = "k", wait = "5", deadlock = "fail"),
+            quote!(key = "k", permits = "x", deadlock = "fail"),
+            quote!(key = "k", read = true, wait = "5s", deadlock = "fail"),
+        ] {
+            assert_eq!(errors(args.clone(), item()).len(), 1, "{args}");
+        }
     }
 
     #[test]

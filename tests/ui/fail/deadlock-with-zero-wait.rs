@@ -1,0 +1,8 @@
+use lock_runtime::{LockError, distributed_lock};
+
+#[distributed_lock(key = "account:<from>", wait = "0s", deadlock = "fail")]
+async fn transfer(from: u64, to: u64) -> Result<u64, LockError> {
+    Ok(from + to)
+}
+
+fn main() {}
