@@ -53,6 +53,7 @@ use proc_macro::TokenStream;
 /// | `permits`        | integer (or const expression) | none          | take one of this many permits of the semaphore named by the key instead of its lock: at most this many calls run at once; at least 1; not with `fair`; not on Redlock |
 /// | `mode`           | `"read"` / `"write"`          | none          | take a read share or the write hold of the read-write lock named by the key instead of its lock: many readers at once or one writer; a waiting writer goes before readers that come after it; not with `permits`, `keys` or `fair`; not on Redlock |
 /// | `fair`           | `true` / `false`              | `false`       | first come, first served across processes: waiting callers take the lock in the order they came, and a holder that asks again goes to the back (needs `wait`; not on Redlock) |
+/// | `deadlock`       | `"fail"` / `"wait"`           | `"wait"` (the manager's default) | when this call's wait is part of a deadlock (its task holds a lock that another waiter needs, which waits, itself or through others, for one this task holds): give up with `LockError::Deadlock` if it is the cycle's youngest wait of those that chose `"fail"`, or keep waiting until `wait` runs out; unset, `LockManagerBuilder::deadlock` decides (itself `"wait"` unless set); `"fail"` needs a `wait` and the plain lock (not with `permits` or `mode`) |
 /// | `watchdog`       | `true` / `false`              | `true`        | renew the lease every `ttl / 3` while the body runs; `false` = fixed lease of `ttl` |
 /// | `on_lease_lost`  | `"abort"` / `"continue"`      | `"abort"`     | when the lease is proven lost: drop the body at its next `.await` and return `LockError::LeaseLost`, or let it run on |
 /// | `hold_at_least`  | duration string               | none          | keep the lock at least this long after acquiring it, even if the body finishes sooner |
@@ -63,8 +64,9 @@ use proc_macro::TokenStream;
 ///
 /// Unknown, repeated or mistyped options are compile errors that name the valid options; names
 /// from other libraries get the option they mean (`leaseTime`/`lease_time`/`expire` -> `ttl`,
-/// `waitTime`/`wait_time`/`acquireTimeout` -> `wait`), a camelCase spelling its snake_case
-/// name, `read = true` and `write = true` the `mode` they mean, and an unknown option holding
+/// `waitTime`/`wait_time`/`acquireTimeout` -> `wait`, `on_deadlock`/`deadlock_detection` ->
+/// `deadlock`), a camelCase spelling its snake_case name, `read = true` and `write = true` the
+/// `mode` they mean, `fail_on_deadlock = true` `deadlock = "fail"`, and an unknown option holding
 /// a template or a list of them, when no key is given, `key` or `keys`. A misspelled option is
 /// one error: rules that depend on it (`fair` needs a `wait`; a missing `key`) wait until it is
 /// spelled right. Option values may come from `macro_rules!` fragments (`key = $key`).
@@ -144,6 +146,15 @@ use proc_macro::TokenStream;
 ///   already goes before new readers. An unknown mode lists `"read"` and `"write"`.
 /// - `fair = true` with `permits` or `mode` is that one error, also without a `wait`: its fix
 ///   that keeps `fair` says to add the `wait` too.
+/// - `deadlock = "fail"` without a `wait` (or with `wait = "0s"`) is an error: a call that never
+///   waits is never part of a deadlock (with `fair = true` too, `fair`'s error asks for the
+///   `wait`). With `permits` or `mode` it is one error at `deadlock`, whose fix that keeps it
+///   adds the `wait` if needed: only the waits of plain locks are followed. With `keys` it is
+///   accepted: the keys of one call never deadlock each other, but each is waited for as a
+///   plain lock, which can be part of a deadlock with locks held around the call or taken
+///   elsewhere in another order. `deadlock = "wait"` is accepted everywhere, as `fair = false`
+///   is. A value other than `"fail"` or `"wait"` (`true`, `fail` without quotes,
+///   `Deadlock::Fail`, `"abort"`) is an error that names the string to write.
 /// - `wait` and `max_hold` are independent (one bounds the time before acquiring, the other the
 ///   time after), so any combination is accepted.
 ///
