@@ -182,7 +182,10 @@ async fn measure<P: Path>(path: &Arc<P>, count: usize, tag: &str) -> Figures {
                 while pushed - progress.held() < IN_FLIGHT
                     && let Some(key) = keys.next()
                 {
-                    holds.push(path.clone().hold(key, progress.clone(), waiting_for(&stopped)));
+                    holds.push(
+                        path.clone()
+                            .hold(key, progress.clone(), waiting_for(&stopped)),
+                    );
                     pushed += 1;
                 }
                 tokio::select! {
