@@ -50,12 +50,13 @@ struct Shared {
     background: Background,
 }
 
-#[derive(Default)]
 struct State {
+    /// Where the watchdog's clock starts: the entries keep their moments as [`Tick`]s from here.
+    epoch: Instant,
     next_id: u64,
     entries: HashMap<u64, Entry>,
     /// (when, entry id): the next thing to do for each entry, earliest first.
-    queue: BTreeSet<(Instant, u64)>,
+    queue: BTreeSet<(Tick, u64)>,
     /// The driver task, started on first use and again if the runtime it ran on has shut down.
     driver: Option<tokio::task::JoinHandle<()>>,
     /// When the driver will look again by itself (None: not known, so wake it). Work due later
@@ -67,36 +68,118 @@ struct State {
     held: HashMap<u64, u64>,
 }
 
+/// A moment on the watchdog's clock: nanoseconds from its epoch (before it, negative), 8 bytes
+/// where an `Instant` takes 16. Ten thousand held leases keep five of them each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Tick(i64);
+
+impl Tick {
+    /// Later than every moment: "not set" for the moments an entry may not have.
+    const NEVER: Tick = Tick(i64::MAX);
+    /// The latest moment the clock names: sums saturate here, below [`Tick::NEVER`].
+    const LAST: i64 = i64::MAX - 1;
+
+    fn since(epoch: Instant, at: Instant) -> Tick {
+        let nanos = |span: Duration| i64::try_from(span.as_nanos()).unwrap_or(Tick::LAST);
+        if at >= epoch {
+            Tick(nanos(at - epoch).min(Tick::LAST))
+        } else {
+            Tick(-nanos(epoch - at))
+        }
+    }
+
+    fn at(self, epoch: Instant) -> Instant {
+        let span = Duration::from_nanos(self.0.unsigned_abs());
+        if self.0 >= 0 {
+            epoch.checked_add(span).unwrap_or(epoch + FAR)
+        } else {
+            epoch.checked_sub(span).unwrap_or(epoch)
+        }
+    }
+
+    /// `Some(self)` unless it is [`Tick::NEVER`].
+    fn set(self) -> Option<Tick> {
+        (self != Tick::NEVER).then_some(self)
+    }
+}
+
+impl std::ops::Add<Duration> for Tick {
+    type Output = Tick;
+
+    fn add(self, span: Duration) -> Tick {
+        let nanos = i64::try_from(span.as_nanos()).unwrap_or(i64::MAX);
+        Tick(self.0.saturating_add(nanos).min(Tick::LAST))
+    }
+}
+
+impl std::ops::Sub<Duration> for Tick {
+    type Output = Tick;
+
+    fn sub(self, span: Duration) -> Tick {
+        let nanos = i64::try_from(span.as_nanos()).unwrap_or(i64::MAX);
+        Tick(self.0.saturating_sub(nanos))
+    }
+}
+
+impl std::ops::Sub for Tick {
+    type Output = Duration;
+
+    /// How long from `earlier` to `self`; zero if `earlier` is later.
+    fn sub(self, earlier: Tick) -> Duration {
+        Duration::from_nanos(u64::try_from(self.0.saturating_sub(earlier.0)).unwrap_or(0))
+    }
+}
+
+/// How far ahead a moment too far to name on the clock is put: further than any lease.
+const FAR: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+
 fn key_hash(stored: &str) -> u64 {
     use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
     BuildHasherDefault::<DefaultHasher>::default().hash_one(stored)
 }
 
+/// What the driver keeps of one lease: kept small (64 bytes), as there is one per held lock.
 struct Entry {
     lease: Weak<Lease>,
-    due: Instant,
+    due: Tick,
     /// The local end of the lease: past it without a successful renewal, the lease is lost.
-    lost_at: Instant,
-    ttl: Duration,
+    lost_at: Tick,
+    /// The lease's ttl in nanoseconds (at most `MAX_TTL`).
+    ttl_nanos: u64,
+    /// A renewal is on the wire: its answer is waited for until then (or the deadline), and
+    /// after that the renewal is sent again. [`Tick::NEVER`] when none is.
+    awaiting: Tick,
+    /// Where max_hold caps the lease ([`Tick::NEVER`]: nowhere).
+    hold_until: Tick,
+    /// The number of the latest renewal sent: only its answer moves the deadline (an earlier
+    /// one's "renewed" may predate a renewal that shortened the lease for max_hold).
+    request: u32,
     renew: bool,
     /// The acquire is on the wire: only the deadline is watched until it is answered.
     acquiring: bool,
-    /// A renewal is on the wire: its answer is waited for until then (or the deadline), and
-    /// after that the renewal is sent again.
-    awaiting: Option<Instant>,
-    /// The number of the latest renewal sent: only its answer moves the deadline (an earlier
-    /// one's "renewed" may predate a renewal that shortened the lease for max_hold).
-    request: u64,
-    hold_until: Option<Instant>,
     /// max_hold has shortened or stopped the renewals: the coming loss is its doing.
     capped: bool,
+}
+
+impl Entry {
+    fn ttl(&self) -> Duration {
+        Duration::from_nanos(self.ttl_nanos)
+    }
+
+    fn awaiting(&self) -> Option<Tick> {
+        self.awaiting.set()
+    }
+
+    fn hold_until(&self) -> Option<Tick> {
+        self.hold_until.set()
+    }
 }
 
 /// One renewal of a batch on the wire.
 struct Sent {
     id: u64,
     /// The entry's `request` when it was sent.
-    request: u64,
+    request: u32,
     ttl: Duration,
     /// When the driver stops waiting for its answer.
     give_up: Instant,
@@ -113,7 +196,15 @@ impl Watchdog {
     pub(crate) fn new(backend: Arc<dyn Backend>, background: Background) -> Self {
         Watchdog {
             shared: Arc::new(Shared {
-                state: Mutex::new(State::default()),
+                state: Mutex::new(State {
+                    epoch: Instant::now(),
+                    next_id: 0,
+                    entries: HashMap::new(),
+                    queue: BTreeSet::new(),
+                    driver: None,
+                    next_look: None,
+                    held: HashMap::new(),
+                }),
                 wake: Arc::new(Notify::new()),
                 backend,
                 background,
@@ -125,30 +216,33 @@ impl Watchdog {
     /// deadline is watched.
     pub(crate) fn register(&self, lease: &Arc<Lease>) -> u64 {
         let ttl = lease.options.ttl;
-        let lost_at = lease.deadline();
+        let deadline = lease.deadline();
+        let hold_until = lease
+            .options
+            .max_hold
+            .and_then(|max| lease.started().checked_add(max));
         let mut state = self.shared.lock();
         state.next_id += 1;
         let id = state.next_id;
+        let lost_at = state.tick(deadline);
+        let hold_until = hold_until.map_or(Tick::NEVER, |until| state.tick(until));
         state.entries.insert(
             id,
             Entry {
                 lease: Arc::downgrade(lease),
                 due: lost_at,
                 lost_at,
-                ttl,
+                ttl_nanos: u64::try_from(ttl.as_nanos()).unwrap_or(u64::MAX),
                 renew: lease.options.watchdog,
                 acquiring: true,
-                awaiting: None,
+                awaiting: Tick::NEVER,
                 request: 0,
                 capped: false,
-                hold_until: lease
-                    .options
-                    .max_hold
-                    .and_then(|max| lease.started().checked_add(max)),
+                hold_until,
             },
         );
         state.queue.insert((lost_at, id));
-        self.shared.start_driver(&mut state, lost_at);
+        self.shared.start_driver(&mut state, deadline);
         id
     }
 
@@ -170,8 +264,9 @@ impl Watchdog {
         let Some(entry) = state.entries.get(&id) else {
             return;
         };
-        let first = (lease.started() + entry.ttl / 3).min(entry.lost_at);
+        let first = (state.tick(lease.started()) + entry.ttl() / 3).min(entry.lost_at);
         state.reschedule(id, first);
+        let first = first.at(state.epoch);
         // Also starts the driver again if the runtime it ran on has shut down since the acquire
         // was registered (another test's runtime, say): this lease must be renewed.
         self.shared.start_driver(&mut state, first);
@@ -313,7 +408,11 @@ impl Watchdog {
 }
 
 impl State {
-    fn reschedule(&mut self, id: u64, due: Instant) {
+    fn tick(&self, at: Instant) -> Tick {
+        Tick::since(self.epoch, at)
+    }
+
+    fn reschedule(&mut self, id: u64, due: Tick) {
         let Some(entry) = self.entries.get_mut(&id) else {
             return;
         };
@@ -345,7 +444,7 @@ impl Shared {
             // The runtime the driver ran on shut down, and the renewals it had sent went with
             // it: their answers will never be booked, so send them again.
             for entry in state.entries.values_mut() {
-                entry.awaiting = None;
+                entry.awaiting = Tick::NEVER;
             }
         }
         let driver = drive(Arc::downgrade(self), self.wake.clone());
@@ -360,6 +459,9 @@ impl Shared {
         let mut unanswered = 0;
         let next = {
             let mut guard = self.lock();
+            let epoch = guard.epoch;
+            let instant = now;
+            let now = Tick::since(epoch, instant);
             let State { entries, queue, .. } = &mut *guard;
             for (due, id) in due_now(queue, entries, now) {
                 queue.remove(&(due, id));
@@ -370,7 +472,7 @@ impl Shared {
                     entries.remove(&id);
                     continue;
                 };
-                let capped = entry.hold_until.is_some_and(|until| now >= until);
+                let capped = entry.hold_until().is_some_and(|until| now >= until);
                 entry.capped |= capped;
                 if now >= entry.lost_at {
                     let reason = if entry.capped {
@@ -382,10 +484,10 @@ impl Shared {
                     lost.push((lease, reason));
                     continue;
                 }
-                let waiting = entry.awaiting.filter(|&until| now < until);
-                if entry.awaiting.is_some() && waiting.is_none() {
+                let waiting = entry.awaiting().filter(|&until| now < until);
+                if entry.awaiting().is_some() && waiting.is_none() {
                     // No answer within a third of the ttl: sent again below.
-                    entry.awaiting = None;
+                    entry.awaiting = Tick::NEVER;
                     unanswered += 1;
                 }
                 // Whatever happens next, the deadline is watched, and the wait for an answer.
@@ -394,21 +496,21 @@ impl Shared {
                 if entry.acquiring || waiting.is_some() || !entry.renew || capped {
                     continue;
                 }
-                let ttl = match entry.hold_until {
-                    Some(until) => entry.ttl.min(until - now),
-                    None => entry.ttl,
+                let ttl = match entry.hold_until() {
+                    Some(until) => entry.ttl().min(until - now),
+                    None => entry.ttl(),
                 };
-                if ttl < entry.ttl {
+                if ttl < entry.ttl() {
                     // This renewal shortens the server's lease. If its answer is lost, the
                     // server may expire the lock at `now + ttl`: the holder must not believe
                     // in more than that.
                     entry.capped = true;
                     entry.lost_at = entry.lost_at.min(now + ttl - drift_margin(ttl));
-                    lease.set_deadline(entry.lost_at);
+                    lease.set_deadline(entry.lost_at.at(epoch));
                 }
-                let give_up = (now + answer_wait(entry.ttl)).min(entry.lost_at);
-                entry.awaiting = Some(give_up);
-                entry.request += 1;
+                let give_up = (now + answer_wait(entry.ttl())).min(entry.lost_at);
+                entry.awaiting = give_up;
+                entry.request = entry.request.wrapping_add(1);
                 queue.remove(&(entry.due, id));
                 entry.due = give_up;
                 queue.insert((give_up, id));
@@ -417,10 +519,12 @@ impl Shared {
                     id,
                     request: entry.request,
                     ttl,
-                    give_up,
+                    give_up: give_up.at(epoch),
                 });
             }
-            let next = queue.first().map_or(now + IDLE_LOOK, |&(due, _)| due);
+            let next = queue
+                .first()
+                .map_or(instant + IDLE_LOOK, |&(due, _)| due.at(epoch));
             guard.next_look = Some(next);
             next
         };
@@ -470,13 +574,15 @@ impl Shared {
         answer: Result<Vec<Option<bool>>, Failure>,
         sent: Instant,
     ) {
-        let now = Instant::now();
         let mut lost = Vec::new();
         let mut wake = false;
         // Renewed, not ours, no answer.
         let mut tally = (0, 0, 0);
         {
             let mut state = self.lock();
+            let epoch = state.epoch;
+            let now = Tick::since(epoch, Instant::now());
+            let sent = Tick::since(epoch, sent);
             for (k, &i) in indices.iter().enumerate() {
                 let Some(this) = ids.get(i) else {
                     continue;
@@ -506,19 +612,21 @@ impl Shared {
                     // A later renewal is on the wire; its answer is the one that counts.
                     continue;
                 }
-                entry.awaiting = None;
+                entry.awaiting = Tick::NEVER;
                 let next = if verdict == Some(true) {
                     entry.lost_at = sent + this.ttl - drift_margin(this.ttl);
                     if let Some(lease) = entry.lease.upgrade() {
-                        lease.set_deadline(entry.lost_at);
+                        lease.set_deadline(entry.lost_at.at(epoch));
                     }
-                    sent + entry.ttl / 3
+                    sent + entry.ttl() / 3
                 } else {
                     // No answer for this lease (its node or shard failed): try again soon.
-                    now + (entry.ttl / 10).max(RETRY_FLOOR)
+                    now + (entry.ttl() / 10).max(RETRY_FLOOR)
                 };
                 let due = next.min(entry.lost_at);
-                wake |= state.next_look.is_none_or(|look| due < look);
+                wake |= state
+                    .next_look
+                    .is_none_or(|look| due < Tick::since(epoch, look));
                 state.reschedule(this.id, due);
             }
         }
@@ -552,10 +660,10 @@ fn answer_wait(ttl: Duration) -> Duration {
 /// The entries to handle at `now`: those due, and those whose renewal falls due soon (within a
 /// twelfth of their ttl), so that renewals taken at different moments still share round trips.
 fn due_now(
-    queue: &BTreeSet<(Instant, u64)>,
+    queue: &BTreeSet<(Tick, u64)>,
     entries: &HashMap<u64, Entry>,
-    now: Instant,
-) -> Vec<(Instant, u64)> {
+    now: Tick,
+) -> Vec<(Tick, u64)> {
     let mut due = Vec::new();
     for &(when, id) in queue {
         if when <= now {
@@ -568,9 +676,9 @@ fn due_now(
         let renewal_soon = entries.get(&id).is_some_and(|entry| {
             entry.renew
                 && !entry.acquiring
-                && entry.awaiting.is_none()
+                && entry.awaiting().is_none()
                 && when < entry.lost_at
-                && when <= now + entry.ttl / 12
+                && when <= now + entry.ttl() / 12
         });
         if renewal_soon {
             due.push((when, id));
@@ -700,6 +808,35 @@ mod tests {
             backend.clone(),
             crate::background::Background::pinned_to(None),
         )
+    }
+
+    #[test]
+    fn an_entry_stays_small() {
+        // One per held lease: ten thousand held locks keep ten thousand of them.
+        assert!(
+            std::mem::size_of::<Entry>() <= 64,
+            "{}",
+            std::mem::size_of::<Entry>()
+        );
+    }
+
+    #[test]
+    fn moments_come_back_from_the_clock_as_they_went_in() {
+        let epoch = Instant::now();
+        for at in [
+            epoch,
+            epoch + Duration::from_nanos(1),
+            epoch + Duration::from_secs(3600),
+            epoch - Duration::from_millis(5),
+        ] {
+            assert_eq!(Tick::since(epoch, at).at(epoch), at);
+        }
+        let tick = Tick::since(epoch, epoch + Duration::from_secs(10));
+        assert_eq!(tick + Duration::from_secs(5) - tick, Duration::from_secs(5));
+        assert_eq!(tick - (tick + Duration::from_secs(5)), Duration::ZERO);
+        // A sum too far to name stays short of "never".
+        assert!(tick + Duration::MAX < Tick::NEVER);
+        assert_eq!(Tick::NEVER.set(), None);
     }
 
     #[tokio::test(start_paused = true)]
