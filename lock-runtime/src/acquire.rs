@@ -16,7 +16,7 @@ use crate::backoff::Backoff;
 use crate::client::{Inner, without_token};
 use crate::guard::LockGuard;
 use crate::key::StoredKey;
-use crate::lease::Lease;
+use crate::lease::{Lease, Token};
 use crate::pending::Pending;
 use crate::shape::Shape;
 use crate::{Blocker, LockError, LockOptions, current};
@@ -81,7 +81,7 @@ fn reenter(lease: Arc<Lease>) -> Result<Arc<Lease>, LockError> {
     match lease.not_held_reason() {
         None => Ok(lease),
         Some(reason) => Err(LockError::LeaseLost {
-            key: lease.key.clone(),
+            key: lease.key().to_owned(),
             reason,
         }),
     }
@@ -96,7 +96,7 @@ impl Inner {
         // so that shutdown waits for it.
         let _under_way = self.work_under_way();
         let stored = self.admit(&key, options)?;
-        let mut acquisition = Acquisition::new(self, key, stored, options);
+        let mut acquisition = Acquisition::new(self, stored, options);
         let done = acquisition.run().await;
         acquisition.record(&done);
         done
@@ -219,14 +219,14 @@ struct Acquisition {
 }
 
 impl Acquisition {
-    fn new(manager: Arc<Inner>, key: String, stored: StoredKey, options: LockOptions) -> Self {
-        let token = uuid::Uuid::new_v4().to_string();
+    fn new(manager: Arc<Inner>, stored: StoredKey, options: LockOptions) -> Self {
+        let token = Token::new_v4();
         let start = Instant::now();
         // `wait(Duration::MAX)` means "as long as it takes".
         let give_up = start
             .checked_add(options.wait)
             .unwrap_or_else(|| start + FOREVER);
-        let lease = Arc::new(Lease::new(key, stored, token, manager.id, options, start));
+        let lease = Arc::new(Lease::new(stored, token, manager.id, options, start));
         let line = if options.wait.is_zero() {
             Line::No
         } else if options.fair {
@@ -303,7 +303,7 @@ impl Acquisition {
 
     /// The `slow lock acquire` event (see [`SLOW_ACQUIRE`]).
     fn slow(&self, waited_ms: u64, outcome: &str) {
-        let key = &self.lease.key;
+        let key = self.lease.key();
         let Some(blocker) = self.blocker.as_deref() else {
             tracing::info!(key = %key, waited_ms, outcome, "slow lock acquire");
             return;
@@ -324,7 +324,7 @@ impl Acquisition {
 
     fn shut_down(&self) -> LockError {
         LockError::ShutDown {
-            key: self.lease.key.clone(),
+            key: self.lease.key().to_owned(),
         }
     }
 
@@ -535,7 +535,7 @@ impl Acquisition {
         // allows it, so an attempt that landed unseen is simply confirmed.
         if failure.is_transient() && Instant::now() + self.backoff.peek() < self.give_up {
             let lease = pending.lease();
-            tracing::debug!(key = %lease.key, error = %without_token(&failure.to_string(), &lease.token), "acquire failed; retrying");
+            tracing::debug!(key = %lease.key(), error = %without_token(&failure.to_string(), &lease.token), "acquire failed; retrying");
             pending.disarm();
             tokio::time::sleep(self.backoff.pause()).await;
             return Answer::Again;
@@ -567,7 +567,7 @@ impl Acquisition {
                 waiting.hand_over(expires);
             }
             return ControlFlow::Break(Err(LockError::Busy {
-                key: self.lease.key.clone(),
+                key: self.lease.key().to_owned(),
                 waited: now - self.start,
                 retry_after: remaining,
                 blocker: self.blocker.clone(),
@@ -576,7 +576,7 @@ impl Acquisition {
         if self.waiting.is_none() {
             if self.manager.waits_for_itself(&self.lease) {
                 return ControlFlow::Break(Err(LockError::HeldByThisTask {
-                    key: self.lease.key.clone(),
+                    key: self.lease.key().to_owned(),
                 }));
             }
             if self.join(watched).await {
@@ -623,7 +623,7 @@ impl Acquisition {
         let cycle = self.deadlock.as_ref()?.wait.verdict()?;
         crate::metrics::deadlock(self.options.label);
         Some(LockError::Deadlock {
-            key: self.lease.key.clone(),
+            key: self.lease.key().to_owned(),
             cycle: Box::new(cycle),
         })
     }

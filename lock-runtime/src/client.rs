@@ -201,7 +201,7 @@ impl Inner {
         if failure.is_config() {
             return LockError::Config(format!(
                 "semaphore `{}` on {}: {shown}",
-                lease.key.escape_debug(),
+                lease.key().escape_debug(),
                 self.backend.server()
             ));
         }
@@ -213,7 +213,7 @@ impl Inner {
             failure.into_source()
         };
         let server = self.backend.server();
-        LockError::backend_with(operation, Some(&lease.key), server, source, transient)
+        LockError::backend_with(operation, Some(lease.key()), server, source, transient)
     }
 }
 

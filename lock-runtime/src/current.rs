@@ -63,7 +63,7 @@ pub(crate) fn held(manager_id: u64, key: &str, shape: Shape) -> Option<Arc<Lease
         let mut frame = Some(frame);
         while let Some(f) = frame {
             if f.lease.manager_id == manager_id
-                && f.lease.key == key
+                && f.lease.key() == key
                 && f.lease.stored.shape.same_lock(shape)
             {
                 return Some(f.lease.clone());
@@ -155,7 +155,7 @@ pub struct CurrentLock {
 impl std::fmt::Debug for CurrentLock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CurrentLock")
-            .field("key", &self.lease.key)
+            .field("key", &self.lease.key())
             .field("fencing_token", &self.fencing_token())
             .field("is_held", &self.is_held())
             .finish()
@@ -165,7 +165,7 @@ impl std::fmt::Debug for CurrentLock {
 impl CurrentLock {
     /// The lock key, as the caller named it.
     pub fn key(&self) -> &str {
-        &self.lease.key
+        self.lease.key()
     }
 
     /// Which lock of the key's name the section holds (see

@@ -55,7 +55,7 @@ struct Owner {
 impl std::fmt::Debug for LockGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LockGuard")
-            .field("key", &self.lease.key)
+            .field("key", &self.lease.key())
             .field("fencing_token", &self.lease.fencing_token())
             .field("is_held", &self.is_held())
             .field("reentered", &self.is_reentered())
@@ -103,7 +103,7 @@ impl LockGuard {
 
     /// The lock key, as the caller named it.
     pub fn key(&self) -> &str {
-        &self.lease.key
+        self.lease.key()
     }
 
     /// `Some(n)` if this guard holds one of the `n` permits of a semaphore
@@ -208,7 +208,7 @@ impl LockGuard {
             // Shutdown released it already.
             self.owner = None;
             return Err(LockError::LeaseLost {
-                key: self.lease.key.clone(),
+                key: self.lease.key().to_owned(),
                 reason: LostReason::ShutDown,
             });
         }
@@ -232,9 +232,9 @@ impl LockGuard {
                 let reason = LostReason::NotOwner;
                 self.lease.mark_lost(reason);
                 self.lease.mark_released();
-                tracing::warn!(key = %self.lease.key, %reason, "release found the lock no longer ours");
+                tracing::warn!(key = %self.lease.key(), %reason, "release found the lock no longer ours");
                 Err(LockError::LeaseLost {
-                    key: self.lease.key.clone(),
+                    key: self.lease.key().to_owned(),
                     reason,
                 })
             }
@@ -271,7 +271,7 @@ impl crate::section::Held for LockGuard {
 
     fn lost_error(&self, reason: LostReason) -> LockError {
         LockError::LeaseLost {
-            key: self.lease.key.clone(),
+            key: self.lease.key().to_owned(),
             reason,
         }
     }
@@ -279,7 +279,7 @@ impl crate::section::Held for LockGuard {
     async fn finish(self) {
         let lease = self.lease.clone();
         if let Err(err) = self.release().await {
-            tracing::warn!(key = %lease.key, error = %err, "locked section finished but its release failed");
+            tracing::warn!(key = %lease.key(), error = %err, "locked section finished but its release failed");
         }
     }
 }

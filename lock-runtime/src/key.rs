@@ -126,6 +126,14 @@ impl StoredKey {
         self.with_suffix(":queue:expiry")
     }
 
+    /// The key as the caller named it: the stored name without the prefix, the braces, the
+    /// escape of a leading `}` or `\` and the shape's suffix. (Kept once, in the stored name.)
+    pub(crate) fn key(&self) -> &str {
+        let end = self.lock.len() - 1 - self.shape.suffix().len();
+        let inner = &self.lock[self.prefix_len + 1..end];
+        inner.strip_prefix('\\').unwrap_or(inner)
+    }
+
     fn with_suffix(&self, suffix: &str) -> String {
         let mut name = String::with_capacity(self.lock.len() + suffix.len());
         name.push_str(&self.lock);
@@ -212,6 +220,24 @@ mod tests {
         assert_eq!(brace.lock, "lock:{\\}a}");
         assert_eq!(slash.lock, "lock:{\\\\}a}");
         assert_ne!(brace.lock, slash.lock);
+    }
+
+    #[test]
+    fn the_key_comes_back_from_the_stored_name() {
+        let shapes = [
+            Shape::Lock,
+            Shape::Semaphore { permits: 3 },
+            Shape::Read,
+            Shape::Write,
+        ];
+        for key in ["order:42", "}a", "\\}a", "\\", "a}:sem", "{x}", "é:ü"] {
+            for prefix in ["lock:", "", "app:{tenant}:"] {
+                for shape in shapes {
+                    let stored = StoredKey::of(prefix, key, shape).expect("valid key");
+                    assert_eq!(stored.key(), key, "{prefix} {shape:?}");
+                }
+            }
+        }
     }
 
     #[test]

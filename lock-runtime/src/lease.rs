@@ -38,11 +38,72 @@ impl Owner {
     }
 }
 
+/// An owner token: in the text form every request carries (a uuid v4 is 36 characters), kept
+/// inline rather than on the heap. Never shown: its `Debug` hides it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Token {
+    text: [u8; Token::MAX],
+    len: u8,
+}
+
+impl Token {
+    /// The longest token: a uuid's hyphenated form.
+    const MAX: usize = uuid::fmt::Hyphenated::LENGTH;
+
+    /// A fresh token: a random uuid v4, written without allocating.
+    pub(crate) fn new_v4() -> Token {
+        let mut text = [0; Token::MAX];
+        uuid::Uuid::new_v4().hyphenated().encode_lower(&mut text);
+        Token {
+            text,
+            len: Token::MAX as u8,
+        }
+    }
+
+    /// `text` as a token, if it is no longer than a uuid (tests name their own tokens).
+    #[cfg(test)]
+    pub(crate) fn from_text(text: &str) -> Option<Token> {
+        let mut token = Token {
+            text: [0; Token::MAX],
+            len: u8::try_from(text.len()).ok()?,
+        };
+        token
+            .text
+            .get_mut(..text.len())?
+            .copy_from_slice(text.as_bytes());
+        Some(token)
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        // Always whole characters: copied from a `str` or written as ASCII.
+        std::str::from_utf8(&self.text[..usize::from(self.len)]).unwrap_or_default()
+    }
+}
+
+impl std::ops::Deref for Token {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl PartialEq<str> for Token {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("<owner token>")
+    }
+}
+
 pub(crate) struct Lease {
-    /// The key as the caller named it.
-    pub(crate) key: String,
+    /// The key's names in Redis; the key as the caller named it is [`Lease::key`].
     pub(crate) stored: StoredKey,
-    pub(crate) token: String,
+    pub(crate) token: Token,
     pub(crate) manager_id: u64,
     /// The task that asked for the lock: the lock's owner in this process.
     pub(crate) task: Owner,
@@ -91,15 +152,13 @@ impl Times {
 
 impl Lease {
     pub(crate) fn new(
-        key: String,
         stored: StoredKey,
-        token: String,
+        token: Token,
         manager_id: u64,
         options: LockOptions,
         started: Instant,
     ) -> Self {
         Lease {
-            key,
             stored,
             token,
             manager_id,
@@ -118,15 +177,19 @@ impl Lease {
     /// `Backend::retry_with_same_token`).
     pub(crate) fn with_new_token(&self, started: Instant) -> Self {
         let mut lease = Lease::new(
-            self.key.clone(),
             self.stored.clone(),
-            uuid::Uuid::new_v4().to_string(),
+            Token::new_v4(),
             self.manager_id,
             self.options,
             started,
         );
         lease.task = self.task;
         lease
+    }
+
+    /// The lock key, as the caller named it.
+    pub(crate) fn key(&self) -> &str {
+        self.stored.key()
     }
 
     fn times(&self) -> std::sync::MutexGuard<'_, Times> {
@@ -311,5 +374,28 @@ impl Lease {
             }
         }
         std::future::pending().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_a_uuid_v4_in_text_and_never_shown() {
+        let token = Token::new_v4();
+        assert_eq!(token.len(), 36);
+        let parsed = uuid::Uuid::parse_str(&token).expect("a uuid");
+        assert_eq!(parsed.get_version_num(), 4);
+        assert_eq!(parsed.hyphenated().to_string(), token.as_str());
+        assert_ne!(Token::new_v4(), token);
+        assert_eq!(format!("{token:?}"), "<owner token>");
+    }
+
+    #[test]
+    fn a_named_token_reads_back_as_named() {
+        let token = Token::from_text("owner-a").expect("short enough");
+        assert_eq!(&*token, "owner-a");
+        assert!(Token::from_text(&"x".repeat(37)).is_none());
     }
 }

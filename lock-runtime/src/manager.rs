@@ -237,7 +237,7 @@ impl LockManager {
                 Err(_) => continue,
             };
             if let Err(err) = answer {
-                tracing::warn!(key = %lease.key, error = %err, "release at shutdown failed; the lock expires with its lease");
+                tracing::warn!(key = %lease.key(), error = %err, "release at shutdown failed; the lock expires with its lease");
                 first.get_or_insert(err);
             }
         }
@@ -483,11 +483,9 @@ mod tests {
 
     fn lease_of(locks: &LockManager, key: &str) -> Lease {
         let stored = StoredKey::new("lock:", key).expect("valid key");
-        let token = uuid::Uuid::new_v4().to_string();
         Lease::new(
-            key.into(),
             stored,
-            token,
+            crate::lease::Token::new_v4(),
             locks.inner.id,
             LockOptions::new(),
             Instant::now(),
@@ -525,12 +523,12 @@ mod tests {
             "ERR unknown command",
             format!(
                 "'EVALSHA', with args beginning with: 'abc' '2' 'lock:{{k}}' '{}'",
-                lease.token
+                lease.token.as_str()
             ),
         ));
         let err = locks.inner.error("acquire", &lease, echoed.into());
         let shown = format!("{err} {err:?}");
-        assert!(!shown.contains(&lease.token), "{shown}");
+        assert!(!shown.contains(lease.token.as_str()), "{shown}");
         assert!(shown.contains("<owner token>"), "{shown}");
     }
 

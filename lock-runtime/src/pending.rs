@@ -97,7 +97,7 @@ pub(crate) fn release_dropped(manager: Arc<Inner>, lease: &Arc<Lease>, runtime: 
         .or_else(|| Handle::try_current().ok())
         .or(runtime);
     let Some(runtime) = runtime else {
-        tracing::warn!(key = %lease.key, "no tokio runtime to release the lock on; it expires with its lease");
+        tracing::warn!(key = %lease.key(), "no tokio runtime to release the lock on; it expires with its lease");
         return;
     };
     // If the runtime is shutting down the task never runs and the lease simply runs out.
@@ -129,20 +129,20 @@ async fn release_in_background(
             Ok(Release::NotOwner | Release::Gone) => {
                 // After a cancelled acquire this is the normal answer: it never took the lock.
                 if granted {
-                    tracing::warn!(key = %lease.key, "release found the lock no longer ours");
+                    tracing::warn!(key = %lease.key(), "release found the lock no longer ours");
                 }
                 return;
             }
             Err(err) if !err.is_retryable() => {
-                tracing::warn!(key = %lease.key, error = %err, "release failed, and would again; the lock expires with its lease");
+                tracing::warn!(key = %lease.key(), error = %err, "release failed, and would again; the lock expires with its lease");
                 return;
             }
             Err(err) => {
                 if Instant::now() + backoff.peek() >= give_up {
-                    tracing::warn!(key = %lease.key, error = %err, "release failed; the lock expires with its lease");
+                    tracing::warn!(key = %lease.key(), error = %err, "release failed; the lock expires with its lease");
                     return;
                 }
-                tracing::debug!(key = %lease.key, error = %err, "release failed; retrying");
+                tracing::debug!(key = %lease.key(), error = %err, "release failed; retrying");
                 tokio::time::sleep(backoff.pause()).await;
             }
         }

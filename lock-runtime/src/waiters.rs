@@ -536,9 +536,8 @@ mod tests {
     fn a_lease() -> Arc<Lease> {
         let stored = crate::key::StoredKey::new("lock:", "k").expect("key");
         Arc::new(Lease::new(
-            "k".into(),
             stored,
-            "token".into(),
+            crate::lease::Token::from_text("token").expect("a short token"),
             1,
             crate::LockOptions::new(),
             Instant::now(),

@@ -313,7 +313,7 @@ impl Watchdog {
             .entries
             .values()
             .filter_map(|entry| entry.lease.upgrade())
-            .find(|lease| lease.token == token)
+            .find(|lease| *lease.token == *token)
     }
 
     /// Whether task `task` holds the lock (or a permit of the semaphore) stored as `stored`
@@ -530,7 +530,7 @@ impl Shared {
         };
         for (lease, reason) in lost {
             if lease.mark_lost(reason) {
-                tracing::warn!(key = %lease.key, %reason, "lease lost");
+                tracing::warn!(key = %lease.key(), %reason, "lease lost");
             }
         }
         if unanswered > 0 {
@@ -641,7 +641,7 @@ impl Shared {
         }
         for lease in lost {
             if lease.mark_lost(LostReason::NotOwner) {
-                tracing::warn!(key = %lease.key, reason = %LostReason::NotOwner, "lease lost");
+                tracing::warn!(key = %lease.key(), reason = %LostReason::NotOwner, "lease lost");
             }
         }
         if wake {
@@ -787,9 +787,9 @@ mod tests {
                 let stored = StoredKey::new("lock:", &key).expect("a valid key");
                 let options = LockOptions::new().ttl(ttl);
                 let lease = Arc::new(Lease::new(
-                    key,
                     stored,
-                    format!("token-{shard}-{i}"),
+                    crate::lease::Token::from_text(&format!("token-{shard}-{i}"))
+                        .expect("a short token"),
                     0,
                     options,
                     Instant::now(),
@@ -851,14 +851,18 @@ mod tests {
         let started = Instant::now();
         tokio::time::sleep(Duration::from_secs(3)).await;
         for lease in &leases {
-            if lease.key.starts_with("healthy") {
-                assert!(lease.is_held(), "{} lost with its shard healthy", lease.key);
+            if lease.key().starts_with("healthy") {
+                assert!(
+                    lease.is_held(),
+                    "{} lost with its shard healthy",
+                    lease.key()
+                );
             } else {
                 assert_eq!(
                     lease.status(),
                     Status::Lost(LostReason::Expired),
                     "{}",
-                    lease.key
+                    lease.key()
                 );
                 // Never renewed: its deadline is the first one, a ttl after the start.
                 assert_eq!(lease.deadline(), started + ttl - drift_margin(ttl));
@@ -882,8 +886,8 @@ mod tests {
         let leases = hold_eight(&watchdog, ttl);
         tokio::time::sleep(Duration::from_secs(3)).await;
         for lease in &leases {
-            assert!(lease.is_held(), "{} lost", lease.key);
-            assert!(lease.remaining() > ttl / 2, "{}", lease.key);
+            assert!(lease.is_held(), "{} lost", lease.key());
+            assert!(lease.remaining() > ttl / 2, "{}", lease.key());
         }
     }
 }

@@ -188,7 +188,7 @@ impl InLine {
         InLine {
             manager: manager.clone(),
             stored: lease.stored.clone(),
-            token: lease.token.clone(),
+            token: lease.token.as_str().to_owned(),
             left: false,
         }
     }

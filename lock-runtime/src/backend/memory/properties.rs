@@ -325,9 +325,8 @@ impl Run {
             .iter()
             .map(|&(key, token, ttl)| Renewal {
                 lease: std::sync::Arc::new(crate::lease::Lease::new(
-                    KEYS[key].to_owned(),
                     self.keys[key].clone(),
-                    TOKENS[token].to_owned(),
+                    crate::lease::Token::from_text(TOKENS[token]).expect("a short token"),
                     0,
                     crate::LockOptions::new(),
                     tokio::time::Instant::now(),
