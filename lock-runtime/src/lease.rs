@@ -363,13 +363,15 @@ impl Lease {
                 Status::Released => break,
                 Status::Acquiring | Status::Held => {}
             }
-            tokio::select! {
-                () = &mut changed => {}
-                () = tokio::time::sleep_until(deadline) => {
-                    // A renewal may have moved the deadline meanwhile.
-                    if Instant::now() >= self.deadline() && self.status() == Status::Held {
-                        self.mark_lost(self.expiry_reason());
-                    }
+            // A timeout rather than a `select!`: the same two futures, in less space (one per
+            // locked section while it runs).
+            if tokio::time::timeout_at(deadline, &mut changed)
+                .await
+                .is_err()
+            {
+                // A renewal may have moved the deadline meanwhile.
+                if Instant::now() >= self.deadline() && self.status() == Status::Held {
+                    self.mark_lost(self.expiry_reason());
                 }
             }
         }
