@@ -1227,3 +1227,110 @@ async fn show_without_the_right_to_read_the_waits_shows_the_rest() {
     assert!(shown.contains(&server.addr().to_string()), "{shown}");
     assert!(!shown.contains(PASSWORD), "{shown}");
 }
+
+/// The variable that makes [`deadlock_child_process`] a child of
+/// [`a_deadlock_between_two_processes_is_reported`]: `<url> <app> <first> <second>`.
+const CHILD: &str = "LOCKCTL_DEADLOCK_CHILD";
+
+/// Not a test of its own: run by [`a_deadlock_between_two_processes_is_reported`] as a process
+/// of this test binary (with [`CHILD`] set). Takes `first`, prints `child holds`, and once a line
+/// comes on stdin waits for `second` (`Deadlock::Wait`) until it is killed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a child process that a_deadlock_between_two_processes_is_reported starts"]
+async fn deadlock_child_process() {
+    use std::io::Write;
+    let Ok(args) = std::env::var(CHILD) else {
+        return;
+    };
+    let args: Vec<&str> = args.split(' ').collect();
+    let [url, app, first, second] = args[..] else {
+        panic!("{CHILD}: {args:?}");
+    };
+    let locks = manager(url, app).await;
+    let options = LockOptions::new().ttl(LONG_LEASE);
+    let _held = locks.lock(first, options).await.expect("free");
+    println!("child holds");
+    std::io::stdout().flush().expect("flush");
+    let mut go = String::new();
+    tokio::task::spawn_blocking(move || std::io::stdin().read_line(&mut go))
+        .await
+        .expect("stdin")
+        .expect("a line");
+    let _second = locks
+        .lock(second, options.wait(LONG_WAIT).deadlock(Deadlock::Wait))
+        .await;
+}
+
+/// Two real processes on one Redis, each holding one account and waiting for the other's:
+/// `lockctl deadlocks` names both, by their pids, soon after both began to wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadlock_between_two_processes_is_reported() {
+    use std::io::{BufRead, BufReader, Write};
+    let server = RedisServer::start();
+    let url = server.url();
+    let mut children: Vec<std::process::Child> =
+        [("a", "acct:1", "acct:2"), ("b", "acct:2", "acct:1")]
+            .into_iter()
+            .map(|(app, first, second)| {
+                Command::new(std::env::current_exe().expect("this test binary"))
+                    .args([
+                        "deadlock_child_process",
+                        "--exact",
+                        "--ignored",
+                        "--nocapture",
+                    ])
+                    .env(CHILD, format!("{url} {app} {first} {second}"))
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .expect("spawn a child")
+            })
+            .collect();
+    let pids: Vec<u32> = children.iter().map(std::process::Child::id).collect();
+    for child in &mut children {
+        let stdout = child.stdout.take().expect("stdout");
+        let held = tokio::task::spawn_blocking(move || {
+            BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .any(|line| line == "child holds")
+        })
+        .await
+        .expect("read");
+        assert!(
+            held,
+            "a child did not take its first lock\n{}",
+            server.log()
+        );
+    }
+    for child in &mut children {
+        writeln!(child.stdin.as_mut().expect("stdin"), "go").expect("write");
+    }
+    let began = Instant::now();
+    let (cycles, shown) = lockctl_until(&url, &["deadlocks", "--json"], DEADLOCK_PATIENCE, |v| {
+        v.as_array().is_some_and(|cycles| !cycles.is_empty())
+    })
+    .await;
+    let took = began.elapsed();
+    for child in &mut children {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(
+        shown,
+        "no deadlock shown within {DEADLOCK_PATIENCE:?}: {cycles}"
+    );
+    eprintln!(
+        "lockctl deadlocks showed the two processes' deadlock {took:?} after they began to wait"
+    );
+    let members = cycles[0]["members"].as_array().cloned().expect("members");
+    let mut shown_pids: Vec<u64> = members
+        .iter()
+        .filter_map(|member| member["pid"].as_u64())
+        .collect();
+    shown_pids.sort_unstable();
+    let mut expected: Vec<u64> = pids.iter().map(|&pid| u64::from(pid)).collect();
+    expected.sort_unstable();
+    assert_eq!(shown_pids, expected, "{cycles}");
+}
