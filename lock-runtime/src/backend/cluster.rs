@@ -335,11 +335,9 @@ impl ClusterBackend {
         ttl: Duration,
         ask: Ask,
     ) -> Result<Option<Acquire>, Failure> {
-        let value = self
-            .holder
-            .held_value(token, if ask.waited { '1' } else { '0' }, ask.since_ms);
+        let value = self.holder.attempt_value(token, ask);
         let counter = key.counter();
-        let (waits, joins) = (ask.waits, ask.line != Line::No);
+        let (waits, joins) = (ask.waits, ask.joins());
         let took = lean::take(
             conn,
             key,

@@ -41,6 +41,13 @@ pub(crate) struct Ask {
     pub(crate) since_ms: u64,
 }
 
+impl Ask {
+    /// Whether a busy answer puts the caller in a line of fair waiters that exists.
+    pub(crate) fn joins(&self) -> bool {
+        self.line != Line::No
+    }
+}
+
 /// Whether an acquire of a busy lock takes a place in the line of fair waiters (see queue.lua).
 /// Nobody jumps a line that exists, whichever they choose.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -307,6 +307,11 @@ impl Holder {
         }
     }
 
+    /// The value an attempt of `token` asking `ask` writes: marked as awaited if it waited.
+    pub(super) fn attempt_value(&self, token: &str, ask: Ask) -> String {
+        self.held_value(token, if ask.waited { '1' } else { '0' }, ask.since_ms)
+    }
+
     /// The value an acquire of `token` begun at `since_ms` (wall clock) writes: see
     /// [`protocol::held_value`], whose holder part is [`Holder::holder`].
     pub(super) fn held_value(&self, token: &str, waiting: char, since_ms: u64) -> String {
@@ -1097,13 +1102,11 @@ impl RedisBackend {
         ttl: Duration,
         ask: Ask,
     ) -> Result<Option<Acquire>, Failure> {
-        let value = self
-            .holder
-            .held_value(token, if ask.waited { '1' } else { '0' }, ask.since_ms);
+        let value = self.holder.attempt_value(token, ask);
         let counter = key.counter();
         let (value, counter) = (&value, &counter);
         let conn = self.shared_conn();
-        let (waits, joins) = (ask.waits, ask.line != Line::No);
+        let (waits, joins) = (ask.waits, ask.joins());
         let took = conn
             .send(|mut conn| async move {
                 lean::take(
