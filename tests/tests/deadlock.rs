@@ -301,19 +301,16 @@ async fn wait_until(done: impl Fn() -> bool) {
     }
 }
 
-/// Two real processes on one Redis take `acct:1` and `acct:2` in opposite orders with
-/// `Deadlock::Fail`: one gives up, the other then gets its second lock.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_processes_in_opposite_orders_one_gives_up() {
+/// Real processes on one Redis, each taking the lock `first` and then waiting for `second`
+/// (with `Deadlock::Fail`) once every one holds its first: the line each printed, `acquired
+/// <ms>` or `deadlock <ms>`.
+async fn processes(server: &RedisServer, members: &[(&str, &str)]) -> Vec<String> {
     use std::io::{BufRead, BufReader, Write};
     use std::process::{Command, Stdio};
     const CONTENDER: &str = env!("CARGO_BIN_EXE_contender");
-    let server = tokio::task::spawn_blocking(RedisServer::start)
-        .await
-        .expect("server start");
     let url = server.url();
-    let mut children: Vec<_> = [("acct:1", "acct:2"), ("acct:2", "acct:1")]
-        .into_iter()
+    let mut children: Vec<_> = members
+        .iter()
         .map(|(first, second)| {
             Command::new(CONTENDER)
                 .args(["deadlock", &url, first, second, "fail"])
@@ -337,7 +334,7 @@ async fn two_processes_in_opposite_orders_one_gives_up() {
         outputs
     })
     .await
-    .expect("both hold");
+    .expect("every one holds");
     for child in &mut children {
         let stdin = child.stdin.as_mut().expect("stdin");
         writeln!(stdin, "go").expect("write");
@@ -353,20 +350,53 @@ async fn two_processes_in_opposite_orders_one_gives_up() {
             .collect::<Vec<_>>()
     })
     .await
-    .expect("both end");
+    .expect("every one ends");
     for mut child in children {
         assert!(child.wait().expect("exit").success(), "{outcomes:?}");
     }
-    let gave_up: Vec<&String> = outcomes
+    outcomes
+}
+
+/// Exactly one of the processes' `outcomes` gave up in the deadlock; the others acquired.
+fn one_process_gave_up(outcomes: &[String]) {
+    let gave_up = outcomes
         .iter()
         .filter(|o| o.starts_with("deadlock "))
-        .collect();
+        .count();
     let acquired = outcomes
         .iter()
         .filter(|o| o.starts_with("acquired "))
         .count();
-    assert_eq!((gave_up.len(), acquired), (1, 1), "{outcomes:?}");
+    assert_eq!((gave_up, acquired), (1, outcomes.len() - 1), "{outcomes:?}");
+}
+
+/// Two real processes on one Redis take `acct:1` and `acct:2` in opposite orders with
+/// `Deadlock::Fail`: one gives up, the other then gets its second lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_processes_in_opposite_orders_one_gives_up() {
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .expect("server start");
+    let outcomes = processes(&server, &[("acct:1", "acct:2"), ("acct:2", "acct:1")]).await;
+    one_process_gave_up(&outcomes);
     eprintln!("two processes: {outcomes:?}");
+}
+
+/// Three real processes in a ring (each holds one account and waits for the next one's): one
+/// gives up, and the other two then get theirs in turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_processes_in_a_ring_one_gives_up() {
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .expect("server start");
+    let ring = [
+        ("acct:1", "acct:2"),
+        ("acct:2", "acct:3"),
+        ("acct:3", "acct:1"),
+    ];
+    let outcomes = processes(&server, &ring).await;
+    one_process_gave_up(&outcomes);
+    eprintln!("three processes: {outcomes:?}");
 }
 
 /// A user with the rights docs/SERVERS.md lists, and `+hset +hdel +hgetall` for the published
