@@ -269,6 +269,10 @@ impl crate::section::Held for LockGuard {
         self.lease.lost()
     }
 
+    fn lost_now(&self) -> Option<LostReason> {
+        self.lease.lost_now()
+    }
+
     fn lost_error(&self, reason: LostReason) -> LockError {
         LockError::LeaseLost {
             key: self.lease.key().to_owned(),

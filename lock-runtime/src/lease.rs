@@ -345,6 +345,25 @@ impl Lease {
         }
     }
 
+    /// The reason if the lease is known lost now, as the first poll of [`Lease::lost`] would
+    /// tell it: a held lease whose local deadline passed is marked lost here.
+    pub(crate) fn lost_now(&self) -> Option<LostReason> {
+        let Times {
+            status, deadline, ..
+        } = *self.times();
+        match status {
+            Status::Lost(reason) => Some(reason),
+            Status::Held if Instant::now() >= deadline => {
+                self.mark_lost(self.expiry_reason());
+                match self.status() {
+                    Status::Lost(reason) => Some(reason),
+                    _ => None,
+                }
+            }
+            Status::Acquiring | Status::Held | Status::Released => None,
+        }
+    }
+
     /// Resolves with the reason once the lease is lost; never resolves if it is released first.
     ///
     /// Watches the local deadline itself as well, so the loss is reported on time even if the
@@ -392,6 +411,26 @@ mod tests {
         assert_eq!(parsed.hyphenated().to_string(), token.as_str());
         assert_ne!(Token::new_v4(), token);
         assert_eq!(format!("{token:?}"), "<owner token>");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_lease_past_its_deadline_is_lost_at_a_look() {
+        let stored = StoredKey::new("lock:", "k").expect("valid key");
+        let ttl = Duration::from_secs(1);
+        let lease = Lease::new(
+            stored,
+            Token::new_v4(),
+            1,
+            LockOptions::new().ttl(ttl),
+            Instant::now(),
+        );
+        lease.mark_held(1);
+        assert_eq!(lease.lost_now(), None);
+        tokio::time::advance(ttl).await;
+        assert_eq!(lease.lost_now(), Some(LostReason::Expired));
+        assert_eq!(lease.status(), Status::Lost(LostReason::Expired));
+        lease.mark_released();
+        assert_eq!(lease.lost_now(), None);
     }
 
     #[test]

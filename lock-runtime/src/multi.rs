@@ -353,6 +353,12 @@ impl Held for MultiGuard {
         self.lost_at()
     }
 
+    fn lost_now(&self) -> Option<(usize, LostReason)> {
+        self.guards()
+            .enumerate()
+            .find_map(|(which, guard)| Some((which, guard.lease().lost_now()?)))
+    }
+
     fn lost_error(&self, (which, reason): (usize, LostReason)) -> LockError {
         let key = self.guards().nth(which).map_or("", LockGuard::key);
         LockError::LeaseLost {

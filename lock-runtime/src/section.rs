@@ -6,6 +6,7 @@
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::task::Poll;
 
 use futures_util::FutureExt;
 use futures_util::future::CatchUnwind;
@@ -23,6 +24,10 @@ pub(crate) trait Held: Sized {
 
     /// Resolves once a held lease is lost.
     fn lost(&self) -> impl Future<Output = Self::Lost>;
+
+    /// The loss if one is known now: what the first poll of [`lost`](Held::lost) would tell,
+    /// without registering anything to be woken by.
+    fn lost_now(&self) -> Option<Self::Lost>;
 
     /// The [`LockError::LeaseLost`] of a loss, naming the key.
     fn lost_error(&self, lost: Self::Lost) -> LockError;
@@ -64,14 +69,7 @@ where
             .scope(async {
                 match on_lease_lost {
                     OnLeaseLost::Continue => Ok(body.await),
-                    OnLeaseLost::Abort => {
-                        // The loss is checked first: once it is known, the body takes no further step.
-                        tokio::select! {
-                            biased;
-                            lost = held.lost() => Err(lost),
-                            finished = body => Ok(finished),
-                        }
-                    }
+                    OnLeaseLost::Abort => abort_on_loss(&held, body).await,
                 }
             })
             .await;
@@ -95,6 +93,49 @@ where
     }
 }
 
+/// Runs `body` until it finishes or a lease of `held` is lost, whichever comes first. The loss
+/// is checked first: once it is known, the body takes no further step.
+///
+/// The watch on the loss (a wake-up on every change of the lease's status and a timer at its
+/// local deadline, registered with the runtime's driver and removed again, for every lease of
+/// `held`) is set up only once the body waits: a body that finishes in its first poll costs a
+/// look at the status instead.
+#[allow(
+    clippy::manual_async_fn,
+    reason = "an `async fn` would keep a second copy of each argument in its state"
+)]
+fn abort_on_loss<H: Held, B: Future + Unpin>(
+    held: &H,
+    mut body: B,
+) -> impl Future<Output = Result<B::Output, H::Lost>> {
+    async move {
+        if let Some(lost) = held.lost_now() {
+            return Err(lost);
+        }
+        // Made here, first polled only once the body waits.
+        let mut lost = std::pin::pin!(held.lost());
+        let mut watched = false;
+        std::future::poll_fn(move |cx| {
+            if watched && let Poll::Ready(lost) = lost.as_mut().poll(cx) {
+                return Poll::Ready(Err(lost));
+            }
+            if let Poll::Ready(finished) = Pin::new(&mut body).poll(cx) {
+                return Poll::Ready(Ok(finished));
+            }
+            if !watched {
+                // The body waits: from now on a loss wakes this section. A loss since the
+                // look above is seen by this first poll, before the body takes another step.
+                watched = true;
+                if let Poll::Ready(lost) = lost.as_mut().poll(cx) {
+                    return Poll::Ready(Err(lost));
+                }
+            }
+            Poll::Pending
+        })
+        .await
+    }
+}
+
 /// A locked section's body, caught for panics, on the heap.
 pub(crate) type Body<F> = Pin<Box<CatchUnwind<AssertUnwindSafe<F>>>>;
 
@@ -103,4 +144,107 @@ pub(crate) type Body<F> = Pin<Box<CatchUnwind<AssertUnwindSafe<F>>>>;
 /// 2 KB would cost 6 KB in every locked call while it runs. Boxed once, it is kept once.
 pub(crate) fn box_body<F: Future>(body: F) -> Body<F> {
     Box::pin(AssertUnwindSafe(body).catch_unwind())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+    use std::future::Future;
+    use std::pin::pin;
+    use std::task::{Context, Poll, Waker};
+
+    use super::*;
+    use crate::LostReason;
+
+    /// A held lock whose loss the test decides, counting how often its watch is polled.
+    #[derive(Default)]
+    struct Fake {
+        lost: Cell<Option<LostReason>>,
+        watch_polls: Cell<u32>,
+    }
+
+    impl Held for Fake {
+        fn scope<F: Future>(&self, body: F) -> impl Future<Output = F::Output> {
+            body
+        }
+
+        type Lost = LostReason;
+
+        fn lost(&self) -> impl Future<Output = LostReason> {
+            std::future::poll_fn(|_| {
+                self.watch_polls.set(self.watch_polls.get() + 1);
+                self.lost.get().map_or(Poll::Pending, Poll::Ready)
+            })
+        }
+
+        fn lost_now(&self) -> Option<LostReason> {
+            self.lost.get()
+        }
+
+        fn lost_error(&self, reason: LostReason) -> LockError {
+            LockError::LeaseLost {
+                key: "k".into(),
+                reason,
+            }
+        }
+
+        async fn finish(self) {}
+    }
+
+    fn poll<F: Future>(future: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+        future.poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    #[test]
+    fn a_body_that_finishes_at_once_sets_up_no_watch() {
+        let held = Fake::default();
+        let section = pin!(abort_on_loss(&held, Box::pin(async { 7 })));
+        assert!(matches!(poll(section), Poll::Ready(Ok(7))));
+        assert_eq!(held.watch_polls.get(), 0);
+    }
+
+    #[test]
+    fn a_loss_known_before_the_body_runs_keeps_it_from_running() {
+        let held = Fake::default();
+        held.lost.set(Some(LostReason::Expired));
+        let ran = Cell::new(false);
+        let section = pin!(abort_on_loss(&held, Box::pin(async { ran.set(true) })));
+        assert!(matches!(
+            poll(section),
+            Poll::Ready(Err(LostReason::Expired))
+        ));
+        assert!(!ran.get());
+    }
+
+    #[test]
+    fn a_body_that_waits_is_watched_and_stopped_by_a_loss() {
+        let held = Fake::default();
+        let steps = Cell::new(0);
+        let body = Box::pin(async {
+            loop {
+                steps.set(steps.get() + 1);
+                let mut once = false;
+                std::future::poll_fn(|_| {
+                    if std::mem::replace(&mut once, true) {
+                        Poll::Ready(())
+                    } else {
+                        Poll::Pending
+                    }
+                })
+                .await;
+            }
+        });
+        let mut section = pin!(abort_on_loss(&held, body));
+        assert!(poll(section.as_mut()).is_pending());
+        assert_eq!((steps.get(), held.watch_polls.get()), (1, 1));
+        assert!(poll(section.as_mut()).is_pending());
+        assert_eq!((steps.get(), held.watch_polls.get()), (2, 2));
+        // Once lost, the body takes no further step.
+        held.lost.set(Some(LostReason::NotOwner));
+        assert!(matches!(
+            poll(section.as_mut()),
+            Poll::Ready(Err(LostReason::NotOwner))
+        ));
+        assert_eq!(steps.get(), 2);
+    }
 }
