@@ -1204,6 +1204,12 @@ async fn a_deadlock_on_redlock_is_read_from_the_masters_copies() {
 /// naming the server, never the password.
 #[tokio::test(flavor = "multi_thread")]
 async fn show_without_the_right_to_read_the_waits_shows_the_rest() {
+    // Users with rights (and channel rights, `&`) came in Redis 6.0 and 6.2: before them
+    // every client may run every command.
+    if lock_tests::server_version() < (6, 2, 0) {
+        eprintln!("skipped: this server has no ACL channel rights");
+        return;
+    }
     let server = RedisServer::start();
     let password = format!(">{PASSWORD}");
     server.cmd(&[
