@@ -461,17 +461,17 @@ mod tests {
         let int = |n: i64| Value::Int(n);
         let text = |t: &str| Value::BulkString(t.as_bytes().to_vec());
         let recorded = "held waiting=1 since=1000 host=web-1 pid=42 app=billing";
-        let answer = acquire_answer(
-            &key,
+        // A busy answer of acquire.lua that names `holder` and what its value records.
+        let named_busy = || {
             reply(vec![
                 int(0),
                 int(700),
                 int(holder as i64),
                 int(0),
                 text(recorded),
-            ]),
-        )
-        .expect("busy");
+            ])
+        };
+        let answer = acquire_answer(&key, named_busy()).expect("busy");
         let Acquire::Busy {
             remaining,
             holder: Some(named),
@@ -500,17 +500,7 @@ mod tests {
         // Several holders: nobody is the one that blocks.
         let semaphore = StoredKey::of("lock:", "k", crate::shape::Shape::Semaphore { permits: 2 })
             .expect("valid");
-        let answer = acquire_answer(
-            &semaphore,
-            reply(vec![
-                int(0),
-                int(700),
-                int(holder as i64),
-                int(0),
-                text(recorded),
-            ]),
-        )
-        .expect("busy");
+        let answer = acquire_answer(&semaphore, named_busy()).expect("busy");
         assert!(
             matches!(answer, Acquire::Busy { blocker: None, .. }),
             "{answer:?}"
