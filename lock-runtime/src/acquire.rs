@@ -362,6 +362,15 @@ impl Acquisition {
                 .map(|holder| crate::protocol::token_id(&holder.token)),
         );
         let joined = Waiting::join(&self.manager, &self.lease, self.give_up).await;
+        // A release between our look at the holder and our joining found nobody here to wake
+        // (and announced nothing: nobody had asked the server). In line now, any later release
+        // wakes us; one already made is found by asking.
+        if let Some(holder) = &holder
+            && !self.manager.watchdog.holds(holder)
+        {
+            self.waiting = Some(joined);
+            return ControlFlow::Continue(());
+        }
         // The holder's lease ends (by the local clock) at its deadline, which its
         // renewals move on: that is when the watch looks, not at a blind guess.
         let expires = holder.as_ref().map(|holder| holder.deadline());

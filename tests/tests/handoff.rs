@@ -303,3 +303,46 @@ async fn a_hand_over_refused_by_the_counter_becomes_a_release() {
         server.log()
     );
 }
+
+/// A holder that releases just as a task of its process starts to wait for it: the waiter saw
+/// the lock held here and waits in this process's line without asking the server, so the
+/// release must reach it whichever of the two came first, not the end of its wait (here far
+/// longer than anything else in a round). Many rounds, each racing the two on separate threads.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_release_racing_a_waiter_of_the_same_process_still_reaches_it() {
+    let f = Deployment::redis().await;
+    let locks = f.locks.clone();
+    let wait = Duration::from_secs(30);
+    for round in 0..3000 {
+        let held = locks
+            .lock("race", LockOptions::new().ttl(Duration::from_secs(60)))
+            .await
+            .expect("free");
+        let start = Arc::new(tokio::sync::Barrier::new(2));
+        let waiter = {
+            let locks = locks.clone();
+            let start = start.clone();
+            tokio::spawn(async move {
+                start.wait().await;
+                let asked = tokio::time::Instant::now();
+                let guard = locks.lock("race", LockOptions::new().wait(wait)).await?;
+                let took = asked.elapsed();
+                guard.release().await?;
+                Ok::<_, LockError>(took)
+            })
+        };
+        let releaser = tokio::spawn(async move {
+            start.wait().await;
+            held.release().await
+        });
+        releaser.await.expect("releaser task").expect("release");
+        let took = waiter
+            .await
+            .expect("waiter task")
+            .unwrap_or_else(|err| panic!("round {round}: {err}"));
+        assert!(
+            took < wait / 2,
+            "round {round}: the waiter took {took:?}: the release never reached it"
+        );
+    }
+}
