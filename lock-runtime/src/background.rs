@@ -47,18 +47,13 @@ impl Background {
     }
 
     /// Spawns `task` on the pinned runtime, or else on the caller's if there is one: for work
-    /// started from a `Drop`, which may run outside any runtime. `false` if there was none.
-    pub(crate) fn try_spawn<F>(&self, task: F) -> bool
+    /// started from a `Drop`, which may run outside any runtime. `None` if there was none.
+    pub(crate) fn try_spawn<F>(&self, task: F) -> Option<JoinHandle<()>>
     where
         F: Future<Output = ()> + Send + 'static,
     {
-        match self.pinned.clone().or_else(|| Handle::try_current().ok()) {
-            Some(handle) => {
-                handle.spawn(task);
-                true
-            }
-            None => false,
-        }
+        let handle = self.pinned.clone().or_else(|| Handle::try_current().ok())?;
+        Some(handle.spawn(task))
     }
 
     /// Runs `work` so that the tasks it spawns (a connection's driver, say) belong to the pinned

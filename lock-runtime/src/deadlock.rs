@@ -236,8 +236,9 @@ struct State {
     /// Published waits that ended, or records found past their deadline: removed at the next
     /// tick.
     ended: Vec<String>,
-    /// Whether a detector runs.
-    running: bool,
+    /// The detector, while one runs: it stops when idle, and dies with the runtime it was
+    /// spawned on (the caller's, unless the manager is pinned), to be started again then.
+    detector: Option<tokio::task::JoinHandle<()>>,
     /// Cycles with members elsewhere, by their members' ids: when each member's record was
     /// written when the cycle was first seen.
     seen: HashMap<Vec<String>, BTreeMap<String, u64>>,
@@ -299,16 +300,17 @@ impl Deadlocks {
             published: AtomicBool::new(false),
             written: Mutex::new(None),
         });
-        let start = {
+        {
             let mut state = this.state();
             state.waits.insert(wait.id.clone(), wait.clone());
-            !std::mem::replace(&mut state.running, true)
-        };
-        if start {
-            let weak = Arc::downgrade(manager);
-            let spawned = manager.background.try_spawn(detect(weak));
-            if !spawned {
-                this.state().running = false;
+            if state
+                .detector
+                .as_ref()
+                .is_none_or(tokio::task::JoinHandle::is_finished)
+            {
+                state.detector = manager
+                    .background
+                    .try_spawn(detect(Arc::downgrade(manager)));
             }
         }
         Entered {
@@ -518,7 +520,7 @@ impl Deadlocks {
     fn stop_if_idle(&self) -> bool {
         let mut state = self.state();
         if state.waits.is_empty() && state.ended.is_empty() {
-            state.running = false;
+            state.detector = None;
             state.seen.clear();
             state.reported.clear();
             true

@@ -8,6 +8,7 @@
 
 use std::time::Duration;
 
+use lock_runtime::Deadlock;
 use lock_tests::SentinelSetup;
 use lock_tests::prelude::*;
 use tokio::runtime::Runtime;
@@ -265,4 +266,59 @@ fn a_memory_manager_works_from_runtime_to_runtime() {
         let waited = handover(&locks, "memory-handover").await;
         assert!(waited < Duration::from_secs(5), "{waited:?}");
     });
+}
+
+/// Two tasks of `locks` take `a` and `b` and then wait for each other's, choosing to give up in
+/// a deadlock: how many were told of it (the other then got its second lock).
+async fn deadlocks_told(locks: &LockManager, a: &'static str, b: &'static str) -> usize {
+    let options = LockOptions::new()
+        .ttl(Duration::from_secs(10))
+        .wait(Duration::from_secs(30))
+        .deadlock(Deadlock::Fail);
+    let both_hold = std::sync::Arc::new(tokio::sync::Barrier::new(2));
+    let tasks: Vec<_> = [(a, b), (b, a)]
+        .into_iter()
+        .map(|(first, second)| {
+            let locks = locks.clone();
+            let both_hold = both_hold.clone();
+            tokio::spawn(async move {
+                let held = locks.lock(first, options).await.expect("first lock");
+                both_hold.wait().await;
+                let outcome = match locks.lock(second, options).await {
+                    Ok(guard) => guard.release().await,
+                    Err(err) => Err(err),
+                };
+                held.release().await.expect("release");
+                outcome
+            })
+        })
+        .collect();
+    let mut told = 0;
+    for task in tasks {
+        match task.await.expect("task") {
+            Ok(()) => {}
+            Err(LockError::Deadlock { .. }) => told += 1,
+            Err(err) => panic!("neither the lock nor a deadlock: {err}"),
+        }
+    }
+    told
+}
+
+/// The deadlock detector runs on the runtime of the call that started it; when that runtime
+/// shuts down while it runs, the next wait on a later runtime starts another.
+#[test]
+fn deadlocks_are_still_found_after_the_runtime_that_followed_them_shut_down() {
+    let first = multi_thread_runtime();
+    let locks = first.block_on(async {
+        let locks = LockManager::connect("memory://runtimes-deadlocks")
+            .await
+            .expect("memory");
+        assert_eq!(deadlocks_told(&locks, "a", "b").await, 1);
+        locks
+    });
+    // The detector still runs for a moment after the last wait ended: it dies here.
+    drop(first);
+    let second = test_runtime();
+    let told = second.block_on(deadlocks_told(&locks, "c", "d"));
+    assert_eq!(told, 1, "the deadlock on the later runtime was not found");
 }

@@ -215,7 +215,7 @@ impl Drop for InLine {
                 tracing::debug!(key = %stored.lock, "could not leave the line of fair waiters; the place ends with the waiter's lease");
             }
         });
-        if !spawned {
+        if spawned.is_none() {
             tracing::debug!(key = %self.stored.lock, "no tokio runtime to leave the line of fair waiters on; the place ends with the waiter's lease");
         }
     }
