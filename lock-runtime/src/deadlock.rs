@@ -51,9 +51,6 @@ const KEEP: Duration = Duration::from_secs(5);
 /// election waits for as long as the leader leads).
 const REFRESH_IDLE: Duration = Duration::from_secs(2);
 
-/// How far apart two processes' clocks may be for a record to be read as standing.
-const SKEW_MS: u64 = 5_000;
-
 /// Ticks without waiters before the detector stops (it starts again with the next waiter).
 const IDLE_TICKS: u32 = 5;
 
@@ -449,7 +446,7 @@ impl Deadlocks {
                 continue;
             }
             match WaitRecord::parse(&waiter, &text) {
-                Some(record) if record.stands_at(now_ms, SKEW_MS) => {
+                Some(record) if record.stands_at(now_ms) => {
                     records.push(record);
                     others += 1;
                 }

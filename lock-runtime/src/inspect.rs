@@ -32,7 +32,7 @@
 //! instead.
 
 pub use crate::deployment::{Deployment, DeploymentKind};
-pub use crate::protocol::waits::{WaitRecord, find_cycles, victim};
+pub use crate::protocol::waits::{CLOCK_SKEW_MS, WaitRecord, find_cycles, newest_copies, victim};
 
 use crate::LockError;
 use crate::key::StoredKey;

@@ -7,7 +7,6 @@
 //! deadline has passed (its process died, or its wait ended and it was not removed yet) is
 //! left out, as the runtime leaves it out.
 
-use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use lock_runtime::inspect::{self, DeploymentKind, WaitRecord};
@@ -15,10 +14,6 @@ use serde::Serialize;
 
 use crate::failure::Failure;
 use crate::nodes::Nodes;
-
-/// How far apart the writer's clock and this one's may be for a record to be read as standing:
-/// the runtime's own allowance.
-const SKEW_MS: u64 = 5_000;
 
 /// The standing records of the waits published under `prefix`, in waiter id order.
 pub(crate) async fn standing(nodes: &Nodes, prefix: &str) -> Result<Vec<WaitRecord>, Failure> {
@@ -51,31 +46,20 @@ pub(crate) async fn standing(nodes: &Nodes, prefix: &str) -> Result<Vec<WaitReco
     Ok(standing_at(merge(copies), now_ms()))
 }
 
-/// The records of every copy read, each waiter once: where several copies have it, the one
-/// written last (the largest `at`). Fields that are no record are skipped.
+/// The records of every copy read, each waiter once (see [`inspect::newest_copies`]). Fields
+/// that are no record are skipped.
 fn merge(copies: Vec<Vec<(String, String)>>) -> Vec<WaitRecord> {
-    let mut records: HashMap<String, WaitRecord> = HashMap::new();
-    for (waiter, text) in copies.into_iter().flatten() {
-        let Some(record) = WaitRecord::parse(&waiter, &text) else {
-            continue;
-        };
-        match records.get(&waiter) {
-            Some(kept) if kept.at_ms >= record.at_ms => {}
-            _ => {
-                records.insert(waiter, record);
-            }
-        }
-    }
-    let mut records: Vec<WaitRecord> = records.into_values().collect();
-    records.sort_by(|a, b| a.waiter.cmp(&b.waiter));
-    records
+    inspect::newest_copies(copies.into_iter().flatten())
+        .into_iter()
+        .filter_map(|(waiter, text)| WaitRecord::parse(&waiter, &text))
+        .collect()
 }
 
 /// The records still standing at `now_ms` (this machine's clock).
 fn standing_at(records: Vec<WaitRecord>, now_ms: u64) -> Vec<WaitRecord> {
     records
         .into_iter()
-        .filter(|record| record.stands_at(now_ms, SKEW_MS))
+        .filter(|record| record.stands_at(now_ms))
         .collect()
 }
 

@@ -575,21 +575,9 @@ impl Backend for RedlockBackend {
             }
             // Each master that answered has a copy: of two copies of one record, the one
             // written last.
-            let mut records: std::collections::HashMap<String, String> =
-                std::collections::HashMap::new();
-            for (waiter, text) in answers.into_iter().flatten().flatten() {
-                let written = |text: &str| {
-                    crate::protocol::waits::WaitRecord::parse(&waiter, text)
-                        .map_or(0, |record| record.at_ms)
-                };
-                match records.get(&waiter) {
-                    Some(kept) if written(kept) >= written(&text) => {}
-                    _ => {
-                        records.insert(waiter, text);
-                    }
-                }
-            }
-            Ok(records.into_iter().collect())
+            Ok(crate::protocol::waits::newest_copies(
+                answers.into_iter().flatten().flatten(),
+            ))
         })
     }
 

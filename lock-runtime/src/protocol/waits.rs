@@ -13,6 +13,32 @@
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
+/// How far apart the clocks of a record's writer and its reader may be for the record to be
+/// read as standing (see [`WaitRecord::stands_at`]).
+pub const CLOCK_SKEW_MS: u64 = 5_000;
+
+/// The fields of several copies of the hash (one per Redlock master) as one: each waiter once,
+/// from the copy written last (the largest `at`; a field that is no record counts as written
+/// never). In waiter id order.
+pub fn newest_copies(fields: impl IntoIterator<Item = (String, String)>) -> Vec<(String, String)> {
+    let written =
+        |waiter: &str, text: &str| WaitRecord::parse(waiter, text).map_or(0, |record| record.at_ms);
+    let mut newest: BTreeMap<String, (u64, String)> = BTreeMap::new();
+    for (waiter, text) in fields {
+        let at = written(&waiter, &text);
+        match newest.get(&waiter) {
+            Some((kept, _)) if *kept >= at => {}
+            _ => {
+                newest.insert(waiter, (at, text));
+            }
+        }
+    }
+    newest
+        .into_iter()
+        .map(|(waiter, (_, text))| (waiter, text))
+        .collect()
+}
+
 /// The hash every waiter of the managers under `prefix` publishes to: `<prefix>waits:{waits}`.
 /// No lock is stored under it (a lock's name begins with `{` after the prefix), and its hash
 /// tag is constant, so it lies in one Redis Cluster slot per prefix.
@@ -184,10 +210,10 @@ impl WaitRecord {
         (!record.waits_for.is_empty()).then_some(record)
     }
 
-    /// Whether the record still stands at `now_ms` on the reader's clock, allowing `skew`
-    /// between the writer's clock and the reader's.
-    pub fn stands_at(&self, now_ms: u64, skew_ms: u64) -> bool {
-        self.until_ms.saturating_add(skew_ms) >= now_ms
+    /// Whether the record still stands at `now_ms` on the reader's clock, allowing
+    /// [`CLOCK_SKEW_MS`] between the writer's clock and the reader's.
+    pub fn stands_at(&self, now_ms: u64) -> bool {
+        self.until_ms.saturating_add(CLOCK_SKEW_MS) >= now_ms
     }
 
     /// Whether this record's task holds `key` under the holder `id` (any holder of it when
