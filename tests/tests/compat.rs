@@ -333,6 +333,64 @@ async fn a_held_lock_is_renewed_by_the_cheapest_path_this_server_offers() {
     );
 }
 
+/// The same on a Redis Cluster of these servers: the master serving a lock renews it by
+/// `SET ... IFEQ` where it has the command, by renew.lua elsewhere, and a lock a waiter of
+/// another process marked as awaited is renewed by the script and stays held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_held_lock_on_a_cluster_is_renewed_by_the_cheapest_path_its_master_offers() {
+    let d = lock_tests::Deployment::cluster().await;
+    let other = d.connect().await;
+    let ttl = Duration::from_millis(1500);
+    let options = LockOptions::new().ttl(ttl);
+    for key in ["plain", "marked"] {
+        // The first use of a slot seeds its counter through the script.
+        let warm = d.locks.lock(key, LockOptions::new()).await.expect("free");
+        warm.release().await.expect("release");
+    }
+    let master = |key: &str| d.server_of(&format!("lock:{{{key}}}")).expect("a master");
+    let offers = Offers::of(master("plain"));
+    let shown = |server: &RedisServer| {
+        format!(
+            "{:?} on {}\n{}",
+            server.command_calls(),
+            offers.info,
+            d.log()
+        )
+    };
+
+    let server = master("plain");
+    let plain = d.locks.lock("plain", options).await.expect("free");
+    server.cmd(&["CONFIG", "RESETSTAT"]);
+    let renewal = if offers.set_ifeq { "set" } else { "evalsha" };
+    let renewed = wait_until_async(PATIENCE, || calls(server, renewal) >= 2).await;
+    assert!(renewed, "two renewals by {renewal}\n{}", shown(server));
+    assert!(plain.is_held(), "{}", shown(server));
+    if offers.set_ifeq {
+        assert_eq!(calls(server, "evalsha"), 0, "no script\n{}", shown(server));
+    } else {
+        assert_eq!(calls(server, "set"), 0, "{}", shown(server));
+    }
+    plain.release().await.expect("release");
+
+    let server = master("marked");
+    let marked = d.locks.lock("marked", options).await.expect("free");
+    let busy = other
+        .lock("marked", LockOptions::new().wait(ms(300)))
+        .await
+        .expect_err("held");
+    assert!(busy.is_busy(), "{busy}");
+    let stored = server.stored_lock("lock:{marked}").expect("held");
+    assert!(stored.waiting, "marked as awaited\n{}", shown(server));
+    server.cmd(&["CONFIG", "RESETSTAT"]);
+    let renewed = wait_until_async(PATIENCE, || calls(server, "evalsha") >= 3).await;
+    assert!(renewed, "three renewals by the script\n{}", shown(server));
+    assert!(marked.is_held(), "{}", shown(server));
+    assert!(calls(server, "set") <= 2, "{}", shown(server));
+    let still = server.stored_lock("lock:{marked}").expect("still held");
+    assert_eq!(still.token, stored.token, "{}", shown(server));
+    marked.release().await.expect("release");
+}
+
 /// On every server: a lock of 0.1 (a hash with a token and a lease) is busy, and a hash
 /// without a lease is someone else's data, named as such; neither is touched.
 #[tokio::test]

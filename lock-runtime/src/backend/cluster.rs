@@ -31,8 +31,8 @@ use redis::{
 use tokio::sync::mpsc;
 
 use super::redis::{
-    HANDOFF, Holder, RENEW, RedisSettings, acquire_confirmed, describe_error, lean_answer,
-    release_answer, renew_invocation,
+    HANDOFF, Holder, RedisSettings, acquire_confirmed, describe_error, lean_answer, release_answer,
+    renew_comparing, written_value,
 };
 use super::replicas::{Pool, Replication};
 use super::subscriber::{self, Event, Feed, Subscriptions};
@@ -43,7 +43,7 @@ use super::{
 use crate::background::{Background, Lifeline, Revivable};
 use crate::deployment::{Deployment, DeploymentKind};
 use crate::key::StoredKey;
-use crate::protocol::scripts::{invoke, is_noscript, query_loading};
+use crate::protocol::scripts::{invoke, is_noscript};
 use crate::protocol::waits::WaitsUpdate;
 use crate::protocol::{Announce, Capabilities, lean, millis};
 use crate::url::enable_tls;
@@ -374,7 +374,9 @@ impl ClusterBackend {
     }
 
     /// Renews the leases of `batch` at `indices`, which share one slot, in one pipeline sent to
-    /// the master serving it.
+    /// the master serving it: a lock whose value is still the one its acquire wrote by
+    /// `SET ... IFEQ` where the masters have it, the others by renew.lua (see
+    /// [`renew_comparing`]).
     async fn renew_slot(
         &self,
         batch: &[Renewal],
@@ -383,23 +385,13 @@ impl ClusterBackend {
         let Some(&first) = indices.first() else {
             return Ok(Vec::new());
         };
-        let mut pipe = redis::pipe();
-        for &i in indices {
-            let renewal = &batch[i];
-            pipe.invoke_script(&renew_invocation(renewal));
-        }
+        let renewals: Vec<&Renewal> = indices.iter().map(|&i| &batch[i]).collect();
+        let written: Vec<Option<String>> = renewals
+            .iter()
+            .map(|renewal| written_value(&self.capabilities, &self.holder, &renewal.lease))
+            .collect();
         let mut conn = self.routed(batch[first].key());
-        let answers: Vec<i64> = settle_noscript(query_loading(&pipe, &RENEW, &mut conn).await)?;
-        if answers.len() != indices.len() {
-            return Err(RedisError::from((
-                ErrorKind::UnexpectedReturnType,
-                "renewal pipeline answered with the wrong number of results",
-            )));
-        }
-        Ok(answers
-            .into_iter()
-            .map(|answer| Some(answer == 1))
-            .collect())
+        settle_noscript(renew_comparing(&renewals, &written, &mut conn).await)
     }
 }
 

@@ -1176,89 +1176,101 @@ impl RedisBackend {
         self.release_owned(&lease.stored, &lease.token, keep).await
     }
 
-    /// The whole batch in one pipeline, answered together: for [`Backend::renew`], and for the
-    /// deployments built of several servers (Redlock, Sentinel), which weigh each server's
-    /// answers before booking them.
-    ///
-    /// Where the server has `SET ... IFEQ`, a lock whose value is still the one its acquire
-    /// wrote is renewed by it (see [`lean::renew`]), the others by renew.lua in the same
-    /// pipeline. A compare that finds another value (a waiter marked the lock as awaited, or it
-    /// is gone) is settled by renew.lua in a second pipeline of those alone: a marked lock is
-    /// still renewed, a lost one is found lost, as by the script alone.
+    /// The whole batch in one pipeline, answered together (see [`renew_comparing`]): for
+    /// [`Backend::renew`], and for the deployments built of several servers (Redlock,
+    /// Sentinel), which weigh each server's answers before booking them.
     pub(super) async fn renew_pipelined(
         &self,
         batch: &[Renewal],
     ) -> Result<Vec<Option<bool>>, Failure> {
         let mut conn = self.shared_conn().get();
+        let renewals: Vec<&Renewal> = batch.iter().collect();
         let written: Vec<Option<String>> = batch
             .iter()
-            .map(|renewal| self.written_value(&renewal.lease))
+            .map(|renewal| written_value(&self.capabilities, &self.holder, &renewal.lease))
             .collect();
-        if written.iter().all(Option::is_none) {
-            return Ok(renew_by_script(batch.iter(), &mut conn).await?);
-        }
-        let mut pipe = redis::pipe();
-        // Each answer apart: a key of another type fails its own compare, not the batch.
-        pipe.ignore_errors();
-        for (renewal, value) in batch.iter().zip(&written) {
-            match value {
-                Some(value) => {
-                    let lock = &renewal.lease.stored.lock;
-                    pipe.add_command(lean::renew(lock, value, millis(renewal.ttl)));
-                }
-                None => {
-                    pipe.invoke_script(&renew_invocation(renewal));
-                }
-            }
-        }
-        let answers = query_each_loading(&pipe, &RENEW, &mut conn).await?;
-        if answers.len() != batch.len() {
-            return Err(RedisError::from((
-                redis::ErrorKind::UnexpectedReturnType,
-                "renewal pipeline answered with the wrong number of results",
-            ))
-            .into());
-        }
-        let mut renewed = Vec::with_capacity(batch.len());
-        let mut changed = Vec::new();
-        for (i, (answer, value)) in answers.into_iter().zip(&written).enumerate() {
-            if value.is_some() {
-                if lean::renewed(&answer) {
-                    renewed.push(Some(true));
-                } else {
-                    renewed.push(None);
-                    changed.push(i);
-                }
-                continue;
-            }
-            let answer: i64 = match answer {
-                Value::ServerError(err) => return Err(RedisError::from(err).into()),
-                answer => redis::from_redis_value(answer).map_err(RedisError::from)?,
-            };
-            renewed.push(Some(answer == 1));
-        }
-        if !changed.is_empty() {
-            let by_script = renew_by_script(changed.iter().map(|&i| &batch[i]), &mut conn).await?;
-            for (&i, answer) in changed.iter().zip(by_script) {
-                if answer == Some(true) {
-                    // Still ours, marked: the next renewals and the release go to the script.
-                    batch[i].lease.value_changed();
-                }
-                renewed[i] = answer;
-            }
-        }
-        Ok(renewed)
+        Ok(renew_comparing(&renewals, &written, &mut conn).await?)
     }
+}
 
-    /// The value the acquire of `lease` wrote, where a renewal can compare it natively: a lock
-    /// nobody was told is busy (see [`Lease::written_plain`]), on a server with `SET ... IFEQ`.
-    fn written_value(&self, lease: &Lease) -> Option<String> {
-        if !self.capabilities.set_ifeq || !lease.stored.is_lock() {
-            return None;
-        }
-        let since_ms = lease.written_plain()?;
-        Some(self.holder.held_value(&lease.token, '0', since_ms))
+/// The value the acquire of `lease` wrote, where a renewal can compare it natively: a lock
+/// nobody was told is busy (see [`Lease::written_plain`]), on a server with `SET ... IFEQ`.
+pub(super) fn written_value(
+    capabilities: &Capabilities,
+    holder: &Holder,
+    lease: &Lease,
+) -> Option<String> {
+    if !capabilities.set_ifeq || !lease.stored.is_lock() {
+        return None;
     }
+    let since_ms = lease.written_plain()?;
+    Some(holder.held_value(&lease.token, '0', since_ms))
+}
+
+/// Renews `renewals` on `conn` in one pipeline: those whose `written` value is known (see
+/// [`written_value`]) by `SET ... IFEQ` (see [`lean::renew`]), the others by renew.lua. A
+/// compare that finds another value (a waiter marked the lock as awaited, or it is gone) is
+/// settled by renew.lua in a second pipeline of those alone: a marked lock is still renewed, a
+/// lost one is found lost, as by the script alone. `Some(true)` renewed, `Some(false)` not
+/// ours, in order.
+pub(super) async fn renew_comparing(
+    renewals: &[&Renewal],
+    written: &[Option<String>],
+    conn: &mut impl redis::aio::ConnectionLike,
+) -> RedisResult<Vec<Option<bool>>> {
+    if written.iter().all(Option::is_none) {
+        return renew_by_script(renewals.iter().copied(), conn).await;
+    }
+    let mut pipe = redis::pipe();
+    // Each answer apart: a key of another type fails its own compare, not the batch.
+    pipe.ignore_errors();
+    for (renewal, value) in renewals.iter().zip(written) {
+        match value {
+            Some(value) => {
+                let lock = &renewal.lease.stored.lock;
+                pipe.add_command(lean::renew(lock, value, millis(renewal.ttl)));
+            }
+            None => {
+                pipe.invoke_script(&renew_invocation(renewal));
+            }
+        }
+    }
+    let answers = query_each_loading(&pipe, &RENEW, conn).await?;
+    if answers.len() != renewals.len() {
+        return Err(RedisError::from((
+            redis::ErrorKind::UnexpectedReturnType,
+            "renewal pipeline answered with the wrong number of results",
+        )));
+    }
+    let mut renewed = Vec::with_capacity(renewals.len());
+    let mut changed = Vec::new();
+    for (i, (answer, value)) in answers.into_iter().zip(written).enumerate() {
+        if value.is_some() {
+            if lean::renewed(&answer) {
+                renewed.push(Some(true));
+            } else {
+                renewed.push(None);
+                changed.push(i);
+            }
+            continue;
+        }
+        let answer: i64 = match answer {
+            Value::ServerError(err) => return Err(RedisError::from(err)),
+            answer => redis::from_redis_value(answer)?,
+        };
+        renewed.push(Some(answer == 1));
+    }
+    if !changed.is_empty() {
+        let by_script = renew_by_script(changed.iter().map(|&i| renewals[i]), conn).await?;
+        for (&i, answer) in changed.iter().zip(by_script) {
+            if answer == Some(true) {
+                // Still ours, marked: the next renewals and the release go to the script.
+                renewals[i].lease.value_changed();
+            }
+            renewed[i] = answer;
+        }
+    }
+    Ok(renewed)
 }
 
 /// Renews `renewals` by renew.lua, in one pipeline: `Some(true)` renewed, `Some(false)` not
