@@ -319,9 +319,7 @@ async fn hand_off(manager: &Arc<Inner>, lease: &Lease) -> Option<Result<Release,
     let watch_id = manager.watchdog.register(&next);
     let answer = tokio::time::timeout(
         manager.request_timeout,
-        manager
-            .backend
-            .hand_off(&lease.stored, &lease.token, &next.token, next.options.ttl),
+        manager.backend.hand_off(lease, &next),
     )
     .await;
     let answer = match answer {

@@ -151,7 +151,10 @@ async fn a_waiter_in_another_process_is_woken_by_the_release(d: Deployment) {
     }
 }
 
-lock_tests::on_backends!([redis, cluster][a_waiter_in_another_process_is_woken_by_the_release]);
+lock_tests::on_backends!([redis, cluster][
+    a_waiter_in_another_process_is_woken_by_the_release,
+    a_hand_over_takes_the_cheapest_path_this_server_offers,
+]);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fair_waiters_are_served_in_the_order_they_came() {
@@ -389,6 +392,116 @@ async fn a_held_lock_on_a_cluster_is_renewed_by_the_cheapest_path_its_master_off
     let still = server.stored_lock("lock:{marked}").expect("still held");
     assert_eq!(still.token, stored.token, "{}", shown(server));
     marked.release().await.expect("release");
+}
+
+/// A holder hands the lock to a waiter of its own process: where the server has `SET ...
+/// IFEQ` (Valkey 8.1, Redis 8.4), in one transaction without a script (`SET ... IFEQ`, `INCR`),
+/// and the lock handed over is renewed and released by comparing its value as a lock taken
+/// freely is; elsewhere by handoff.lua. A waiter of another process that marked the lock as
+/// awaited turns the hand-over into a release it can win, on either path.
+async fn a_hand_over_takes_the_cheapest_path_this_server_offers(d: Deployment) {
+    let stored = "lock:{pass}";
+    let server = d.server_of(stored).expect("one server stores the lock");
+    let offers = Offers::of(server);
+    let shown = || {
+        format!(
+            "{:?} on {}\n{}",
+            server.command_calls(),
+            offers.info,
+            d.log()
+        )
+    };
+    // The first use of a slot seeds its counter through the script.
+    let warm = d
+        .locks
+        .lock("pass", LockOptions::new())
+        .await
+        .expect("free");
+    warm.release().await.expect("release");
+    let ttl = Duration::from_millis(1500);
+    let mut holder = d
+        .locks
+        .lock("pass", LockOptions::new().ttl(ttl))
+        .await
+        .expect("free");
+    let counter = lock_runtime::inspect::fence_counter_key("lock:", stored);
+    for round in 0..3 {
+        if round == 2 {
+            // A counter lost (a restart without persistence, say): the token the waiter gets
+            // still comes after the holder's.
+            server.cmd(&["DEL", &counter]);
+        }
+        let waiter = {
+            let locks = d.locks.clone();
+            async move {
+                locks
+                    .lock("pass", LockOptions::new().ttl(ttl).wait(PATIENCE))
+                    .await
+            }
+        };
+        let waiter = d.spawn_waiting(stored, 1, waiter).await;
+        server.cmd(&["CONFIG", "RESETSTAT"]);
+        let before = holder.fencing_token();
+        holder.release().await.expect("release");
+        let next = waiter
+            .await
+            .expect("waiter task")
+            .unwrap_or_else(|err| panic!("round {round}: {err}\n{}", shown()));
+        assert!(next.fencing_token() > before, "{}", shown());
+        if round == 2 {
+            holder = next;
+            continue;
+        }
+        if offers.set_ifeq {
+            assert_eq!(calls(server, "exec"), 1, "round {round}: {}", shown());
+            assert_eq!(calls(server, "set"), 1, "round {round}: {}", shown());
+            assert_eq!(calls(server, "evalsha"), 0, "round {round}: {}", shown());
+        } else {
+            // (The first hand-over also puts the script in the server's cache.)
+            assert!(calls(server, "evalsha") >= 1, "round {round}: {}", shown());
+            assert_eq!(calls(server, "exec"), 0, "round {round}: {}", shown());
+        }
+        assert_eq!(
+            calls(server, "publish") + calls(server, "spublish"),
+            0,
+            "{}",
+            shown()
+        );
+        holder = next;
+    }
+    // The lock handed over is renewed as one taken freely.
+    server.cmd(&["CONFIG", "RESETSTAT"]);
+    let renewal = if offers.set_ifeq { "set" } else { "evalsha" };
+    let renewed = wait_until_async(PATIENCE, || calls(server, renewal) >= 2).await;
+    assert!(renewed, "two renewals by {renewal}\n{}", shown());
+    assert!(holder.is_held(), "{}", shown());
+    if offers.set_ifeq {
+        assert_eq!(calls(server, "evalsha"), 0, "{}", shown());
+    }
+
+    // Someone elsewhere waits: the release is announced and the lock is free for both.
+    let other = d.connect().await;
+    let busy = other
+        .lock("pass", LockOptions::new().wait(ms(300)))
+        .await
+        .expect_err("held");
+    assert!(busy.is_busy(), "{busy}");
+    // Each takes the lock in turn and gives it back.
+    let take_and_give_back = |locks: LockManager| async move {
+        let guard = locks
+            .lock("pass", LockOptions::new().wait(PATIENCE))
+            .await?;
+        guard.release().await
+    };
+    let waiter = d
+        .spawn_waiting(stored, 1, take_and_give_back(d.locks.clone()))
+        .await;
+    let outside = tokio::spawn(take_and_give_back(other.clone()));
+    holder.release().await.expect("release");
+    let here = waiter.await.expect("task");
+    let there = outside.await.expect("task");
+    here.unwrap_or_else(|err| panic!("the waiter here: {err}\n{}", shown()));
+    there.unwrap_or_else(|err| panic!("the waiter elsewhere: {err}\n{}", shown()));
 }
 
 /// On every server: a lock of 0.1 (a hash with a token and a lease) is busy, and a hash

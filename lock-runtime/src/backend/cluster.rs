@@ -31,8 +31,8 @@ use redis::{
 use tokio::sync::mpsc;
 
 use super::redis::{
-    HANDOFF, Holder, RedisSettings, acquire_confirmed, describe_error, lean_answer, release_answer,
-    renew_comparing, written_value,
+    HANDOFF, Holder, RedisSettings, acquire_confirmed, describe_error, lean_answer,
+    native_hand_off, release_answer, renew_comparing, written_value,
 };
 use super::replicas::{Pool, Replication};
 use super::subscriber::{self, Event, Feed, Subscriptions};
@@ -43,6 +43,7 @@ use super::{
 use crate::background::{Background, Lifeline, Revivable};
 use crate::deployment::{Deployment, DeploymentKind};
 use crate::key::StoredKey;
+use crate::lease::Lease;
 use crate::protocol::scripts::{invoke, is_noscript};
 use crate::protocol::waits::WaitsUpdate;
 use crate::protocol::{Announce, Capabilities, lean, millis};
@@ -555,14 +556,21 @@ impl Backend for ClusterBackend {
 
     fn hand_off<'a>(
         &'a self,
-        key: &'a StoredKey,
-        from: &'a str,
-        to: &'a str,
-        ttl: Duration,
+        from: &'a Lease,
+        to: &'a Lease,
     ) -> BoxFuture<'a, Result<HandOff, Failure>> {
         Box::pin(async move {
+            let key = &from.stored;
             let mut conn = self.routed(&key.lock);
-            let invocation = self.holder.hand_off(key, from, to, ttl, Announce::Sharded);
+            if let Some(answer) =
+                native_hand_off(&self.capabilities, &self.holder, from, to, &mut conn).await?
+            {
+                return Ok(answer);
+            }
+            let ttl = to.options.ttl;
+            let invocation =
+                self.holder
+                    .hand_off(key, &from.token, &to.token, ttl, Announce::Sharded);
             let answer = settle_noscript(invoke(&invocation, &HANDOFF, &mut conn).await)?;
             hand_off_answer(answer)
         })

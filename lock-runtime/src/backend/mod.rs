@@ -393,17 +393,16 @@ pub(crate) trait Backend: Send + Sync + 'static {
         false
     }
 
-    /// One round trip: if `from` holds `key` and nobody else was told it is busy, give it to
-    /// `to` for `ttl` at once, with a new fencing token; otherwise release it as
-    /// [`release`](Backend::release) does. Only called where [`hands_off`](Backend::hands_off).
+    /// One round trip: if the lease `from` holds its lock and nobody else was told it is busy,
+    /// give it to the lease `to` (same key) for its ttl at once, with a new fencing token;
+    /// otherwise release it as [`release`](Backend::release) does. Only called where
+    /// [`hands_off`](Backend::hands_off).
     fn hand_off<'a>(
         &'a self,
-        key: &'a StoredKey,
-        from: &'a str,
-        to: &'a str,
-        ttl: Duration,
+        from: &'a crate::lease::Lease,
+        to: &'a crate::lease::Lease,
     ) -> BoxFuture<'a, Result<HandOff, Failure>> {
-        let _ = (key, from, to, ttl);
+        let _ = (from, to);
         Box::pin(std::future::ready(Err(Failure::permanent(format!(
             "{} cannot hand a lock over",
             self.describe()

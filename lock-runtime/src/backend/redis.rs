@@ -1059,14 +1059,24 @@ impl Backend for RedisBackend {
 
     fn hand_off<'a>(
         &'a self,
-        key: &'a StoredKey,
-        from: &'a str,
-        to: &'a str,
-        ttl: Duration,
+        from: &'a Lease,
+        to: &'a Lease,
     ) -> BoxFuture<'a, Result<HandOff, Failure>> {
-        let invocation = self.holder.hand_off(key, from, to, ttl, Announce::Publish);
         let conn = self.shared_conn();
         Box::pin(async move {
+            let (capabilities, holder) = (&self.capabilities, &self.holder);
+            let native = conn
+                .send(|mut conn| async move {
+                    native_hand_off(capabilities, holder, from, to, &mut conn).await
+                })
+                .await?;
+            if let Some(answer) = native {
+                return Ok(answer);
+            }
+            let ttl = to.options.ttl;
+            let invocation =
+                self.holder
+                    .hand_off(&from.stored, &from.token, &to.token, ttl, Announce::Publish);
             let invocation = &invocation;
             let answer = conn
                 .send(|mut conn| async move { invoke(invocation, &HANDOFF, &mut conn).await })
@@ -1205,6 +1215,43 @@ pub(super) fn written_value(
     }
     let since_ms = lease.written_plain()?;
     Some(holder.held_value(&lease.token, '0', since_ms))
+}
+
+/// The hand-over of the lock of `from` to `to` without a script, where the server has `SET ...
+/// IFEQ` and the holder's value is still the one its acquire wrote (see [`lean::hand_off`]):
+/// `None` if it cannot be, or the value changed since (the script decides then). A lock handed
+/// over so holds the plain value of `to`, which its renewals and release compare in turn.
+pub(super) async fn native_hand_off(
+    capabilities: &Capabilities,
+    holder: &Holder,
+    from: &Lease,
+    to: &Lease,
+    conn: &mut impl redis::aio::ConnectionLike,
+) -> RedisResult<Option<HandOff>> {
+    let Some(from_value) = written_value(capabilities, holder, from) else {
+        return Ok(None);
+    };
+    let since_ms = protocol::now_ms();
+    let to_value = holder.held_value(&to.token, '0', since_ms);
+    let key = &from.stored;
+    let passed = lean::hand_off(
+        conn,
+        &key.lock,
+        &key.counter(),
+        &from_value,
+        &to_value,
+        millis(to.options.ttl),
+        capabilities.native_delete,
+    )
+    .await?;
+    Ok(match passed {
+        lean::Passed::Handed { fence } => {
+            to.record_attempt(since_ms, true);
+            Some(HandOff::Handed { fence })
+        }
+        lean::Passed::Released => Some(HandOff::Released),
+        lean::Passed::Script => None,
+    })
 }
 
 /// Renews `renewals` on `conn` in one pipeline: those whose `written` value is known (see

@@ -259,6 +259,88 @@ pub(crate) fn renewed(answer: &Value) -> bool {
     matches!(answer, Value::Okay)
 }
 
+/// What a native hand-over came to (see [`hand_off`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Passed {
+    /// The waiter holds the lock now, with this fencing token.
+    Handed { fence: u64 },
+    /// Nobody holds it: the waiter asks for it itself.
+    Released,
+    /// The lock holds another value than the holder's acquire wrote (marked as awaited, a
+    /// fair line formed, gone): the hand-over script decides.
+    Script,
+}
+
+/// `MULTI; SET lock to_value IFEQ from_value PX ttl; INCR counter; EXEC` (Valkey 8.1, Redis
+/// 8.4): hands a lock that still holds exactly the value its holder's acquire wrote (so nobody
+/// elsewhere was told it is busy and no fair line formed) to the waiter's `to_value`, with a
+/// token from the slot's counter, in one round trip and without a script. The counter counts
+/// up also when nothing was handed over, which keeps tokens rising. A counter that had no
+/// token to give is seeded as after an acquire; one that cannot be counted on gets the lock
+/// deleted again, and the waiter, asking itself, is told what is wrong.
+pub(crate) async fn hand_off(
+    conn: &mut impl redis::aio::ConnectionLike,
+    lock: &str,
+    counter: &str,
+    from_value: &str,
+    to_value: &str,
+    ttl_ms: u64,
+    native: Option<NativeDelete>,
+) -> RedisResult<Passed> {
+    let mut set = Cmd::with_capacity(7, lock.len() + from_value.len() + to_value.len() + 32);
+    set.arg("SET")
+        .arg(lock)
+        .arg(to_value)
+        .arg("IFEQ")
+        .arg(from_value)
+        .arg("PX")
+        .arg(ttl_ms);
+    let mut incr = Cmd::with_capacity(2, counter.len() + 4);
+    incr.arg("INCR").arg(counter);
+    let mut pipe = Pipeline::with_capacity(2);
+    pipe.atomic().add_command(set).add_command(incr);
+    let answers: Vec<Value> = match pipe.query_async(conn).await {
+        Ok(answers) => answers,
+        // A command failed on the server (a counter that is not a number, say): the SET may
+        // have been applied all the same.
+        Err(err) if !crate::backend::is_transient(&err) => {
+            return take_back(conn, lock, to_value, native).await;
+        }
+        Err(err) => return Err(err),
+    };
+    match answers.as_slice() {
+        [Value::Okay, Value::Int(fence)] => match u64::try_from(*fence) {
+            Ok(fence) if (SEEDED..MAX_TOKEN).contains(&fence) => Ok(Passed::Handed { fence }),
+            Ok(fence) if fence > 0 && fence < SEEDED => {
+                match seed(conn, lock, counter, to_value).await? {
+                    Ok(Some(fence)) => Ok(Passed::Handed { fence }),
+                    // Expired or deleted meanwhile.
+                    Ok(None) => Ok(Passed::Released),
+                    Err(()) => take_back(conn, lock, to_value, native).await,
+                }
+            }
+            _ => take_back(conn, lock, to_value, native).await,
+        },
+        [Value::Okay, _] => take_back(conn, lock, to_value, native).await,
+        _ => Ok(Passed::Script),
+    }
+}
+
+/// A hand-over that may have set `to_value` without a token to give: deleted again if it
+/// did (the waiter then asks itself, and is told what is wrong), else the script decides.
+async fn take_back(
+    conn: &mut impl redis::aio::ConnectionLike,
+    lock: &str,
+    to_value: &str,
+    native: Option<NativeDelete>,
+) -> RedisResult<Passed> {
+    Ok(if release(conn, lock, to_value, native).await? {
+        Passed::Released
+    } else {
+        Passed::Script
+    })
+}
+
 /// Deletes the lock if it holds exactly `value`: natively where the server can, by a two-line
 /// script otherwise. `false` if it holds anything else (marked as awaited, kept, lost): the
 /// release script then decides.

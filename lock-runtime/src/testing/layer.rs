@@ -568,12 +568,13 @@ impl Backend for FaultLayer {
 
     fn hand_off<'a>(
         &'a self,
-        key: &'a StoredKey,
-        from: &'a str,
-        to: &'a str,
-        ttl: Duration,
+        from_lease: &'a crate::lease::Lease,
+        to_lease: &'a crate::lease::Lease,
     ) -> BoxFuture<'a, Result<HandOff, Failure>> {
         Box::pin(async move {
+            let key = &from_lease.stored;
+            let (from, to) = (from_lease.token.as_str(), to_lease.token.as_str());
+            let ttl = to_lease.options.ttl;
             let name = key_of(&self.prefix, key);
             let (delay, fail) = self.before_release(&name);
             if !delay.is_zero() {
@@ -588,7 +589,7 @@ impl Backend for FaultLayer {
                 });
                 return Err(failure(fault, "release"));
             }
-            let answer = self.inner.hand_off(key, from, to, ttl).await;
+            let answer = self.inner.hand_off(from_lease, to_lease).await;
             match &answer {
                 Ok(HandOff::Handed { fence }) => {
                     self.shared.ended(from, None);
