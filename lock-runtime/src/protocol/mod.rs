@@ -195,9 +195,9 @@ impl Capabilities {
             Some(NativeDelete::DelEx) => "native DELEX IFEQ",
         };
         let renewal = if self.set_ifeq {
-            "renewal by native SET IFEQ"
+            "renewal and hand-over by native SET IFEQ"
         } else {
-            "renewal by script"
+            "renewal and hand-over by script"
         };
         format!("transactions, {release}, {renewal}")
     }
@@ -281,13 +281,13 @@ mod tests {
         };
         assert_eq!(
             capabilities.describe(),
-            "transactions, native DELIFEQ, renewal by native SET IFEQ"
+            "transactions, native DELIFEQ, renewal and hand-over by native SET IFEQ"
         );
         capabilities.native_delete = None;
         capabilities.set_ifeq = false;
         assert_eq!(
             capabilities.describe(),
-            "transactions, compare-and-delete by script, renewal by script"
+            "transactions, compare-and-delete by script, renewal and hand-over by script"
         );
         assert_eq!(
             Capabilities::default().describe(),
