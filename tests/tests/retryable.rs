@@ -86,10 +86,15 @@ fn rejected_calls(server: &RedisServer, command: &str) -> u64 {
 }
 
 /// A dropped guard's release that the server refuses, and would refuse again (the user lost
-/// the right to run scripts), is sent once, not again and again until the lease runs out.
+/// the right to run scripts, and to delete natively where the server can), is sent once, not again and again until the lease runs out.
 /// (Current-thread runtime: the background release logs on this thread.)
 #[tokio::test]
 async fn a_background_release_is_not_sent_again_after_a_failure_that_would_recur() {
+    if lock_tests::server_version() < (7, 0, 0) {
+        // Counting the refused calls needs `rejected_calls` (Redis 7.0).
+        eprintln!("skipped: the server counts no rejected calls before Redis 7.0");
+        return;
+    }
     let server = RedisServer::start();
     server.cmd(&[
         "ACL", "SETUSER", "locker", "on", ">pw", "~lock:*", "&lock:*", "+@all",
@@ -101,6 +106,11 @@ async fn a_background_release_is_not_sent_again_after_a_failure_that_would_recur
     let options = LockOptions::new().ttl(Duration::from_secs(30));
     let guard = locks.lock("refused", options).await.expect("free");
     server.cmd(&["ACL", "SETUSER", "locker", "-@scripting"]);
+    // Where the server releases natively (Valkey 9.0's DELIFEQ, Redis 8.4's DELEX), that right
+    // goes too; an older server refuses to name a command it does not know, which is ignored.
+    for native in ["-delifeq", "-delex"] {
+        let _ = server.try_cmd(&["ACL", "SETUSER", "locker", native]);
+    }
     let logged = Logged::default();
     let _capture = logged.capture(Level::WARN);
     drop(guard);
@@ -108,7 +118,10 @@ async fn a_background_release_is_not_sent_again_after_a_failure_that_would_recur
     let text = logged.text();
     assert!(gave_up, "the background release never gave up:\n{text}");
     assert!(text.contains("would again"), "{text}");
-    let sent = rejected_calls(&server, "evalsha") + rejected_calls(&server, "eval");
+    let sent: u64 = ["evalsha", "eval", "delifeq", "delex"]
+        .into_iter()
+        .map(|command| rejected_calls(&server, command))
+        .sum();
     assert_eq!(sent, 1, "the refused release was sent {sent} times");
     assert!(
         server.holds_lock("lock:{refused}"),
