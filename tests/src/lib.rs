@@ -31,6 +31,7 @@
 //! tests never pass silently without a server.
 
 mod cluster;
+pub mod deadlocks;
 mod deployment;
 pub mod fair;
 pub mod logs;

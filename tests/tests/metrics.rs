@@ -219,31 +219,8 @@ async fn locked_calls_show_in_the_scraped_metrics() {
         .label("transfer")
         .wait(PATIENCE)
         .deadlock(lock_runtime::Deadlock::Fail);
-    let both_hold = std::sync::Arc::new(tokio::sync::Barrier::new(2));
-    let members: Vec<_> = [("acct:1", "acct:2"), ("acct:2", "acct:1")]
-        .into_iter()
-        .map(|(first, second)| {
-            let locks = locks.clone();
-            let both_hold = both_hold.clone();
-            tokio::spawn(async move {
-                let held = locks.lock(first, fail).await.expect("free");
-                both_hold.wait().await;
-                let outcome = locks.lock(second, fail).await.map(drop);
-                held.release().await.expect("release");
-                outcome
-            })
-        })
-        .collect();
-    let mut gave_up = 0;
-    for member in members {
-        if let Err(err) = member.await.expect("task") {
-            assert!(
-                matches!(err, lock_runtime::LockError::Deadlock { .. }),
-                "{err}"
-            );
-            gave_up += 1;
-        }
-    }
+    let managers = [locks.clone(), locks.clone()];
+    let gave_up = lock_tests::deadlocks::opposite_orders(managers, "acct:1", "acct:2", fail).await;
     assert_eq!(gave_up, 1);
     assert_eq!(
         value(

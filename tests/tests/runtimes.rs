@@ -275,33 +275,8 @@ async fn deadlocks_told(locks: &LockManager, a: &'static str, b: &'static str) -
         .ttl(Duration::from_secs(10))
         .wait(Duration::from_secs(30))
         .deadlock(Deadlock::Fail);
-    let both_hold = std::sync::Arc::new(tokio::sync::Barrier::new(2));
-    let tasks: Vec<_> = [(a, b), (b, a)]
-        .into_iter()
-        .map(|(first, second)| {
-            let locks = locks.clone();
-            let both_hold = both_hold.clone();
-            tokio::spawn(async move {
-                let held = locks.lock(first, options).await.expect("first lock");
-                both_hold.wait().await;
-                let outcome = match locks.lock(second, options).await {
-                    Ok(guard) => guard.release().await,
-                    Err(err) => Err(err),
-                };
-                held.release().await.expect("release");
-                outcome
-            })
-        })
-        .collect();
-    let mut told = 0;
-    for task in tasks {
-        match task.await.expect("task") {
-            Ok(()) => {}
-            Err(LockError::Deadlock { .. }) => told += 1,
-            Err(err) => panic!("neither the lock nor a deadlock: {err}"),
-        }
-    }
-    told
+    let managers = [locks.clone(), locks.clone()];
+    lock_tests::deadlocks::opposite_orders(managers, a, b, options).await
 }
 
 /// The deadlock detector runs on the runtime of the call that started it; when that runtime

@@ -619,29 +619,9 @@ async fn a_deadlock_in_users_code_is_found_on_the_kit() {
     let options = LockOptions::new()
         .wait(secs(30))
         .deadlock(lock_runtime::Deadlock::Fail);
-    let both_hold = Arc::new(tokio::sync::Barrier::new(2));
-    let tasks: Vec<_> = [("from:1", "to:2"), ("to:2", "from:1")]
-        .into_iter()
-        .map(|(first, second)| {
-            let locks = kit.manager();
-            let both_hold = both_hold.clone();
-            tokio::spawn(async move {
-                let held = locks.lock(first, options).await.expect("free");
-                both_hold.wait().await;
-                let outcome = locks.lock(second, options).await.map(drop);
-                held.release().await.expect("release");
-                outcome
-            })
-        })
-        .collect();
-    let mut deadlocks = 0;
-    for task in tasks {
-        match task.await.expect("task") {
-            Ok(()) => {}
-            Err(LockError::Deadlock { .. }) => deadlocks += 1,
-            Err(err) => panic!("{err}"),
-        }
-    }
+    let managers = [kit.manager(), kit.manager()];
+    let deadlocks =
+        lock_tests::deadlocks::opposite_orders(managers, "from:1", "to:2", options).await;
     assert_eq!(deadlocks, 1);
     assert!(wall.elapsed() < WALL, "{:?}", wall.elapsed());
 }
