@@ -3,13 +3,12 @@
 //! `Deadlock::Fail` gives up, and nothing is found, or costs a Redis call, where there is no
 //! cycle.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use lock_runtime::{Deadlock, LockError, LockManager, LockOptions};
+use lock_tests::deadlocks::ring;
 use lock_tests::logs::{Level, Logged};
 use lock_tests::{Deployment, RedisServer, on_backends};
-use tokio::sync::Barrier;
 use tokio::time::Instant;
 
 /// Waits longer than any test takes: a call that is not told of a deadlock would hang here.
@@ -20,43 +19,6 @@ fn failing() -> LockOptions {
         .ttl(Duration::from_secs(10))
         .wait(PATIENCE)
         .deadlock(Deadlock::Fail)
-}
-
-/// Each `(manager, first, second)` takes `first`, and once every one holds its first, waits for
-/// `second` under `options`: what each wait came to, and how long after all of them began
-/// waiting.
-async fn ring(
-    members: Vec<(LockManager, String, String)>,
-    options: LockOptions,
-) -> Vec<(Result<(), LockError>, Duration)> {
-    let all_hold = Arc::new(Barrier::new(members.len()));
-    let tasks: Vec<_> = members
-        .into_iter()
-        .map(|(locks, first, second)| {
-            let all_hold = all_hold.clone();
-            tokio::spawn(async move {
-                let held = locks
-                    .lock(first.as_str(), options)
-                    .await
-                    .unwrap_or_else(|err| panic!("take {first}: {err}"));
-                all_hold.wait().await;
-                let began = Instant::now();
-                let second = locks.lock(second.as_str(), options).await;
-                let took = began.elapsed();
-                let outcome = match second {
-                    Ok(guard) => guard.release().await,
-                    Err(err) => Err(err),
-                };
-                held.release().await.expect("release the first lock");
-                (outcome, took)
-            })
-        })
-        .collect();
-    let mut outcomes = Vec::new();
-    for task in tasks {
-        outcomes.push(task.await.expect("the member's task"));
-    }
-    outcomes
 }
 
 /// Exactly one member gave up with `Deadlock`, naming the cycle from its own wait; the others
