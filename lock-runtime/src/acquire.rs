@@ -364,13 +364,21 @@ impl Acquisition {
         let joined = Waiting::join(&self.manager, &self.lease, self.give_up).await;
         // A release between our look at the holder and our joining found nobody here to wake
         // (and announced nothing: nobody had asked the server). In line now, any later release
-        // wakes us; one already made is found by asking.
-        if let Some(holder) = &holder
-            && !self.manager.watchdog.holds(holder)
-        {
-            self.waiting = Some(joined);
-            return ControlFlow::Continue(());
-        }
+        // here wakes us, so look again: held here still (or handed on meanwhile), wait behind
+        // the holder; freed, and nobody ahead of us to ask for it, ask at once.
+        let holder = match self.manager.watchdog.held_lease(&self.lease.stored.lock) {
+            Some(now) => {
+                if !holder.as_ref().is_some_and(|seen| Arc::ptr_eq(seen, &now)) {
+                    self.blocked_by(Some(crate::protocol::token_id(&now.token)));
+                }
+                Some(now)
+            }
+            None if holder.is_some() || joined.is_first() => {
+                self.waiting = Some(joined);
+                return ControlFlow::Continue(());
+            }
+            None => None,
+        };
         // The holder's lease ends (by the local clock) at its deadline, which its
         // renewals move on: that is when the watch looks, not at a blind guess.
         let expires = holder.as_ref().map(|holder| holder.deadline());

@@ -304,12 +304,6 @@ impl Watchdog {
             .then_some(lease)
     }
 
-    /// Whether this manager still holds a lock under `lease` (its release unregisters it first).
-    pub(crate) fn holds(&self, lease: &Arc<Lease>) -> bool {
-        self.held_lease(&lease.stored.lock)
-            .is_some_and(|held| Arc::ptr_eq(&held, lease))
-    }
-
     /// The tracked lease under owner token `token`, if any: how the `testing` kit loses a held
     /// lease on purpose.
     #[cfg(feature = "testing")]

@@ -399,6 +399,11 @@ async fn a_held_lock_on_a_cluster_is_renewed_by_the_cheapest_path_its_master_off
 /// and the lock handed over is renewed and released by comparing its value as a lock taken
 /// freely is; elsewhere by handoff.lua. A waiter of another process that marked the lock as
 /// awaited turns the hand-over into a release it can win, on either path.
+fn server_of_broken(d: &Deployment) -> &RedisServer {
+    d.server_of("lock:{broken}")
+        .expect("one server stores the lock")
+}
+
 async fn a_hand_over_takes_the_cheapest_path_this_server_offers(d: Deployment) {
     let stored = "lock:{pass}";
     let server = d.server_of(stored).expect("one server stores the lock");
@@ -502,6 +507,34 @@ async fn a_hand_over_takes_the_cheapest_path_this_server_offers(d: Deployment) {
     let there = outside.await.expect("task");
     here.unwrap_or_else(|err| panic!("the waiter here: {err}\n{}", shown()));
     there.unwrap_or_else(|err| panic!("the waiter elsewhere: {err}\n{}", shown()));
+
+    // A counter that cannot be counted on: nothing is handed over without a token. The
+    // holder's release succeeds, the waiter is told what is wrong, and nothing stays held.
+    let broken = d
+        .locks
+        .lock("broken", LockOptions::new())
+        .await
+        .expect("free");
+    let broken_counter = lock_runtime::inspect::fence_counter_key("lock:", "lock:{broken}");
+    server_of_broken(&d).cmd(&["SET", &broken_counter, "not-a-number"]);
+    let waiter = {
+        let locks = d.locks.clone();
+        async move {
+            locks
+                .lock("broken", LockOptions::new().wait(PATIENCE))
+                .await
+        }
+    };
+    let waiter = d.spawn_waiting("lock:{broken}", 1, waiter).await;
+    broken.release().await.expect("the holder's release");
+    let told = waiter.await.expect("task").expect_err("no token to give");
+    assert!(!told.is_retryable(), "{told:?}");
+    assert!(
+        !server_of_broken(&d).holds_lock("lock:{broken}"),
+        "{}",
+        shown()
+    );
+    server_of_broken(&d).cmd(&["DEL", &broken_counter]);
 }
 
 /// On every server: a lock of 0.1 (a hash with a token and a lease) is busy, and a hash

@@ -60,6 +60,11 @@ impl Waiting {
         waiting
     }
 
+    /// Whether this waiter is the first in this process's line for its key.
+    pub(super) fn is_first(&self) -> bool {
+        self.manager.waiters.is_first(&self.key, &self.slot)
+    }
+
     /// This waiter leaves the line: if it watched the lease's expiry, the next one does now,
     /// looking again at `until`.
     pub(super) fn hand_over(&self, until: Instant) {
@@ -100,7 +105,7 @@ impl Waiting {
         // others wait for a release (or for the watch to be handed to them), so that one
         // expiry costs one attempt, not one per waiter. Without notifications, everyone
         // watches.
-        let watches = !self.notified || self.manager.waiters.is_first(&self.key, &self.slot);
+        let watches = !self.notified || self.is_first();
         let mut wake_at = match expires {
             Some(expires) if watches => expires,
             Some(_) => give_up,

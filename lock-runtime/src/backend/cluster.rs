@@ -366,12 +366,13 @@ impl ClusterBackend {
         key: &StoredKey,
         token: &str,
         value: &str,
-    ) -> Result<(), Failure> {
+    ) -> Result<bool, Failure> {
         let native = self.capabilities.native_delete;
-        if !lean::release(conn, &key.lock, value, native).await? {
-            self.release(key, token, Duration::ZERO).await?;
+        if lean::release(conn, &key.lock, value, native).await? {
+            return Ok(true);
         }
-        Ok(())
+        let released = self.release(key, token, Duration::ZERO).await?;
+        Ok(released == Release::Released)
     }
 
     /// Renews the leases of `batch` at `indices`, which share one slot, in one pipeline sent to
@@ -562,10 +563,21 @@ impl Backend for ClusterBackend {
         Box::pin(async move {
             let key = &from.stored;
             let mut conn = self.routed(&key.lock);
-            if let Some(answer) =
-                native_hand_off(&self.capabilities, &self.holder, from, to, &mut conn).await?
-            {
-                return Ok(answer);
+            let native =
+                native_hand_off(&self.capabilities, &self.holder, from, to, &mut conn).await?;
+            match native {
+                Some((lean::Passed::Handed { fence }, _)) => return Ok(HandOff::Handed { fence }),
+                Some((lean::Passed::GiveBack, to_value)) => {
+                    // Written for the waiter without a token: given back, and the waiter
+                    // asks itself. Not written: the lock is still the holder's.
+                    if self
+                        .give_back_lean(&mut conn, key, &to.token, &to_value)
+                        .await?
+                    {
+                        return Ok(HandOff::Released);
+                    }
+                }
+                Some((lean::Passed::Script, _)) | None => {}
             }
             let ttl = to.options.ttl;
             let invocation =

@@ -1070,8 +1070,19 @@ impl Backend for RedisBackend {
                     native_hand_off(capabilities, holder, from, to, &mut conn).await
                 })
                 .await?;
-            if let Some(answer) = native {
-                return Ok(answer);
+            match native {
+                Some((lean::Passed::Handed { fence }, _)) => return Ok(HandOff::Handed { fence }),
+                Some((lean::Passed::GiveBack, to_value)) => {
+                    // Written for the waiter without a token: given back, and the waiter
+                    // asks itself. Not written: the lock is still the holder's.
+                    if self
+                        .give_back_lean(&conn, &from.stored, &to.token, &to_value)
+                        .await?
+                    {
+                        return Ok(HandOff::Released);
+                    }
+                }
+                Some((lean::Passed::Script, _)) | None => {}
             }
             let ttl = to.options.ttl;
             let invocation =
@@ -1142,23 +1153,25 @@ impl RedisBackend {
     /// Gives back what a transaction of `token` may have taken as `value`: deleted if it still
     /// holds that value; if it holds ours marked since (a waiter told it is busy, a fair waiter
     /// that joined the line), released by the script, which frees it for the first in line or
-    /// announces it, so that the attempt that follows cannot re-enter past them.
+    /// announces it, so that the attempt that follows cannot re-enter past them. Whether
+    /// anything of `token`'s was there to give back.
     async fn give_back_lean(
         &self,
         conn: &SharedConn,
         key: &StoredKey,
         token: &str,
         value: &str,
-    ) -> Result<(), Failure> {
+    ) -> Result<bool, Failure> {
         let native = self.capabilities.native_delete;
         let lock = &key.lock;
         let deleted = conn
             .send(|mut conn| async move { lean::release(&mut conn, lock, value, native).await })
             .await?;
-        if !deleted {
-            self.release_owned(key, token, Duration::ZERO).await?;
+        if deleted {
+            return Ok(true);
         }
-        Ok(())
+        let released = self.release_owned(key, token, Duration::ZERO).await?;
+        Ok(released == Release::Released)
     }
 
     /// Releases `lease` by comparing the whole value its acquire wrote, where nobody was told
@@ -1219,15 +1232,16 @@ pub(super) fn written_value(
 
 /// The hand-over of the lock of `from` to `to` without a script, where the server has `SET ...
 /// IFEQ` and the holder's value is still the one its acquire wrote (see [`lean::hand_off`]):
-/// `None` if it cannot be, or the value changed since (the script decides then). A lock handed
-/// over so holds the plain value of `to`, which its renewals and release compare in turn.
+/// `None` if it cannot be; otherwise what it came to, with the value it wrote for `to` (which
+/// [`lean::Passed::GiveBack`] gives back). A lock handed over so holds the plain value of
+/// `to`, which its renewals and release compare in turn.
 pub(super) async fn native_hand_off(
     capabilities: &Capabilities,
     holder: &Holder,
     from: &Lease,
     to: &Lease,
     conn: &mut impl redis::aio::ConnectionLike,
-) -> RedisResult<Option<HandOff>> {
+) -> RedisResult<Option<(lean::Passed, String)>> {
     let Some(from_value) = written_value(capabilities, holder, from) else {
         return Ok(None);
     };
@@ -1241,17 +1255,12 @@ pub(super) async fn native_hand_off(
         &from_value,
         &to_value,
         millis(to.options.ttl),
-        capabilities.native_delete,
     )
     .await?;
-    Ok(match passed {
-        lean::Passed::Handed { fence } => {
-            to.record_attempt(since_ms, true);
-            Some(HandOff::Handed { fence })
-        }
-        lean::Passed::Released => Some(HandOff::Released),
-        lean::Passed::Script => None,
-    })
+    if let lean::Passed::Handed { .. } = passed {
+        to.record_attempt(since_ms, true);
+    }
+    Ok(Some((passed, to_value)))
 }
 
 /// Renews `renewals` on `conn` in one pipeline: those whose `written` value is known (see

@@ -264,20 +264,24 @@ pub(crate) fn renewed(answer: &Value) -> bool {
 pub(crate) enum Passed {
     /// The waiter holds the lock now, with this fencing token.
     Handed { fence: u64 },
-    /// Nobody holds it: the waiter asks for it itself.
-    Released,
     /// The lock holds another value than the holder's acquire wrote (marked as awaited, a
-    /// fair line formed, gone): the hand-over script decides.
+    /// fair line formed, gone): nothing was written, and the hand-over script decides.
     Script,
+    /// The waiter's value may have been written without a token to give it (a counter lost
+    /// and not seeded, or one that cannot be counted on), and may have been marked since: it
+    /// must be given back under the waiter's owner token (compare-and-delete, then the release
+    /// script), and the waiter asks itself. If it was not written, the lock is still the
+    /// holder's, and the hand-over script decides.
+    GiveBack,
 }
 
-/// `MULTI; SET lock to_value IFEQ from_value PX ttl; INCR counter; EXEC` (Valkey 8.1, Redis
-/// 8.4): hands a lock that still holds exactly the value its holder's acquire wrote (so nobody
-/// elsewhere was told it is busy and no fair line formed) to the waiter's `to_value`, with a
-/// token from the slot's counter, in one round trip and without a script. The counter counts
-/// up also when nothing was handed over, which keeps tokens rising. A counter that had no
-/// token to give is seeded as after an acquire; one that cannot be counted on gets the lock
-/// deleted again, and the waiter, asking itself, is told what is wrong.
+/// `MULTI; SET lock to_value IFEQ from_value PX ttl; GET lock; INCR counter; EXEC` (Valkey 8.1,
+/// Redis 8.4): hands a lock that still holds exactly the value its holder's acquire wrote (so
+/// nobody elsewhere was told it is busy and no fair line formed) to the waiter's `to_value`,
+/// with a token from the slot's counter, in one round trip and without a script. The counter
+/// counts up also when nothing was handed over, which keeps tokens rising. The `GET` finds a
+/// hand-over sent twice (its first answer lost with its connection) handed already. A counter
+/// that had no token to give is seeded as after an acquire.
 pub(crate) async fn hand_off(
     conn: &mut impl redis::aio::ConnectionLike,
     lock: &str,
@@ -285,7 +289,6 @@ pub(crate) async fn hand_off(
     from_value: &str,
     to_value: &str,
     ttl_ms: u64,
-    native: Option<NativeDelete>,
 ) -> RedisResult<Passed> {
     let mut set = Cmd::with_capacity(7, lock.len() + from_value.len() + to_value.len() + 32);
     set.arg("SET")
@@ -295,49 +298,43 @@ pub(crate) async fn hand_off(
         .arg(from_value)
         .arg("PX")
         .arg(ttl_ms);
+    let mut get = Cmd::with_capacity(2, lock.len() + 4);
+    get.arg("GET").arg(lock);
     let mut incr = Cmd::with_capacity(2, counter.len() + 4);
     incr.arg("INCR").arg(counter);
-    let mut pipe = Pipeline::with_capacity(2);
-    pipe.atomic().add_command(set).add_command(incr);
+    let mut pipe = Pipeline::with_capacity(3);
+    pipe.atomic()
+        .add_command(set)
+        .add_command(get)
+        .add_command(incr);
     let answers: Vec<Value> = match pipe.query_async(conn).await {
         Ok(answers) => answers,
         // A command failed on the server (a counter that is not a number, say): the SET may
         // have been applied all the same.
-        Err(err) if !crate::backend::is_transient(&err) => {
-            return take_back(conn, lock, to_value, native).await;
-        }
+        Err(err) if !crate::backend::is_transient(&err) => return Ok(Passed::GiveBack),
         Err(err) => return Err(err),
     };
-    match answers.as_slice() {
-        [Value::Okay, Value::Int(fence)] => match u64::try_from(*fence) {
-            Ok(fence) if (SEEDED..MAX_TOKEN).contains(&fence) => Ok(Passed::Handed { fence }),
+    let [set, held, counted] = answers.as_slice() else {
+        return Ok(Passed::GiveBack);
+    };
+    let handed = matches!(set, Value::Okay)
+        || matches!(held, Value::BulkString(held) if held.as_slice() == to_value.as_bytes());
+    if !handed {
+        return Ok(Passed::Script);
+    }
+    Ok(match counted {
+        Value::Int(fence) => match u64::try_from(*fence) {
+            Ok(fence) if (SEEDED..MAX_TOKEN).contains(&fence) => Passed::Handed { fence },
             Ok(fence) if fence > 0 && fence < SEEDED => {
                 match seed(conn, lock, counter, to_value).await? {
-                    Ok(Some(fence)) => Ok(Passed::Handed { fence }),
-                    // Expired or deleted meanwhile.
-                    Ok(None) => Ok(Passed::Released),
-                    Err(()) => take_back(conn, lock, to_value, native).await,
+                    Ok(Some(fence)) => Passed::Handed { fence },
+                    // Marked or gone meanwhile, or a counter that cannot be counted on.
+                    Ok(None) | Err(()) => Passed::GiveBack,
                 }
             }
-            _ => take_back(conn, lock, to_value, native).await,
+            _ => Passed::GiveBack,
         },
-        [Value::Okay, _] => take_back(conn, lock, to_value, native).await,
-        _ => Ok(Passed::Script),
-    }
-}
-
-/// A hand-over that may have set `to_value` without a token to give: deleted again if it
-/// did (the waiter then asks itself, and is told what is wrong), else the script decides.
-async fn take_back(
-    conn: &mut impl redis::aio::ConnectionLike,
-    lock: &str,
-    to_value: &str,
-    native: Option<NativeDelete>,
-) -> RedisResult<Passed> {
-    Ok(if release(conn, lock, to_value, native).await? {
-        Passed::Released
-    } else {
-        Passed::Script
+        _ => Passed::GiveBack,
     })
 }
 
