@@ -38,6 +38,9 @@
 //!
 //! Exits 0 when every invariant holds, 1 when one fails, 2 on bad usage or a setup failure.
 
+// The report's JSON is one `json!` of many fields.
+#![recursion_limit = "256"]
+
 mod analyze;
 mod deployment;
 mod experiment;
