@@ -102,7 +102,7 @@ async fn opposite_orders_with_deadlock_fail_give_up_one_call() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_without_deadlock_takes_the_managers_default() {
     let locks = LockManager::builder()
-        .url("memory://")
+        .url("memory://manager-default")
         .deadlock(Deadlock::Fail)
         .build()
         .await
@@ -117,7 +117,7 @@ async fn deadlock_wait_overrides_a_failing_manager_default() {
     let logged = Logged::default();
     let _capture = logged.capture(Level::WARN);
     let locks = LockManager::builder()
-        .url("memory://")
+        .url("memory://wait-overrides")
         .deadlock(Deadlock::Fail)
         .build()
         .await
