@@ -1,15 +1,15 @@
 //! `#[distributed_lock(deadlock = "..")]` reaches the runtime: two attributed calls that take
 //! two locks in opposite orders give up one of them with `LockError::Deadlock` when they ask to,
-//! a `keys` call is one of the waits that can give up, `deadlock = "wait"` keeps waiting under
-//! a manager whose default is to fail, and a call that says nothing takes that default. All on
-//! memory:// (no Redis needed), each manager passed with `manager = locks`.
+//! a `keys` call is one of the waits that can give up, and a call that says nothing takes the
+//! manager's default (`deadlock = "wait"` over a failing default is in
+//! `deadlock_logged.rs`). All on memory:// (no Redis needed), each manager passed with
+//! `manager = locks`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use lock_runtime::{Deadlock, LockError, LockManager, distributed_lock};
 use lock_tests::busy_elsewhere;
-use lock_tests::logs::{Level, Logged};
 use tokio::sync::Barrier;
 use tokio::time::Instant;
 
@@ -17,65 +17,8 @@ use tokio::time::Instant;
 /// (30 s), and the test fails on `Busy` rather than hanging.
 const PATIENCE: Duration = Duration::from_secs(30);
 
-#[distributed_lock(key = "acct:<second>", manager = locks, wait = "30s", deadlock = "fail")]
-async fn take_second_or_give_up(locks: &LockManager, second: &str) -> Result<(), LockError> {
-    Ok(())
-}
-
-#[distributed_lock(key = "acct:<second>", manager = locks, wait = "3s", deadlock = "wait")]
-async fn take_second_waiting(locks: &LockManager, second: &str) -> Result<(), LockError> {
-    Ok(())
-}
-
-#[distributed_lock(key = "acct:<second>", manager = locks, wait = "30s")]
-async fn take_second_as_the_manager_says(
-    locks: &LockManager,
-    second: &str,
-) -> Result<(), LockError> {
-    Ok(())
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Second {
-    GiveUp,
-    Wait,
-    ManagerDefault,
-}
-
-/// Holds `acct:<first>` and, once every caller holds its first, takes `acct:<second>` as
-/// `how` says.
-#[distributed_lock(key = "acct:<first>", manager = locks, ttl = "10s")]
-async fn transfer(
-    locks: &LockManager,
-    first: &str,
-    second: &str,
-    all_hold: &Barrier,
-    how: Second,
-) -> Result<(), LockError> {
-    all_hold.wait().await;
-    match how {
-        Second::GiveUp => take_second_or_give_up(locks, second).await,
-        Second::Wait => take_second_waiting(locks, second).await,
-        Second::ManagerDefault => take_second_as_the_manager_says(locks, second).await,
-    }
-}
-
-/// `transfer(a, b)` and `transfer(b, a)` at once, each on a task of its own.
-async fn abba(locks: &LockManager, how: Second) -> Vec<Result<(), LockError>> {
-    let all_hold = Arc::new(Barrier::new(2));
-    let tasks: Vec<_> = [("a", "b"), ("b", "a")]
-        .into_iter()
-        .map(|(first, second)| {
-            let (locks, all_hold) = (locks.clone(), all_hold.clone());
-            tokio::spawn(async move { transfer(&locks, first, second, &all_hold, how).await })
-        })
-        .collect();
-    let mut outcomes = Vec::new();
-    for task in tasks {
-        outcomes.push(task.await.expect("the caller's task"));
-    }
-    outcomes
-}
+mod transfers;
+use transfers::{Second, abba};
 
 /// Exactly one call gave up with `Deadlock`, naming both waits; the other got both locks.
 fn one_gave_up(outcomes: &[Result<(), LockError>]) {
@@ -108,35 +51,6 @@ async fn a_call_without_deadlock_takes_the_managers_default() {
         .await
         .expect("memory manager");
     one_gave_up(&abba(&locks, Second::ManagerDefault).await);
-}
-
-/// `deadlock = "wait"` is set on the call, over a manager that would fail it: nobody gives up,
-/// the deadlock is logged, and the waits run out.
-#[tokio::test(flavor = "current_thread")]
-async fn deadlock_wait_overrides_a_failing_manager_default() {
-    let logged = Logged::default();
-    let _capture = logged.capture(Level::WARN);
-    let locks = LockManager::builder()
-        .url("memory://wait-overrides")
-        .deadlock(Deadlock::Fail)
-        .build()
-        .await
-        .expect("memory manager");
-    let outcomes = abba(&locks, Second::Wait).await;
-    assert!(
-        outcomes
-            .iter()
-            .all(|outcome| !matches!(outcome, Err(LockError::Deadlock { .. }))),
-        "{outcomes:?}"
-    );
-    assert!(
-        outcomes
-            .iter()
-            .any(|outcome| matches!(outcome, Err(LockError::Busy { .. }))),
-        "{outcomes:?}"
-    );
-    let text = logged.text();
-    assert!(text.contains("deadlock among lock waiters"), "{text}");
 }
 
 #[distributed_lock(keys = ["k:<a>", "k:<b>"], manager = locks, wait = "30s", deadlock = "fail")]

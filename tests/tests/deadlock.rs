@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use lock_runtime::{Deadlock, LockError, LockManager, LockOptions};
 use lock_tests::deadlocks::ring;
-use lock_tests::logs::{Level, Logged};
 use lock_tests::{Deployment, RedisServer, on_backends};
 use tokio::time::Instant;
 
@@ -111,43 +110,6 @@ async fn the_builder_default_applies_where_options_say_nothing() {
     )
     .await;
     one_gave_up(&outcomes, &["x", "y"]);
-}
-
-/// Without `Deadlock::Fail` nobody gives up: both wait out their budget, and the deadlock is
-/// logged once by each manager (each process) with a member in it.
-#[tokio::test(flavor = "current_thread")]
-async fn waiting_is_unchanged_without_fail_and_the_deadlock_is_logged() {
-    let logged = Logged::default();
-    let _capture = logged.capture(Level::WARN);
-    let deployment = Deployment::redis().await;
-    let other = deployment.connect().await;
-    let options = LockOptions::new()
-        .ttl(Duration::from_secs(10))
-        .wait(Duration::from_secs(2));
-    let outcomes = ring(
-        vec![
-            (deployment.locks.clone(), "p".into(), "q".into()),
-            (other, "q".into(), "p".into()),
-        ],
-        options,
-    )
-    .await;
-    for (outcome, _) in &outcomes {
-        assert!(
-            matches!(outcome, Err(LockError::Busy { .. })),
-            "{outcomes:?}"
-        );
-    }
-    let text = logged.text();
-    assert_eq!(
-        text.matches("deadlock among lock waiters").count(),
-        2,
-        "{text}"
-    );
-    assert!(
-        text.contains("waits for `p`") && text.contains("waits for `q`"),
-        "{text}"
-    );
 }
 
 /// Two waiters that each hold a lock of their own and wait for a third, held by someone who
