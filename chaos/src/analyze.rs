@@ -296,6 +296,9 @@ pub(crate) struct Overlap {
     /// The one that came in second has the lower token: possible only while a failover leaves
     /// two masters granting at once.
     pub(crate) out_of_order: bool,
+    /// The newer one's operation reached the resource and was refused: a token above it had
+    /// been accepted before, which only tokens out of order make possible.
+    pub(crate) newer_refused: bool,
     pub(crate) start: u64,
     pub(crate) end: u64,
     pub(crate) outcome: Outcome,
@@ -307,11 +310,11 @@ pub(crate) struct Overlap {
 }
 
 impl Overlap {
-    /// A failover that may have lost the counter's last writes explains it, and the newer
-    /// holder got the lower token: the tokens went down, which the fencing guarantee leaves
-    /// out.
+    /// A failover that may have lost the counter's last writes explains it, and the tokens
+    /// went down: the newer holder got the lower token, or its operation was refused for a
+    /// token above it accepted before. The fencing guarantee leaves that out.
     pub(crate) fn after_lost_writes(&self, faults: &[Fault]) -> bool {
-        self.out_of_order
+        (self.out_of_order || self.newer_refused)
             && self
                 .explained_by
                 .is_some_and(|f| faults[f].kind.may_lose_writes())
@@ -706,6 +709,7 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
                 (Some(_), Some(_)) => Outcome::InOrder,
                 _ => Outcome::NoConflict,
             };
+            let newer_refused = delivered.by_hold[newer].is_some_and(|nw| !journal[nw].accepted);
             overlaps.push(Overlap {
                 stale,
                 newer,
@@ -713,6 +717,7 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
                 end,
                 outcome,
                 out_of_order,
+                newer_refused,
                 explained_by,
                 bare_majority: explained.is_some_and(|(_, bare)| bare),
             });
@@ -1267,7 +1272,7 @@ impl Report {
             .count();
         if after_lost_writes > 0 {
             println!(
-                "  of the stale accepted, after a failover that may have lost the counter's last writes (the newer holder got the lower token): {after_lost_writes}"
+                "  of the stale accepted, after a failover that may have lost the counter's last writes (tokens went down: the newer holder got the lower token, or its operation was refused for a higher one): {after_lost_writes}"
             );
         }
         let mut by_fault: BTreeMap<&str, usize> = BTreeMap::new();
@@ -2658,6 +2663,31 @@ mod tests {
         };
         let report = three_holders(&semaphore_config(2), "newcomer", &[pause_of_worker_1], 20);
         assert_fails_with(&report, "more than 2 holders of the semaphore at once");
+    }
+
+    /// A stale operation accepted is outside the fencing guarantee only after a failover that
+    /// may have lost writes, and only where tokens went down.
+    #[test]
+    fn a_stale_operation_accepted_is_explained_only_where_a_failover_took_tokens_down() {
+        let faults = [
+            store_fault(FaultKind::FailoverPause, Hit::Store, S, 2 * S, 2 * S),
+            store_fault(FaultKind::NodePause, Hit::Store, S, 2 * S, 2 * S),
+        ];
+        let overlap = |explained_by, out_of_order, newer_refused| Overlap {
+            stale: 0,
+            newer: 1,
+            out_of_order,
+            newer_refused,
+            start: S,
+            end: 2 * S,
+            outcome: Outcome::StaleAccepted,
+            explained_by: Some(explained_by),
+            bare_majority: false,
+        };
+        assert!(overlap(0, true, false).after_lost_writes(&faults));
+        assert!(overlap(0, false, true).after_lost_writes(&faults));
+        assert!(!overlap(0, false, false).after_lost_writes(&faults));
+        assert!(!overlap(1, true, true).after_lost_writes(&faults));
     }
 
     #[test]
