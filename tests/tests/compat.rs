@@ -408,6 +408,13 @@ async fn a_hand_over_takes_the_cheapest_path_this_server_offers(d: Deployment) {
     let stored = "lock:{pass}";
     let server = d.server_of(stored).expect("one server stores the lock");
     let offers = Offers::of(server);
+    // A cluster older than Redis 7.0 has no sharded pub/sub: its waiters subscribe to nothing,
+    // and are seen waiting by their call alone.
+    let listeners = if d.redis_cluster().is_some() && server_version() < (7, 0, 0) {
+        0
+    } else {
+        1
+    };
     let shown = || {
         format!(
             "{:?} on {}\n{}",
@@ -444,7 +451,7 @@ async fn a_hand_over_takes_the_cheapest_path_this_server_offers(d: Deployment) {
                     .await
             }
         };
-        let waiter = d.spawn_waiting(stored, 1, waiter).await;
+        let waiter = d.spawn_waiting(stored, listeners, waiter).await;
         server.cmd(&["CONFIG", "RESETSTAT"]);
         let before = holder.fencing_token();
         holder.release().await.expect("release");
@@ -499,7 +506,7 @@ async fn a_hand_over_takes_the_cheapest_path_this_server_offers(d: Deployment) {
         guard.release().await
     };
     let waiter = d
-        .spawn_waiting(stored, 1, take_and_give_back(d.locks.clone()))
+        .spawn_waiting(stored, listeners, take_and_give_back(d.locks.clone()))
         .await;
     let outside = tokio::spawn(take_and_give_back(other.clone()));
     holder.release().await.expect("release");
@@ -525,7 +532,7 @@ async fn a_hand_over_takes_the_cheapest_path_this_server_offers(d: Deployment) {
                 .await
         }
     };
-    let waiter = d.spawn_waiting("lock:{broken}", 1, waiter).await;
+    let waiter = d.spawn_waiting("lock:{broken}", listeners, waiter).await;
     broken.release().await.expect("the holder's release");
     let told = waiter.await.expect("task").expect_err("no token to give");
     assert!(!told.is_retryable(), "{told:?}");
