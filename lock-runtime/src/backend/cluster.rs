@@ -32,7 +32,7 @@ use tokio::sync::mpsc;
 
 use super::redis::{
     HANDOFF, Holder, RedisSettings, acquire_confirmed, describe_error, lean_answer,
-    native_hand_off, release_answer, renew_comparing, written_value,
+    native_hand_off, release_answer, renew_comparing, settle_native, written_value,
 };
 use super::replicas::{Pool, Replication};
 use super::subscriber::{self, Event, Feed, Subscriptions};
@@ -565,19 +565,12 @@ impl Backend for ClusterBackend {
             let mut conn = self.routed(&key.lock);
             let native =
                 native_hand_off(&self.capabilities, &self.holder, from, to, &mut conn).await?;
-            match native {
-                Some((lean::Passed::Handed { fence }, _)) => return Ok(HandOff::Handed { fence }),
-                Some((lean::Passed::GiveBack, to_value)) => {
-                    // Written for the waiter without a token: given back, and the waiter
-                    // asks itself. Not written: the lock is still the holder's.
-                    if self
-                        .give_back_lean(&mut conn, key, &to.token, &to_value)
-                        .await?
-                    {
-                        return Ok(HandOff::Released);
-                    }
-                }
-                Some((lean::Passed::Script, _)) | None => {}
+            let routed = &mut conn;
+            let give_back = move |to_value: String| async move {
+                self.give_back_lean(routed, key, &to.token, &to_value).await
+            };
+            if let Some(answer) = settle_native(native, give_back).await? {
+                return Ok(answer);
             }
             let ttl = to.options.ttl;
             let invocation =

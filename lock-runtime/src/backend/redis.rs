@@ -1070,19 +1070,13 @@ impl Backend for RedisBackend {
                     native_hand_off(capabilities, holder, from, to, &mut conn).await
                 })
                 .await?;
-            match native {
-                Some((lean::Passed::Handed { fence }, _)) => return Ok(HandOff::Handed { fence }),
-                Some((lean::Passed::GiveBack, to_value)) => {
-                    // Written for the waiter without a token: given back, and the waiter
-                    // asks itself. Not written: the lock is still the holder's.
-                    if self
-                        .give_back_lean(&conn, &from.stored, &to.token, &to_value)
-                        .await?
-                    {
-                        return Ok(HandOff::Released);
-                    }
-                }
-                Some((lean::Passed::Script, _)) | None => {}
+            let shared = &conn;
+            let give_back = move |to_value: String| async move {
+                self.give_back_lean(shared, &from.stored, &to.token, &to_value)
+                    .await
+            };
+            if let Some(answer) = settle_native(native, give_back).await? {
+                return Ok(answer);
             }
             let ttl = to.options.ttl;
             let invocation =
@@ -1261,6 +1255,27 @@ pub(super) async fn native_hand_off(
         to.record_attempt(since_ms, true);
     }
     Ok(Some((passed, to_value)))
+}
+
+/// What a [`native_hand_off`] came to, as the hand-over's answer: handed; or its value given
+/// back by `give_back` (see [`lean::Passed::GiveBack`]), which says whether anything of the
+/// waiter's was there, and then the waiter asks itself. `None`: the hand-over script decides
+/// (nothing was tried, the value changed, or nothing was written and the lock is still the
+/// holder's).
+pub(super) async fn settle_native<F>(
+    native: Option<(lean::Passed, String)>,
+    give_back: impl FnOnce(String) -> F,
+) -> Result<Option<HandOff>, Failure>
+where
+    F: Future<Output = Result<bool, Failure>>,
+{
+    Ok(match native {
+        Some((lean::Passed::Handed { fence }, _)) => Some(HandOff::Handed { fence }),
+        Some((lean::Passed::GiveBack, to_value)) => {
+            give_back(to_value).await?.then_some(HandOff::Released)
+        }
+        Some((lean::Passed::Script, _)) | None => None,
+    })
 }
 
 /// Renews `renewals` on `conn` in one pipeline: those whose `written` value is known (see
