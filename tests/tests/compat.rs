@@ -430,10 +430,15 @@ async fn a_hand_over_takes_the_cheapest_path_this_server_offers(d: Deployment) {
         .await
         .expect("free");
     warm.release().await.expect("release");
+    // Each holder's lease outlasts the round by far: a waiter in line here looks at the server
+    // itself when its holder's lease would end unrenewed (marking the lock as awaited, which
+    // turns the hand-over into a release), and a renewal that comes late on a loaded machine
+    // must not do that. The last waiter takes a short lease, whose renewals are checked below.
     let ttl = Duration::from_millis(1500);
+    let long = Duration::from_secs(30);
     let mut holder = d
         .locks
-        .lock("pass", LockOptions::new().ttl(ttl))
+        .lock("pass", LockOptions::new().ttl(long))
         .await
         .expect("free");
     let counter = lock_runtime::inspect::fence_counter_key("lock:", stored);
@@ -443,11 +448,12 @@ async fn a_hand_over_takes_the_cheapest_path_this_server_offers(d: Deployment) {
             // still comes after the holder's.
             server.cmd(&["DEL", &counter]);
         }
+        let lease = if round == 2 { ttl } else { long };
         let waiter = {
             let locks = d.locks.clone();
             async move {
                 locks
-                    .lock("pass", LockOptions::new().ttl(ttl).wait(PATIENCE))
+                    .lock("pass", LockOptions::new().ttl(lease).wait(PATIENCE))
                     .await
             }
         };
