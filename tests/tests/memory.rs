@@ -36,8 +36,7 @@ static GLOBAL: &StatsAlloc<System> = &INSTRUMENTED_SYSTEM;
 fn live_heap() -> (i64, i64) {
     let stats = GLOBAL.stats();
     (
-        stats.bytes_allocated as i64 - stats.bytes_deallocated as i64
-            + stats.bytes_reallocated as i64,
+        stats.bytes_allocated as i64 - stats.bytes_deallocated as i64,
         stats.allocations as i64 - stats.deallocations as i64,
     )
 }

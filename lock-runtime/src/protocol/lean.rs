@@ -465,68 +465,55 @@ mod tests {
     }
 
     #[test]
-    fn a_transaction_is_read_as_the_script_would_answer() {
+    fn a_transaction_that_found_the_lock_free_is_read_as_the_script_would_answer() {
         let fence = 1_795_000_000_000_000;
+        let free = |line: i64, counted: Value| {
+            read(&[Value::Nil, Value::Int(500), Value::Int(line), counted])
+        };
         assert_eq!(
-            read(&[
-                Value::Nil,
-                Value::Int(500),
-                Value::Int(0),
-                Value::Int(fence)
-            ]),
+            free(0, Value::Int(fence)),
             Taken::Acquired {
                 fence: fence as u64
             }
         );
         // A lost counter starts again at 1: seed.lua seeds it.
-        assert_eq!(
-            read(&[Value::Nil, Value::Int(500), Value::Int(0), Value::Int(1)]),
-            Taken::Unseeded
-        );
+        assert_eq!(free(0, Value::Int(1)), Taken::Unseeded);
         // 2^53 cannot be counted on by the scripts, nor can a negative counter: the script
         // reports them.
         for counted in [Value::Int(1 << 53), Value::Int(-4), Value::Nil] {
-            assert_eq!(
-                read(&[Value::Nil, Value::Int(500), Value::Int(0), counted.clone()]),
-                Taken::GiveBack
-            );
+            assert_eq!(free(0, counted), Taken::GiveBack);
         }
-        assert_eq!(
+        // Taken past a line of fair waiters.
+        assert_eq!(free(1, Value::Int(fence)), Taken::GiveBack);
+    }
+
+    #[test]
+    fn a_transaction_that_found_the_lock_held_is_read_as_the_script_would_answer() {
+        let held = |value: &str, pttl: i64| {
             read(&[
-                Value::Nil,
-                Value::Int(500),
-                Value::Int(1),
-                Value::Int(fence)
-            ]),
-            Taken::GiveBack
-        );
-        assert_eq!(
-            read(&[
-                bulk("held token=abc waiting=1 since=1 host=h pid=1 app="),
-                Value::Int(700),
+                bulk(value),
+                Value::Int(pttl),
                 Value::Int(0),
-                Value::Int(fence)
-            ]),
+                Value::Int(1_795_000_000_000_000),
+            ])
+        };
+        let marked = "held token=abc waiting=1 since=1 host=h pid=1 app=";
+        assert_eq!(
+            held(marked, 700),
             Taken::Held {
                 owner: "abc".into(),
                 waiting: '1',
                 pttl: 700,
-                blocker: Blocker::from_value(
-                    "held token=abc waiting=1 since=1 host=h pid=1 app=",
-                    None
-                )
-                .map(Box::new),
+                blocker: Blocker::from_value(marked, None).map(Box::new),
             }
         );
         let Taken::Held {
             blocker: Some(blocker),
             ..
-        } = read(&[
-            bulk("held token=abc waiting=0 since=1 host=web-1 pid=42 app=billing"),
-            Value::Int(700),
-            Value::Int(0),
-            Value::Int(fence),
-        ])
+        } = held(
+            "held token=abc waiting=0 since=1 host=web-1 pid=42 app=billing",
+            700,
+        )
         else {
             panic!("the holder is named");
         };
@@ -537,12 +524,7 @@ mod tests {
         );
         // Without holder metadata there is nobody to name.
         assert!(matches!(
-            read(&[
-                bulk("held token=abc waiting=0"),
-                Value::Int(700),
-                Value::Int(0),
-                Value::Int(fence)
-            ]),
+            held("held token=abc waiting=0", 700),
             Taken::Held { blocker: None, .. }
         ));
         for other in [
@@ -550,26 +532,9 @@ mod tests {
             "free next=t until=5",
             "held fence=1 token=t waiting=0",
         ] {
-            assert_eq!(
-                read(&[
-                    bulk(other),
-                    Value::Int(700),
-                    Value::Int(0),
-                    Value::Int(fence)
-                ]),
-                Taken::Script,
-                "{other}"
-            );
+            assert_eq!(held(other, 700), Taken::Script, "{other}");
         }
         // No expiry: not a lock of ours.
-        assert_eq!(
-            read(&[
-                bulk("held token=abc waiting=0"),
-                Value::Int(-1),
-                Value::Int(0),
-                Value::Int(fence)
-            ]),
-            Taken::Script
-        );
+        assert_eq!(held("held token=abc waiting=0", -1), Taken::Script);
     }
 }
