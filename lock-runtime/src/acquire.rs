@@ -252,8 +252,11 @@ impl Acquisition {
     }
 
     async fn run(&mut self) -> Done {
+        // The waits are boxed: only a call that waits pays for their space, and every other
+        // one's future (and any future that awaits it and holds its guard) is that much
+        // smaller.
         if let Some(holder) = self.line_here()
-            && let ControlFlow::Break(done) = self.wait_behind(holder).await
+            && let ControlFlow::Break(done) = Box::pin(self.wait_behind(holder)).await
         {
             return done;
         }
@@ -270,7 +273,8 @@ impl Acquisition {
                     // The last answer's: the holder may have changed since an earlier one.
                     self.blocker = blocker;
                     self.blocked_by(holder.map(crate::protocol::holder_hex));
-                    if let ControlFlow::Break(done) = self.busy(remaining, watched).await {
+                    if let ControlFlow::Break(done) = Box::pin(self.busy(remaining, watched)).await
+                    {
                         return done;
                     }
                 }

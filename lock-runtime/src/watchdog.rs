@@ -24,6 +24,10 @@ use crate::backend::{Backend, Failure, Renewal};
 use crate::background::Background;
 use crate::lease::{Lease, drift_margin};
 
+mod entries;
+
+use entries::Entries;
+
 /// Retry a failed renewal this often (bounded by the lease's own deadline).
 const RETRY_FLOOR: Duration = Duration::from_millis(20);
 
@@ -53,8 +57,7 @@ struct Shared {
 struct State {
     /// Where the watchdog's clock starts: the entries keep their moments as [`Tick`]s from here.
     epoch: Instant,
-    next_id: u64,
-    entries: HashMap<u64, Entry>,
+    entries: Entries<Entry>,
     /// (when, entry id): the next thing to do for each entry, earliest first.
     queue: BTreeSet<(Tick, u64)>,
     /// The driver task, started on first use and again if the runtime it ran on has shut down.
@@ -138,7 +141,7 @@ fn key_hash(stored: &str) -> u64 {
     BuildHasherDefault::<DefaultHasher>::default().hash_one(stored)
 }
 
-/// What the driver keeps of one lease: kept small (64 bytes), as there is one per held lock.
+/// What the driver keeps of one lease: kept small (56 bytes), as there is one per held lock.
 struct Entry {
     lease: Weak<Lease>,
     due: Tick,
@@ -198,8 +201,7 @@ impl Watchdog {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
                     epoch: Instant::now(),
-                    next_id: 0,
-                    entries: HashMap::new(),
+                    entries: Entries::new(),
                     queue: BTreeSet::new(),
                     driver: None,
                     next_look: None,
@@ -222,25 +224,20 @@ impl Watchdog {
             .max_hold
             .and_then(|max| lease.started().checked_add(max));
         let mut state = self.shared.lock();
-        state.next_id += 1;
-        let id = state.next_id;
         let lost_at = state.tick(deadline);
         let hold_until = hold_until.map_or(Tick::NEVER, |until| state.tick(until));
-        state.entries.insert(
-            id,
-            Entry {
-                lease: Arc::downgrade(lease),
-                due: lost_at,
-                lost_at,
-                ttl_nanos: u64::try_from(ttl.as_nanos()).unwrap_or(u64::MAX),
-                renew: lease.options.watchdog,
-                acquiring: true,
-                awaiting: Tick::NEVER,
-                request: 0,
-                capped: false,
-                hold_until,
-            },
-        );
+        let id = state.entries.insert(Entry {
+            lease: Arc::downgrade(lease),
+            due: lost_at,
+            lost_at,
+            ttl_nanos: u64::try_from(ttl.as_nanos()).unwrap_or(u64::MAX),
+            renew: lease.options.watchdog,
+            acquiring: true,
+            awaiting: Tick::NEVER,
+            request: 0,
+            capped: false,
+            hold_until,
+        });
         state.queue.insert((lost_at, id));
         self.shared.start_driver(&mut state, deadline);
         id
@@ -402,7 +399,8 @@ impl Watchdog {
         state
             .entries
             .drain()
-            .filter_map(|(_, entry)| entry.lease.upgrade())
+            .into_iter()
+            .filter_map(|entry| entry.lease.upgrade())
             .collect()
     }
 }
@@ -659,11 +657,7 @@ fn answer_wait(ttl: Duration) -> Duration {
 
 /// The entries to handle at `now`: those due, and those whose renewal falls due soon (within a
 /// twelfth of their ttl), so that renewals taken at different moments still share round trips.
-fn due_now(
-    queue: &BTreeSet<(Tick, u64)>,
-    entries: &HashMap<u64, Entry>,
-    now: Tick,
-) -> Vec<(Tick, u64)> {
+fn due_now(queue: &BTreeSet<(Tick, u64)>, entries: &Entries<Entry>, now: Tick) -> Vec<(Tick, u64)> {
     let mut due = Vec::new();
     for &(when, id) in queue {
         if when <= now {
