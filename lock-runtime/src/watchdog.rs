@@ -12,7 +12,7 @@
 //! owner token on the server, so even one that crosses a release on the wire cannot extend anyone
 //! else's lock. The driver holds leases and its own state weakly: it never keeps a manager alive.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
@@ -67,8 +67,10 @@ struct State {
     next_look: Option<Instant>,
     /// The entry last granted for each stored key, by a hash of the key: which lock this
     /// manager holds, without a copy of every key. (Two keys with one hash keep only the
-    /// later: then the other is not found, which only costs a waiter an attempt.)
-    held: HashMap<u64, u64>,
+    /// later: then the other is not found, which only costs a waiter an attempt.) A B-tree,
+    /// whose nodes come and go one at a time, rather than a hash map, whose outgrown tables
+    /// stay behind as free memory.
+    held: BTreeMap<u64, u64>,
 }
 
 /// A moment on the watchdog's clock: nanoseconds from its epoch (before it, negative), 8 bytes
@@ -205,7 +207,7 @@ impl Watchdog {
                     queue: BTreeSet::new(),
                     driver: None,
                     next_look: None,
-                    held: HashMap::new(),
+                    held: BTreeMap::new(),
                 }),
                 wake: Arc::new(Notify::new()),
                 backend,
