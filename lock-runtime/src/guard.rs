@@ -7,7 +7,7 @@ use tokio::runtime::Handle;
 use tokio::time::Instant;
 
 use crate::backend::{Failure, HandOff, Release};
-use crate::client::Inner;
+use crate::client::{Inner, WorkUnderWay};
 use crate::lease::{Lease, Status};
 use crate::pending::{Pending, release_dropped};
 use crate::protocol::release_id;
@@ -50,6 +50,8 @@ struct Owner {
     runtime: Option<Handle>,
     /// Handed to the caller as held: counted in the `lock.held` metric until released.
     counted: bool,
+    /// A release was sent (and perhaps cancelled on the way): it may have landed.
+    sent: bool,
 }
 
 impl std::fmt::Debug for LockGuard {
@@ -77,6 +79,7 @@ impl LockGuard {
                 watch_id,
                 runtime,
                 counted: true,
+                sent: false,
             }),
         };
         guard.in_use(true)
@@ -203,6 +206,7 @@ impl LockGuard {
             // Counted once, also if this release is cancelled and the drop finishes it.
             crate::metrics::released(self.lease.options.label, || self.lease.started().elapsed());
         }
+        owner.sent = true;
         let owner = &*owner;
         if self.lease.status() == Status::Lost(LostReason::ShutDown) {
             // Shutdown released it already.
@@ -251,7 +255,7 @@ impl Drop for LockGuard {
         if owner.counted {
             crate::metrics::released(self.lease.options.label, || self.lease.started().elapsed());
         }
-        release_dropped(owner.manager, &self.lease, owner.runtime);
+        release_dropped(owner.manager, &self.lease, owner.runtime, owner.sent);
     }
 }
 
@@ -290,7 +294,7 @@ impl crate::section::Held for LockGuard {
 
 /// Gives the lock of `lease` back: to a waiter of this process if one offered to take it,
 /// otherwise to the server.
-async fn give_back(manager: &Arc<Inner>, lease: &Lease) -> Result<Release, LockError> {
+async fn give_back(manager: &Arc<Inner>, lease: &Arc<Lease>) -> Result<Release, LockError> {
     match hand_off(manager, lease).await {
         Some(answer) => answer,
         None => manager.release(lease).await,
@@ -302,12 +306,38 @@ async fn give_back(manager: &Arc<Inner>, lease: &Lease) -> Result<Release, LockE
 /// (or the lock must be kept for `hold_at_least`, or the backend cannot), and the caller
 /// releases as usual. The release answers of the holder's side are those of a release: a lock
 /// released instead (someone elsewhere waits) is `Released` too.
-async fn hand_off(manager: &Arc<Inner>, lease: &Lease) -> Option<Result<Release, LockError>> {
+///
+/// The hand-over runs as a task of its own, counted as work under way: once its request may be
+/// on the wire, what it wrote must be settled with the waiter whatever becomes of the caller. A
+/// release cancelled meanwhile (a section aborted by shutdown or by a timeout around it) would
+/// otherwise leave a lock written for the waiter that nobody knows of, held for its lease.
+async fn hand_off(manager: &Arc<Inner>, lease: &Arc<Lease>) -> Option<Result<Release, LockError>> {
     if !manager.hands_off(&lease.stored) || !lease.keep().is_zero() || manager.is_closed() {
         return None;
     }
     let (slot, next) = manager.waiters.take_offer(&lease.stored.lock)?;
-    // Settled on every way out, a cancelled release included: the waiter then tries itself.
+    let task = hand_over(manager.work_under_way(), lease.clone(), slot, next);
+    match manager.background.spawn(task).await {
+        Ok(answer) => answer,
+        // Its runtime shut down under it: nothing was confirmed.
+        Err(_) => Some(Err(manager.error(
+            "release",
+            lease,
+            Failure::transient("the hand-over to a waiter ended unanswered".to_owned()),
+        ))),
+    }
+}
+
+/// The hand-over of the lock of `lease` to the waiter of `slot`, under the waiter's lease
+/// `next` (see [`hand_off`]).
+async fn hand_over(
+    under_way: WorkUnderWay,
+    lease: Arc<Lease>,
+    slot: Arc<Slot>,
+    next: Arc<Lease>,
+) -> Option<Result<Release, LockError>> {
+    let manager = under_way.manager();
+    // Settled on every way out: the waiter then tries itself.
     let mut settling = Settling {
         slot: &slot,
         settled: false,
@@ -319,7 +349,7 @@ async fn hand_off(manager: &Arc<Inner>, lease: &Lease) -> Option<Result<Release,
     let watch_id = manager.watchdog.register(&next);
     let answer = tokio::time::timeout(
         manager.request_timeout,
-        manager.backend.hand_off(lease, &next),
+        manager.backend.hand_off(&lease, &next),
     )
     .await;
     let answer = match answer {
@@ -360,7 +390,7 @@ async fn hand_off(manager: &Arc<Inner>, lease: &Lease) -> Option<Result<Release,
         }
         Ok(HandOff::NotOwner) => Ok(Release::NotOwner),
         Ok(HandOff::Gone) => Ok(Release::Gone),
-        Err(failure) => Err(manager.error("release", lease, failure)),
+        Err(failure) => Err(manager.error("release", &lease, failure)),
     })
 }
 

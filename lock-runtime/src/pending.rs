@@ -72,13 +72,24 @@ impl Drop for Pending {
             return;
         }
         self.manager.watchdog.unregister(self.watch_id);
-        release_dropped(self.manager.clone(), &self.lease, self.runtime.take());
+        release_dropped(
+            self.manager.clone(),
+            &self.lease,
+            self.runtime.take(),
+            false,
+        );
     }
 }
 
 /// Releases `lease` in the background, for a guard or an acquire dropped while it held (or may
-/// have taken) it, its watch already ended. `runtime`: the one it was taken on.
-pub(crate) fn release_dropped(manager: Arc<Inner>, lease: &Arc<Lease>, runtime: Option<Handle>) {
+/// have taken) it, its watch already ended. `runtime`: the one it was taken on. `sent`: a
+/// release of it was sent before and cancelled on the way, so it may have landed already.
+pub(crate) fn release_dropped(
+    manager: Arc<Inner>,
+    lease: &Arc<Lease>,
+    runtime: Option<Handle>,
+    sent: bool,
+) {
     if lease.status() == Status::Lost(LostReason::ShutDown) {
         // Shutdown released it already.
         return;
@@ -86,7 +97,8 @@ pub(crate) fn release_dropped(manager: Arc<Inner>, lease: &Arc<Lease>, runtime: 
     // An acquire that never completed (cancelled, failed, or timed out while its lease was
     // already given up) may still have landed: take it back (never kept for hold_at_least,
     // since nobody used it: see `Lease::keep`).
-    let granted = lease.status() != Status::Acquiring;
+    // Either way, finding it gone says nothing went wrong.
+    let expected = lease.status() == Status::Acquiring || sent;
     lease.mark_released();
     // The pinned runtime, else the one dropping the guard (alive, since it runs this),
     // else the one the lock was taken on, which may have shut down since.
@@ -105,7 +117,7 @@ pub(crate) fn release_dropped(manager: Arc<Inner>, lease: &Arc<Lease>, runtime: 
     runtime.spawn(release_in_background(
         manager,
         lease.clone(),
-        granted,
+        expected,
         under_way,
     ));
 }
@@ -117,7 +129,7 @@ pub(crate) fn release_dropped(manager: Arc<Inner>, lease: &Arc<Lease>, runtime: 
 async fn release_in_background(
     manager: Arc<Inner>,
     lease: Arc<Lease>,
-    granted: bool,
+    gone_expected: bool,
     // Counted until this task ends (or is dropped unrun), for shutdown to wait on.
     _under_way: WorkUnderWay,
 ) {
@@ -127,8 +139,9 @@ async fn release_in_background(
         match manager.release(&lease).await {
             Ok(Release::Released) => return,
             Ok(Release::NotOwner | Release::Gone) => {
-                // After a cancelled acquire this is the normal answer: it never took the lock.
-                if granted {
+                // After a cancelled acquire this is the normal answer: it never took the lock;
+                // after a cancelled release, the release landed.
+                if !gone_expected {
                     tracing::warn!(key = %lease.key(), "release found the lock no longer ours");
                 }
                 return;

@@ -9,7 +9,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use lock_runtime::LockManagerBuilder;
-use lock_runtime::inspect::{queue_key, read_write_keys};
+use lock_runtime::inspect::{queue_key, read_write_keys, waits_key};
 use lock_tests::prelude::*;
 use tokio::time::Instant;
 
@@ -301,4 +301,183 @@ async fn a_writer_on_the_wire_at_shutdown_leaves_no_mark() {
     assert_eq!(left, "-2", "the writer's mark is left\n{}", server.log());
     assert!(reads_at_once(&readers, key).await, "{}", server.log());
     share.release().await.expect("release");
+}
+
+/// One round of the flash sale's shape on an instance that shuts down mid-flight: 240 tasks of
+/// 80 users, each holding its user's lock and waiting inside it for one hot key, which is
+/// handed from task to task. `shutdown()` comes `after` the start; once it returned and the
+/// instance exited, neither the hot key nor any user's key may be held.
+async fn nested_round(deployment: &Deployment, round: usize, after: Duration) -> Vec<String> {
+    let hot = format!("shutdown:stock:{round}");
+    let users: Vec<String> = (0..80)
+        .map(|user| format!("shutdown:order:{round}:{user}"))
+        .collect();
+    let instance = Instance::start(deployment.url()).await;
+    for task in 0..240 {
+        let user = users[task % users.len()].clone();
+        let hot = hot.clone();
+        let _section = instance.spawn(|locks| async move {
+            let options = LockOptions::new()
+                .ttl(Duration::from_secs(30))
+                .wait(Duration::from_secs(20));
+            let inner = locks.clone();
+            locks
+                .run_locked(user.to_owned(), options, async move {
+                    // As the flash sale: look up the user's orders, then take one from stock.
+                    tokio::time::sleep(ms(1)).await;
+                    inner
+                        .run_locked(hot, options, async {
+                            tokio::time::sleep(ms(1)).await;
+                            Ok::<_, LockError>(())
+                        })
+                        .await
+                })
+                .await
+        });
+    }
+    tokio::time::sleep(after).await;
+    instance.shut_down().await;
+    instance.exit();
+    let mut held = Vec::new();
+    for key in std::iter::once(&hot).chain(&users) {
+        if !deployment.is_free(key).await {
+            held.push(key.clone());
+        }
+    }
+    held
+}
+
+/// A hot key handed over between nested sections while the manager shuts down is left free
+/// when `shutdown()` returns: the hand-over to a waiter that shutdown is cancelling gives the
+/// lock back, on every backend.
+async fn a_hot_key_handed_over_at_shutdown_is_left_free(deployment: Deployment) {
+    const ROUNDS: usize = 12;
+    let mut failed = Vec::new();
+    for round in 0..ROUNDS {
+        let after = ms(60 + (round as u64 * 37) % 140);
+        let held = nested_round(&deployment, round, after).await;
+        if !held.is_empty() {
+            failed.push(format!(
+                "round {round} (shutdown after {after:?}): {held:?}"
+            ));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "held after shutdown returned:\n{}\n{}",
+        failed.join("\n"),
+        deployment.log()
+    );
+}
+
+lock_tests::on_backends!(
+    mod nested;,
+    [memory, redis, sentinel, cluster, redlock][a_hot_key_handed_over_at_shutdown_is_left_free]
+);
+
+/// A section that ends while a waiter of this process waits for its lock hands the lock to the
+/// waiter in one request. When shutdown aborts the outer section around it while that request
+/// is on the wire (a slow link), the hand-over still lands: the lock it gave the waiter is
+/// given back before `shutdown()` returns, not left held for the waiter's lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hand_over_on_the_wire_when_shutdown_aborts_its_section_leaves_nothing_held() {
+    let hot = "shutdown:stock:wire";
+    let server = RedisServer::start();
+    let proxy = FaultProxy::start(server.addr());
+    let instance = Instance::start(&proxy.url()).await;
+    // The first hand-over makes the server know its script.
+    let (go, waiter) = hand_over_pending(&instance, &server, hot).await;
+    go.send(()).expect("the holder waits");
+    waiter.await.expect("task").expect("handed the lock");
+    let (go, _waiter) = hand_over_pending(&instance, &server, hot).await;
+    // The hand-over takes 400 ms there and back; the section ends and sends it now.
+    proxy.set_delay(ms(200));
+    go.send(()).expect("the holder waits");
+    instance.shut_down().await;
+    let left = server.stored_lock(&format!("lock:{{{hot}}}"));
+    instance.exit();
+    assert!(
+        !left.as_ref().is_some_and(|lock| lock.is_busy()),
+        "`{hot}` held when shutdown returned: {left:?}\n{}",
+        server.log()
+    );
+}
+
+/// A section of `hot` nested in a section of another key, on the instance, and a second task
+/// waiting in the instance's line for `hot`: the sender ends the section, which hands `hot`
+/// to the waiter, whose task ends with the section it then runs.
+async fn hand_over_pending(
+    instance: &Instance,
+    server: &RedisServer,
+    hot: &'static str,
+) -> (
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), LockError>>,
+) {
+    let options = LockOptions::new()
+        .ttl(Duration::from_secs(30))
+        .wait(Duration::from_secs(60));
+    let (entered, in_hot) = tokio::sync::oneshot::channel();
+    let (go, gone) = tokio::sync::oneshot::channel::<()>();
+    let _holder = instance.spawn(|locks| async move {
+        let inner = locks.clone();
+        let outer = format!("{hot}:outer");
+        locks
+            .run_locked(outer, options, async move {
+                inner
+                    .run_locked(hot.to_owned(), options, async move {
+                        let _ = entered.send(());
+                        let _ = gone.await;
+                        Ok::<_, LockError>(())
+                    })
+                    .await
+            })
+            .await
+    });
+    in_hot.await.expect("the holder entered the hot section");
+    let waiter = instance.spawn(|locks| async move {
+        locks
+            .run_locked(hot.to_owned(), options, async { Ok::<_, LockError>(()) })
+            .await
+    });
+    // The waiter subscribes to the key's releases as it joins this process's line, right
+    // before it offers to take the lock from the holder.
+    let channel = format!("lock:{{{hot}}}");
+    assert!(
+        eventually(|| async { server.cmd(&["PUBSUB", "NUMSUB", &channel]).ends_with("\n1") }).await,
+        "the waiter never joined the line\n{}",
+        server.log()
+    );
+    (go, waiter)
+}
+
+/// A call that waits long enough has its wait published (for deadlock detection and
+/// `lockctl`); once `shutdown()` returned, nothing of the process is left in the hash of
+/// published waits either.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_published_wait_is_taken_off_before_shutdown_returns() {
+    let key = "shutdown:published";
+    let server = RedisServer::start();
+    let holder = connect(&server).await;
+    let held = holder.lock(key, LockOptions::new()).await.expect("free");
+    let instance = Instance::start(&server.url()).await;
+    let _waiter = instance.spawn(|locks| async move {
+        let options = LockOptions::new().wait(Duration::from_secs(60));
+        locks.lock(key, options).await.map(drop)
+    });
+    let waits = waits_key("lock:");
+    assert!(
+        eventually(|| async { server.cmd(&["HLEN", &waits]) == "1" }).await,
+        "the wait was never published\n{}",
+        server.log()
+    );
+    instance.shut_down().await;
+    let left = server.cmd(&["HGETALL", &waits]);
+    instance.exit();
+    assert!(
+        left == "(empty array)",
+        "published waits left after shutdown returned: {left}\n{}",
+        server.log()
+    );
+    held.release().await.expect("release");
 }
