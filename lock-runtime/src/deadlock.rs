@@ -225,6 +225,9 @@ pub(crate) struct Deadlocks {
     pid: u32,
     app: Option<String>,
     state: Mutex<State>,
+    /// Held while the published waits are written: shutdown's withdrawal of them waits for a
+    /// write under way, which could otherwise put a record back after it.
+    writing: tokio::sync::Mutex<()>,
 }
 
 #[derive(Default)]
@@ -253,6 +256,7 @@ impl Deadlocks {
             pid: std::process::id(),
             app: app.map(str::to_owned),
             state: Mutex::default(),
+            writing: tokio::sync::Mutex::default(),
         }
     }
 
@@ -267,6 +271,7 @@ impl Deadlocks {
             pid: self.pid,
             app: self.app.clone(),
             state: Mutex::default(),
+            writing: tokio::sync::Mutex::default(),
         }
     }
 
@@ -345,8 +350,51 @@ impl Deadlocks {
         }
     }
 
+    /// Takes every wait this process published off the server, for shutdown (after its calls
+    /// stopped waiting): once the manager is closed nothing is published again, so nothing of
+    /// the process is left in the hash when this returns (unless the server did not answer
+    /// within a request timeout: then the records end with their [`KEEP`]).
+    pub(crate) async fn withdraw(&self, manager: &Inner) {
+        let _writing = self.writing.lock().await;
+        let remove = {
+            let mut state = self.state();
+            let mut remove = std::mem::take(&mut state.ended);
+            remove.extend(
+                state
+                    .waits
+                    .values()
+                    .filter(|wait| wait.published.load(Ordering::Acquire))
+                    .map(|wait| wait.id.clone()),
+            );
+            remove
+        };
+        if remove.is_empty() {
+            return;
+        }
+        let update = WaitsUpdate {
+            set: Vec::new(),
+            remove,
+            keep: KEEP,
+            read: false,
+        };
+        let answer = tokio::time::timeout(
+            manager.request_timeout,
+            manager.backend.waits(&self.key, &update),
+        )
+        .await;
+        if !matches!(answer, Ok(Ok(_))) {
+            tracing::debug!(
+                server = manager.backend.server(),
+                "could not take the published waits of this process off the server; they end within {KEEP:?}"
+            );
+        }
+    }
+
     /// One round of detection; whether anything is left to follow.
     async fn tick(&self, manager: &Inner) -> bool {
+        // A closed manager publishes nothing more (see `withdraw`).
+        let _writing = self.writing.lock().await;
+        let closed = manager.is_closed();
         let now = Instant::now();
         let now_ms = crate::protocol::now_ms();
         let (waits, ended) = {
@@ -382,6 +430,9 @@ impl Deadlocks {
         let set: Vec<(String, String)> = local
             .iter()
             .filter(|(wait, record)| {
+                if closed {
+                    return false;
+                }
                 let mut written = wait.written.lock().unwrap_or_else(PoisonError::into_inner);
                 let due = if record.holds.is_empty() {
                     now.duration_since(wait.started) >= PUBLISH_AFTER
@@ -403,7 +454,7 @@ impl Deadlocks {
             set,
             remove: ended,
             keep: KEEP,
-            read: holding,
+            read: holding && !closed,
         };
         if !update.is_empty() {
             let answer = tokio::time::timeout(

@@ -227,6 +227,8 @@ impl LockManager {
             .under_way
             .settled(self.inner.settle_limit())
             .await;
+        // Its calls stopped waiting: what it published of their waits comes off too.
+        self.inner.deadlocks.withdraw(&self.inner).await;
         let mut first = None;
         let releases = releases.unwrap_or_default();
         let count = releases.len();
