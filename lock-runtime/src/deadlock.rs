@@ -472,6 +472,14 @@ impl Deadlocks {
                     self.state().ended.extend(update.remove);
                 }
             }
+            // A call that stopped waiting after this round read its wait, but before its record
+            // was marked published, did not leave it to be removed: it is removed next.
+            let mut state = self.state();
+            for (id, _) in update.set {
+                if !state.waits.contains_key(&id) && !state.ended.contains(&id) {
+                    state.ended.push(id);
+                }
+            }
         }
         let state = self.state();
         !state.waits.is_empty() || !state.ended.is_empty()
