@@ -1,7 +1,8 @@
 //! What the examples share: choosing the lock backend from the environment, logging, stopping
-//! on Ctrl-C or SIGTERM with the locks released, and turning the outcome into an exit code; in
-//! [`flash_sale`], the flash sale's locked steps; and, in [`shop`], the database, answers and
-//! locked service of the shop service that `shop_service` serves and `shop_runner` drives.
+//! on Ctrl-C or SIGTERM with the locks released, and turning the outcome into an exit code; and,
+//! in [`flash_sale`], the flash sale's locked steps. The heavier examples (the shop service, the
+//! metrics exporter, the leader scheduler) are the package `lock-service-examples`, which uses
+//! these too.
 
 use std::future::Future;
 use std::io::IsTerminal;
@@ -13,7 +14,6 @@ use tokio::signal::unix::{Signal, SignalKind, signal};
 use tracing_subscriber::EnvFilter;
 
 pub mod flash_sale;
-pub mod shop;
 
 /// The exit code of a demo stopped by SIGINT or SIGTERM (128 + 2, as a shell reports Ctrl-C).
 pub const INTERRUPTED: u8 = 130;

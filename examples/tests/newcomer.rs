@@ -1,7 +1,7 @@
 //! What a new user meets first, held to what the README says: its code blocks are the example
 //! programs that compile here, those programs run on memory:// and on Redis, the demos stop on
-//! Ctrl-C with their locks released and can be run again at once, a log piped to a file has no
-//! colour codes, and `--help` is help.
+//! Ctrl-C with their locks released and can be run again at once, and a log piped to a file has
+//! no colour codes.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -164,32 +164,6 @@ fn the_api_without_the_attribute_runs() {
         "{}",
         shown(&output)
     );
-}
-
-#[test]
-fn help_is_printed_with_exit_code_zero() {
-    let exe = env!("CARGO_BIN_EXE_leader_scheduler");
-    for args in [
-        &["--help"][..],
-        &["-h"],
-        &["run", "--help"],
-        &["run", "--ttl", "500", "-h"],
-    ] {
-        let output = run(exe, None, args, &[]);
-        assert_eq!(
-            output.status.code(),
-            Some(0),
-            "{args:?}: {}",
-            shown(&output)
-        );
-        assert!(
-            stdout(&output).contains("USAGE"),
-            "{args:?}: {}",
-            shown(&output)
-        );
-    }
-    let output = run(exe, None, &["run", "--bogus"], &[]);
-    assert_eq!(output.status.code(), Some(2), "{}", shown(&output));
 }
 
 #[test]

@@ -11,11 +11,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lock_examples::shop::service::Shop;
-use lock_examples::shop::wire::Outcome;
-use lock_examples::shop::{Database, Fence, OnLeaseLost, Purchase, SKU, ShopError};
 use lock_runtime::testing::{Fault, Holder, TestLocks, with_default};
 use lock_runtime::{LockError, LostReason};
+use lock_service_examples::shop::service::Shop;
+use lock_service_examples::shop::wire::Outcome;
+use lock_service_examples::shop::{Database, Fence, OnLeaseLost, Purchase, SKU, ShopError};
 
 /// The wall time the scripted part of a test may take (after the database is made). It takes
 /// a few milliseconds; the bound leaves room for a loaded machine.
@@ -27,7 +27,7 @@ struct DbFile(PathBuf);
 impl DbFile {
     async fn create(name: &str, stock: u64) -> (DbFile, Database) {
         let path = std::env::temp_dir().join(format!(
-            "lock-examples-{name}-{}.sqlite",
+            "lock-service-examples-{name}-{}.sqlite",
             std::process::id()
         ));
         let file = DbFile(path);

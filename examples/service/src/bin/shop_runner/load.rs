@@ -12,7 +12,7 @@ use axum::http::{Request, StatusCode};
 use hyper_util::client::legacy::Client as HyperClient;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use lock_examples::shop::wire::{self, OrderAnswer, Outcome};
+use lock_service_examples::shop::wire::{self, OrderAnswer, Outcome};
 use tokio::sync::oneshot;
 
 /// The HTTP client: pooled keep-alive connections, HTTP/1.

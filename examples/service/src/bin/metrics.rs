@@ -1,10 +1,10 @@
 //! The locks' metrics, exported for Prometheus: a few locked calls, one of them waiting for the
 //! other, then the text a `/metrics` endpoint would serve.
 //!
-//! `cargo run -p lock-examples --bin metrics` runs on memory; set `REDIS_URL` to use Redis. In a
-//! service, install the recorder once at start-up and serve `handle.render()` (or let the
-//! exporter's own HTTP listener do it, its `http-listener` feature). Ctrl-C (or SIGTERM) releases
-//! the locks held at that moment (`LockManager::shutdown`).
+//! `cargo run -p lock-service-examples --bin metrics` runs on memory; set `REDIS_URL` to use
+//! Redis. In a service, install the recorder once at start-up and serve `handle.render()` (or let
+//! the exporter's own HTTP listener do it, its `http-listener` feature). Ctrl-C (or SIGTERM)
+//! releases the locks held at that moment (`LockManager::shutdown`).
 
 use std::process::ExitCode;
 use std::time::Duration;

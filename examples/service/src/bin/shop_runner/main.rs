@@ -5,7 +5,7 @@
 //! and every accepted stock write carried a higher fencing token than the one before.
 //!
 //! ```sh
-//! cargo build --release -p lock-examples --bins
+//! cargo build --release -p lock-service-examples --bins
 //! target/release/shop_runner                 # its own redis-server on a free loopback port
 //! target/release/shop_runner --kill-one      # one instance SIGKILLed midway
 //! target/release/shop_runner --pause-one     # one instance stopped past its leases, then resumed
@@ -26,8 +26,8 @@ use std::process::{Command, ExitCode};
 use std::time::Duration;
 
 use clap::Parser;
-use lock_examples::shop::wire::Outcome;
-use lock_examples::shop::{Audit, Database, OnLeaseLost, SKU};
+use lock_service_examples::shop::wire::Outcome;
+use lock_service_examples::shop::{Audit, Database, OnLeaseLost, SKU};
 use lock_tests::RedisServer;
 use tokio::sync::oneshot;
 
@@ -154,8 +154,8 @@ fn service_bin(given: Option<PathBuf>) -> Setup<PathBuf> {
     };
     if !bin.is_file() {
         return Err(format!(
-            "{} not found: build it with `cargo build -p lock-examples --bins` (add --release \
-             as for this binary), or name it with --service-bin",
+            "{} not found: build it with `cargo build -p lock-service-examples --bins` (add \
+             --release as for this binary), or name it with --service-bin",
             bin.display()
         ));
     }

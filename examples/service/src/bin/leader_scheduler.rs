@@ -3,9 +3,9 @@
 //! job, and each run carries the fencing token of the leader's term, so a store that keeps the
 //! highest token it saw refuses a late write from a leader that lost its term.
 //!
-//! `cargo run -p lock-examples --bin leader_scheduler` runs the failover demo: three scheduler
-//! processes on one Redis, the leader SIGKILLed mid-term, then the next one stepping down.
-//! `... -- run` runs one scheduler; see `--help`.
+//! `cargo run -p lock-service-examples --bin leader_scheduler` runs the failover demo: three
+//! scheduler processes on one Redis, the leader SIGKILLed mid-term, then the next one stepping
+//! down. `... -- run` runs one scheduler; see `--help`.
 
 use std::process::{ExitCode, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};

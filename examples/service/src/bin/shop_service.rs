@@ -6,11 +6,12 @@
 //! passing the "already ordered?" check, then the stock's (`stock:<sku>`), so that one buyer at a
 //! time takes an item. Each lock's fencing token claims the row it protects before the row is
 //! read, and the database refuses a write decided under an older token (see
-//! `lock_examples::shop::db`). The locked service itself is `lock_examples::shop::service`, where
-//! the tests reach it too; this binary serves it over HTTP.
+//! `lock_service_examples::shop::db`). The locked service itself is
+//! `lock_service_examples::shop::service`, where the tests reach it too; this binary serves it
+//! over HTTP.
 //!
 //! ```sh
-//! REDIS_URL=redis://127.0.0.1:7000 cargo run -p lock-examples --bin shop_service -- \
+//! REDIS_URL=redis://127.0.0.1:7000 cargo run -p lock-service-examples --bin shop_service -- \
 //!     --port 8081 --db /tmp/shop.sqlite --name shop-1
 //! ```
 //!
@@ -28,9 +29,9 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use clap::Parser;
-use lock_examples::shop::service::Shop;
-use lock_examples::shop::wire::{self, OrderAnswer, Outcome};
-use lock_examples::shop::{Database, OnLeaseLost};
+use lock_service_examples::shop::service::Shop;
+use lock_service_examples::shop::wire::{self, OrderAnswer, Outcome};
+use lock_service_examples::shop::{Database, OnLeaseLost};
 
 /// An instance of the shop service.
 #[derive(Debug, Parser)]
