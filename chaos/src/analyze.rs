@@ -56,7 +56,7 @@ impl FaultKind {
 
     /// A replica promoted while the master was killed or frozen: the master's last
     /// acknowledged writes may never have reached it, the fence counter's last increments
-    /// among them, so the tokens those handed out are handed out again (the README's "a
+    /// among them, so the tokens those handed out are handed out again (docs/GUARANTEES.md's "a
     /// failover that lost them"; `wait_for_replicas` is what prevents it).
     pub(crate) fn may_lose_writes(self) -> bool {
         matches!(self, FaultKind::FailoverKill | FaultKind::FailoverPause)
@@ -2698,7 +2698,7 @@ mod tests {
     }
 
     /// A replica promoted while the master was killed may lack the counter's last increments:
-    /// the tokens they handed out come again, as the README says. A failover that ended long
+    /// the tokens they handed out come again, as docs/GUARANTEES.md says. A failover that ended long
     /// before the second grant, or a kill of a worker, explains nothing.
     #[test]
     fn a_token_handed_out_again_after_a_failover_that_lost_writes_is_explained() {

@@ -1,4 +1,4 @@
-//! The README's "Testing your code": every block there is an excerpt of this file, which runs
+//! The guide's "Testing your code" (docs/TESTING.md): every block there is an excerpt of this file, which runs
 //! each of them.
 
 use std::time::Duration;

@@ -72,8 +72,8 @@ pub enum Mode {
 
 /// What a call does when its wait is part of a deadlock: its task holds a lock that another
 /// waiter's task (in this process or another) needs, while that one, directly or through
-/// others, holds the lock this call waits for (see the README's "Deadlocks between nested
-/// sections").
+/// others, holds the lock this call waits for (see "Deadlocks between nested sections" in
+/// docs/PRIMITIVES.md).
 ///
 /// A deadlock is found either way, and logged once at `WARN` (`deadlock among lock waiters`)
 /// with every member's keys, host, pid and app; `lockctl deadlocks` lists the ones that stand.

@@ -50,7 +50,7 @@ use tower_service::Service;
 
 /// The fencing token of the lock held around the request, in its extensions: pass it to the
 /// storage the handler reads and writes, which refuses tokens lower than the highest it has seen
-/// (on reads too: see "What a lock does NOT guarantee" in the README).
+/// (on reads too: see "What a lock does NOT guarantee" in docs/GUARANTEES.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FencingToken(pub u64);
 

@@ -131,7 +131,7 @@ async fn handover_between_managers(
 
 /// A waiter of another manager is woken by the release. Redis Cluster announces releases with
 /// sharded pub/sub, which came with Redis 7.0: on older clusters the waiter is not told and takes
-/// the lock when the lease expires, as the README says; it still gets it.
+/// the lock when the lease expires, as docs/DEPLOYMENTS.md says; it still gets it.
 async fn a_waiter_in_another_process_is_woken_by_the_release(d: Deployment) {
     let waiter = d.connect().await;
     let stored = "lock:{wake}";

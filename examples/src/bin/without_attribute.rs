@@ -1,4 +1,4 @@
-//! The API without the attribute, as the README shows it (all but these lines): a lock taken
+//! The API without the attribute, as docs/API.md shows it (all but these lines): a lock taken
 //! and released by hand, then a section run under a lock with `run_locked` (what
 //! `#[distributed_lock]` expands to), in a `main` returning `Box<dyn Error>`.
 //!

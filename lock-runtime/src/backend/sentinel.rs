@@ -19,7 +19,7 @@
 //! given back and reported as a transient error (the acquire retries on the new master with
 //! the same token), such a renewal as a transient error (the watchdog asks the new master),
 //! and such a release is sent to the new master too. A client that has not heard of the
-//! failover yet cannot tell; see "What a lock guarantees" in the README and `docs/RELIABILITY.md`.
+//! failover yet cannot tell; see `docs/GUARANTEES.md` and `docs/RELIABILITY.md`.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, PoisonError, RwLock};

@@ -1,0 +1,249 @@
+//! The users' guide's code (docs/*.md): every Rust block there that is not a whole example
+//! program is an excerpt of this file, which compiles it and runs it on `memory://`
+//! (`docs_code.rs` checks that each block is still here, line for line).
+
+use std::time::Duration;
+
+use lock_runtime::{
+    Deadlock, ElectionOptions, LockError, LockManager, LockOptions, distributed_lock,
+};
+use tokio::signal::unix::{SignalKind, signal};
+
+type AnyError = Box<dyn std::error::Error + Send + Sync>;
+
+// ---- docs/MIGRATING.md
+
+/// Every example of the migration page assumes a default manager set once at start-up.
+async fn set_up(url: &str) -> Result<LockManager, AnyError> {
+    let locks = lock_runtime::LockManager::connect(url).await?; // e.g. redis://127.0.0.1:6379
+    lock_runtime::set_global_default(locks.clone())?;
+    Ok(locks)
+}
+
+#[distributed_lock(key = "pay:<order_id>", ttl = "30s", wait = "5s")]
+async fn pay(order_id: &str) -> Result<(), LockError> {
+    // ...
+    Ok(())
+}
+
+#[distributed_lock(
+    key = "noon-report",
+    ttl = "30s",
+    max_hold = "10m",
+    hold_at_least = "1m"
+)]
+async fn noon_report() -> Result<(), LockError> {
+    // ...
+    Ok(())
+}
+
+/// Spring Integration's `obtain` + `tryLock`, then the same with `run_locked`.
+async fn spring_registry(locks: &LockManager, id: u64) -> Result<(), AnyError> {
+    let guard = locks
+        .lock(
+            format!("order:{id}"),
+            LockOptions::new().wait(Duration::from_secs(5)),
+        )
+        .await?;
+    // ...
+    guard.release().await?;
+
+    locks
+        .run_locked(
+            format!("order:{id}"),
+            LockOptions::new().wait(Duration::from_secs(5)),
+            async {
+                // ...
+                Ok::<_, LockError>(())
+            },
+        )
+        .await?;
+    Ok(())
+}
+
+/// Redisson's `tryLock(wait, lease, unit)`.
+async fn redisson(locks: &LockManager) -> Result<u64, AnyError> {
+    let options = LockOptions::new()
+        .wait(Duration::from_secs(5))
+        .ttl(Duration::from_secs(30));
+    let guard = locks.lock("order:42", options).await?;
+    let token = guard.fencing_token(); // give it to the storage you write to
+    // ...
+    guard.release().await?;
+    Ok(token)
+}
+
+/// rslock's `acquire`: wait until it is free.
+async fn rslock(url: &str) -> Result<(), AnyError> {
+    let locks = lock_runtime::LockManager::connect(url).await?; // e.g. redis://127.0.0.1:6379
+    let guard = locks
+        .lock(
+            "order:42",
+            LockOptions::new()
+                .ttl(Duration::from_secs(30))
+                .wait(Duration::MAX),
+        )
+        .await?;
+    // ...
+    guard.release().await?;
+    Ok(())
+}
+
+// ---- docs/PRIMITIVES.md
+
+async fn semaphore(locks: &LockManager) -> Result<(), AnyError> {
+    let permit = locks
+        .semaphore(
+            "exports",
+            3,
+            LockOptions::new().wait(Duration::from_secs(5)),
+        )
+        .await?;
+    assert_eq!(permit.permits(), Some(3)); // a LockGuard: fencing_token(), lost(), scope()
+    permit.release().await?; // or drop it
+    Ok(())
+}
+
+/// At most 3 exports per tenant at once, across every process.
+#[distributed_lock(key = "export:<tenant>", permits = 3, wait = "5s")]
+async fn export(tenant: u64) -> Result<u64, LockError> {
+    Ok(lock_runtime::current().map_or(0, |permit| permit.fencing_token()))
+}
+
+async fn read_write_lock(locks: &LockManager) -> Result<(), AnyError> {
+    let wait = LockOptions::new().wait(Duration::from_secs(5));
+    let reading = locks.read_lock("catalog", wait).await?; // with any number of readers
+    reading.release().await?;
+    let writing = locks.write_lock("catalog", wait).await?; // alone
+    writing.release().await?;
+    Ok(())
+}
+
+#[distributed_lock(key = "doc:<id>", mode = "read", wait = "5s")] // or mode = "write"
+async fn render(id: u64) -> Result<String, LockError> {
+    Ok(format!("<h1>document {id}</h1>"))
+}
+
+async fn several_keys(locks: &LockManager) -> Result<(), AnyError> {
+    let options = LockOptions::new().wait(Duration::from_secs(5));
+    let both = locks.lock_all(["account:7", "account:3"], options).await?;
+    let token = both.fencing_token("account:7"); // one token per key; both.lost() names the key lost
+    both.release().await?; // all of them, concurrently; errors per key
+    assert!(token.is_some());
+    Ok(())
+}
+
+#[distributed_lock(keys = ["account:<from>", "account:<to>"], wait = "5s")]
+async fn transfer(from: u64, to: u64, amount: u64) -> Result<usize, LockError> {
+    let held = lock_runtime::current_all(); // both locks, in the order they were taken
+    tracing::info!(from, to, amount, "moved");
+    Ok(held.len())
+}
+
+/// Leads until `run_jobs` is done, then steps down.
+async fn leader(locks: &LockManager) -> Result<(), AnyError> {
+    let leadership = locks.elect(
+        "scheduler",
+        ElectionOptions::new().ttl(Duration::from_secs(10)),
+    )?;
+    loop {
+        let token = leadership.elected().await?; // this process leads; this term's token
+        tokio::select! {
+            reason = leadership.deposed() => tracing::warn!(%reason, "term ended"),
+            () = run_jobs(token) => break, // write with `token`
+        }
+    }
+    leadership.step_down().await?; // dropping it or locks.shutdown() steps down too
+    Ok(())
+}
+
+async fn run_jobs(token: u64) {
+    assert!(token > 0);
+}
+
+#[distributed_lock(key = "account:<to>", wait = "10s", deadlock = "fail")]
+async fn credit(to: u64, amount: u64) -> Result<(), LockError> {
+    tracing::info!(to, amount, "credited");
+    Ok(())
+}
+
+async fn deadlock(locks: &LockManager) -> Result<(), AnyError> {
+    let options = LockOptions::new()
+        .wait(Duration::from_secs(10))
+        .deadlock(Deadlock::Fail);
+    match locks.lock("account:3", options).await {
+        Ok(guard) => guard.release().await?,
+        Err(LockError::Deadlock { cycle, .. }) => {
+            tracing::warn!(%cycle, "gave up"); // let go of what you hold, retry later
+        }
+        Err(other) => return Err(other.into()),
+    }
+    Ok(())
+}
+
+async fn deadlock_default(url: &str) -> Result<(), AnyError> {
+    let locks = LockManager::builder()
+        .url(url)
+        .deadlock(Deadlock::Fail) // for calls that set none; the default is Deadlock::Wait
+        .build()
+        .await?;
+    locks.shutdown().await?;
+    Ok(())
+}
+
+// ---- docs/API.md
+
+async fn shutdown_on_sigterm(url: &str) -> Result<(), AnyError> {
+    let locks = LockManager::connect(url).await?;
+    let mut terminate = signal(SignalKind::terminate())?;
+    tokio::select! {
+        result = serve(locks.clone()) => result?, // `serve`: your service
+        _ = terminate.recv() => {}
+    }
+    locks.shutdown().await?; // releases every held lock; later acquires fail with ShutDown
+    Ok(())
+}
+
+async fn serve(locks: LockManager) -> Result<(), AnyError> {
+    let guard = locks.lock("order:42", LockOptions::new()).await?;
+    drop(guard); // released in the background
+    Ok(())
+}
+
+async fn builder(url: &str) -> Result<(), AnyError> {
+    let locks = LockManager::builder()
+        .url(url) // or .cluster([..]), .sentinel([..], "mymaster"), .redlock([..])
+        .key_prefix("lock:") // the default
+        .app_name("orders") // recorded in each lock, shown by lockctl
+        .request_timeout(Duration::from_secs(3)) // the default
+        .build()
+        .await?;
+    locks.shutdown().await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_guide_s_code_runs_on_memory() -> Result<(), AnyError> {
+    let locks = set_up("memory://guide").await?;
+    pay("o-1").await?;
+    noon_report().await?;
+    spring_registry(&locks, 42).await?;
+    assert!(redisson(&locks).await? > 0);
+    rslock("memory://guide").await?;
+
+    semaphore(&locks).await?;
+    assert!(export(7).await? > 0);
+    assert_eq!(render(7).await?, "<h1>document 7</h1>");
+    read_write_lock(&locks).await?;
+    several_keys(&locks).await?;
+    assert_eq!(transfer(7, 3, 100).await?, 2);
+    leader(&locks).await?;
+    credit(3, 100).await?;
+    deadlock(&locks).await?;
+    deadlock_default("memory://guide").await?;
+
+    builder("memory://guide").await?;
+    shutdown_on_sigterm("memory://guide").await?;
+    locks.shutdown().await?;
+    Ok(())
+}
