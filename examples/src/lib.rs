@@ -65,7 +65,8 @@ impl StopSignal {
 
 /// Runs `demo` to its end, unless Ctrl-C or SIGTERM comes first: then `shutdown()` releases
 /// every lock `locks` hold (a rerun finds them free at once, instead of waiting out their
-/// leases) and the demo ends with exit code [`INTERRUPTED`].
+/// leases) and the demo ends with exit code [`INTERRUPTED`]. At its end, too, `shutdown()`
+/// leaves nothing of the run on the server.
 pub async fn run_until_stopped(
     locks: &[LockManager],
     demo: impl Future<Output = Result<ExitCode, LockError>>,
@@ -82,7 +83,14 @@ pub async fn run_until_stopped(
             println!("released (a lock kept for hold_at_least stays until its time is up)");
             Ok(ExitCode::from(INTERRUPTED))
         }
-        outcome = demo => outcome,
+        outcome = demo => {
+            // As a service does before it exits: what the run published for others to see
+            // (its waits, for lockctl and deadlock detection) comes off the server too.
+            for manager in locks {
+                manager.shutdown().await?;
+            }
+            outcome
+        }
     }
 }
 

@@ -190,10 +190,12 @@ impl LockManager {
     ///
     /// It returns once the server has confirmed that nothing of this manager is left on it: no
     /// lock, permit or read share (those kept for `hold_at_least` stay until it ends), no writer's
-    /// waiting mark, no place in the line of fair waiters, and nothing that an acquire on the
-    /// wire when it was called took (it is given back as its answer comes). The process may exit
-    /// then. Each of these waits at most about a request timeout; what the server did not
-    /// confirm by then expires with its lease.
+    /// waiting mark, no place in the line of fair waiters, nothing that an acquire or a hand-over
+    /// to a waiter on the wire when it was called took (it is given back as its answer comes),
+    /// and no published wait (the records deadlock detection and `lockctl` read). The process
+    /// may exit then. It waits for the server's answers for at most about five request
+    /// timeouts (plus a `WAIT` for replicas if asked); what the server did not confirm by then
+    /// expires with its lease (a published wait within 5 s).
     ///
     /// Without it, a process that exits keeps its locks until their ttl runs out: a guard
     /// dropped while the runtime shuts down cannot send its release any more. Every call
