@@ -40,7 +40,7 @@ use syn::spanned::Spanned;
 
 use crate::attr::{Args, OnLeaseLost};
 use crate::fallback;
-use crate::item::{self, LockedFn};
+use crate::item::{self, FnBody, LockedFn};
 use crate::params::KeyPlan;
 use crate::validate::{
     self, ErrorCheck, Form, LockKeys, ManagerPlan, OptionsPlan, OutputPlan, Plan,
@@ -86,9 +86,22 @@ pub(crate) fn expand(locked: &LockedFn, plan: &Plan) -> TokenStream {
         // `validate` rejects a fn without a body; this keeps the item if one ever slips through.
         return quote! { #(#attrs)* #vis #sig; };
     };
+    let contents = contents(body, plan);
+    let mut out = quote! {
+        #(#attrs)*
+        #vis #sig
+    };
+    body.brace
+        .surround(&mut out, |tokens| tokens.extend(contents));
+    out
+}
+
+/// What goes between the braces of the fn: its body, in whichever form it came, run as a
+/// locked section.
+fn contents(body: &FnBody, plan: &Plan) -> TokenStream {
     let inner_attrs = &body.inner_attrs;
     let fake_return = fake_return(plan);
-    let contents = match &plan.form {
+    match &plan.form {
         Form::Native => {
             let stmts = &body.stmts;
             let section = locked_section(
@@ -175,14 +188,7 @@ pub(crate) fn expand(locked: &LockedFn, plan: &Plan) -> TokenStream {
                 #(#rest)*
             }
         }
-    };
-    let mut out = quote! {
-        #(#attrs)*
-        #vis #sig
-    };
-    body.brace
-        .surround(&mut out, |tokens| tokens.extend(contents));
-    out
+    }
 }
 
 /// Statements that check the output type, render the key and run `body` under the lock.
@@ -457,7 +463,7 @@ fn permits_item(options: &OptionsPlan) -> TokenStream {
 /// value itself, where `assert!` would point into `core`'s panic macro.
 fn checked_permits(value: &syn::Expr) -> TokenStream {
     let span = value.span();
-    let shown = crate::validate::pretty(value.to_token_stream());
+    let shown = crate::types::pretty(value.to_token_stream());
     let message =
         format!("`permits = {shown}` is 0: a semaphore nobody could ever hold; make it at least 1");
     quote_spanned! {span=> {

@@ -16,6 +16,7 @@ mod params;
 mod permits;
 mod suggest;
 mod template;
+mod types;
 mod validate;
 
 use proc_macro::TokenStream;

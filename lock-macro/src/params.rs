@@ -12,7 +12,7 @@ use crate::attr::KeyArg;
 use crate::item::AsyncTraitBody;
 use crate::suggest;
 use crate::template::{Placeholder, Segment};
-use crate::validate::{is_type_param, pretty, strip_groups};
+use crate::types::{is_type_param, pretty, strip_groups};
 
 /// Bytes reserved per placeholder in the rendered key: a `u64` in decimal takes up to 20.
 const PLACEHOLDER_CAPACITY: usize = 20;

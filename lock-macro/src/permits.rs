@@ -13,7 +13,7 @@ use syn::ext::IdentExt;
 use syn::{Expr, GenericParam, Generics, Ident};
 
 use crate::params::{Params, param_read_by};
-use crate::validate::pretty;
+use crate::types::pretty;
 
 /// A checked `permits` value, and where `expand` evaluates it.
 pub(crate) struct PermitsPlan {

@@ -1,7 +1,7 @@
 //! Checks that need more than one option, or the fn signature, and turns the parsed attribute
 //! and fn into a [`Plan`] that `expand` can emit without further decisions.
 
-use proc_macro2::{Span, TokenStream, TokenTree};
+use proc_macro2::{Span, TokenTree};
 use quote::ToTokens;
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
@@ -16,6 +16,7 @@ use crate::item::{AsyncTraitBody, FutureBlockBody, LockedFn, TokioEntryBody};
 use crate::limits::{LONG_TTL_MILLIS, MAX_TTL_MILLIS};
 use crate::params::{KeyPlan, Params, is_positional_arg, reads_owned_param, resolve_key};
 use crate::permits::{self, PermitsPlan};
+use crate::types::{is_type_param, pretty, strip_groups};
 
 /// The runtime's default lease (`LockOptions::DEFAULT_TTL`), for rules that compare with `ttl`
 /// when the attribute does not set it.
@@ -644,20 +645,6 @@ fn output_plan(ty: &Type, generics: &Generics) -> syn::Result<OutputPlan> {
     })
 }
 
-/// Whether `ty` is one of the fn's own type parameters (`E`, not `Vec<E>` or `app::E`).
-pub(crate) fn is_type_param(ty: &Type, generics: &Generics) -> bool {
-    let Type::Path(path) = strip_groups(ty) else {
-        return false;
-    };
-    let Some(ident) = path.path.get_ident() else {
-        return false;
-    };
-    path.qself.is_none()
-        && generics
-            .type_params()
-            .any(|param| param.ident.unraw() == ident.unraw())
-}
-
 /// The span to report a type at. Stable rustc cannot join spans, so a path is shown by its last
 /// segment (`Result` in `std::io::Result<T>`, `Error` in `app::Error`), not its first.
 fn type_span(ty: &Type) -> Span {
@@ -682,14 +669,6 @@ fn not_result(ty: &Type) -> syn::Error {
              `-> Result<{shown}, lock_runtime::LockError>`"
         ),
     )
-}
-
-pub(crate) fn strip_groups(ty: &Type) -> &Type {
-    match ty {
-        Type::Group(group) => strip_groups(&group.elem),
-        Type::Paren(paren) => strip_groups(&paren.elem),
-        _ => ty,
-    }
 }
 
 fn contains_impl_trait(ty: &Type) -> bool {
@@ -718,34 +697,11 @@ fn erase_impl_trait(ty: &Type) -> Type {
     ty
 }
 
-/// Token text as a person would write it, for messages: `Option<u64>`, not `Option < u64 >`.
-pub(crate) fn pretty(tokens: TokenStream) -> String {
-    let text = tokens.to_string();
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    let mut previous = ' ';
-    while let Some(c) = chars.next() {
-        if c == ' ' {
-            let next = chars.peek().copied().unwrap_or(' ');
-            let glue_after = matches!(previous, '<' | '&' | ':' | '(' | '[' | '\'' | '.');
-            let glue_before = matches!(
-                next,
-                '<' | '>' | ',' | ';' | ':' | '(' | ')' | ']' | ' ' | '.'
-            );
-            if glue_after || glue_before {
-                continue;
-            }
-        }
-        out.push(c);
-        previous = c;
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::suggest::snake_case;
+    use proc_macro2::TokenStream;
     use quote::quote;
 
     fn plan(args: TokenStream, item: TokenStream) -> Result<Plan, Vec<String>> {
@@ -1358,17 +1314,6 @@ mod tests {
             errs[0].ends_with("write e.g. `-> Result<Option<u64>, lock_runtime::LockError>`"),
             "{errs:?}"
         );
-    }
-
-    #[test]
-    fn pretty_printing_removes_token_spacing() {
-        assert_eq!(pretty(quote!(Option<Vec<&'a str>>)), "Option<Vec<&'a str>>");
-        assert_eq!(
-            pretty(quote!(std::io::Result<(u8, u16)>)),
-            "std::io::Result<(u8, u16)>"
-        );
-        assert_eq!(pretty(quote!(self.limits.max)), "self.limits.max");
-        assert_eq!(pretty(quote!([u8; 4])), "[u8; 4]");
     }
 
     #[test]
