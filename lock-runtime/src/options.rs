@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::shape::Shape;
+use crate::shown::Exact;
 use crate::{LockError, MAX_TTL, MIN_TTL};
 
 /// What a locked section does when its lease is lost while it runs.
@@ -269,14 +270,17 @@ impl LockOptions {
     pub(crate) fn shape(&self) -> Result<Shape, LockError> {
         if self.ttl < MIN_TTL || self.ttl > MAX_TTL {
             return Err(LockError::Config(format!(
-                "ttl {:?} is outside {MIN_TTL:?}..={MAX_TTL:?}",
-                self.ttl
+                "ttl {} is outside {}..={}",
+                Exact(self.ttl),
+                Exact(MIN_TTL),
+                Exact(MAX_TTL)
             )));
         }
         if self.hold_at_least > MAX_TTL {
             return Err(LockError::Config(format!(
-                "hold_at_least {:?} is longer than the maximum {MAX_TTL:?}",
-                self.hold_at_least
+                "hold_at_least {} is longer than the maximum {}",
+                Exact(self.hold_at_least),
+                Exact(MAX_TTL)
             )));
         }
         let refused = |why: &str| Err(LockError::Config(why.to_owned()));
