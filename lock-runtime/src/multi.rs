@@ -193,12 +193,14 @@ fn waited_since(err: LockError, start: Instant) -> LockError {
             key,
             retry_after,
             blocker,
+            deadlock,
             ..
         } => LockError::Busy {
             key,
             waited: start.elapsed(),
             retry_after,
             blocker,
+            deadlock,
         },
         other => other,
     }
