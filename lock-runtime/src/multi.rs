@@ -372,7 +372,7 @@ impl Held for MultiGuard {
     async fn finish(self) {
         if let Err(failed) = self.release().await {
             for err in failed.errors() {
-                tracing::warn!(error = %err, "locked section finished but its release failed");
+                crate::guard::finish_failed(err);
             }
         }
     }
