@@ -38,8 +38,16 @@ fn text(output: &Output) -> String {
     )
 }
 
+/// The exit code of `lockctl deadlocks` when it found a deadlock.
+const DEADLOCK_FOUND: i32 = 3;
+
+/// The JSON `output` printed, from a run that succeeded (or, for `deadlocks`, found one).
 fn json(output: &Output) -> Value {
-    assert_eq!(output.status.code(), Some(0), "{}", text(output));
+    assert!(
+        matches!(output.status.code(), Some(0 | DEADLOCK_FOUND)),
+        "{}",
+        text(output)
+    );
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(output)))
 }
 
@@ -1031,7 +1039,15 @@ async fn abba_is_reported(url: &str, keys: [&str; 2], began: Instant, tokens: &[
     );
     let output = lockctl(url, &["deadlocks"]);
     let shown = text(&output);
-    assert_eq!(output.status.code(), Some(0), "{shown}");
+    // Found: exit code 3, with --json too.
+    assert_eq!(output.status.code(), Some(DEADLOCK_FOUND), "{shown}");
+    let with_json = lockctl(url, &["deadlocks", "--json"]);
+    assert_eq!(
+        with_json.status.code(),
+        Some(DEADLOCK_FOUND),
+        "{}",
+        text(&with_json)
+    );
     for expected in [
         "deadlock 1 of 1",
         "WAITS FOR",
