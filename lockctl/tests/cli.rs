@@ -638,6 +638,35 @@ fn hanging_up_server() -> u16 {
     port
 }
 
+/// A loopback port of this test's own, whose every connection is answered as an HTTP server
+/// answers a request it cannot read, then closed.
+fn http_server() -> u16 {
+    use std::io::{Read, Write};
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("a free loopback port");
+    let port = listener.local_addr().expect("a bound address").port();
+    std::thread::spawn(move || {
+        for mut connection in listener.incoming().flatten() {
+            let mut request = [0u8; 512];
+            let _ = connection.read(&mut request);
+            let _ = connection.write_all(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn a_server_that_does_not_speak_redis_is_named_with_what_to_check() {
+    let port = http_server();
+    let output = lockctl(&format!("redis://127.0.0.1:{port}"), &["list"]);
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{shown}");
+    assert!(shown.contains(&format!("127.0.0.1:{port}")), "{shown}");
+    assert!(shown.contains("did not answer as Redis does"), "{shown}");
+    assert!(shown.contains("the URL's port"), "{shown}");
+}
+
 #[test]
 fn errors_name_the_server_and_never_the_password() {
     let port = hanging_up_server();
