@@ -116,6 +116,37 @@ async fn list_json_names_the_holder_without_its_token_or_the_password() {
     );
 }
 
+/// The value of a lock this version takes carries no fencing token; `list` and `show` give
+/// what is true instead of `-`: the last token the slot's counter handed out, which the
+/// holder's does not exceed (and equals while nothing else in the slot took one since).
+#[tokio::test(flavor = "multi_thread")]
+async fn list_and_show_bound_a_held_locks_fence_by_its_slots_counter() {
+    let server = RedisServer::start();
+    let locks = manager(&server.url(), "fenced").await;
+    let guard = locks
+        .lock("order:7", LockOptions::new())
+        .await
+        .expect("free");
+    let token = guard.fencing_token();
+
+    let listed = json(&lockctl(&server.url(), &["list", "--json"]));
+    let lock = &listed["locks"][0];
+    assert!(lock["fence"].is_null(), "{listed}");
+    let at_most = lock["fence_at_most"].as_u64().expect("a bound");
+    assert!(at_most >= token, "{at_most} < {token}: {listed}");
+
+    let output = lockctl(&server.url(), &["list"]);
+    let shown = text(&output);
+    assert!(shown.contains(&format!("<={at_most}")), "{shown}");
+    let output = lockctl(&server.url(), &["show", "order:7"]);
+    let shown = text(&output);
+    let fence_line = shown
+        .lines()
+        .find(|line| line.starts_with("fence "))
+        .unwrap_or_else(|| panic!("a fence line: {shown}"));
+    assert!(fence_line.ends_with(&format!("<={at_most}")), "{shown}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn list_skips_free_markers_unless_all_and_text_names_the_holder() {
     let server = RedisServer::start();
