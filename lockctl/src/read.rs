@@ -486,8 +486,8 @@ pub(crate) async fn read(
     let mut conn = node.conn.clone();
     let (pttl, (secs, micros), (_, subscribed), line_length, counter): (
         i64,
-        (u64, u64),
-        (String, u64),
+        ServerTime,
+        NumSub,
         u64,
         Option<String>,
     ) = nodes
