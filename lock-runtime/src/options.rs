@@ -91,7 +91,9 @@ pub enum Mode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum Deadlock {
-    /// Keep waiting until the wait budget runs out, as without detection (the default).
+    /// Keep waiting until the wait budget runs out, as without detection (the default). A
+    /// wait found part of a deadlock then ends in [`LockError::Busy`](crate::LockError::Busy)
+    /// naming the cycle ([`LockError::deadlock_cycle`](crate::LockError::deadlock_cycle)).
     #[default]
     Wait,
     /// If this call is the cycle's youngest wait among the members that chose `Fail`, give up
