@@ -62,7 +62,7 @@ pub enum LockError {
         Shown(*waited),
         HeldBy(blocker.as_deref()),
         InDeadlock(deadlock.as_deref()),
-        BusyAdvice(*retry_after),
+        BusyAdvice(*retry_after, deadlock.is_some()),
         key = KeyDisplay(key)
     )]
     #[non_exhaustive]
@@ -512,11 +512,15 @@ impl fmt::Display for InDeadlock<'_> {
     }
 }
 
-/// What to do about a busy lock: when to try again, where the server said.
-struct BusyAdvice(Option<Duration>);
+/// What to do about a busy lock: when to try again, where the server said. Nothing where it
+/// was found in a deadlock, whose message says what to do instead (waiting longer is not it).
+struct BusyAdvice(Option<Duration>, bool);
 
 impl fmt::Display for BusyAdvice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.1 {
+            return Ok(());
+        }
         match self.0 {
             Some(left) => write!(
                 f,
@@ -775,7 +779,8 @@ mod tests {
             shown.contains("pid 1 on web-1 holds `a` and waits for `b`"),
             "{shown}"
         );
-        assert!(shown.contains("`Deadlock::Fail`"), "{shown}");
+        assert!(shown.ends_with("`Deadlock::Fail`"), "{shown}");
+        assert!(!shown.contains("longer `wait`"), "{shown}");
         assert_eq!(err.deadlock_cycle(), Some(&cycle));
     }
 }
