@@ -510,8 +510,8 @@ impl Acquisition {
             // same token refreshes it and gives it a fresh deadline.
             Ok(Ok(Acquire::Acquired { .. })) if Instant::now() >= lease.deadline() => {
                 Err(Failure::transient(format!(
-                    "granted only after its {:?} lease ran out",
-                    options.ttl
+                    "granted only after its {} lease ran out",
+                    crate::shown::Shown(options.ttl)
                 )))
             }
             Ok(answer) => answer,
@@ -592,6 +592,10 @@ impl Acquisition {
                 waited: now - self.start,
                 retry_after: remaining,
                 blocker: self.blocker.clone(),
+                deadlock: self
+                    .deadlock
+                    .as_ref()
+                    .and_then(|entered| entered.wait.part_of()),
             }));
         }
         if self.waiting.is_none() {

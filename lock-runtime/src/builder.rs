@@ -16,6 +16,7 @@ use crate::background::Background;
 use crate::client::Inner;
 use crate::deadlock::Deadlocks;
 use crate::deployment::{Deployment, DeploymentKind};
+use crate::shown::Exact;
 use crate::waiters::Waiters;
 use crate::watchdog::Watchdog;
 use crate::{LockError, LockManager, MAX_TTL, url};
@@ -326,9 +327,10 @@ impl LockManagerBuilder {
     fn validate(&self) -> Result<(), LockError> {
         if self.fair_turn < Duration::from_millis(1) || self.fair_turn > MAX_TTL {
             return Err(LockError::Config(format!(
-                "fair_turn {:?} is outside 1ms..={MAX_TTL:?}: a waiter needs at least a \
-                 millisecond to take its turn",
-                self.fair_turn
+                "fair_turn {} is outside 1ms..={}: a waiter needs at least a millisecond to \
+                 take its turn",
+                Exact(self.fair_turn),
+                Exact(MAX_TTL)
             )));
         }
         if self.request_timeout.is_zero() {
@@ -340,9 +342,10 @@ impl LockManagerBuilder {
         }
         if self.request_timeout > MAX_REQUEST_TIMEOUT {
             return Err(LockError::Config(format!(
-                "request_timeout {:?} is longer than {MAX_REQUEST_TIMEOUT:?}: a server that \
-                 takes longer to answer is down",
-                self.request_timeout
+                "request_timeout {} is longer than {}: a server that takes longer to answer is \
+                 down",
+                Exact(self.request_timeout),
+                Exact(MAX_REQUEST_TIMEOUT)
             )));
         }
         if let Some(acks) = &self.replica_acks() {

@@ -206,7 +206,11 @@ impl Inner {
             ));
         }
         let source: crate::BoxError = if failure.timeout() == Some(None) {
-            format!("no answer within {:?}", self.request_timeout).into()
+            format!(
+                "no answer within {}",
+                crate::shown::Shown(self.request_timeout)
+            )
+            .into()
         } else if shown.contains(lease.token.as_str()) {
             without_token(&shown, &lease.token).into()
         } else {

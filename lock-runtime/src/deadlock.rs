@@ -158,6 +158,9 @@ pub(crate) struct Wait {
     blocked_by: Mutex<Option<String>>,
     /// The cycle it gives up in, once it is the victim of one.
     verdict: Mutex<Option<DeadlockCycle>>,
+    /// The last cycle it was found part of, starting with it, whether or not it gives up: what
+    /// its `Busy` names when no member chose to give up.
+    part_of: Mutex<Option<Box<DeadlockCycle>>>,
     doomed: Notify,
     /// Written to the server at least once: its end is removed there too.
     published: AtomicBool,
@@ -189,6 +192,14 @@ impl Wait {
             return;
         }
         notified.await;
+    }
+
+    /// The last deadlock this call was found part of, starting with it.
+    pub(crate) fn part_of(&self) -> Option<Box<DeadlockCycle>> {
+        self.part_of
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
     }
 
     fn doom(&self, cycle: DeadlockCycle) {
@@ -298,6 +309,7 @@ impl Deadlocks {
             fail,
             blocked_by: Mutex::new(blocked_by),
             verdict: Mutex::new(None),
+            part_of: Mutex::new(None),
             doomed: Notify::new(),
             published: AtomicBool::new(false),
             written: Mutex::new(None),
@@ -565,6 +577,15 @@ impl Deadlocks {
                 gives_up = chosen.is_some(),
                 "deadlock among lock waiters"
             );
+        }
+        // Every member here learns the cycle it is part of: a wait that nobody fails ends
+        // `Busy`, and says why it waited so long.
+        for member in cycle {
+            if let Some((wait, _)) = local.iter().find(|(wait, _)| wait.id == member.waiter) {
+                let from_it = DeadlockCycle::of(cycle, &self.prefix, &member.waiter);
+                *wait.part_of.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Some(Box::new(from_it));
+            }
         }
         let Some(chosen) = chosen else { return };
         if let Some((wait, _)) = local.iter().find(|(wait, _)| wait.id == chosen.waiter) {

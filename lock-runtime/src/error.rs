@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::Blocker;
 use crate::backend::Failure;
+use crate::shown::Shown;
 
 /// A boxed error from a backend (a Redis error, an I/O error, ...).
 pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
@@ -57,8 +58,11 @@ pub type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 pub enum LockError {
     /// The lock was held by someone else for the whole `wait` budget.
     #[error(
-        "lock `{key}` is busy: not acquired within {waited:?}{}",
+        "lock `{key}` is busy: not acquired within {}{}{}{}",
+        Shown(*waited),
         HeldBy(blocker.as_deref()),
+        InDeadlock(deadlock.as_deref()),
+        BusyAdvice(*retry_after, deadlock.is_some()),
         key = KeyDisplay(key)
     )]
     #[non_exhaustive]
@@ -78,10 +82,19 @@ pub enum LockError {
         /// holder recorded nothing (`holder_metadata(false)`), and on `memory://`. Never the
         /// holder's owner token.
         blocker: Option<Box<Blocker>>,
+        /// The deadlock this wait was found part of, where one was found and no member chose
+        /// to give up ([`Deadlock::Wait`](crate::Deadlock::Wait)): each waited until its
+        /// budget ran out. The message names it; so does
+        /// [`deadlock_cycle`](LockError::deadlock_cycle).
+        deadlock: Option<Box<crate::DeadlockCycle>>,
     },
 
     /// The lease ran out, or renewal proved that someone else now owns the lock, while it was held.
-    #[error("lease on lock `{key}` was lost while it was held: {reason}", key = KeyDisplay(key))]
+    #[error(
+        "lease on lock `{key}` was lost while it was held: {reason}; {}",
+        reason.advice(),
+        key = KeyDisplay(key)
+    )]
     #[non_exhaustive]
     LeaseLost {
         /// The lock key.
@@ -92,7 +105,11 @@ pub enum LockError {
 
     /// The backend failed: connection refused, authentication, a timeout, a wrong type at the key...
     /// The body of a locked section never runs after such an error.
-    #[error("{operation}{} failed on {server}: {source}", KeyInMessage(key.as_deref()))]
+    #[error(
+        "{operation}{} failed on {server}: {source}{}",
+        KeyInMessage(key.as_deref()),
+        MayPass(*transient)
+    )]
     #[non_exhaustive]
     Backend {
         /// What was being done (`acquire`, `release`, `connect`, ...).
@@ -158,7 +175,11 @@ pub enum LockError {
 
     /// The manager was shut down ([`LockManager::shutdown`](crate::LockManager::shutdown)):
     /// it takes no more locks.
-    #[error("lock `{key}` not acquired: the lock manager was shut down", key = KeyDisplay(key))]
+    #[error(
+        "lock `{key}` not acquired: the lock manager was shut down, and takes no more locks \
+         (the process is stopping; do not retry with this manager)",
+        key = KeyDisplay(key)
+    )]
     #[non_exhaustive]
     ShutDown {
         /// The lock key.
@@ -177,6 +198,17 @@ impl LockError {
             | LockError::HeldByThisTask { key } => Some(key),
             LockError::Backend { key, .. } => key.as_deref(),
             LockError::Config(_) => None,
+        }
+    }
+
+    /// The deadlock this error names: the one a [`Deadlock`](Self::Deadlock) call gave up in,
+    /// or the one a [`Busy`](Self::Busy) wait was found part of when no member chose to give
+    /// up.
+    pub fn deadlock_cycle(&self) -> Option<&crate::DeadlockCycle> {
+        match self {
+            LockError::Deadlock { cycle, .. } => Some(cycle),
+            LockError::Busy { deadlock, .. } => deadlock.as_deref(),
+            _ => None,
         }
     }
 
@@ -289,21 +321,51 @@ impl LockError {
     }
 }
 
-/// Like the derived `Debug`, with keys shortened as in messages: a key may be megabytes long.
+/// One line: the variant and its message, `Busy("lock `order:1` is busy: ...")`, which is what
+/// `fn main() -> Result<(), LockError>` prints after `Error: `. The alternate form (`{:#?}`)
+/// shows every field, as the derived `Debug` would, with keys shortened as in messages: a key
+/// may be megabytes long.
 impl fmt::Debug for LockError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if f.alternate() {
+            return self.fields(f);
+        }
+        f.debug_tuple(self.variant())
+            .field(&self.to_string())
+            .finish()
+    }
+}
+
+impl LockError {
+    /// The variant's name, as `Debug` shows it.
+    fn variant(&self) -> &'static str {
+        match self {
+            LockError::Busy { .. } => "Busy",
+            LockError::LeaseLost { .. } => "LeaseLost",
+            LockError::Backend { .. } => "Backend",
+            LockError::Config(_) => "Config",
+            LockError::HeldByThisTask { .. } => "HeldByThisTask",
+            LockError::Deadlock { .. } => "Deadlock",
+            LockError::ShutDown { .. } => "ShutDown",
+        }
+    }
+
+    /// Every field, as the derived `Debug` would show them (the alternate `Debug`).
+    fn fields(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LockError::Busy {
                 key,
                 waited,
                 retry_after,
                 blocker,
+                deadlock,
             } => f
                 .debug_struct("Busy")
                 .field("key", &KeyDebug(key))
                 .field("waited", waited)
                 .field("retry_after", retry_after)
                 .field("blocker", blocker)
+                .field("deadlock", deadlock)
                 .finish(),
             LockError::Deadlock { key, cycle } => f
                 .debug_struct("Deadlock")
@@ -367,6 +429,27 @@ pub enum LostReason {
     ShutDown,
 }
 
+impl LostReason {
+    /// What to make of the loss, after the message says why.
+    fn advice(self) -> &'static str {
+        match self {
+            LostReason::NotOwner => {
+                "another holder may have run meanwhile: check the work done under the lock \
+                 before doing it again"
+            }
+            LostReason::Expired => {
+                "check that the server is reachable and answers within `request_timeout`, or \
+                 give the lock a longer ttl; another holder may have run meanwhile"
+            }
+            LostReason::MaxHoldExceeded => {
+                "the section ran longer than `max_hold` allows: raise `max_hold` or shorten the \
+                 section"
+            }
+            LostReason::ShutDown => "expected while the process stops",
+        }
+    }
+}
+
 impl fmt::Display for LostReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -411,6 +494,58 @@ impl fmt::Display for HeldBy<'_> {
     }
 }
 
+/// `; its wait was part of a deadlock ...` after a busy lock's message, where one was found.
+struct InDeadlock<'a>(Option<&'a crate::DeadlockCycle>);
+
+impl fmt::Display for InDeadlock<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(cycle) => write!(
+                f,
+                "; its wait was part of a deadlock ({cycle}) in which no waiter chose to give up \
+                 (`Deadlock::Wait`), so each waited until its budget ran out: take the locks in \
+                 one order everywhere (`keys = [..]` does), or let waits give up with \
+                 `Deadlock::Fail`"
+            ),
+            None => Ok(()),
+        }
+    }
+}
+
+/// What to do about a busy lock: when to try again, where the server said. Nothing where it
+/// was found in a deadlock, whose message says what to do instead (waiting longer is not it).
+struct BusyAdvice(Option<Duration>, bool);
+
+impl fmt::Display for BusyAdvice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.1 {
+            return Ok(());
+        }
+        match self.0 {
+            Some(left) => write!(
+                f,
+                "; try again later (its holder's lease has {} left, which renewals may \
+                 extend), or give the call a longer `wait`",
+                Shown(left)
+            ),
+            None => f.write_str("; try again later, or give the call a longer `wait`"),
+        }
+    }
+}
+
+/// `(this may pass: ...)` after a backend failure that may pass by itself.
+struct MayPass(bool);
+
+impl fmt::Display for MayPass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 {
+            f.write_str(" (this may pass by itself: the same call may succeed later)")
+        } else {
+            Ok(())
+        }
+    }
+}
+
 struct KeyInMessage<'a>(Option<&'a str>);
 
 impl fmt::Display for KeyInMessage<'_> {
@@ -433,6 +568,7 @@ mod tests {
             waited: Duration::ZERO,
             retry_after: None,
             blocker: None,
+            deadlock: None,
         };
         let msg = err.to_string();
         assert!(msg.len() < 400, "{msg}");
@@ -446,10 +582,13 @@ mod tests {
             waited: Duration::ZERO,
             retry_after: None,
             blocker: None,
+            deadlock: None,
         };
-        let shown = format!("{err:?}");
-        assert!(shown.len() < 400, "{} bytes", shown.len());
-        assert!(shown.starts_with("Busy { key: \"kkk"), "{shown}");
+        for shown in [format!("{err:?}"), format!("{err:#?}")] {
+            assert!(shown.len() < 1000, "{} bytes", shown.len());
+            assert!(shown.starts_with("Busy"), "{shown}");
+        }
+        assert!(format!("{err:#?}").starts_with("Busy {\n    key: \"kkk"));
     }
 
     #[test]
@@ -465,18 +604,21 @@ mod tests {
             waited: Duration::ZERO,
             retry_after: None,
             blocker: Some(Box::new(blocker)),
+            deadlock: None,
         };
         let shown = err.to_string();
         assert_eq!(
             shown,
             format!(
                 "lock `invoice:7` is busy: not acquired within 0ns; held by pid 42 on web-1 \
-                 (app \"billing\", holder {}) since 2025-11-25T04:32:03.456Z",
+                 (app \"billing\", holder {}) since 2025-11-25T04:32:03.456Z; try again \
+                 later, or give the call a longer `wait`",
                 crate::inspect::token_id("secret-owner-token")
             )
         );
-        let debug = format!("{err:?}");
-        assert!(debug.contains("host: Some(\"web-1\")"), "{debug}");
+        let debug = format!("{err:#?}");
+        assert!(debug.contains("host: Some(\n"), "{debug}");
+        assert!(debug.contains("\"web-1\""), "{debug}");
         for text in [shown, debug] {
             assert!(!text.contains("secret-owner-token"), "{text}");
         }
@@ -511,6 +653,7 @@ mod tests {
             waited: Duration::ZERO,
             retry_after: None,
             blocker: None,
+            deadlock: None,
         };
         assert!(busy.is_retryable());
         let lost = LockError::LeaseLost {
@@ -530,5 +673,114 @@ mod tests {
             err.to_string(),
             "acquire of lock `order:1` failed on 127.0.0.1:1: boom"
         );
+    }
+
+    #[test]
+    fn a_busy_message_says_the_wait_as_a_person_writes_it_and_what_to_do() {
+        let err = LockError::Busy {
+            key: "order:1".into(),
+            waited: Duration::from_nanos(20_001_851_986),
+            retry_after: Some(Duration::from_nanos(409_540)),
+            blocker: None,
+            deadlock: None,
+        };
+        assert_eq!(
+            err.to_string(),
+            "lock `order:1` is busy: not acquired within 20s; try again later (its holder's \
+             lease has 410µs left, which renewals may extend), or give the call a longer `wait`"
+        );
+    }
+
+    #[test]
+    fn what_main_prints_for_a_lock_error_is_one_readable_line() {
+        let err = LockError::backend("connect", None, "127.0.0.1:1", "connection refused");
+        // `fn main() -> Result<(), LockError>` prints `Error: ` and this.
+        assert_eq!(
+            format!("{err:?}"),
+            "Backend(\"connect failed on 127.0.0.1:1: connection refused\")"
+        );
+        let busy = LockError::Busy {
+            key: "order:1".into(),
+            waited: Duration::from_millis(5_000),
+            retry_after: None,
+            blocker: None,
+            deadlock: None,
+        };
+        let shown = format!("{busy:?}");
+        assert!(
+            shown.starts_with("Busy(\"lock `order:1` is busy: not acquired within 5s;"),
+            "{shown}"
+        );
+        assert!(!shown.contains('\n'), "{shown}");
+        // Through `Box<dyn Error>` too, and the cause is still there to walk.
+        let boxed: Box<dyn StdError> = Box::new(err);
+        assert!(format!("{boxed:?}").starts_with("Backend(\"connect failed"));
+        let source = boxed.source().map(ToString::to_string);
+        assert_eq!(source.as_deref(), Some("connection refused"));
+    }
+
+    #[test]
+    fn a_backend_failure_that_may_pass_says_so() {
+        let err =
+            LockError::backend_with("acquire", Some("k"), "127.0.0.1:1", "reset".into(), true);
+        assert!(
+            err.to_string()
+                .ends_with("(this may pass by itself: the same call may succeed later)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_lost_lease_says_what_to_make_of_it() {
+        for reason in [
+            LostReason::NotOwner,
+            LostReason::Expired,
+            LostReason::MaxHoldExceeded,
+            LostReason::ShutDown,
+        ] {
+            let err = LockError::LeaseLost {
+                key: "k".into(),
+                reason,
+            };
+            let shown = err.to_string();
+            assert!(
+                shown.contains(&format!("{reason}; {}", reason.advice())),
+                "{shown}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_busy_wait_found_in_a_deadlock_names_the_cycle() {
+        let member = |waits_for: &str, holds: &str, pid| crate::CycleMember {
+            waits_for: waits_for.into(),
+            holds: vec![holds.into()],
+            host: Some("web-1".into()),
+            pid: Some(pid),
+            app: None,
+            waiting_since: std::time::UNIX_EPOCH,
+        };
+        let cycle = crate::DeadlockCycle {
+            members: vec![member("b", "a", 1), member("a", "b", 2)],
+        };
+        let err = LockError::Busy {
+            key: "b".into(),
+            waited: Duration::from_secs(2),
+            retry_after: None,
+            blocker: None,
+            deadlock: Some(Box::new(cycle.clone())),
+        };
+        let shown = err.to_string();
+        assert!(
+            shown.contains(&format!("its wait was part of a deadlock ({cycle})")),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("pid 1 on web-1 holds `a` and waits for `b`"),
+            "{shown}"
+        );
+        assert!(shown.ends_with("`Deadlock::Fail`"), "{shown}");
+        assert!(!shown.contains("longer `wait`"), "{shown}");
+        assert_eq!(err.deadlock_cycle(), Some(&cycle));
     }
 }

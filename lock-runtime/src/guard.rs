@@ -285,10 +285,26 @@ impl crate::section::Held for LockGuard {
     }
 
     async fn finish(self) {
-        let lease = self.lease.clone();
         if let Err(err) = self.release().await {
-            tracing::warn!(key = %lease.key(), error = %err, "locked section finished but its release failed");
+            finish_failed(&err);
         }
+    }
+}
+
+/// Logs what the release at the end of a locked section came to, when it was not a plain
+/// release: one calm line where shutdown released the lock already (what a stopping process
+/// expects), a warning otherwise.
+pub(crate) fn finish_failed(err: &LockError) {
+    match err {
+        LockError::LeaseLost {
+            key,
+            reason: LostReason::ShutDown,
+        } => tracing::info!(key = %key, "lock released by shutdown"),
+        err => tracing::warn!(
+            key = err.key().unwrap_or_default(),
+            error = %err,
+            "locked section finished but its release failed"
+        ),
     }
 }
 

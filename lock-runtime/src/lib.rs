@@ -226,6 +226,7 @@ mod pending;
 mod protocol;
 mod section;
 mod shape;
+mod shown;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;

@@ -193,12 +193,14 @@ fn waited_since(err: LockError, start: Instant) -> LockError {
             key,
             retry_after,
             blocker,
+            deadlock,
             ..
         } => LockError::Busy {
             key,
             waited: start.elapsed(),
             retry_after,
             blocker,
+            deadlock,
         },
         other => other,
     }
@@ -370,7 +372,7 @@ impl Held for MultiGuard {
     async fn finish(self) {
         if let Err(failed) = self.release().await {
             for err in failed.errors() {
-                tracing::warn!(error = %err, "locked section finished but its release failed");
+                crate::guard::finish_failed(err);
             }
         }
     }

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use crate::shape::Shape;
+use crate::shown::Exact;
 use crate::{LockError, MAX_TTL, MIN_TTL};
 
 /// What a locked section does when its lease is lost while it runs.
@@ -90,7 +91,9 @@ pub enum Mode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[non_exhaustive]
 pub enum Deadlock {
-    /// Keep waiting until the wait budget runs out, as without detection (the default).
+    /// Keep waiting until the wait budget runs out, as without detection (the default). A
+    /// wait found part of a deadlock then ends in [`LockError::Busy`](crate::LockError::Busy)
+    /// naming the cycle ([`LockError::deadlock_cycle`](crate::LockError::deadlock_cycle)).
     #[default]
     Wait,
     /// If this call is the cycle's youngest wait among the members that chose `Fail`, give up
@@ -269,14 +272,17 @@ impl LockOptions {
     pub(crate) fn shape(&self) -> Result<Shape, LockError> {
         if self.ttl < MIN_TTL || self.ttl > MAX_TTL {
             return Err(LockError::Config(format!(
-                "ttl {:?} is outside {MIN_TTL:?}..={MAX_TTL:?}",
-                self.ttl
+                "ttl {} is outside {}..={}",
+                Exact(self.ttl),
+                Exact(MIN_TTL),
+                Exact(MAX_TTL)
             )));
         }
         if self.hold_at_least > MAX_TTL {
             return Err(LockError::Config(format!(
-                "hold_at_least {:?} is longer than the maximum {MAX_TTL:?}",
-                self.hold_at_least
+                "hold_at_least {} is longer than the maximum {}",
+                Exact(self.hold_at_least),
+                Exact(MAX_TTL)
             )));
         }
         let refused = |why: &str| Err(LockError::Config(why.to_owned()));

@@ -107,12 +107,22 @@ where
 }
 
 fn no_global_default() -> LockError {
-    LockError::Config(
+    LockError::Config(format!(
         "#[distributed_lock] found no default LockManager: call \
-         lock_runtime::set_global_default(manager) at startup, or pass `manager = ...`"
-            .into(),
-    )
+         lock_runtime::set_global_default(manager) at startup, or pass `manager = ...`{}",
+        IN_A_TEST
+    ))
 }
+
+/// Where the kit is built, the likely cause: a task spawned from inside `TestLocks::scope`.
+#[cfg(feature = "testing")]
+const IN_A_TEST: &str = "; in a test, `TestLocks::scope(future)` (or \
+    `testing::with_default(&manager, future)`) makes a manager the default of that future \
+    only, and a task spawned inside it does not inherit it: spawn `kit.scope(future)` (or \
+    `with_default(&manager, future)`) instead of the bare future";
+
+#[cfg(not(feature = "testing"))]
+const IN_A_TEST: &str = "";
 
 /// Implemented by every type that can stand in a key template placeholder.
 #[diagnostic::on_unimplemented(

@@ -44,7 +44,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use http::{HeaderValue, Request, Response, StatusCode, header};
-use lock_runtime::{LockError, LockManager, LockOptions};
+use lock_runtime::{LockError, LockManager, LockOptions, LostReason};
 use tower_layer::Layer;
 use tower_service::Service;
 
@@ -200,15 +200,28 @@ where
             let answered = tokio::select! {
                 biased;
                 reason = guard.lost() => {
-                    tracing::warn!(key = guard.key(), %reason, "lock lost while the request ran; the handler was dropped");
+                    if reason == LostReason::ShutDown {
+                        // What a stopping process expects: one calm line.
+                        tracing::info!(key = guard.key(), "lock released by shutdown; the handler was dropped");
+                    } else {
+                        tracing::warn!(key = guard.key(), %reason, "lock lost while the request ran; the handler was dropped");
+                    }
                     None
                 }
                 answered = inner.call(request) => Some(answered),
             };
             match answered {
                 Some(answered) => {
-                    if let Err(err) = guard.release().await {
-                        tracing::warn!(error = %err, "request served, but its lock's release failed");
+                    match guard.release().await {
+                        Ok(()) => {}
+                        Err(LockError::LeaseLost {
+                            key,
+                            reason: LostReason::ShutDown,
+                            ..
+                        }) => tracing::info!(key = %key, "lock released by shutdown"),
+                        Err(err) => {
+                            tracing::warn!(error = %err, "request served, but its lock's release failed");
+                        }
                     }
                     answered
                 }

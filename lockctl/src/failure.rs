@@ -26,8 +26,16 @@ impl Failure {
         }
     }
 
-    /// `what` failed on `server`: a Redis error with its context.
+    /// `what` failed on `server`: a Redis error with its context, and where the server's
+    /// answer was not Redis's protocol at all, what to check.
     pub(crate) fn redis(what: &str, server: &str, err: &redis::RedisError) -> Self {
+        if err.kind() == redis::ErrorKind::Parse {
+            return Failure::failed(format!(
+                "{what} on {server}: the server did not answer as Redis does ({err}): check \
+                 that the URL's port is the Redis server's, and that TLS matches (rediss:// for \
+                 a server that speaks TLS, redis:// for one that does not)"
+            ));
+        }
         Failure::failed(format!("{what} on {server}: {err}"))
     }
 

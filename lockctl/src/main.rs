@@ -8,8 +8,9 @@
 //! lockctl deadlocks --json
 //! ```
 //!
-//! Exit codes: 0 done, 1 an error (which key, which server), 2 a usage error. Errors go to
-//! stderr; no password and no owner token is ever printed.
+//! Exit codes: 0 done, 1 an error (which key, which server), 2 a usage error, 3 `deadlocks`
+//! found a deadlock (0 when it found none). Errors go to stderr; no password and no owner
+//! token is ever printed.
 
 mod failure;
 mod nodes;
@@ -25,6 +26,10 @@ use clap::{Args, Parser, Subcommand};
 
 use failure::Failure;
 use nodes::Nodes;
+
+/// The exit code of `deadlocks` when it found a deadlock: not an error (1), nor a usage error
+/// (2), and not "none" (0), so that a script or a probe can tell them apart.
+const DEADLOCK_FOUND: u8 = 3;
 
 /// Lists, shows, watches and force-releases the distributed locks of lock-runtime.
 #[derive(Debug, Parser)]
@@ -134,7 +139,7 @@ fn main() -> ExitCode {
         Err(err) => return report(&Failure::failed(format!("cannot start a runtime: {err}"))),
     };
     match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(failure) => report(&failure),
     }
 }
@@ -144,7 +149,7 @@ fn report(failure: &Failure) -> ExitCode {
     ExitCode::from(failure.exit_code())
 }
 
-async fn run(cli: Cli) -> Result<(), Failure> {
+async fn run(cli: Cli) -> Result<ExitCode, Failure> {
     let Some(url) = cli.url.as_deref() else {
         return Err(Failure::usage(
             "no deployment given: pass --url redis://host:port or set REDIS_URL",
@@ -152,7 +157,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
     };
     let nodes = Nodes::connect(url, cli.timeout).await?;
     let prefix = cli.prefix.as_str();
-    match cli.command {
+    let done = match cli.command {
         Command::List(args) => {
             let locks = read::list(&nodes, prefix, &args.pattern, args.all).await?;
             render::print_list(&nodes, &locks, args.json)
@@ -174,9 +179,15 @@ async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Watch(args) => watch(&nodes, prefix, &args).await,
         Command::Deadlocks(args) => {
             let records = waits::standing(&nodes, prefix).await?;
-            render::print_deadlocks(&waits::deadlocks(prefix, &records), args.json)
+            let cycles = waits::deadlocks(prefix, &records);
+            render::print_deadlocks(&cycles, args.json)?;
+            if !cycles.is_empty() {
+                return Ok(ExitCode::from(DEADLOCK_FOUND));
+            }
+            Ok(())
         }
-    }
+    };
+    done.map(|()| ExitCode::SUCCESS)
 }
 
 async fn watch(nodes: &Nodes, prefix: &str, args: &WatchArgs) -> Result<(), Failure> {

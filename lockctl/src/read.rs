@@ -33,6 +33,13 @@ pub(crate) struct LockView {
     /// or read-write lock's `:fence` key; `None` otherwise (a lock in the current format, a
     /// semaphore's permits, read shares), whose tokens come from the fence counter of the slot.
     pub(crate) fence: Option<u64>,
+    /// For a lock in the current format (whose value carries no fencing token), the last token
+    /// the fence counter of its slot handed out: the holder's token is this one or an earlier
+    /// one (the counter only rises, and busy attempts count it up too). `None` where `fence`
+    /// is known, for semaphores and read-write locks, on Redlock (whose token is the largest of
+    /// the masters' answers, so one master's counter bounds nothing) and where the counter is
+    /// absent.
+    pub(crate) fence_at_most: Option<u64>,
     /// 12 hex digits of the SHA-1 of the owner token: tells holders apart, cannot release.
     pub(crate) holder_id: Option<String>,
     pub(crate) host: Option<String>,
@@ -136,7 +143,7 @@ pub(crate) async fn show(nodes: &Nodes, prefix: &str, key: &str) -> Result<Vec<L
     let stored = inspect::lock_key(prefix, key).map_err(|err| Failure::usage(err.to_string()))?;
     let mut views = Vec::new();
     for node in nodes.for_key(&stored).await? {
-        let lock = read(nodes, node, key, &stored, true).await?;
+        let lock = read(nodes, node, prefix, key, &stored, true).await?;
         let mut shared = Vec::new();
         for kind in [Kind::Semaphore, Kind::ReadWrite] {
             shared.extend(read_kind(nodes, node, prefix, key, kind, true).await?);
@@ -203,7 +210,7 @@ async fn read_kind(
         }
         _ => {
             let stored = inspect::lock_key(prefix, key).map_err(usage)?;
-            read(nodes, node, key, &stored, with_line).await
+            read(nodes, node, prefix, key, &stored, with_line).await
         }
     }
 }
@@ -439,6 +446,7 @@ async fn scan(nodes: &Nodes, node: &Node, pattern: &str) -> Result<Vec<String>, 
 pub(crate) async fn read(
     nodes: &Nodes,
     node: &Node,
+    prefix: &str,
     key: &str,
     stored: &str,
     with_line: bool,
@@ -473,12 +481,15 @@ pub(crate) async fn read(
     pipe.cmd("TIME");
     pipe.cmd("PUBSUB").arg("NUMSUB").arg(stored);
     pipe.cmd("ZCARD").arg(&queue);
+    pipe.cmd("GET")
+        .arg(inspect::fence_counter_key(prefix, stored));
     let mut conn = node.conn.clone();
-    let (pttl, (secs, micros), (_, subscribed), line_length): (
+    let (pttl, (secs, micros), (_, subscribed), line_length, counter): (
         i64,
-        (u64, u64),
-        (String, u64),
+        ServerTime,
+        NumSub,
         u64,
+        Option<String>,
     ) = nodes
         .within(
             &node.server,
@@ -512,6 +523,7 @@ pub(crate) async fn read(
         state: state.to_owned(),
         // The current format carries no fencing token (0): tokens come from the fence counter.
         fence: (lock.fence != 0).then_some(lock.fence),
+        fence_at_most: fence_bound(nodes, &lock, counter.as_deref()),
         holder_id: lock.token_id(),
         host: lock.holder_field("host").map(str::to_owned),
         pid: lock.holder_field("pid").and_then(|pid| pid.parse().ok()),
@@ -535,6 +547,17 @@ pub(crate) async fn read(
         writer_waiting: None,
         unlock_id: Some(unlock_id(&lock, &value)),
     }))
+}
+
+/// The last token the fence counter (`counter`, as read) of a current-format lock's slot handed
+/// out, which its holder's token does not exceed; `None` where that bounds nothing (see
+/// [`LockView::fence_at_most`]).
+fn fence_bound(nodes: &Nodes, lock: &StoredLock, counter: Option<&str>) -> Option<u64> {
+    let holds_a_token = matches!(lock.state.as_str(), "held" | "kept") && !lock.is_reserved();
+    if lock.fence != 0 || !holds_a_token || nodes.kind() == DeploymentKind::Redlock {
+        return None;
+    }
+    counter?.parse().ok()
 }
 
 /// What names the holder of the lock stored as `value` to the force-release script: a 0.2
@@ -622,6 +645,7 @@ impl LockView {
             server: server.to_owned(),
             state: "absent".to_owned(),
             fence: None,
+            fence_at_most: None,
             holder_id: None,
             host: None,
             pid: None,

@@ -54,7 +54,7 @@ pub(crate) fn print_list(nodes: &Nodes, locks: &[LockView], json: bool) -> Resul
             lock.app.clone().unwrap_or_else(|| "-".into()),
             millis(lock.age_ms.map(|age| age as i64)),
             millis(lock.lease_ms),
-            lock.fence.map_or("-".into(), |fence| fence.to_string()),
+            fence(lock),
             lock.waiters.to_string(),
             lock.line_length.to_string(),
         ];
@@ -99,10 +99,7 @@ pub(crate) fn print_show(
             shared_fields(&mut fields, lock, holders);
         } else if lock.state != "absent" {
             fields.extend([
-                (
-                    "fence",
-                    lock.fence.map_or("-".into(), |fence| fence.to_string()),
-                ),
+                ("fence", fence(lock)),
                 (
                     "holder id",
                     lock.holder_id.clone().unwrap_or_else(|| "-".into()),
@@ -283,6 +280,17 @@ fn holder(lock: &LockView) -> String {
         (Some(host), Some(pid)) => format!("{host}/{pid}"),
         (Some(host), None) => host.clone(),
         (None, Some(pid)) => format!("?/{pid}"),
+        (None, None) => "-".into(),
+    }
+}
+
+/// A lock's fencing token as far as the stored data tells: the one it carries, or for a lock
+/// in the current format `<=N`, the last token its slot's counter handed out (the holder's is
+/// that one or an earlier one), or `-`.
+fn fence(lock: &LockView) -> String {
+    match (lock.fence, lock.fence_at_most) {
+        (Some(fence), _) => fence.to_string(),
+        (None, Some(at_most)) => format!("<={at_most}"),
         (None, None) => "-".into(),
     }
 }

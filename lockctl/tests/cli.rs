@@ -38,8 +38,16 @@ fn text(output: &Output) -> String {
     )
 }
 
+/// The exit code of `lockctl deadlocks` when it found a deadlock.
+const DEADLOCK_FOUND: i32 = 3;
+
+/// The JSON `output` printed, from a run that succeeded (or, for `deadlocks`, found one).
 fn json(output: &Output) -> Value {
-    assert_eq!(output.status.code(), Some(0), "{}", text(output));
+    assert!(
+        matches!(output.status.code(), Some(0 | DEADLOCK_FOUND)),
+        "{}",
+        text(output)
+    );
     serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(output)))
 }
 
@@ -106,6 +114,37 @@ async fn list_json_names_the_holder_without_its_token_or_the_password() {
             .is_some_and(|url| url.contains("***")),
         "{shown}"
     );
+}
+
+/// The value of a lock this version takes carries no fencing token; `list` and `show` give
+/// what is true instead of `-`: the last token the slot's counter handed out, which the
+/// holder's does not exceed (and equals while nothing else in the slot took one since).
+#[tokio::test(flavor = "multi_thread")]
+async fn list_and_show_bound_a_held_locks_fence_by_its_slots_counter() {
+    let server = RedisServer::start();
+    let locks = manager(&server.url(), "fenced").await;
+    let guard = locks
+        .lock("order:7", LockOptions::new())
+        .await
+        .expect("free");
+    let token = guard.fencing_token();
+
+    let listed = json(&lockctl(&server.url(), &["list", "--json"]));
+    let lock = &listed["locks"][0];
+    assert!(lock["fence"].is_null(), "{listed}");
+    let at_most = lock["fence_at_most"].as_u64().expect("a bound");
+    assert!(at_most >= token, "{at_most} < {token}: {listed}");
+
+    let output = lockctl(&server.url(), &["list"]);
+    let shown = text(&output);
+    assert!(shown.contains(&format!("<={at_most}")), "{shown}");
+    let output = lockctl(&server.url(), &["show", "order:7"]);
+    let shown = text(&output);
+    let fence_line = shown
+        .lines()
+        .find(|line| line.starts_with("fence "))
+        .unwrap_or_else(|| panic!("a fence line: {shown}"));
+    assert!(fence_line.ends_with(&format!("<={at_most}")), "{shown}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -630,6 +669,35 @@ fn hanging_up_server() -> u16 {
     port
 }
 
+/// A loopback port of this test's own, whose every connection is answered as an HTTP server
+/// answers a request it cannot read, then closed.
+fn http_server() -> u16 {
+    use std::io::{Read, Write};
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("a free loopback port");
+    let port = listener.local_addr().expect("a bound address").port();
+    std::thread::spawn(move || {
+        for mut connection in listener.incoming().flatten() {
+            let mut request = [0u8; 512];
+            let _ = connection.read(&mut request);
+            let _ = connection.write_all(
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    port
+}
+
+#[test]
+fn a_server_that_does_not_speak_redis_is_named_with_what_to_check() {
+    let port = http_server();
+    let output = lockctl(&format!("redis://127.0.0.1:{port}"), &["list"]);
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(1), "{shown}");
+    assert!(shown.contains(&format!("127.0.0.1:{port}")), "{shown}");
+    assert!(shown.contains("did not answer as Redis does"), "{shown}");
+    assert!(shown.contains("the URL's port"), "{shown}");
+}
+
 #[test]
 fn errors_name_the_server_and_never_the_password() {
     let port = hanging_up_server();
@@ -1031,7 +1099,15 @@ async fn abba_is_reported(url: &str, keys: [&str; 2], began: Instant, tokens: &[
     );
     let output = lockctl(url, &["deadlocks"]);
     let shown = text(&output);
-    assert_eq!(output.status.code(), Some(0), "{shown}");
+    // Found: exit code 3, with --json too.
+    assert_eq!(output.status.code(), Some(DEADLOCK_FOUND), "{shown}");
+    let with_json = lockctl(url, &["deadlocks", "--json"]);
+    assert_eq!(
+        with_json.status.code(),
+        Some(DEADLOCK_FOUND),
+        "{}",
+        text(&with_json)
+    );
     for expected in [
         "deadlock 1 of 1",
         "WAITS FOR",

@@ -95,6 +95,54 @@ async fn two_tasks_of_one_manager_in_opposite_orders_one_gives_up() {
     one_gave_up(&outcomes, &["a", "b"]);
 }
 
+/// Under `Deadlock::Wait` nobody gives up: a wait runs out its budget and ends `Busy`, and that
+/// `Busy` names the deadlock it was found part of, from its own wait on, rather than leaving the
+/// caller to guess why the lock stayed busy.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_that_nobody_fails_ends_busy_naming_the_deadlock() {
+    let locks = LockManager::memory();
+    let options = LockOptions::new()
+        .ttl(Duration::from_secs(10))
+        .wait(Duration::from_secs(3))
+        .deadlock(Deadlock::Wait);
+    let outcomes = ring(
+        vec![
+            (locks.clone(), "left".into(), "right".into()),
+            (locks.clone(), "right".into(), "left".into()),
+        ],
+        options,
+    )
+    .await;
+    // The first to run out frees its first lock, which the other may then get in time.
+    let busy: Vec<&LockError> = outcomes
+        .iter()
+        .filter_map(|(outcome, _)| outcome.as_ref().err())
+        .collect();
+    assert!(!busy.is_empty(), "{outcomes:?}");
+    for err in busy {
+        assert!(err.is_busy(), "{err}");
+        let cycle = err
+            .deadlock_cycle()
+            .unwrap_or_else(|| panic!("no cycle named: {err}"));
+        assert_eq!(
+            Some(cycle.members[0].waits_for.as_str()),
+            err.key(),
+            "{err}"
+        );
+        assert_eq!(cycle.members.len(), 2, "{err}");
+        let text = err.to_string();
+        assert!(text.contains("part of a deadlock"), "{text}");
+        assert!(
+            text.contains("holds `left` and waits for `right`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("holds `right` and waits for `left`"),
+            "{text}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_builder_default_applies_where_options_say_nothing() {
     let deployment = Deployment::redis().await;

@@ -287,3 +287,48 @@ async fn a_server_that_refuses_scripts_fails_connect_saying_so() {
         .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
     guard.release().await.expect("release");
 }
+
+/// A loopback listener that answers every connection as an HTTP server answers a request it
+/// cannot read, and closes it.
+async fn http_server() -> std::net::SocketAddr {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind a loopback port");
+    let addr = listener.local_addr().expect("its address");
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = [0u8; 512];
+                let _ = conn.read(&mut request).await;
+                let _ = conn
+                    .write_all(
+                        b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\
+                          Connection: close\r\n\r\n",
+                    )
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+#[tokio::test]
+async fn a_server_that_does_not_speak_redis_fails_connect_saying_what_to_check() {
+    let addr = http_server().await;
+    let url = format!("redis://{addr}");
+    let err = LockManager::connect(&url)
+        .await
+        .expect_err("an HTTP server is no lock server");
+    let shown = err.to_string();
+    assert!(
+        shown.contains(&format!(
+            "the server at {addr} did not answer as Redis does"
+        )),
+        "{shown}"
+    );
+    assert!(shown.contains("the URL's port"), "{shown}");
+    assert!(shown.contains("rediss://"), "{shown}");
+    // It recurs as it is: the URL must change.
+    assert!(!err.is_retryable(), "{shown}");
+}

@@ -441,6 +441,20 @@ async fn a_gate_stops_an_acquire_until_the_test_opens_it() {
     kit.assert_held(guard.key());
 }
 
+#[tokio::test]
+async fn a_task_spawned_outside_the_scope_is_told_how_to_carry_it() {
+    let kit = TestLocks::new();
+    let spawned = kit
+        .scope(async { tokio::spawn(scoped(5)).await.expect("task") })
+        .await;
+    let Err(LockError::Config(message)) = spawned else {
+        panic!("not a config error: {spawned:?}");
+    };
+    assert!(message.contains("TestLocks::scope"), "{message}");
+    assert!(message.contains("spawn `kit.scope(future)`"), "{message}");
+    assert!(message.contains("set_global_default"), "{message}");
+}
+
 #[distributed_lock(key = "scoped:<n>")]
 async fn scoped(n: u32) -> Result<u64, LockError> {
     Ok(lock_runtime::current().map_or(0, |lock| lock.fencing_token()) + u64::from(n))

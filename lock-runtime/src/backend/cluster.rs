@@ -150,16 +150,7 @@ impl ClusterBackend {
             .run(async move { connecting.get_async_connection().await })
             .await
             .map_err(|err| LockError::from_failure("connect", None, &seeds.shown, err.into()))?
-            .map_err(|err| {
-                let transient = super::is_transient(&err);
-                LockError::backend_with(
-                    "connect",
-                    None,
-                    &seeds.shown,
-                    describe_error(&err).into(),
-                    transient,
-                )
-            })?;
+            .map_err(|err| super::redis::connect_failure(&seeds.shown, &err))?;
         let subscriptions = {
             let (seeds, url, background) =
                 (seeds.clone(), settings.url.to_owned(), background.clone());

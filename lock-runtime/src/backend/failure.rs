@@ -69,7 +69,7 @@ impl Failure {
     pub(crate) fn timed_out(limit: Duration) -> Self {
         Failure {
             kind: Kind::TimedOut { limit: Some(limit) },
-            source: format!("no answer within {limit:?}").into(),
+            source: format!("no answer within {}", crate::shown::Shown(limit)).into(),
         }
     }
 

@@ -725,16 +725,7 @@ impl RedisBackend {
             .set_response_timeout(Some(settings.request_timeout))
             .set_number_of_retries(2);
         let background = settings.background.clone();
-        let connect_error = |err: &RedisError| {
-            let transient = super::is_transient(err);
-            LockError::backend_with(
-                "connect",
-                None,
-                &server,
-                describe_error(err).into(),
-                transient,
-            )
-        };
+        let connect_error = |err: &RedisError| connect_failure(&server, err);
         let conn = if eager {
             // The driver task belongs to the runtime the connect runs on.
             background
@@ -813,6 +804,9 @@ async fn probe(
     key_prefix: &str,
 ) -> Result<(bool, Capabilities), LockError> {
     if let Err(err) = redis::cmd("PING").query_async::<()>(conn).await {
+        if !speaks_redis(&err) {
+            return Err(connect_failure(server, &err));
+        }
         let reason = if err.code() == Some("NOAUTH") {
             "authentication required: the server asks for a password and the URL gives none; \
              write redis://:PASSWORD@host:port, or redis://USER:PASSWORD@host:port for an ACL \
@@ -944,6 +938,38 @@ pub(super) fn lean_answer(took: &lean::Took) -> Option<Acquire> {
 
 pub(super) fn describe_error(err: &RedisError) -> String {
     err.to_string()
+}
+
+/// Whether the answer behind `err` was in Redis's protocol at all: not when the bytes that came
+/// back could not be read as one (an HTTP server, a TLS server spoken to in plain text).
+fn speaks_redis(err: &RedisError) -> bool {
+    err.kind() != redis::ErrorKind::Parse
+}
+
+/// A failure to connect to `server`: what the client said, or, where the server's answer was
+/// not Redis's protocol, that it did not answer as Redis does and what to check (a failure that
+/// recurs: the URL must change).
+pub(super) fn connect_failure(server: &str, err: &RedisError) -> LockError {
+    if !speaks_redis(err) {
+        return LockError::backend(
+            "connect",
+            None,
+            server,
+            format!(
+                "the server at {server} did not answer as Redis does ({}): check that the URL's \
+                 port is the Redis server's, and that TLS matches (rediss:// for a server that \
+                 speaks TLS, redis:// for one that does not)",
+                describe_error(err)
+            ),
+        );
+    }
+    LockError::backend_with(
+        "connect",
+        None,
+        server,
+        describe_error(err).into(),
+        super::is_transient(err),
+    )
 }
 
 impl Backend for RedisBackend {

@@ -241,8 +241,9 @@ impl RedlockBackend {
                     Err(_) => {
                         node.fell_silent();
                         Err(Failure::transient(format!(
-                            "{} gave no answer within {limit:?}",
-                            node.redis.server()
+                            "{} gave no answer within {}",
+                            node.redis.server(),
+                            crate::shown::Shown(limit)
                         )))
                     }
                 }

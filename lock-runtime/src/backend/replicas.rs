@@ -57,9 +57,10 @@ impl ReplicaAcks {
         }
         if self.timeout > MAX_REPLICA_TIMEOUT {
             return Err(format!(
-                "wait_for_replicas timeout {:?} is longer than {MAX_REPLICA_TIMEOUT:?}: a replica \
-                 that needs longer to acknowledge is down",
-                self.timeout
+                "wait_for_replicas timeout {} is longer than {}: a replica that needs longer to \
+                 acknowledge is down",
+                crate::shown::Exact(self.timeout),
+                crate::shown::Exact(MAX_REPLICA_TIMEOUT)
             ));
         }
         Ok(())
@@ -129,8 +130,9 @@ impl Replication {
             }
         }
         Err(Failure::transient(format!(
-            "only {acked} of {wanted} replicas acknowledged the lock within {limit:?}; it was \
-             given back"
+            "only {acked} of {wanted} replicas acknowledged the lock within {}; it was given \
+             back",
+            crate::shown::Shown(limit)
         )))
     }
 }

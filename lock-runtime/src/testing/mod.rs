@@ -463,6 +463,7 @@ impl TestLocks {
                 waited: Duration::ZERO,
                 retry_after: remaining,
                 blocker,
+                deadlock: None,
             }),
             Err(failure) => Err(backend_error(
                 "acquire",
