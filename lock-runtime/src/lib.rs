@@ -229,6 +229,7 @@ mod shape;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
+mod tls;
 mod url;
 mod waiters;
 mod watchdog;
@@ -262,3 +263,4 @@ pub use lock_macro::distributed_lock;
 pub use manager::{LockManager, MAX_TTL, MIN_TTL, global_default, set_global_default};
 pub use multi::{MultiGuard, MultiReleaseError};
 pub use options::{Deadlock, LockOptions, Mode, OnLeaseLost};
+pub use tls::TlsConfig;

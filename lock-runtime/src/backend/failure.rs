@@ -138,6 +138,18 @@ pub(crate) fn is_transient(err: &RedisError) -> bool {
         )
 }
 
+/// The error of a failed connect to `server`, transient as [`is_transient`] says; a TLS
+/// handshake that the configuration decides (a CA not trusted, a client certificate missing)
+/// says what to give instead, and does not pass by itself.
+pub(crate) fn connect_error(server: &str, err: &RedisError) -> crate::LockError {
+    let shown = err.to_string();
+    let (shown, transient) = match crate::tls::handshake_failure(&shown) {
+        Some(explained) => (explained, false),
+        None => (shown, is_transient(err)),
+    };
+    crate::LockError::backend_with("connect", None, server, shown.into(), transient)
+}
+
 /// A request whose pinned runtime shut down: permanent, it cannot be served any more.
 impl From<crate::background::RuntimeGone> for Failure {
     fn from(gone: crate::background::RuntimeGone) -> Self {

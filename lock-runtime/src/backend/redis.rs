@@ -26,6 +26,7 @@ use crate::protocol::scripts::{Lua, invoke, query_each_loading, query_loading};
 use crate::protocol::waits::WaitsUpdate;
 use crate::protocol::{self, Announce, Capabilities, lean, millis};
 use crate::shape::Shape;
+use crate::tls::Certificates;
 use crate::url::enable_tls;
 use crate::waiters::Waiters;
 use crate::{LockError, url};
@@ -154,6 +155,8 @@ pub(crate) struct RedisSettings<'a> {
     /// acquire runs the script: a Redlock master, whose token is the highest of a majority's
     /// and only comparable with the other masters' through their clocks.
     pub(crate) clocked_tokens: bool,
+    /// The certificates of TLS connections (see [`TlsConfig`](crate::TlsConfig)).
+    pub(crate) tls: &'a Certificates,
 }
 
 pub(crate) struct RedisBackend {
@@ -713,7 +716,7 @@ impl RedisBackend {
         if url::scheme(settings.url)? == "rediss" {
             enable_tls(settings.url)?;
         }
-        let client = Client::open(settings.url).map_err(|err| {
+        let client = settings.tls.client(settings.url).map_err(|err| {
             LockError::Config(format!(
                 "cannot use `{}`: {}",
                 url::redact(settings.url),
@@ -725,16 +728,7 @@ impl RedisBackend {
             .set_response_timeout(Some(settings.request_timeout))
             .set_number_of_retries(2);
         let background = settings.background.clone();
-        let connect_error = |err: &RedisError| {
-            let transient = super::is_transient(err);
-            LockError::backend_with(
-                "connect",
-                None,
-                &server,
-                describe_error(err).into(),
-                transient,
-            )
-        };
+        let connect_error = |err: &RedisError| super::connect_error(&server, err);
         let conn = if eager {
             // The driver task belongs to the runtime the connect runs on.
             background
