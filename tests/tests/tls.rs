@@ -2,9 +2,11 @@
 //! certificates made at test time (a private CA, a server and a client certificate), given to
 //! the builder as PEM or as files.
 
+use std::time::Duration;
+
 use lock_runtime::TlsConfig;
-use lock_tests::TestCerts;
 use lock_tests::prelude::*;
+use lock_tests::{Deployment, TestCerts};
 
 /// A manager on `url` with `tls`, a short request timeout so that a refused handshake fails fast.
 async fn build(url: &str, tls: TlsConfig) -> Result<LockManager, LockError> {
@@ -133,3 +135,158 @@ async fn a_private_ca_not_given_is_refused_with_what_to_give() {
     let shown = err.to_string();
     assert!(shown.contains("root_ca"), "{shown}");
 }
+
+/// Redlock's masters each speak TLS; the certificates given apply to every one of them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_takes_and_releases_a_lock_on_masters_that_authenticate_clients() {
+    let certs = TestCerts::new();
+    let masters: Vec<RedisServer> = (0..3)
+        .map(|_| RedisServer::start_tls(&certs, true))
+        .collect();
+    let ports: Vec<String> = masters
+        .iter()
+        .map(|master| format!("127.0.0.1:{}", master.tls_port().unwrap_or_default()))
+        .collect();
+    let url = format!("redlocks://{}", ports.join(","));
+    let (cert, key) = certs.client_files();
+    let tls = TlsConfig::new()
+        .root_ca_file(certs.ca_file())
+        .client_cert_files(cert, key);
+    let logs = || {
+        masters
+            .iter()
+            .map(RedisServer::log)
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let locks = build(&url, tls)
+        .await
+        .unwrap_or_else(|err| panic!("connect to the masters over TLS: {err}\n{}", logs()));
+    let guard = locks
+        .lock("tls:order:1", LockOptions::new().ttl(ms(5000)))
+        .await
+        .unwrap_or_else(|err| panic!("lock over TLS: {err}\n{}", logs()));
+    for master in &masters {
+        assert_eq!(
+            master.cmd(&["EXISTS", "lock:{tls:order:1}"]),
+            "1",
+            "{}",
+            logs()
+        );
+    }
+    guard
+        .release()
+        .await
+        .unwrap_or_else(|err| panic!("release over TLS: {err}\n{}", logs()));
+    for master in &masters {
+        assert_eq!(
+            master.cmd(&["EXISTS", "lock:{tls:order:1}"]),
+            "0",
+            "{}",
+            logs()
+        );
+    }
+}
+
+/// Certificates with a plain URL would be ignored and the connection go out in plain text.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_with_a_plain_url_are_refused() {
+    let certs = TestCerts::new();
+    let server = RedisServer::start_tls(&certs, false);
+    let err = build(&server.url(), TlsConfig::new().root_ca_pem(certs.ca_pem()))
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("connected in plain text with certificates given"));
+    let shown = err.to_string();
+    assert!(matches!(err, LockError::Config(_)), "{shown}");
+    assert!(shown.contains("rediss://"), "{shown}");
+}
+
+/// A key file that holds no key is named in the error, and what it holds is not shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_key_file_without_a_key_is_named_and_not_shown() {
+    let certs = TestCerts::new();
+    let server = RedisServer::start_tls(&certs, true);
+    let (cert, _) = certs.client_files();
+    // The client's certificate where its key should be.
+    let err = build(
+        &server.tls_url(),
+        TlsConfig::new()
+            .root_ca_file(certs.ca_file())
+            .client_cert_files(&cert, &cert),
+    )
+    .await
+    .err()
+    .unwrap_or_else(|| panic!("a certificate was taken for a key"));
+    let shown = err.to_string();
+    assert!(matches!(err, LockError::Config(_)), "{shown}");
+    assert!(shown.contains("client key"), "{shown}");
+    assert!(shown.contains(&cert.display().to_string()), "{shown}");
+    let body: String = certs.client_cert_pem().lines().nth(1).unwrap_or("x").into();
+    assert!(!shown.contains(&body), "{shown}");
+}
+
+/// The key of another certificate is refused at build, not at the server's handshake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_key_that_is_not_the_certificates_is_refused_at_build() {
+    let certs = TestCerts::new();
+    let other = TestCerts::new();
+    let err = build(
+        "rediss://127.0.0.1:1",
+        TlsConfig::new().client_cert_pem(certs.client_cert_pem(), other.client_key_pem()),
+    )
+    .await
+    .err()
+    .unwrap_or_else(|| panic!("a mismatched key was taken"));
+    let shown = err.to_string();
+    assert!(matches!(err, LockError::Config(_)), "{shown}");
+    assert!(
+        shown.contains("is not the key of the client certificate"),
+        "{shown}"
+    );
+}
+
+/// The release notification comes over the subscription connection, TLS too: a waiter of
+/// another manager enters at the release, not when the 30 s lease runs out.
+async fn a_waiter_is_woken_by_the_release(d: Deployment) {
+    let held = d
+        .locks
+        .lock("tls:wake", LockOptions::new().ttl(Duration::from_secs(30)))
+        .await
+        .unwrap_or_else(|err| panic!("lock: {err}\n{}", d.log()));
+    let other = d.connect().await;
+    let (asked, told_busy) = tokio::sync::oneshot::channel();
+    let waiter = tokio::spawn(async move {
+        let first = other.lock("tls:wake", LockOptions::new()).await;
+        let _ = asked.send(first.as_ref().err().is_some_and(LockError::is_busy));
+        drop(first);
+        let guard = other
+            .lock("tls:wake", LockOptions::new().wait(PATIENCE))
+            .await?;
+        Ok::<_, LockError>((guard, tokio::time::Instant::now()))
+    });
+    assert!(told_busy.await.expect("the waiter asks"), "{}", d.log());
+    let released = tokio::time::Instant::now();
+    held.release().await.expect("release");
+    let (next, entered) = waiter.await.expect("task").expect("the waiter enters");
+    next.release().await.expect("release");
+    let handover = entered.duration_since(released);
+    assert!(
+        handover < Duration::from_secs(10),
+        "{handover:?}\n{}",
+        d.log()
+    );
+}
+
+/// A lock held past its ttl is renewed over TLS.
+async fn a_held_lock_is_renewed(d: Deployment) {
+    let guard = d
+        .locks
+        .lock("tls:renewed", LockOptions::new().ttl(ms(1000)))
+        .await
+        .unwrap_or_else(|err| panic!("lock: {err}\n{}", d.log()));
+    assert!(renewed(|| guard.remaining()).await, "{}", d.log());
+    guard.release().await.expect("release");
+}
+
+lock_tests::on_backends!([redis_tls] [a_waiter_is_woken_by_the_release, a_held_lock_is_renewed]);
