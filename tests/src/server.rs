@@ -121,9 +121,29 @@ impl RedisServer {
     /// As [`start`](Self::start): a server built without TLS does not come up, and the message
     /// carries its log.
     pub fn start_tls(certs: &crate::TestCerts, auth_clients: bool) -> Self {
+        Self::start_tls_with_config(None, certs, auth_clients, &[])
+    }
+
+    /// [`start_tls`](Self::start_tls) with a config file holding `config` first, if given, and
+    /// `args` after the TLS arguments, as [`start_with_config`](Self::start_with_config) (a
+    /// sentinel over TLS: `&["--sentinel", "--tls-replication", "yes"]`).
+    ///
+    /// # Panics
+    ///
+    /// As [`start_tls`](Self::start_tls).
+    pub fn start_tls_with_config(
+        config: Option<&str>,
+        certs: &crate::TestCerts,
+        auth_clients: bool,
+        args: &[&str],
+    ) -> Self {
         // A TLS port another process took shows in the log as for the plain one, and the
         // launch is tried again on new ports.
-        Self::start_custom(None, |_| certs.server_args(free_port(), auth_clients))
+        Self::start_custom(config, |_| {
+            let mut all = certs.server_args(free_port(), auth_clients);
+            all.extend(args.iter().map(|&arg| arg.to_owned()));
+            all
+        })
     }
 
     /// The general form of the constructors: `args_for_port` is called once per attempt with the

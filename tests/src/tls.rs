@@ -64,17 +64,21 @@ impl TestCerts {
         let ca_key = KeyPair::generate().expect("a CA key");
         let ca = ca_params.self_signed(&ca_key).expect("a CA certificate");
         let issuer = Issuer::new(ca_params, ca_key);
+        // A server is a client too, of its master or of the nodes a sentinel watches.
         let server = signed(
             &issuer,
             &["localhost", "127.0.0.1"],
             "lock-tests server",
-            ExtendedKeyUsagePurpose::ServerAuth,
+            &[
+                ExtendedKeyUsagePurpose::ServerAuth,
+                ExtendedKeyUsagePurpose::ClientAuth,
+            ],
         );
         let client = signed(
             &issuer,
             &[],
             "lock-tests client",
-            ExtendedKeyUsagePurpose::ClientAuth,
+            &[ExtendedKeyUsagePurpose::ClientAuth],
         );
         let certs = TestCerts {
             dir: TempDir::new("tls"),
@@ -156,7 +160,7 @@ fn signed(
     issuer: &Issuer<'_, KeyPair>,
     names: &[&str],
     common_name: &str,
-    usage: ExtendedKeyUsagePurpose,
+    usages: &[ExtendedKeyUsagePurpose],
 ) -> (String, String) {
     let names: Vec<String> = names.iter().map(|&name| name.to_owned()).collect();
     let mut params = CertificateParams::new(names).expect("valid names");
@@ -165,7 +169,7 @@ fn signed(
         .push(DnType::CommonName, common_name);
     params.use_authority_key_identifier_extension = true;
     params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
-    params.extended_key_usages = vec![usage];
+    params.extended_key_usages = usages.to_vec();
     let key = KeyPair::generate().expect("a key");
     let cert = params
         .signed_by(&key, issuer)

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use lock_runtime::TlsConfig;
 use lock_tests::prelude::*;
-use lock_tests::{Deployment, TestCerts};
+use lock_tests::{Deployment, MASTER_NAME, TestCerts};
 
 /// A manager on `url` with `tls`, a short request timeout so that a refused handshake fails fast.
 async fn build(url: &str, tls: TlsConfig) -> Result<LockManager, LockError> {
@@ -290,3 +290,49 @@ async fn a_held_lock_is_renewed(d: Deployment) {
 }
 
 lock_tests::on_backends!([redis_tls] [a_waiter_is_woken_by_the_release, a_held_lock_is_renewed]);
+
+/// `rediss+sentinel://`: the sentinel and the master both speak TLS and ask for client
+/// certificates; the certificates given reach the sentinel, the master's role check and the
+/// master's connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_over_tls_finds_the_master_and_a_lock_is_taken_and_released_there() {
+    let certs = TestCerts::new();
+    let master = RedisServer::start_tls(&certs, true);
+    let master_port = master.tls_port().unwrap_or_default();
+    // The sentinel watches the master on its TLS port, over TLS (`tls-replication yes`), with
+    // the server certificate as its client certificate.
+    let config = format!(
+        "sentinel monitor {MASTER_NAME} 127.0.0.1 {master_port} 1\n\
+         sentinel down-after-milliseconds {MASTER_NAME} 5000\n"
+    );
+    let sentinel = RedisServer::start_tls_with_config(
+        Some(&config),
+        &certs,
+        true,
+        &["--sentinel", "--tls-replication", "yes"],
+    );
+    let logs = || format!("{}\n{}", master.log(), sentinel.log());
+    let watching = wait_until(PATIENCE, || {
+        let fields = sentinel.cmd(&["SENTINEL", "MASTER", MASTER_NAME]);
+        let fields: Vec<&str> = fields.lines().collect();
+        fields
+            .windows(2)
+            .any(|pair| pair[0] == "flags" && pair[1] == "master")
+    });
+    assert!(
+        watching,
+        "the sentinel does not see the master up\n{}",
+        logs()
+    );
+    let url = format!(
+        "rediss+sentinel://127.0.0.1:{}/{MASTER_NAME}",
+        sentinel.tls_port().unwrap_or_default()
+    );
+    let tls = TlsConfig::new()
+        .root_ca_pem(certs.ca_pem())
+        .client_cert_pem(certs.client_cert_pem(), certs.client_key_pem());
+    let locks = build(&url, tls)
+        .await
+        .unwrap_or_else(|err| panic!("connect through the sentinel over TLS: {err}\n{}", logs()));
+    lock_and_release(&locks, &master).await;
+}
