@@ -292,6 +292,8 @@ impl LockManagerBuilder {
     /// `redlocks://`): a private CA to trust instead of the system's store, and a client
     /// certificate for servers with `tls-auth-clients yes` (see [`TlsConfig`]). They apply to
     /// every server of the deployment (for Sentinel, to the sentinels and the masters alike).
+    /// The URL can name the same files instead, in its query: `?tls_ca=PATH` and
+    /// `&tls_cert=PATH&tls_key=PATH` (percent-encoded); not both ways at once.
     /// Read and checked at [`build`](Self::build); refused there with a URL that is not a TLS
     /// one (the connection would go out in plain text) and without the `tls` feature, ignored
     /// for `memory://` (no connection to secure: a program may point its URL there in tests).
@@ -315,10 +317,21 @@ impl LockManagerBuilder {
         self
     }
 
-    /// The certificates given, read and checked, for `deployment`.
+    /// The certificates given (with [`tls`](Self::tls) or in the URL's query), read and
+    /// checked, for `deployment`.
     fn certificates(&self, deployment: &Deployment) -> Result<Certificates, LockError> {
-        let Some(tls) = &self.tls else {
-            return Ok(Certificates::default());
+        let in_url = url::tls_files(deployment.url())?;
+        let tls = match (&self.tls, in_url) {
+            (None, None) => return Ok(Certificates::default()),
+            (Some(_), Some(_)) => {
+                return Err(LockError::Config(format!(
+                    "TLS certificates were given both in `{}` (tls_ca, tls_cert, tls_key) and \
+                     with LockManagerBuilder::tls: give them one way",
+                    deployment.shown()
+                )));
+            }
+            (Some(tls), None) => tls.clone(),
+            (None, Some(tls)) => tls,
         };
         if !deployment.is_tls() {
             return Err(LockError::Config(format!(

@@ -336,3 +336,37 @@ async fn sentinel_over_tls_finds_the_master_and_a_lock_is_taken_and_released_the
         .unwrap_or_else(|err| panic!("connect through the sentinel over TLS: {err}\n{}", logs()));
     lock_and_release(&locks, &master).await;
 }
+
+/// The files can be named in the URL instead: `LockManager::connect` (and a URL kept in the
+/// environment) reaches a server that asks for a client certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_named_in_the_url_are_used() {
+    let certs = TestCerts::new();
+    let server = RedisServer::start_tls(&certs, true);
+    let (cert, key) = certs.client_files();
+    let url = format!(
+        "{}/?tls_ca={}&tls_cert={}&tls_key={}",
+        server.tls_url(),
+        certs.ca_file().display(),
+        cert.display(),
+        key.display()
+    );
+    let locks = LockManager::connect(&url)
+        .await
+        .unwrap_or_else(|err| panic!("connect with the files in the URL: {err}\n{}", server.log()));
+    lock_and_release(&locks, &server).await;
+}
+
+/// Certificates in the URL and in the builder at once: which one wins would be a guess.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_in_the_url_and_the_builder_at_once_are_refused() {
+    let certs = TestCerts::new();
+    let url = format!("rediss://127.0.0.1:1/?tls_ca={}", certs.ca_file().display());
+    let err = build(&url, TlsConfig::new().root_ca_pem(certs.ca_pem()))
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("certificates given twice were taken"));
+    let shown = err.to_string();
+    assert!(matches!(err, LockError::Config(_)), "{shown}");
+    assert!(shown.contains("one way"), "{shown}");
+}
