@@ -51,16 +51,38 @@ impl Deployment {
         })
         .await
         .expect("server start");
+        Deployment::over_tls(server.tls_url(), vec![server], None, certs).await
+    }
+
+    /// A Redis Cluster of three masters over TLS (see [`RedisCluster::start_tls`]); every
+    /// manager is given its private CA and a client certificate (needs the `tls` feature of
+    /// lock-runtime).
+    pub async fn cluster_tls() -> Deployment {
+        let (cluster, certs) = tokio::task::spawn_blocking(|| {
+            let certs = TestCerts::new();
+            (RedisCluster::start_tls(3, &certs), certs)
+        })
+        .await
+        .expect("cluster start");
+        Deployment::over_tls(cluster.tls_url(), Vec::new(), Some(cluster), certs).await
+    }
+
+    async fn over_tls(
+        url: String,
+        servers: Vec<RedisServer>,
+        cluster: Option<RedisCluster>,
+        certs: TestCerts,
+    ) -> Deployment {
         let (cert, key) = certs.client_files();
         let tls = TlsConfig::new()
             .root_ca_file(certs.ca_file())
             .client_cert_files(cert, key);
         let mut deployment = Deployment {
             locks: LockManager::memory(),
-            url: server.tls_url(),
-            servers: vec![server],
+            url,
+            servers,
             sentinel: None,
-            cluster: None,
+            cluster,
             tls: Some((tls, certs)),
         };
         deployment.locks = deployment.connect().await;
@@ -262,8 +284,8 @@ impl Deployment {
 }
 
 /// Instantiates behaviours once per backend: for each backend named in the first list (any of
-/// `memory`, `redis`, `redis_tls`, `sentinel`, `cluster`, `redlock`; `redis_tls` needs the `tls`
-/// feature of lock-runtime), a module of that name with one test per
+/// `memory`, `redis`, `redis_tls`, `sentinel`, `cluster`, `cluster_tls`, `redlock`; the `_tls`
+/// ones need the `tls` feature of lock-runtime), a module of that name with one test per
 /// behaviour of the second list, which calls the behaviour `async fn name(d: Deployment)` with a
 /// fresh deployment of that kind.
 ///

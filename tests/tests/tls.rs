@@ -289,7 +289,7 @@ async fn a_held_lock_is_renewed(d: Deployment) {
     guard.release().await.expect("release");
 }
 
-lock_tests::on_backends!([redis_tls] [a_waiter_is_woken_by_the_release, a_held_lock_is_renewed]);
+lock_tests::on_backends!([redis_tls, cluster_tls] [a_waiter_is_woken_by_the_release, a_held_lock_is_renewed]);
 
 /// `rediss+sentinel://`: the sentinel and the master both speak TLS and ask for client
 /// certificates; the certificates given reach the sentinel, the master's role check and the
@@ -369,4 +369,21 @@ async fn certificates_in_the_url_and_the_builder_at_once_are_refused() {
     let shown = err.to_string();
     assert!(matches!(err, LockError::Config(_)), "{shown}");
     assert!(shown.contains("one way"), "{shown}");
+}
+
+/// `rediss+cluster://`: every node speaks TLS and asks for a client certificate; the cluster
+/// client reaches the master of the lock's slot, which the seeds name by its TLS port.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_over_tls_takes_and_releases_a_lock_on_the_master_of_its_slot() {
+    let certs = TestCerts::new();
+    let cluster = tokio::task::block_in_place(|| RedisCluster::start_tls(3, &certs));
+    let (cert, key) = certs.client_files();
+    let tls = TlsConfig::new()
+        .root_ca_file(certs.ca_file())
+        .client_cert_files(cert, key);
+    let locks = build(&cluster.tls_url(), tls)
+        .await
+        .unwrap_or_else(|err| panic!("connect to the cluster over TLS: {err}\n{}", cluster.log()));
+    let master = cluster.master_for_key("lock:{tls:order:1}");
+    lock_and_release(&locks, master).await;
 }
