@@ -219,6 +219,10 @@ pub(crate) fn handshake_failure(error: &str) -> Option<String> {
     Some(format!("{error}: {advice}"))
 }
 
+/// Read from the error's text: redis keeps the I/O error that carries rustls's behind an `Arc`
+/// that no `source()` or downcast reaches. The names are rustls's `Debug` names of its errors
+/// (`InvalidCertificate(UnknownIssuer)`, `AlertReceived(CertificateRequired)`), stable within
+/// its 0.23 line.
 fn handshake_advice(error: &str) -> Option<&'static str> {
     // rustls's names for them: an unknown CA, or a CA of the same name with another key.
     if error.contains("unknownissuer") || error.contains("badsignature") {
@@ -228,11 +232,20 @@ fn handshake_advice(error: &str) -> Option<&'static str> {
              root_ca_pem), or add it to the system's trust store",
         );
     }
-    if error.contains("certificaterequired") || error.contains("peer sent no certificates") {
+    if error.contains("certificaterequired") {
         return Some(
             "the server asks for a client certificate (`tls-auth-clients yes`); give one signed \
              by its CA with LockManagerBuilder::tls(TlsConfig::new().client_cert_files(cert, \
              key)) (or client_cert_pem)",
+        );
+    }
+    // What a server that asks for a client certificate answers over TLS 1.2 without one.
+    if error.contains("handshakefailure") {
+        return Some(
+            "the server refused the TLS handshake; one with `tls-auth-clients yes` does so \
+             without a client certificate (give one with LockManagerBuilder::tls(TlsConfig::new()\
+             .client_cert_files(cert, key))), and so does one that shares no TLS version or \
+             cipher with this client (rustls: TLS 1.2 and 1.3)",
         );
     }
     if error.contains("notvalidforname") {
@@ -355,6 +368,11 @@ mod tests {
         assert!(unknown.is_some_and(|shown| shown.contains("root_ca")));
         let required = handshake_failure("received fatal alert: CertificateRequired");
         assert!(required.is_some_and(|shown| shown.contains("client_cert")));
+        let tls12 = handshake_failure("received fatal alert: HandshakeFailure");
+        assert!(tls12.is_some_and(|shown| shown.contains("client_cert")));
+        let name =
+            handshake_failure("invalid peer certificate: NotValidForNameContext { expected: .. }");
+        assert!(name.is_some_and(|shown| shown.contains("does not name the host")));
         assert_eq!(handshake_failure("Connection refused (os error 111)"), None);
     }
 

@@ -101,6 +101,26 @@ async fn a_server_that_authenticates_clients_refuses_one_without_a_certificate_a
     assert!(!err.is_retryable(), "{shown}");
 }
 
+/// Over TLS 1.2 the server answers a handshake without a client certificate with a generic
+/// failure, which says what to give too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tls_1_2_server_that_authenticates_clients_refuses_one_without_a_certificate_and_says_what_to_give()
+ {
+    let certs = TestCerts::new();
+    let server =
+        RedisServer::start_tls_with_config(None, &certs, true, &["--tls-protocols", "TLSv1.2"]);
+    let err = build(
+        &server.tls_url(),
+        TlsConfig::new().root_ca_pem(certs.ca_pem()),
+    )
+    .await
+    .err()
+    .unwrap_or_else(|| panic!("connected without a client certificate\n{}", server.log()));
+    let shown = err.to_string();
+    assert!(shown.contains("client_cert"), "{shown}");
+    assert!(!err.is_retryable(), "{shown}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_whose_ca_is_not_trusted_is_refused_with_what_to_give() {
     let certs = TestCerts::new();
