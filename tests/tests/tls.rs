@@ -208,6 +208,31 @@ async fn redlock_takes_and_releases_a_lock_on_masters_that_authenticate_clients(
     }
 }
 
+/// Masters that all refuse the handshake fail Redlock's connect for good, saying what to give:
+/// a shortfall of the quorum is retryable only while a master may come back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redlock_masters_whose_ca_is_not_trusted_are_refused_for_good() {
+    let certs = TestCerts::new();
+    let masters: Vec<RedisServer> = (0..3)
+        .map(|_| RedisServer::start_tls(&certs, false))
+        .collect();
+    let ports: Vec<String> = masters
+        .iter()
+        .map(|master| format!("127.0.0.1:{}", master.tls_port().unwrap_or_default()))
+        .collect();
+    let other = TestCerts::new();
+    let err = build(
+        &format!("redlocks://{}", ports.join(",")),
+        TlsConfig::new().root_ca_pem(other.ca_pem()),
+    )
+    .await
+    .err()
+    .unwrap_or_else(|| panic!("trusted certificates of another CA"));
+    let shown = err.to_string();
+    assert!(shown.contains("root_ca"), "{shown}");
+    assert!(!err.is_retryable(), "{shown}");
+}
+
 /// Certificates with a plain URL would be ignored and the connection go out in plain text.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificates_with_a_plain_url_are_refused() {
