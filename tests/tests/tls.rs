@@ -336,13 +336,9 @@ async fn a_held_lock_is_renewed(d: Deployment) {
 
 lock_tests::on_backends!([redis_tls, cluster_tls] [a_waiter_is_woken_by_the_release, a_held_lock_is_renewed]);
 
-/// `rediss+sentinel://`: the sentinel and the master both speak TLS and ask for client
-/// certificates; the certificates given reach the sentinel, the master's role check and the
-/// master's connections.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sentinel_over_tls_finds_the_master_and_a_lock_is_taken_and_released_there() {
-    let certs = TestCerts::new();
-    let master = RedisServer::start_tls(&certs, true);
+/// A master and a sentinel watching it, both over TLS and asking for client certificates.
+fn sentinel_over_tls(certs: &TestCerts) -> (RedisServer, RedisServer) {
+    let master = RedisServer::start_tls(certs, true);
     let master_port = master.tls_port().unwrap_or_default();
     // The sentinel watches the master on its TLS port, over TLS (`tls-replication yes`), with
     // the server certificate as its client certificate.
@@ -352,11 +348,10 @@ async fn sentinel_over_tls_finds_the_master_and_a_lock_is_taken_and_released_the
     );
     let sentinel = RedisServer::start_tls_with_config(
         Some(&config),
-        &certs,
+        certs,
         true,
         &["--sentinel", "--tls-replication", "yes"],
     );
-    let logs = || format!("{}\n{}", master.log(), sentinel.log());
     let watching = wait_until(PATIENCE, || {
         let fields = sentinel.cmd(&["SENTINEL", "MASTER", MASTER_NAME]);
         let fields: Vec<&str> = fields.lines().collect();
@@ -366,9 +361,20 @@ async fn sentinel_over_tls_finds_the_master_and_a_lock_is_taken_and_released_the
     });
     assert!(
         watching,
-        "the sentinel does not see the master up\n{}",
-        logs()
+        "the sentinel does not see the master up\n{}\n{}",
+        master.log(),
+        sentinel.log()
     );
+    (master, sentinel)
+}
+
+/// `rediss+sentinel://`: the sentinel and the master both speak TLS and ask for client
+/// certificates; the certificates given reach the sentinel, the master's role check and the
+/// master's connections.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_over_tls_finds_the_master_and_a_lock_is_taken_and_released_there() {
+    let certs = TestCerts::new();
+    let (master, sentinel) = tokio::task::block_in_place(|| sentinel_over_tls(&certs));
     let url = format!(
         "rediss+sentinel://127.0.0.1:{}/{MASTER_NAME}",
         sentinel.tls_port().unwrap_or_default()
@@ -376,10 +382,33 @@ async fn sentinel_over_tls_finds_the_master_and_a_lock_is_taken_and_released_the
     let tls = TlsConfig::new()
         .root_ca_pem(certs.ca_pem())
         .client_cert_pem(certs.client_cert_pem(), certs.client_key_pem());
-    let locks = build(&url, tls)
-        .await
-        .unwrap_or_else(|err| panic!("connect through the sentinel over TLS: {err}\n{}", logs()));
+    let locks = build(&url, tls).await.unwrap_or_else(|err| {
+        panic!(
+            "connect through the sentinel over TLS: {err}\n{}\n{}",
+            master.log(),
+            sentinel.log()
+        )
+    });
     lock_and_release(&locks, &master).await;
+}
+
+/// Sentinels whose CA is not trusted: the error says what to give.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinels_whose_ca_is_not_trusted_are_refused_with_what_to_give() {
+    let certs = TestCerts::new();
+    let (_master, sentinel) = tokio::task::block_in_place(|| sentinel_over_tls(&certs));
+    let url = format!(
+        "rediss+sentinel://127.0.0.1:{}/{MASTER_NAME}",
+        sentinel.tls_port().unwrap_or_default()
+    );
+    let other = TestCerts::new();
+    let err = build(&url, TlsConfig::new().root_ca_pem(other.ca_pem()))
+        .await
+        .err()
+        .unwrap_or_else(|| panic!("trusted certificates of another CA"));
+    let shown = err.to_string();
+    assert!(shown.contains(MASTER_NAME), "{shown}");
+    assert!(shown.contains("root_ca"), "{shown}");
 }
 
 /// The files can be named in the URL instead: `LockManager::connect` (and a URL kept in the
