@@ -17,9 +17,10 @@ use crate::client::Inner;
 use crate::deadlock::Deadlocks;
 use crate::deployment::{Deployment, DeploymentKind};
 use crate::shown::Exact;
+use crate::tls::Certificates;
 use crate::waiters::Waiters;
 use crate::watchdog::Watchdog;
-use crate::{LockError, LockManager, MAX_TTL, url};
+use crate::{LockError, LockManager, MAX_TTL, TlsConfig, url};
 
 /// The longest request timeout accepted.
 const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -50,6 +51,7 @@ pub struct LockManagerBuilder {
     replicas: Option<(u32, Duration)>,
     replica_shortage: ReplicaShortage,
     runtime: Option<tokio::runtime::Handle>,
+    tls: Option<TlsConfig>,
 }
 
 impl std::fmt::Debug for LockManagerBuilder {
@@ -64,6 +66,7 @@ impl std::fmt::Debug for LockManagerBuilder {
             .field("deadlock", &self.deadlock)
             .field("replica_acks", &self.replica_acks())
             .field("runtime", &self.runtime.is_some())
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -81,6 +84,7 @@ impl Default for LockManagerBuilder {
             replicas: None,
             replica_shortage: ReplicaShortage::Fail,
             runtime: None,
+            tls: None,
         }
     }
 }
@@ -285,6 +289,61 @@ impl LockManagerBuilder {
         self
     }
 
+    /// The certificates for a TLS URL (`rediss://`, `rediss+cluster://`, `rediss+sentinel://`,
+    /// `redlocks://`): a private CA to trust instead of the system's store, and a client
+    /// certificate for servers with `tls-auth-clients yes` (see [`TlsConfig`]). They apply to
+    /// every server of the deployment (for Sentinel, to the sentinels and the masters alike).
+    /// The URL can name the same files instead, in its query: `?tls_ca=PATH` and
+    /// `&tls_cert=PATH&tls_key=PATH` (percent-encoded); not both ways at once.
+    /// Read and checked at [`build`](Self::build); refused there with a URL that is not a TLS
+    /// one (the connection would go out in plain text) and without the `tls` feature, ignored
+    /// for `memory://` (no connection to secure: a program may point its URL there in tests).
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), lock_runtime::LockError> {
+    /// use lock_runtime::{LockManager, TlsConfig};
+    ///
+    /// let ca = std::fs::read("/etc/redis/tls/ca.crt").expect("the CA");
+    /// let locks = LockManager::builder()
+    ///     .url("rediss://redis.internal:6380")
+    ///     .tls(TlsConfig::new().root_ca_pem(ca))
+    ///     .build()
+    ///     .await?;
+    /// # let _ = locks;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn tls(mut self, tls: TlsConfig) -> Self {
+        self.tls = Some(tls);
+        self
+    }
+
+    /// The certificates given (with [`tls`](Self::tls) or in the URL's query), read and
+    /// checked, for `deployment`.
+    fn certificates(&self, deployment: &Deployment) -> Result<Certificates, LockError> {
+        let in_url = url::tls_files(deployment.url())?;
+        let tls = match (&self.tls, in_url) {
+            (None, None) => return Ok(Certificates::default()),
+            (Some(_), Some(_)) => {
+                return Err(LockError::Config(format!(
+                    "TLS certificates were given both in `{}` (tls_ca, tls_cert, tls_key) and \
+                     with LockManagerBuilder::tls: give them one way",
+                    deployment.shown()
+                )));
+            }
+            (Some(tls), None) => tls.clone(),
+            (None, Some(tls)) => tls,
+        };
+        if !deployment.is_tls() {
+            return Err(LockError::Config(format!(
+                "TLS certificates were given, but `{}` is not a TLS URL and would connect in \
+                 plain text: use rediss://, rediss+cluster://, rediss+sentinel:// or redlocks://",
+                deployment.shown()
+            )));
+        }
+        tls.load()
+    }
+
     /// Connects and returns the manager.
     pub async fn build(self) -> Result<LockManager, LockError> {
         self.validate()?;
@@ -306,8 +365,10 @@ impl LockManagerBuilder {
             let waiters = backend.waiters();
             return Ok(self.finish(backend, waiters));
         }
+        deployment.prepare_tls()?;
+        let certificates = self.certificates(&deployment)?;
         let waiters = Arc::new(Waiters::with_fair_turn(self.fair_turn));
-        let settings = self.redis_settings(deployment.url(), &background);
+        let settings = self.redis_settings(deployment.url(), &background, &certificates);
         let backend: Arc<dyn Backend> = match deployment.kind() {
             DeploymentKind::Sentinel => {
                 Arc::new(SentinelBackend::connect(settings, waiters.clone()).await?)
@@ -362,8 +423,14 @@ impl LockManagerBuilder {
         Ok(())
     }
 
-    fn redis_settings<'a>(&'a self, url: &'a str, background: &'a Background) -> RedisSettings<'a> {
+    fn redis_settings<'a>(
+        &'a self,
+        url: &'a str,
+        background: &'a Background,
+        tls: &'a Certificates,
+    ) -> RedisSettings<'a> {
         RedisSettings {
+            tls,
             background,
             url,
             app_name: self.app_name.as_deref().unwrap_or(""),

@@ -52,7 +52,8 @@
 //! Rust 1.88 or later. Cargo features, all off by default:
 //!
 //! * `tls`: `rediss://`, `rediss+cluster://`, `rediss+sentinel://` and `redlocks://`, with
-//!   rustls and the system's certificates.
+//!   rustls: the system's trust store, or a private CA and a client certificate given with
+//!   [`TlsConfig`] (or named in the URL, `?tls_ca=PATH&tls_cert=PATH&tls_key=PATH`).
 //! * `metrics`: acquire, wait, hold, renewal, lease-loss and release metrics through the
 //!   [`metrics`](https://docs.rs/metrics) facade, labelled by key template; the application
 //!   installs the exporter.
@@ -230,6 +231,7 @@ mod shown;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
+mod tls;
 mod url;
 mod waiters;
 mod watchdog;
@@ -263,3 +265,4 @@ pub use lock_macro::distributed_lock;
 pub use manager::{LockManager, MAX_TTL, MIN_TTL, global_default, set_global_default};
 pub use multi::{MultiGuard, MultiReleaseError};
 pub use options::{Deadlock, LockOptions, Mode, OnLeaseLost};
+pub use tls::TlsConfig;

@@ -186,6 +186,66 @@ pub(crate) fn server_of(url: &str) -> String {
     }
 }
 
+/// The query parameters that name TLS files.
+const TLS_PARAMS: [&str; 3] = ["tls_ca", "tls_cert", "tls_key"];
+
+/// The TLS files named in the query of `url` (`?tls_ca=PATH&tls_cert=PATH&tls_key=PATH`, paths
+/// percent-decoded, names in any case), as a [`TlsConfig`]; `None` if it names none. A client
+/// certificate without its key (or the reverse), or another `tls_` parameter, is refused.
+pub(crate) fn tls_files(url: &str) -> Result<Option<crate::TlsConfig>, LockError> {
+    let rest = split_scheme(url).map_or(url, |(_, rest)| rest);
+    let after_credentials = rest.rsplit_once('@').map_or(rest, |(_, after)| after);
+    let Some((_, query)) = after_credentials.split_once('?') else {
+        return Ok(None);
+    };
+    let query = query.split('#').next().unwrap_or_default();
+    let mut files: [Option<std::path::PathBuf>; 3] = Default::default();
+    for param in query.split('&') {
+        let (name, value) = param.split_once('=').unwrap_or((param, ""));
+        let name = name.to_ascii_lowercase();
+        if !name.starts_with("tls_") {
+            continue;
+        }
+        let Some(slot) = TLS_PARAMS.iter().position(|known| *known == name) else {
+            return Err(LockError::Config(format!(
+                "`{}` has the unknown query parameter `{name}`: the TLS files are named by \
+                 tls_ca, tls_cert and tls_key",
+                redact(url)
+            )));
+        };
+        let path = percent_encoding::percent_decode_str(value).decode_utf8_lossy();
+        if path.is_empty() {
+            return Err(LockError::Config(format!(
+                "`{}` gives `{name}` no file path",
+                redact(url)
+            )));
+        }
+        files[slot] = Some(std::path::PathBuf::from(path.into_owned()));
+    }
+    let [ca, cert, key] = files;
+    let mut tls = crate::TlsConfig::new();
+    let mut named = false;
+    if let Some(ca) = ca {
+        tls = tls.root_ca_file(ca);
+        named = true;
+    }
+    match (cert, key) {
+        (Some(cert), Some(key)) => {
+            tls = tls.client_cert_files(cert, key);
+            named = true;
+        }
+        (None, None) => {}
+        _ => {
+            return Err(LockError::Config(format!(
+                "`{}` names a client certificate without its key, or a key without its \
+                 certificate: give both tls_cert and tls_key",
+                redact(url)
+            )));
+        }
+    }
+    Ok(named.then_some(tls))
+}
+
 /// Makes TLS (`rediss://`) available to the connections of `url`: installs the crypto
 /// provider once, or, without the `tls` feature, says which feature to enable.
 #[cfg(feature = "tls")]
@@ -357,6 +417,43 @@ mod tests {
             "{shown}"
         );
         assert!(!shown.contains("s3cret"), "{shown}");
+    }
+
+    #[test]
+    fn tls_files_are_read_from_the_query_of_every_url_form() {
+        for url in [
+            "rediss://u:p@h:1/0?tls_ca=/etc/ca.pem",
+            "rediss+cluster://a:1,b:2/?TLS_CA=%2Fetc%2Fca.pem",
+            "rediss+sentinel://s:1/m?db=2&tls_ca=/etc/ca.pem",
+            "redlocks://a,b,c?tls_ca=/etc/ca.pem#x",
+        ] {
+            let tls = tls_files(url).ok().flatten().map(|tls| format!("{tls:?}"));
+            assert!(
+                tls.as_deref()
+                    .is_some_and(|tls| tls.contains("/etc/ca.pem")),
+                "{url}: {tls:?}"
+            );
+        }
+        assert!(matches!(tls_files("rediss://h:1/0?db=1"), Ok(None)));
+        assert!(matches!(tls_files("rediss://u:p?tls_ca=x@h:1"), Ok(None)));
+        let both = tls_files("rediss://h?tls_cert=/c.pem&tls_key=/k%20key.pem")
+            .ok()
+            .flatten()
+            .map(|tls| format!("{tls:?}"))
+            .unwrap_or_default();
+        assert!(both.contains("/k key.pem"), "{both}");
+        for bad in [
+            "rediss://h?tls_cert=/c.pem",
+            "rediss://h?tls_key=/k.pem",
+            "rediss://h?tls_ca_file=/ca.pem",
+            "rediss://h?tls_ca=",
+        ] {
+            let err = tls_files(bad)
+                .err()
+                .map(|err| err.to_string())
+                .unwrap_or_default();
+            assert!(err.contains("tls_"), "{bad}: {err}");
+        }
     }
 
     #[test]

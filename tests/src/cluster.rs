@@ -57,13 +57,33 @@ impl RedisCluster {
     /// is missing or fails, or if the cluster does not settle within 30 s; messages carry the
     /// logs.
     pub fn start(masters: usize, replicas_per_master: usize) -> Self {
+        Self::start_on(masters, replicas_per_master, None)
+    }
+
+    /// [`start`](Self::start) with nodes that also speak TLS with the certificates of `certs`
+    /// (each a [`RedisServer::start_tls`] that asks clients for a certificate), and talk to each
+    /// other over TLS on the cluster bus (`--tls-cluster yes`). Over TLS, they name each other's
+    /// TLS ports: connect to [`tls_url`](Self::tls_url). The harness keeps using the plain ports.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start).
+    pub fn start_tls(masters: usize, certs: &crate::TestCerts) -> Self {
+        Self::start_on(masters, 0, Some(certs))
+    }
+
+    fn start_on(
+        masters: usize,
+        replicas_per_master: usize,
+        tls: Option<&crate::TestCerts>,
+    ) -> Self {
         assert!(
             masters >= 3,
             "redis-cli --cluster create needs at least 3 masters, got {masters}"
         );
         let count = masters * (1 + replicas_per_master);
         let cluster = Self {
-            nodes: topology::start_all(count, |_| start_node()),
+            nodes: topology::start_all(count, |_| start_node(tls)),
         };
         cluster.create(replicas_per_master);
         let settled = topology::settle(SETTLE_TIMEOUT, || {
@@ -113,6 +133,24 @@ impl RedisCluster {
     pub fn url(&self) -> String {
         let addrs: Vec<String> = self.nodes.iter().map(|n| n.addr().to_string()).collect();
         format!("redis+cluster://{}", addrs.join(","))
+    }
+
+    /// `rediss+cluster://127.0.0.1:<tls p1>,...` with every node as a seed, for a cluster
+    /// started with [`start_tls`](Self::start_tls).
+    ///
+    /// # Panics
+    ///
+    /// If the nodes have no TLS port.
+    pub fn tls_url(&self) -> String {
+        let addrs: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|node| match node.tls_port() {
+                Some(port) => format!("127.0.0.1:{port}"),
+                None => panic!("the cluster was not started with start_tls"),
+            })
+            .collect();
+        format!("rediss+cluster://{}", addrs.join(","))
     }
 
     /// The master serving the slot of `key` (see [`key_slot`]).
@@ -404,8 +442,9 @@ fn crc16(bytes: &[u8]) -> u16 {
 /// Starts one cluster node. Its config file is named after its port (a retry on another port
 /// must not load the file a failed attempt left). Its bus gets a free port of its own
 /// (`--cluster-port`, Redis 7): the default, port + 10000, does not exist for ports above 55535.
-/// Older servers have no `--cluster-port`; they get a port whose port + 10000 is free.
-fn start_node() -> RedisServer {
+/// Older servers have no `--cluster-port`; they get a port whose port + 10000 is free. With
+/// `tls`, it also speaks TLS, on the bus too (see [`RedisCluster::start_tls`]).
+fn start_node(tls: Option<&crate::TestCerts>) -> RedisServer {
     let bus_port_option = server_version() >= (7, 0, 0);
     let choose_port = if bus_port_option {
         free_port
@@ -438,6 +477,10 @@ fn start_node() -> RedisServer {
                 }
             };
             args.extend(["--cluster-port".to_owned(), bus_port.to_string()]);
+        }
+        if let Some(certs) = tls {
+            args.extend(certs.server_args(free_port(), true));
+            args.extend(["--tls-cluster".to_owned(), "yes".to_owned()]);
         }
         args
     })

@@ -3,9 +3,9 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use lock_runtime::{LockManager, LockOptions};
+use lock_runtime::{LockManager, LockOptions, TlsConfig};
 
-use crate::{RedisCluster, RedisServer, SentinelSetup};
+use crate::{RedisCluster, RedisServer, SentinelSetup, TestCerts};
 
 /// A deployment, the URL more managers connect to, a manager connected to it, and the servers
 /// behind it (kept alive for as long as the deployment).
@@ -17,6 +17,8 @@ pub struct Deployment {
     servers: Vec<RedisServer>,
     sentinel: Option<SentinelSetup>,
     cluster: Option<RedisCluster>,
+    /// The certificates every manager is given, and the CA they come from.
+    tls: Option<(TlsConfig, TestCerts)>,
 }
 
 impl Deployment {
@@ -37,6 +39,54 @@ impl Deployment {
             .await
             .expect("server start");
         Deployment::on(server.url(), vec![server], None, None).await
+    }
+
+    /// One redis-server over TLS (`rediss://`) that asks clients for a certificate
+    /// (`--tls-auth-clients yes`); every manager is given its private CA and a client
+    /// certificate (needs the `tls` feature of lock-runtime).
+    pub async fn redis_tls() -> Deployment {
+        let (server, certs) = tokio::task::spawn_blocking(|| {
+            let certs = TestCerts::new();
+            (RedisServer::start_tls(&certs, true), certs)
+        })
+        .await
+        .expect("server start");
+        Deployment::over_tls(server.tls_url(), vec![server], None, certs).await
+    }
+
+    /// A Redis Cluster of three masters over TLS (see [`RedisCluster::start_tls`]); every
+    /// manager is given its private CA and a client certificate (needs the `tls` feature of
+    /// lock-runtime).
+    pub async fn cluster_tls() -> Deployment {
+        let (cluster, certs) = tokio::task::spawn_blocking(|| {
+            let certs = TestCerts::new();
+            (RedisCluster::start_tls(3, &certs), certs)
+        })
+        .await
+        .expect("cluster start");
+        Deployment::over_tls(cluster.tls_url(), Vec::new(), Some(cluster), certs).await
+    }
+
+    async fn over_tls(
+        url: String,
+        servers: Vec<RedisServer>,
+        cluster: Option<RedisCluster>,
+        certs: TestCerts,
+    ) -> Deployment {
+        let (cert, key) = certs.client_files();
+        let tls = TlsConfig::new()
+            .root_ca_file(certs.ca_file())
+            .client_cert_files(cert, key);
+        let mut deployment = Deployment {
+            locks: LockManager::memory(),
+            url,
+            servers,
+            sentinel: None,
+            cluster,
+            tls: Some((tls, certs)),
+        };
+        deployment.locks = deployment.connect().await;
+        deployment
     }
 
     /// A master with one replica behind three sentinels.
@@ -84,6 +134,7 @@ impl Deployment {
             servers,
             sentinel,
             cluster,
+            tls: None,
         };
         deployment.locks = deployment.connect().await;
         deployment
@@ -100,9 +151,7 @@ impl Deployment {
     ///
     /// If it cannot connect (the message carries the servers' logs).
     pub async fn connect(&self) -> LockManager {
-        LockManager::connect(&self.url)
-            .await
-            .unwrap_or_else(|err| panic!("connect: {err}\n{}", self.log()))
+        self.connect_with(|builder| builder).await
     }
 
     /// The server that stores `stored_key`, for a command from outside: the one server, the
@@ -144,8 +193,9 @@ impl Deployment {
         self.server_of(stored_key)?.stored_lock(stored_key)
     }
 
-    /// A manager on this deployment built by `build` from a builder that already has its URL:
-    /// one with settings of its own, as another process would have.
+    /// A manager on this deployment built by `build` from a builder that already has its URL
+    /// (and its certificates, over TLS): one with settings of its own, as another process would
+    /// have.
     ///
     /// # Panics
     ///
@@ -154,7 +204,11 @@ impl Deployment {
         &self,
         build: impl FnOnce(lock_runtime::LockManagerBuilder) -> lock_runtime::LockManagerBuilder,
     ) -> LockManager {
-        build(LockManager::builder().url(&self.url))
+        let mut builder = LockManager::builder().url(&self.url);
+        if let Some((tls, _)) = &self.tls {
+            builder = builder.tls(tls.clone());
+        }
+        build(builder)
             .build()
             .await
             .unwrap_or_else(|err| panic!("connect: {err}\n{}", self.log()))
@@ -230,7 +284,8 @@ impl Deployment {
 }
 
 /// Instantiates behaviours once per backend: for each backend named in the first list (any of
-/// `memory`, `redis`, `sentinel`, `cluster`, `redlock`), a module of that name with one test per
+/// `memory`, `redis`, `redis_tls`, `sentinel`, `cluster`, `cluster_tls`, `redlock`; the `_tls`
+/// ones need the `tls` feature of lock-runtime), a module of that name with one test per
 /// behaviour of the second list, which calls the behaviour `async fn name(d: Deployment)` with a
 /// fresh deployment of that kind.
 ///

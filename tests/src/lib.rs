@@ -20,6 +20,8 @@
 //! - [`Masters`]: independent servers, for Redlock.
 //! - [`RedisCluster`]: a Redis Cluster formed with `redis-cli --cluster create`, with failover on
 //!   demand.
+//! - [`RedisServer::start_tls`]: one server that also speaks TLS, with the certificates of a
+//!   [`TestCerts`] (a private CA, a server and a client certificate made at test time).
 //! - [`SentinelSetup`]: a master with replicas, watched by Redis Sentinels, with failover on
 //!   demand.
 //!
@@ -45,6 +47,7 @@ mod sentinel;
 mod server;
 mod stored;
 mod tempdir;
+mod tls;
 mod topology;
 mod wait;
 mod waiting;
@@ -59,4 +62,5 @@ pub use resp::Reply;
 pub use sentinel::{MASTER_NAME, SentinelSetup};
 pub use server::{ProcessState, RedisServer, SERVER_BINARY_VAR, server_binary, server_version};
 pub use stored::StoredLock;
+pub use tls::TestCerts;
 pub use wait::{wait_until, wait_until_async};

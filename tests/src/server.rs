@@ -110,6 +110,42 @@ impl RedisServer {
         Self::start_custom(Some(config), |_| args.clone())
     }
 
+    /// Starts a server that also speaks TLS, with the certificates of `certs`, on a second free
+    /// port ([`tls_port`](Self::tls_port), [`tls_url`](Self::tls_url)); `auth_clients`: whether
+    /// it asks clients for a certificate signed by the CA (`--tls-auth-clients yes`) or not
+    /// (`no`). Its plain port stays on loopback for the harness: [`cmd`](Self::cmd), readiness,
+    /// [`url`](Self::url). Keep `certs` alive as long as the server: a restart reads them again.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start): a server built without TLS does not come up, and the message
+    /// carries its log.
+    pub fn start_tls(certs: &crate::TestCerts, auth_clients: bool) -> Self {
+        Self::start_tls_with_config(None, certs, auth_clients, &[])
+    }
+
+    /// [`start_tls`](Self::start_tls) with a config file holding `config` first, if given, and
+    /// `args` after the TLS arguments, as [`start_with_config`](Self::start_with_config) (a
+    /// sentinel over TLS: `&["--sentinel", "--tls-replication", "yes"]`).
+    ///
+    /// # Panics
+    ///
+    /// As [`start_tls`](Self::start_tls).
+    pub fn start_tls_with_config(
+        config: Option<&str>,
+        certs: &crate::TestCerts,
+        auth_clients: bool,
+        args: &[&str],
+    ) -> Self {
+        // A TLS port another process took shows in the log as for the plain one, and the
+        // launch is tried again on new ports.
+        Self::start_custom(config, |_| {
+            let mut all = certs.server_args(free_port(), auth_clients);
+            all.extend(args.iter().map(|&arg| arg.to_owned()));
+            all
+        })
+    }
+
     /// The general form of the constructors: `args_for_port` is called once per attempt with the
     /// port about to be tried, for arguments that depend on it (a cluster node's config file
     /// name, a second port of its own).
@@ -179,6 +215,34 @@ impl RedisServer {
         match &self.password {
             Some(password) => format!("redis://:{password}@{}", self.addr()),
             None => format!("redis://{}", self.addr()),
+        }
+    }
+
+    /// The TLS port of a server started with [`start_tls`](Self::start_tls).
+    pub fn tls_port(&self) -> Option<u16> {
+        self.args
+            .windows(2)
+            .rev()
+            .find(|pair| pair[0] == "--tls-port")
+            .and_then(|pair| pair[1].parse().ok())
+    }
+
+    /// `rediss://127.0.0.1:<tls port>` (with the password, as [`url`](Self::url)); the server's
+    /// certificate names `127.0.0.1` and `localhost`.
+    ///
+    /// # Panics
+    ///
+    /// If the server was not started with [`start_tls`](Self::start_tls).
+    pub fn tls_url(&self) -> String {
+        let Some(port) = self.tls_port() else {
+            panic!(
+                "redis-server on port {} has no TLS port: start it with start_tls",
+                self.port
+            )
+        };
+        match &self.password {
+            Some(password) => format!("rediss://:{password}@127.0.0.1:{port}"),
+            None => format!("rediss://127.0.0.1:{port}"),
         }
     }
 

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use lock_runtime::{LockManagerBuilder, Mode, OnLeaseLost, ReplicaShortage};
+use lock_runtime::{LockManagerBuilder, Mode, OnLeaseLost, ReplicaShortage, TlsConfig};
 use lock_tests::prelude::*;
 
 type BuilderSetter = (&'static str, fn(LockManagerBuilder) -> LockManagerBuilder);
@@ -22,6 +22,9 @@ fn builder_setters() -> Vec<BuilderSetter> {
             b.replica_shortage(ReplicaShortage::UseConnected)
         }),
         ("runtime", |b| b.runtime(tokio::runtime::Handle::current())),
+        ("tls", |b| {
+            b.tls(TlsConfig::new().root_ca_file("/etc/redis/tls/ca.crt"))
+        }),
     ]
 }
 

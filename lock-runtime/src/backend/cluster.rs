@@ -47,6 +47,7 @@ use crate::lease::Lease;
 use crate::protocol::scripts::{invoke, is_noscript};
 use crate::protocol::waits::WaitsUpdate;
 use crate::protocol::{Announce, Capabilities, lean, millis};
+use crate::tls::Certificates;
 use crate::url::enable_tls;
 use crate::waiters::Waiters;
 use crate::{LockError, url};
@@ -138,9 +139,10 @@ impl ClusterBackend {
         }
         let timeout = settings.request_timeout;
         let background = settings.background.clone();
-        let commands_client = build_client(&seeds, settings.url, timeout, |builder| builder)?;
+        let tls = settings.tls;
+        let commands_client = build_client(&seeds, settings.url, timeout, tls, |builder| builder)?;
         // Fails now on a configuration it cannot use, rather than in the subscription task.
-        build_client(&seeds, settings.url, timeout, |builder| {
+        build_client(&seeds, settings.url, timeout, tls, |builder| {
             builder
                 .use_protocol(ProtocolVersion::RESP3)
                 .push_sender(mpsc::unbounded_channel::<PushInfo>().0)
@@ -150,14 +152,18 @@ impl ClusterBackend {
             .run(async move { connecting.get_async_connection().await })
             .await
             .map_err(|err| LockError::from_failure("connect", None, &seeds.shown, err.into()))?
-            .map_err(|err| super::redis::connect_failure(&seeds.shown, &err))?;
+            .map_err(|err| super::connect_error(&seeds.shown, &err))?;
         let subscriptions = {
-            let (seeds, url, background) =
-                (seeds.clone(), settings.url.to_owned(), background.clone());
+            let (seeds, url, background, tls) = (
+                seeds.clone(),
+                settings.url.to_owned(),
+                background.clone(),
+                tls.clone(),
+            );
             Subscriptions::start(move |requests, watched| {
                 // Each task has a push channel of its own, so a client of its own.
                 let (pushes, pushed) = mpsc::unbounded_channel();
-                let client = build_client(&seeds, &url, timeout, |builder| {
+                let client = build_client(&seeds, &url, timeout, &tls, |builder| {
                     builder
                         .use_protocol(ProtocolVersion::RESP3)
                         .push_sender(pushes)
@@ -233,11 +239,13 @@ fn build_client(
     seeds: &Seeds,
     cluster_url: &str,
     timeout: Duration,
+    tls: &Certificates,
     configure: impl FnOnce(ClusterClientBuilder) -> ClusterClientBuilder,
 ) -> Result<ClusterClient, LockError> {
     let builder = ClusterClient::builder(seeds.urls.iter().map(String::as_str))
         .connection_timeout(timeout)
         .response_timeout(timeout);
+    let builder = tls.cluster(builder);
     configure(builder).build().map_err(|err| {
         LockError::Config(format!(
             "cannot use `{}`: {}",

@@ -138,6 +138,32 @@ pub(crate) fn is_transient(err: &RedisError) -> bool {
         )
 }
 
+/// The error of a failed connect to `server`, transient as [`is_transient`] says. Two that
+/// recur until the configuration changes say what to change instead: an answer that was not in
+/// Redis's protocol at all (an HTTP server on the port, a TLS server spoken to in plain text),
+/// and a TLS handshake the configuration decides (a CA not trusted, a client certificate
+/// missing).
+pub(crate) fn connect_error(server: &str, err: &RedisError) -> crate::LockError {
+    let shown = err.to_string();
+    if err.kind() == ErrorKind::Parse {
+        return crate::LockError::backend(
+            "connect",
+            None,
+            server,
+            format!(
+                "the server at {server} did not answer as Redis does ({shown}): check that the \
+                 URL's port is the Redis server's, and that TLS matches (rediss:// for a server \
+                 that speaks TLS, redis:// for one that does not)"
+            ),
+        );
+    }
+    let (shown, transient) = match crate::tls::handshake_failure(&shown) {
+        Some(explained) => (explained, false),
+        None => (shown, is_transient(err)),
+    };
+    crate::LockError::backend_with("connect", None, server, shown.into(), transient)
+}
+
 /// A request whose pinned runtime shut down: permanent, it cannot be served any more.
 impl From<crate::background::RuntimeGone> for Failure {
     fn from(gone: crate::background::RuntimeGone) -> Self {

@@ -19,7 +19,7 @@ pub(crate) mod replicas;
 pub(crate) mod sentinel;
 mod subscriber;
 
-pub(crate) use failure::{Failure, is_transient};
+pub(crate) use failure::{Failure, connect_error, is_transient};
 
 pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

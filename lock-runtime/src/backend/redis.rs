@@ -26,6 +26,7 @@ use crate::protocol::scripts::{Lua, invoke, query_each_loading, query_loading};
 use crate::protocol::waits::WaitsUpdate;
 use crate::protocol::{self, Announce, Capabilities, lean, millis};
 use crate::shape::Shape;
+use crate::tls::Certificates;
 use crate::url::enable_tls;
 use crate::waiters::Waiters;
 use crate::{LockError, url};
@@ -154,6 +155,8 @@ pub(crate) struct RedisSettings<'a> {
     /// acquire runs the script: a Redlock master, whose token is the highest of a majority's
     /// and only comparable with the other masters' through their clocks.
     pub(crate) clocked_tokens: bool,
+    /// The certificates of TLS connections (see [`TlsConfig`](crate::TlsConfig)).
+    pub(crate) tls: &'a Certificates,
 }
 
 pub(crate) struct RedisBackend {
@@ -713,7 +716,7 @@ impl RedisBackend {
         if url::scheme(settings.url)? == "rediss" {
             enable_tls(settings.url)?;
         }
-        let client = Client::open(settings.url).map_err(|err| {
+        let client = settings.tls.client(settings.url).map_err(|err| {
             LockError::Config(format!(
                 "cannot use `{}`: {}",
                 url::redact(settings.url),
@@ -725,7 +728,7 @@ impl RedisBackend {
             .set_response_timeout(Some(settings.request_timeout))
             .set_number_of_retries(2);
         let background = settings.background.clone();
-        let connect_error = |err: &RedisError| connect_failure(&server, err);
+        let connect_error = |err: &RedisError| super::connect_error(&server, err);
         let conn = if eager {
             // The driver task belongs to the runtime the connect runs on.
             background
@@ -805,7 +808,7 @@ async fn probe(
 ) -> Result<(bool, Capabilities), LockError> {
     if let Err(err) = redis::cmd("PING").query_async::<()>(conn).await {
         if !speaks_redis(&err) {
-            return Err(connect_failure(server, &err));
+            return Err(super::connect_error(server, &err));
         }
         let reason = if err.code() == Some("NOAUTH") {
             "authentication required: the server asks for a password and the URL gives none; \
@@ -944,32 +947,6 @@ pub(super) fn describe_error(err: &RedisError) -> String {
 /// back could not be read as one (an HTTP server, a TLS server spoken to in plain text).
 fn speaks_redis(err: &RedisError) -> bool {
     err.kind() != redis::ErrorKind::Parse
-}
-
-/// A failure to connect to `server`: what the client said, or, where the server's answer was
-/// not Redis's protocol, that it did not answer as Redis does and what to check (a failure that
-/// recurs: the URL must change).
-pub(super) fn connect_failure(server: &str, err: &RedisError) -> LockError {
-    if !speaks_redis(err) {
-        return LockError::backend(
-            "connect",
-            None,
-            server,
-            format!(
-                "the server at {server} did not answer as Redis does ({}): check that the URL's \
-                 port is the Redis server's, and that TLS matches (rediss:// for a server that \
-                 speaks TLS, redis:// for one that does not)",
-                describe_error(err)
-            ),
-        );
-    }
-    LockError::backend_with(
-        "connect",
-        None,
-        server,
-        describe_error(err).into(),
-        super::is_transient(err),
-    )
 }
 
 impl Backend for RedisBackend {

@@ -153,11 +153,16 @@ impl RedlockBackend {
         .await;
         let reachable = connected.iter().filter(|node| node.is_ok()).count();
         if reachable < quorum {
+            // A shortfall of the quorum: masters come back, unless every one that failed was
+            // refused for good (a TLS certificate not trusted, say): then so is the next try.
+            let transient = connected
+                .iter()
+                .filter_map(|node| node.as_ref().err())
+                .any(LockError::is_retryable);
             let first = connected
                 .into_iter()
                 .find_map(Result::err)
                 .map_or_else(String::new, |err| format!(": {err}"));
-            // A shortfall of the quorum: masters come back.
             return Err(LockError::backend_with(
                 "connect",
                 None,
@@ -167,7 +172,7 @@ impl RedlockBackend {
                     node_urls.len()
                 )
                 .into(),
-                true,
+                transient,
             ));
         }
         let mut nodes = Vec::with_capacity(node_urls.len());

@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use redis::IntoConnectionInfo;
-use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use tokio::time::Instant;
 
 use super::redis::{RedisBackend, RedisSettings};
@@ -37,6 +37,7 @@ use crate::backoff::Backoff;
 use crate::deployment::Deployment;
 use crate::key::StoredKey;
 use crate::protocol::waits::WaitsUpdate;
+use crate::tls::Certificates;
 use crate::waiters::Waiters;
 use crate::{BoxError, LockError, url};
 
@@ -77,6 +78,43 @@ struct NodeTemplate {
     replica_acks: Option<super::replicas::ReplicaAcks>,
     key_prefix: String,
     background: Background,
+    tls: Certificates,
+}
+
+/// The client that asks the sentinels of `parts` for the master, and checks the master's role
+/// there with the URL's credentials, database and TLS (with `tls`'s certificates, for the
+/// sentinels and the master alike).
+fn sentinel_client(
+    parts: &SentinelUrl,
+    tls: &Certificates,
+) -> Result<SentinelClient, redis::RedisError> {
+    // Credentials and database of the URL are for the master, whichever node that is.
+    let node = format!("{}127.0.0.1:6379{}", parts.node_prefix, parts.node_suffix)
+        .into_connection_info()?;
+    let sentinels = parts
+        .sentinels
+        .iter()
+        .map(|sentinel| Ok(tls.client(sentinel)?.get_connection_info().addr().clone()))
+        .collect::<Result<Vec<_>, redis::RedisError>>()?;
+    let settings = node.redis_settings();
+    let mut builder =
+        SentinelClientBuilder::new(sentinels, &parts.master_name, SentinelServerType::Master)?
+            .set_client_to_redis_db(settings.db())
+            .set_client_to_redis_protocol(settings.protocol());
+    if let Some(username) = settings.username() {
+        builder = builder.set_client_to_redis_username(username);
+    }
+    if let Some(password) = settings.password() {
+        builder = builder.set_client_to_redis_password(password);
+    }
+    if matches!(node.addr(), redis::ConnectionAddr::TcpTls { .. }) {
+        builder = builder.set_client_to_redis_tls_mode(redis::TlsMode::Secure);
+        #[cfg(feature = "tls")]
+        if let Some(certs) = tls.redis() {
+            builder = builder.set_client_to_redis_certificates(certs.clone());
+        }
+    }
+    builder.build()
 }
 
 /// The parts of `redis+sentinel://[userinfo@]s1:p1,s2:p2/<master>[/db][?query]`.
@@ -144,19 +182,7 @@ impl SentinelBackend {
         let config_error = |err: redis::RedisError| {
             LockError::Config(format!("cannot use `{}`: {err}", url::redact(settings.url)))
         };
-        // Credentials and database of the URL are for the master, whichever node that is.
-        let node_info = format!("{}127.0.0.1:6379{}", parts.node_prefix, parts.node_suffix)
-            .into_connection_info()
-            .map_err(config_error)?;
-        let node_info = SentinelNodeConnectionInfo::default()
-            .set_redis_connection_info(node_info.redis_settings().clone());
-        let sentinels = SentinelClient::build(
-            parts.sentinels.clone(),
-            parts.master_name.clone(),
-            Some(node_info),
-            SentinelServerType::Master,
-        )
-        .map_err(config_error)?;
+        let sentinels = sentinel_client(&parts, settings.tls).map_err(config_error)?;
         let sentinels = tokio::sync::Mutex::new(sentinels);
         let nodes = NodeTemplate {
             prefix: parts.node_prefix,
@@ -168,10 +194,17 @@ impl SentinelBackend {
             replica_acks: settings.replica_acks,
             key_prefix: settings.key_prefix.to_owned(),
             background: settings.background.clone(),
+            tls: settings.tls.clone(),
         };
         let master = resolve(&sentinels, &nodes, &waiters).await.map_err(|err| {
-            let transient = resolve_may_pass(&err);
-            LockError::backend_with("connect", None, &server, err, transient)
+            match err.downcast::<redis::RedisError>() {
+                // From the sentinels, or the master's role check: a TLS handshake says so.
+                Ok(err) => super::connect_error(&server, &err),
+                Err(err) => {
+                    let transient = resolve_may_pass(&err);
+                    LockError::backend_with("connect", None, &server, err, transient)
+                }
+            }
         })?;
         let shared = Arc::new(Shared {
             master_name: parts.master_name,
@@ -233,10 +266,13 @@ impl Drop for SentinelBackend {
 async fn follow_announcements(shared: std::sync::Weak<Shared>, sentinel: String) {
     let mut backoff = Backoff::connections();
     loop {
-        let Some(timeout) = shared.upgrade().map(|s| s.nodes.request_timeout) else {
+        let Some((timeout, tls)) = shared
+            .upgrade()
+            .map(|s| (s.nodes.request_timeout, s.nodes.tls.clone()))
+        else {
             return;
         };
-        if let Ok(client) = redis::Client::open(sentinel.as_str())
+        if let Ok(client) = tls.client(&sentinel)
             && let Ok(Ok(mut pubsub)) =
                 tokio::time::timeout(timeout, client.get_async_pubsub()).await
             && let Ok(Ok(())) =
@@ -406,6 +442,7 @@ impl NodeTemplate {
             key_prefix: &self.key_prefix,
             background: &self.background,
             clocked_tokens: false,
+            tls: &self.tls,
         };
         RedisBackend::connect(settings, waiters.clone()).await
     }
