@@ -39,6 +39,13 @@ use proc_macro::TokenStream;
 /// does not run or is stopped, and the fn returns the `lock_runtime::LockError` converted into
 /// its own error type.
 ///
+/// Supported forms at a glance: `async fn`s and methods with any receiver, `#[async_trait]`
+/// methods, fns returning `impl Future` from a final `async move` block, `#[tokio::main]` /
+/// `#[tokio::test]` / `#[instrument]` stacked above, options from `macro_rules!` fragments, and
+/// `manager = self.locks` / `&self.locks` / `self.locks()` / a `&LockManager` parameter. Key
+/// placeholders are `<name>`, never `{name}`: braces around a parameter's name are a compile
+/// error, since they would make one lock for every call.
+///
 /// # Syntax
 ///
 /// ```text

@@ -30,12 +30,25 @@
 //! The key is a template: `<name>` is the `Display` of the parameter `name`, `<self.field>` and
 //! `<param.field>` follow fields; it is checked against the parameters at compile time. The
 //! function must be `async` and return `Result<T, E>` with `E: From<LockError>`. Options, with
-//! their defaults: `ttl = "30s"` (the lease), `wait = "0s"` (try once, then
-//! [`LockError::Busy`]), `watchdog = true` (renew every `ttl / 3`), `on_lease_lost = "abort"`
-//! (or `"continue"`), `hold_at_least`, `max_hold`, `fair = false`, `permits = N` (a
-//! semaphore), `mode = "read" | "write"` (a read-write lock), `keys = [..]` (several locks at
-//! once), `allow_long_ttl = false`, `manager = expr` (default: the one given to
-//! [`set_global_default`]) and `crate = "path"`. [`distributed_lock`] has the details.
+//! their defaults:
+//!
+//! * `key = "..."` (required), or `keys = [..]`: several locks at once, all or nothing;
+//! * `ttl = "30s"`: the lease;
+//! * `wait = "0s"`: try once, then [`LockError::Busy`];
+//! * `watchdog = true`: renew every `ttl / 3`;
+//! * `on_lease_lost = "abort"` (or `"continue"`);
+//! * `hold_at_least` and `max_hold`: durations, none by default;
+//! * `fair = false`: `true` serves waiters in the order they came;
+//! * `permits = N`: a semaphore of N permits instead of a lock;
+//! * `mode = "read" | "write"`: a read-write lock instead of a lock;
+//! * `deadlock = "fail" | "wait"`: whether a wait that is part of a deadlock gives up (see
+//!   [below](#deadlocks-between-nested-sections)); unset, [`LockManagerBuilder::deadlock`]
+//!   decides, itself `"wait"` unless set;
+//! * `allow_long_ttl = false`: `true` accepts a `ttl` over one day;
+//! * `manager = expr`: default, the one given to [`set_global_default`];
+//! * `crate = "path"`: default `"::lock_runtime"`.
+//!
+//! [`distributed_lock`] has the details.
 //!
 //! # Dependencies
 //!
@@ -58,6 +71,21 @@
 //!   [`metrics`](https://docs.rs/metrics) facade, labelled by key template; the application
 //!   installs the exporter.
 //! * `testing`: the `testing` module, for your tests (enable it in `[dev-dependencies]`).
+//!
+//! # Reading these docs
+//!
+//! On docs.rs every feature is documented, and an item that needs one says which. `cargo doc`
+//! in your own crate documents lock-runtime with the features of your `[dependencies]` only,
+//! so the `testing` module, enabled in `[dev-dependencies]`, is missing there; from your
+//! crate's directory, this documents it too:
+//!
+//! ```text
+//! cargo doc --open --features lock-runtime/testing
+//! ```
+//!
+//! (`cargo doc -p lock-runtime --features testing` is refused outside lock-runtime's own
+//! workspace; inside it, `cargo doc -p lock-runtime --all-features --open` shows every
+//! feature.)
 //!
 //! # Testing your code
 //!
@@ -152,6 +180,47 @@
 //! nothing, in one canonical order so that callers with overlapping keys never deadlock; the
 //! [`MultiGuard`] it returns holds each key as an ordinary lock, with its own fencing token and
 //! lost-lease signal. The keys are not taken at one instant, and no token fences the set.
+//!
+//! # Deadlocks between nested sections
+//!
+//! A task that holds a lock while it waits for another can be part of a deadlock: two tasks
+//! that take `account:<from>` and then `account:<to>` in nested sections, in opposite orders,
+//! wait for each other until `wait` runs out. A manager finds such a cycle, among its own
+//! waiters from what it holds and across processes from the waits that waiting calls publish
+//! on the server, and logs it once at `WARN` (`deadlock among lock waiters`, with each
+//! member's keys, host, pid and app); `lockctl deadlocks` lists the cycles that stand.
+//!
+//! What a call then does is its [`Deadlock`] choice: [`LockOptions::deadlock`],
+//! `deadlock = "fail"` / `"wait"` in the attribute, or for calls that set none
+//! [`LockManagerBuilder::deadlock`]. With [`Deadlock::Wait`] (the default) it keeps waiting
+//! until `wait` runs out, as without detection. With [`Deadlock::Fail`], the cycle's youngest
+//! wait among the members that chose `Fail` gives up within about a second with
+//! [`LockError::Deadlock`], which names the [`DeadlockCycle`]; the others go on once its task
+//! lets its locks go.
+//!
+//! ```
+//! # async fn credit(locks: &lock_runtime::LockManager) -> Result<(), lock_runtime::LockError> {
+//! use std::time::Duration;
+//! use lock_runtime::{Deadlock, LockError, LockOptions};
+//!
+//! let options = LockOptions::new().wait(Duration::from_secs(10)).deadlock(Deadlock::Fail);
+//! match locks.lock("account:3", options).await {
+//!     Ok(guard) => guard.release().await?,
+//!     Err(LockError::Deadlock { cycle, .. }) => {
+//!         // Let go of what this task holds (return the error), and retry later.
+//!         let _ = cycle.members.len();
+//!     }
+//!     Err(other) => return Err(other),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! An uncontended acquire costs no server call for this, and neither does the wait of a task
+//! that holds nothing else until it has waited 250 ms. Followed: the waits of plain locks
+//! (`keys = [..]` too) of one manager and key prefix. Not followed: semaphores and read-write
+//! locks, locks the task holds through another manager or prefix, calls that never wait, and
+//! cycles longer than 32 calls. If no member chose `Fail`, a cycle is only reported.
 //!
 //! # Semaphore
 //!
@@ -255,12 +324,6 @@ pub use deadlock::{CycleMember, DeadlockCycle};
 pub use election::{ElectionOptions, Leadership};
 pub use error::{BoxError, LockError, LostReason};
 pub use guard::LockGuard;
-/// Supported forms at a glance: `async fn`s and methods with any receiver, `#[async_trait]`
-/// methods, fns returning `impl Future` from a final `async move` block, `#[tokio::main]` /
-/// `#[tokio::test]` / `#[instrument]` stacked above, options from `macro_rules!` fragments, and
-/// `manager = self.locks` / `&self.locks` / `self.locks()` / a `&LockManager` parameter. Key
-/// placeholders are `<name>`, never `{name}`: braces around a parameter's name are a compile
-/// error, since they would make one lock for every call.
 pub use lock_macro::distributed_lock;
 pub use manager::{LockManager, MAX_TTL, MIN_TTL, global_default, set_global_default};
 pub use multi::{MultiGuard, MultiReleaseError};

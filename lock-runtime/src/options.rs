@@ -73,11 +73,14 @@ pub enum Mode {
 
 /// What a call does when its wait is part of a deadlock: its task holds a lock that another
 /// waiter's task (in this process or another) needs, while that one, directly or through
-/// others, holds the lock this call waits for (see "Deadlocks between nested sections" in
-/// docs/PRIMITIVES.md).
+/// others, holds the lock this call waits for. How deadlocks are found, what it costs and
+/// which waits are followed: [Deadlocks between nested
+/// sections](crate#deadlocks-between-nested-sections) on the crate's front page.
 ///
 /// A deadlock is found either way, and logged once at `WARN` (`deadlock among lock waiters`)
 /// with every member's keys, host, pid and app; `lockctl deadlocks` lists the ones that stand.
+/// Calls that set none follow
+/// [`LockManagerBuilder::deadlock`](crate::LockManagerBuilder::deadlock).
 ///
 /// ```
 /// use std::time::Duration;

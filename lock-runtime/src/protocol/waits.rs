@@ -109,6 +109,10 @@ impl WaitsUpdate {
 /// Keys are stored keys (`lock:{order:42}`; [`lock_name`](crate::inspect::lock_name) gives the
 /// name), and holders are named by the 12 hex digits of
 /// [`StoredLock::token_id`](crate::inspect::StoredLock::token_id), never by an owner token.
+///
+/// Stored as one line of `name=value` pairs: `waits=<key> since=<ms> at=<ms> until=<ms>
+/// fail=<0|1>`, then, where known, `by=<id> host=<h> pid=<p> app=<a>`, and `hold=<key>#<id>`
+/// for each lock held, each value with `%`, space, `#`, tab, CR and LF escaped as `%XX`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct WaitRecord {
@@ -138,9 +142,7 @@ pub struct WaitRecord {
 }
 
 impl WaitRecord {
-    /// The record as stored: `waits=<key> by=<id> since=<ms> at=<ms> until=<ms> fail=<0|1>
-    /// host=<h> pid=<p> app=<a> hold=<key>#<id> ...`, each value with `%`, space, `#`, tab,
-    /// CR and LF escaped as `%XX`.
+    /// The record as stored, in the format [`WaitRecord`] describes.
     pub(crate) fn format(&self) -> String {
         use std::fmt::Write as _;
         let mut out = String::with_capacity(96 + self.waits_for.len());
@@ -172,8 +174,9 @@ impl WaitRecord {
         out
     }
 
-    /// Reads a record as [`format`](Self::format) wrote it under the field `waiter`; `None`
-    /// if it is not one (names it does not know are skipped: a later version may add some).
+    /// Reads a record stored under the field `waiter`, in the format [`WaitRecord`] describes;
+    /// `None` if it is not one (names it does not know are skipped: a later version may add
+    /// some).
     pub fn parse(waiter: &str, text: &str) -> Option<WaitRecord> {
         let mut record = WaitRecord {
             waiter: waiter.to_owned(),
