@@ -52,9 +52,10 @@
 //!
 //! # Dependencies
 //!
-//! The locks run on [tokio] (1.47 or later): lock-runtime needs a tokio runtime to be running
-//! wherever a lock is taken, and uses its `rt`, `sync`, `time` and `macros` features. A binary
-//! also needs tokio's `macros` and `rt-multi-thread` features for `#[tokio::main]`:
+//! The locks run on [tokio](https://docs.rs/tokio) (1.47 or later): lock-runtime needs a tokio
+//! runtime to be running wherever a lock is taken, and uses its `rt`, `sync`, `time` and
+//! `macros` features. A binary also needs tokio's `macros` and `rt-multi-thread` features for
+//! `#[tokio::main]`:
 //!
 //! ```toml
 //! [dependencies]
