@@ -194,7 +194,8 @@
 //! What a call then does is its [`Deadlock`] choice: [`LockOptions::deadlock`],
 //! `deadlock = "fail"` / `"wait"` in the attribute, or for calls that set none
 //! [`LockManagerBuilder::deadlock`]. With [`Deadlock::Wait`] (the default) it keeps waiting
-//! until `wait` runs out, as without detection. With [`Deadlock::Fail`], the cycle's youngest
+//! until `wait` runs out, as without detection, and its [`LockError::Busy`] then names the
+//! cycle ([`LockError::deadlock_cycle`]). With [`Deadlock::Fail`], the cycle's youngest
 //! wait among the members that chose `Fail` gives up within about a second with
 //! [`LockError::Deadlock`], which names the [`DeadlockCycle`]; the others go on once its task
 //! lets its locks go.
