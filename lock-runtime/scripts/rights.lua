@@ -12,6 +12,9 @@ local acl_check_cmd = redis.acl_check_cmd
 -- Raises the error of the first of the commands `...` that this user may not run on `key` (nil:
 -- on no key), before the script wrote anything. The error reads as the server's own refusal
 -- (`NOPERM ... run the '<command>' command`), so that the client names the command alike.
+-- Each command is asked about with its first key only: only commands whose keys start there
+-- (never one whose keys follow a count, as EVALSHA's do: Redis 7.0 reads the count even where
+-- it is missing, and crashes).
 local function may(key, ...)
   if not acl_check_cmd then
     return

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use lock_runtime::{Deadlock, ElectionOptions, LockError, LockManager, LockOptions, Mode};
 use lock_tests::deadlocks::ring;
+use lock_tests::logs::{Level, Logged};
 use lock_tests::prelude::*;
 use lock_tests::server_version;
 
@@ -383,4 +384,33 @@ async fn a_read_lock_refused_a_command_names_it_rather_than_blaming_the_data() {
     // Nothing of the lock was written.
     let written = server.stored_keys();
     assert!(written.is_empty(), "{written:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_names_the_rights_the_user_lacks_and_is_quiet_with_the_documented_ones() {
+    if server_version() < (7, 0, 0) {
+        // Before Redis 7.0 the server cannot be asked.
+        return;
+    }
+    let server = RedisServer::start();
+    let url = documented_user(&server, &["zscore", "hset"]);
+    let logged = Logged::default();
+    {
+        let _capture = logged.capture(Level::INFO);
+        LockManager::connect(&url)
+            .await
+            .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    }
+    let log = logged.text();
+    assert!(log.contains("this user may not run ZSCORE HSET"), "{log}");
+    assert!(log.contains("ACL SETUSER <user> +zscore +hset"), "{log}");
+    assert!(!log.contains(":pw"), "{log}");
+
+    let url = documented_user(&server, &[]);
+    let quiet = Logged::default();
+    {
+        let _capture = quiet.capture(Level::INFO);
+        LockManager::connect(&url).await.expect("connect");
+    }
+    assert!(!quiet.text().contains("may not"), "{}", quiet.text());
 }
