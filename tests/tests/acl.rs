@@ -324,19 +324,19 @@ async fn fair_lock_with_a_waiter(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fair_release_refused_a_command_leaves_the_lock_held_and_names_the_command() {
-    if server_version() < (7, 0, 0) {
-        // Before Redis 7.0 a script cannot ask for its rights ahead.
-        return;
-    }
     let server = RedisServer::start();
     let (guard, waiting) = fair_lock_with_a_waiter(&server, &["zscore"]).await;
     let err = guard.release().await.expect_err("the release needs ZSCORE");
     let shown = err.to_string();
-    assert!(
-        shown.contains("the server refused the command ZSCORE for this user (ACL)"),
-        "{shown}"
-    );
-    assert!(shown.contains("ACL SETUSER <user> +zscore"), "{shown}");
+    assert!(shown.contains("the server refused"), "{shown}");
+    if server_version() >= (7, 0, 0) {
+        // Asked ahead, and named (before Redis 7.0 the server's refusal names no command).
+        assert!(
+            shown.contains("the server refused the command ZSCORE for this user (ACL)"),
+            "{shown}"
+        );
+        assert!(shown.contains("ACL SETUSER <user> +zscore"), "{shown}");
+    }
     assert!(!shown.contains(":pw"), "{shown}");
     // Nothing was written: the lock is still held, not freed for a waiter who was never told.
     let stored = server.stored_lock("lock:{acl:line}").expect("still stored");
