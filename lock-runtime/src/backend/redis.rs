@@ -941,7 +941,9 @@ return refused";
 /// user lacks: logged once, naming them and the grant, since only the calls that need them
 /// fail (plain locks need no sorted sets, say).
 async fn check_rights(conn: &mut Conn, server: &str, key_prefix: &str) -> Result<(), LockError> {
-    let probe_key = format!("{key_prefix}{{lock-runtime:permission-probe}}");
+    // Not the permission probe's channel, whose publish marks one connect (tools and tests
+    // count them).
+    let probe_key = format!("{key_prefix}{{lock-runtime:rights}}");
     let asked: RedisResult<Vec<String>> = redis::cmd("EVAL")
         .arg(RIGHTS_SCRIPT)
         .arg(0)
