@@ -669,3 +669,22 @@ async fn a_lock_kept_for_hold_at_least_is_held_until_the_keep_ends() {
         .await
         .expect("released");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_gate_holds_only_the_acquire_that_came_first_and_lets_other_tasks_through() {
+    let kit = TestLocks::new();
+    let gate = kit.on("stock:*").pause_next_acquire();
+    let manager = kit.manager();
+    let paused = tokio::spawn(async move { manager.lock("stock:1", LockOptions::new()).await });
+    gate.reached().await;
+    // Another task's acquire of a matching key is not held.
+    let other = kit
+        .manager()
+        .lock("stock:2", LockOptions::new())
+        .await
+        .expect("not held at the gate");
+    kit.assert_acquired_in_order(&["stock:2"]);
+    gate.open();
+    paused.await.expect("task").expect("taken once opened");
+    other.release().await.expect("released");
+}

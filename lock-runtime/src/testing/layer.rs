@@ -333,14 +333,17 @@ impl FaultLayer {
         Before::Pass
     }
 
-    /// The first gate scripted for `key` that no acquire has passed yet.
+    /// The first gate scripted for `key` that no acquire has passed yet, and that holds the
+    /// current task's (see `Gate::claim`).
     fn gate_for(&self, key: &str) -> Option<Arc<Gate>> {
         self.shared
             .state()
             .rules
             .iter()
             .find_map(|rule| match &rule.action {
-                Action::Pause(gate) if rule.pattern.matches(key) => Some(gate.clone()),
+                Action::Pause(gate) if rule.pattern.matches(key) && gate.claim() => {
+                    Some(gate.clone())
+                }
                 _ => None,
             })
     }

@@ -294,9 +294,26 @@ pub struct Gate {
     reached: AtomicBool,
     opened: AtomicBool,
     changed: Notify,
+    /// The task whose acquire the gate holds, once one came to it: its retries come to it
+    /// again, while other tasks' acquires pass.
+    claimed: Mutex<Option<Option<tokio::task::Id>>>,
 }
 
 impl Gate {
+    /// Whether the gate holds an acquire made by the current task: the first task to ask claims
+    /// it.
+    pub(crate) fn claim(&self) -> bool {
+        let me = tokio::task::try_id();
+        let mut claimed = self.claimed.lock().unwrap_or_else(PoisonError::into_inner);
+        match *claimed {
+            Some(task) => task == me,
+            None => {
+                *claimed = Some(me);
+                true
+            }
+        }
+    }
+
     /// Resolves once an acquire waits at the gate.
     pub async fn reached(&self) {
         self.until(&self.reached).await;
@@ -746,9 +763,9 @@ impl Script<'_> {
     /// The next acquire of these keys stops before it reaches the deployment until the
     /// returned gate is opened, however long that takes: the test can act while the code under
     /// test is at that point. The wait counts against neither the request timeout nor the
-    /// lease (both start once the gate is passed). Every acquire of these keys that comes while
-    /// the gate is closed waits at it (a retry of the paused call too); the first to pass it
-    /// open uses it up, and later acquires go straight through.
+    /// lease (both start once the gate is passed), and a retry of that acquire (in the same
+    /// task) waits at the gate too, while acquires of other tasks go through. The acquire that
+    /// passes it open uses it up.
     pub fn pause_next_acquire(&self) -> Arc<Gate> {
         let gate = Arc::new(Gate::default());
         self.add(Action::Pause(gate.clone()));
