@@ -685,6 +685,8 @@ async fn a_gate_holds_only_the_acquire_that_came_first_and_lets_other_tasks_thro
         .expect("not held at the gate");
     kit.assert_acquired_in_order(&["stock:2"]);
     gate.open();
-    paused.await.expect("task").expect("taken once opened");
+    let taken = paused.await.expect("task").expect("taken once opened");
+    kit.assert_acquired_in_order(&["stock:2", "stock:1"]);
+    taken.release().await.expect("released");
     other.release().await.expect("released");
 }
