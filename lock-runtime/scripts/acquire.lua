@@ -73,10 +73,17 @@ local function recorded(value)
   return (string.gsub(value, ' token=%S+', '', 1))
 end
 
+-- Every path's rights, before anything is written (see rights.lua); the line's where a path
+-- touches it.
+may(LOCK, 'GET', 'SET', 'PTTL', 'PEXPIRE')
+may_count(COUNTER)
 local value = redis.pcall('GET', LOCK)
-if type(value) == 'table' then
+if other_type(value) then
   -- Not a string. A lock taken by a version before 0.2 is a hash with a `token` and an
   -- expiry: it is held until it expires, never overwritten. Anything else is not ours.
+  may(LOCK, 'TYPE', 'HGET')
+  may(KEYS[5], 'GET')
+  may(COUNTER, 'GET')
   if redis.call('TYPE', LOCK)['ok'] ~= 'hash' then
     return {-1, 0, 0, 0}
   end
@@ -100,6 +107,9 @@ if value then
   if not lock then
     return {-1, 0, 0, 0}
   end
+  if lock.fence then
+    may(COUNTER, 'GET')
+  end
   if lock.fence and not raise_counter(COUNTER, lock.fence) then
     return {-2, 0, 0, 0}
   end
@@ -119,6 +129,7 @@ if value then
       return {-1, 0, 0, 0}
     end
     if MODE == 'fair' or (MODE == 'line' and waiting == '2') then
+      may_line(QUEUE, EXPIRY)
       local now_us, time = server_time()
       join_line(QUEUE, EXPIRY, TOKEN, now_us, millis(time), tonumber(ARGV[2]))
       if waiting ~= '2' and pttl > 0 then
@@ -144,6 +155,9 @@ else
 end
 
 local waiting = ARGV[4]
+if line then
+  may_line(QUEUE, EXPIRY)
+end
 if line and reserved ~= TOKEN then
   -- Free, but maybe not for this caller: the first in line has it.
   local now, time = server_time()

@@ -28,6 +28,9 @@
 if #KEYS == 0 then
   return 0
 end
+-- The rights of every path, before anything is written (see rights.lua).
+may(KEYS[1], 'GET', 'SET', 'DEL')
+may_count(KEYS[4])
 local held, lock = held_by(KEYS[1], ARGV[1])
 if held == 'gone' then
   return {-1, 0}
@@ -35,6 +38,10 @@ elseif held ~= 'ours' then
   return {0, 0}
 end
 
+if lock.waiting == '2' then
+  may_serve(KEYS[2], KEYS[3])
+  may(KEYS[2], 'ZCARD')
+end
 -- The waiter's token first: a counter tokens cannot continue from leaves everything as it is.
 local fence = next_token(KEYS[4])
 if not fence then

@@ -17,9 +17,12 @@
 if #KEYS == 0 then
   return 0
 end
+-- Every path's rights, before anything is written (see rights.lua).
+may_serve(KEYS[2], KEYS[3])
+may(KEYS[1], 'GET', 'SET', 'DEL')
 leave_line(KEYS[2], KEYS[3], ARGV[1])
 local value = redis.pcall('GET', KEYS[1])
-if type(value) ~= 'string' then
+if other_type(value) or not value then
   return 1
 end
 local lock = read_lock(value)

@@ -17,8 +17,12 @@ if #KEYS == 0 then
   return 0
 end
 local member = ARGV[2] .. ':' .. ARGV[1]
+-- Its rights, before anything is written (see rights.lua).
+may(nil, 'TIME')
+may(KEYS[1], 'ZSCORE', 'ZREM', 'ZADD', 'PTTL', 'PEXPIRE')
+may(KEYS[2], 'EXISTS')
 local score = redis.pcall('ZSCORE', KEYS[1], member)
-if type(score) == 'table' then
+if other_type(score) then
   return 0
 end
 if not score then

@@ -30,6 +30,41 @@ local function millis(time)
   return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 end
 
+-- The rights of serving the line of fair waiters (`queue`, `expiry`): leaving it, finding the
+-- first in line and freeing the lock for it (`first_in_line`, `leave_line`, `free_for`: TIME,
+-- and ZSCORE, the call a fair release once stopped at after freeing the lock). Asked before a
+-- script's first write on a path that may touch the line (see rights.lua).
+local function may_serve(queue, expiry)
+  may(nil, 'TIME')
+  may(queue, 'ZREM', 'ZRANGE')
+  may(expiry, 'ZRANGEBYSCORE', 'ZREM', 'ZSCORE', 'ZADD')
+end
+
+-- The rights of every use of the line: serving it, counting it and joining it (`join_line`).
+local function may_line(queue, expiry)
+  may_serve(queue, expiry)
+  may(queue, 'ZADD', 'ZCARD', 'PEXPIRE')
+  may(expiry, 'PTTL', 'PEXPIRE')
+end
+
+-- The rights `next_token` needs on the slot's counter `counter` (see rights.lua).
+local function may_count(counter)
+  may(nil, 'TIME')
+  may(counter, 'INCR', 'SET')
+end
+
+-- The rights `take_over_fence` and `next_token` need, for a grant from `counter` that takes over
+-- `old` (see rights.lua).
+local function may_take_over(counter, old)
+  may_count(counter)
+  if old == counter then
+    may(counter, 'PERSIST')
+  else
+    may(counter, 'GET')
+    may(old, 'GET', 'DEL')
+  end
+end
+
 -- A lock's value, read: `state` ('held', 'kept' or 'free'), the `owner` token of a held lock,
 -- the `waiting` flag of a held or kept one, the waiter a free one is kept for (`next`) and until
 -- when (`until_ms`), and `fence`, the fencing token a value written by 0.2 carries after its
@@ -70,7 +105,7 @@ end
 -- holds data that is not a lock.
 local function held_by(lock, token)
   local value = redis.pcall('GET', lock)
-  if type(value) == 'table' then
+  if other_type(value) then
     return 'other'
   end
   if not value then
@@ -131,7 +166,7 @@ end
 -- never go down across a rolling upgrade. false if the counter or `fence` cannot be counted on.
 local function raise_counter(counter, fence)
   local last = redis.pcall('GET', counter)
-  if type(last) == 'table' then
+  if other_type(last) then
     return false
   end
   last = tonumber(last or 0)
@@ -195,12 +230,13 @@ end
 -- line ends with its turn: if it does not come, it leaves the line then.
 local function free_for(lock, expiry, head, now_ms, window_ms, how)
   local until_ms = now_ms + window_ms
+  -- Read before the lock is written (see rights.lua).
+  local ends = tonumber(redis.call('ZSCORE', expiry, head))
   local freed = redis.pcall('SET', lock, 'free next=' .. head .. ' until=' .. until_ms, 'PX', window_ms)
   if type(freed) == 'table' and freed.err then
     -- Out of memory: free it for anyone (DEL needs no memory).
     redis.call('DEL', lock)
   end
-  local ends = tonumber(redis.call('ZSCORE', expiry, head))
   if ends and ends > until_ms then
     redis.call('ZADD', expiry, until_ms, head)
   end
@@ -237,7 +273,7 @@ local function take_over_fence(counter, old)
     return true
   end
   local last = redis.pcall('GET', old)
-  if type(last) == 'table' then
+  if other_type(last) then
     return false
   end
   if not last then

@@ -23,6 +23,8 @@
 if #KEYS == 0 then
   return 0
 end
+-- The rights of the path it takes, before anything is written (see rights.lua).
+may(KEYS[1], 'GET', 'SET', 'PEXPIRE', 'DEL')
 local held, lock = held_by(KEYS[1], ARGV[1])
 if held == 'gone' then
   return -1
@@ -30,6 +32,9 @@ elseif held ~= 'ours' then
   return 0
 end
 local waiting = lock.waiting
+if ARGV[2] == '0' and waiting == '2' then
+  may_serve(KEYS[2], KEYS[3])
+end
 -- The SET is a pcall: a server out of memory refuses it, and a release must still work then
 -- (DEL and PEXPIRE need no memory).
 if ARGV[2] ~= '0' then

@@ -16,9 +16,14 @@
 if #KEYS == 0 then
   return 0
 end
+-- Its rights, before anything is written (see rights.lua): a refused command is an error, never
+-- a lease found lost.
 if ARGV[3] then
+  may(nil, 'TIME')
+  may(KEYS[1], 'ZSCORE', 'ZADD', 'PTTL', 'PEXPIRE')
   local member = ARGV[3] .. ':' .. ARGV[1]
   local score = redis.pcall('ZSCORE', KEYS[1], member)
+  other_type(score)
   local time = redis.call('TIME')
   local now_ms = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   -- A lease that ended is not brought back: its place may be someone else's by now.
@@ -32,7 +37,9 @@ if ARGV[3] then
   end
   return 1
 end
+may(KEYS[1], 'GET', 'PEXPIRE')
 local value = redis.pcall('GET', KEYS[1])
+other_type(value)
 -- A lock, or a read-write lock's writer, which keeps the form 0.2 wrote for locks.
 if type(value) == 'string' and (string.match(value, '^held token=(%S+)')
     or string.match(value, '^held fence=%d+ token=(%S+)')) == ARGV[1] then

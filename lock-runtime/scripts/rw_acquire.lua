@@ -47,6 +47,12 @@ local TOKEN, MODE, TTL = ARGV[1], ARGV[2], ARGV[3]
 local ttl = tonumber(TTL)
 local member = 'r:' .. TOKEN
 
+-- Every path's rights, before anything is written (see rights.lua).
+may(READERS, 'ZREMRANGEBYSCORE', 'ZSCORE', 'ZRANGE', 'ZADD', 'PTTL', 'PEXPIRE')
+may(WRITER, 'GET', 'PTTL', 'SET')
+may(WRITER_WAITING, 'SET', 'EXISTS', 'PTTL', 'GET', 'DEL')
+may(WAITING, 'PTTL', 'SET')
+may_take_over(COUNTER, OLD_FENCE)
 local _, time = server_time()
 local now_ms = millis(time)
 
@@ -61,11 +67,11 @@ end
 
 -- A share ends at its score.
 local dropped = redis.pcall('ZREMRANGEBYSCORE', READERS, '-inf', now_ms)
-if type(dropped) == 'table' then
+if other_type(dropped) then
   return {-1, 0, 0, 0}
 end
 local writer = redis.pcall('GET', WRITER)
-if type(writer) == 'table' then
+if other_type(writer) then
   return {-1, 0, 0, 0}
 end
 if writer then

@@ -14,7 +14,11 @@
 if #KEYS == 0 then
   return 0
 end
-if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
+-- Its rights, before anything is written (see rights.lua).
+may(KEYS[1], 'GET', 'DEL')
+may(KEYS[2], 'EXISTS')
+local mark = redis.pcall('GET', KEYS[1])
+if other_type(mark) or mark ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])

@@ -19,13 +19,21 @@
 if #KEYS == 0 then
   return 0
 end
+-- The rights of its path, before anything is written (see rights.lua).
+may(nil, 'TIME')
+if ARGV[2] == 'r' then
+  may(KEYS[1], 'ZSCORE', 'ZREM', 'ZADD', 'PTTL', 'PEXPIRE')
+else
+  may(KEYS[2], 'GET', 'PEXPIRE', 'DEL')
+end
+may(KEYS[3], 'EXISTS')
 local _, time = server_time()
 local now_ms = millis(time)
 local keep = tonumber(ARGV[3])
 if ARGV[2] == 'r' then
   local member = 'r:' .. ARGV[1]
   local score = redis.pcall('ZSCORE', KEYS[1], member)
-  if type(score) == 'table' then
+  if other_type(score) then
     return 0
   end
   if not score then
@@ -46,7 +54,7 @@ if ARGV[2] == 'r' then
   end
 else
   local value = redis.pcall('GET', KEYS[2])
-  if type(value) == 'table' then
+  if other_type(value) then
     return 0
   end
   if not value or string.match(value, '^held fence=%d+ token=(%S+)') ~= ARGV[1] then

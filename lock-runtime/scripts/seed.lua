@@ -15,7 +15,11 @@
 if #KEYS == 0 then
   return 0
 end
-if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
+-- Its rights, before anything is written (see rights.lua).
+may(KEYS[1], 'GET')
+may_count(KEYS[2])
+local value = redis.pcall('GET', KEYS[1])
+if other_type(value) or value ~= ARGV[1] then
   return 0
 end
 local fence = next_token(KEYS[2])

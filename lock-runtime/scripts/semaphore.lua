@@ -38,11 +38,15 @@ local SET, COUNTER, WAITING, OLD_FENCE = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local TOKEN, PERMITS, TTL = ARGV[1], ARGV[2], ARGV[3]
 local member = PERMITS .. ':' .. TOKEN
 
+-- Every path's rights, before anything is written (see rights.lua).
+may(SET, 'ZREMRANGEBYSCORE', 'ZRANGE', 'ZCARD', 'ZSCORE', 'ZADD', 'PTTL', 'PEXPIRE')
+may(WAITING, 'PTTL', 'SET')
+may_take_over(COUNTER, OLD_FENCE)
 local _, time = server_time()
 local now_ms = millis(time)
 -- A lease ends at its score: from then on, its permit is anyone's.
 local dropped = redis.pcall('ZREMRANGEBYSCORE', SET, '-inf', now_ms)
-if type(dropped) == 'table' then
+if other_type(dropped) then
   return {-1, 0, 0, 0}
 end
 local first = redis.call('ZRANGE', SET, 0, 0, 'WITHSCORES')

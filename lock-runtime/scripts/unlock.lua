@@ -24,8 +24,11 @@
 if #KEYS == 0 then
   return 0
 end
+-- Every path's rights, before anything is written (see rights.lua).
+may(KEYS[1], 'GET', 'SET', 'DEL')
+may_serve(KEYS[2], KEYS[3])
 local value = redis.pcall('GET', KEYS[1])
-if type(value) == 'table' then
+if other_type(value) then
   return {0, ''}
 end
 if not value then

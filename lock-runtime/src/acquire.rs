@@ -427,6 +427,11 @@ impl Acquisition {
             self.lease = Arc::new(self.lease.with_new_token(Instant::now()));
         }
         self.first = false;
+        // The test kit's gate holds the attempt here, before its lease and request timeout
+        // start.
+        if let Some(gate) = manager.backend.gate(&self.lease.stored) {
+            gate.await;
+        }
         if manager.is_closed() {
             return Answer::Done(Err(self.shut_down()));
         }

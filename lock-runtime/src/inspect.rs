@@ -53,6 +53,7 @@ use crate::url;
 /// fencing token names, 0 not a lock; `value` is what the key held before (it contains the owner
 /// token: never show it).
 pub const UNLOCK_SCRIPT: &str = concat!(
+    include_str!("../scripts/rights.lua"),
     include_str!("../scripts/queue.lua"),
     include_str!("../scripts/unlock.lua")
 );

@@ -51,7 +51,8 @@ async fn an_upper_case_scheme_works_like_a_lower_case_one() {
 #[tokio::test]
 async fn an_acl_user_without_channel_or_script_rights_can_lock_and_release() {
     let server = RedisServer::start();
-    // The rights docs/SERVERS.md lists, less the channels (and so also without SCRIPT or CONFIG).
+    // The rights plain locks need (docs/SERVERS.md lists those of every feature: tests/tests/acl.rs),
+    // less the channels (and so also without SCRIPT or CONFIG).
     server.cmd(&[
         "ACL",
         "SETUSER",

@@ -639,3 +639,68 @@ async fn a_deadlock_in_users_code_is_found_on_the_kit() {
     assert_eq!(deadlocks, 1);
     assert!(wall.elapsed() < WALL, "{:?}", wall.elapsed());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_gate_holds_the_acquire_past_the_request_timeout_until_it_is_opened() {
+    let kit = TestLocks::new();
+    let gate = kit.on("stock:*").pause_next_acquire();
+    let manager = kit.manager();
+    let taking = tokio::spawn(async move { manager.lock("stock:1", LockOptions::new()).await });
+    gate.reached().await;
+    // Far beyond the 3 s request timeout (and every retry's): the clock advances while the
+    // test sleeps, and the acquire must still wait at the closed gate.
+    tokio::time::sleep(secs(60)).await;
+    kit.assert_never_acquired("stock:1");
+    assert!(!taking.is_finished(), "{}", kit.shown_history());
+    gate.open();
+    let guard = taking.await.expect("task").expect("taken once opened");
+    kit.assert_held(guard.key());
+    kit.assert_acquired_in_order(&["stock:1"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lock_kept_for_hold_at_least_is_held_until_the_keep_ends() {
+    let kit = TestLocks::new();
+    let options = LockOptions::new().hold_at_least(secs(60));
+    let guard = kit.manager().lock("job", options).await.expect("free");
+    guard.release().await.expect("released into its keep");
+    // The section ended, but the lock is kept: held for the kit as for another instance.
+    kit.assert_held("job");
+    assert!(kit.is_held("job"));
+    let other = kit.manager().lock("job", LockOptions::new()).await;
+    assert!(
+        matches!(&other, Err(err) if err.is_busy()),
+        "{other:?}\n{}",
+        kit.shown_history()
+    );
+    tokio::time::sleep(secs(61)).await;
+    kit.assert_not_held("job");
+    kit.manager()
+        .lock("job", LockOptions::new())
+        .await
+        .expect("free once the keep ended")
+        .release()
+        .await
+        .expect("released");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_gate_holds_only_the_acquire_that_came_first_and_lets_other_tasks_through() {
+    let kit = TestLocks::new();
+    let gate = kit.on("stock:*").pause_next_acquire();
+    let manager = kit.manager();
+    let paused = tokio::spawn(async move { manager.lock("stock:1", LockOptions::new()).await });
+    gate.reached().await;
+    // Another task's acquire of a matching key is not held.
+    let other = kit
+        .manager()
+        .lock("stock:2", LockOptions::new())
+        .await
+        .expect("not held at the gate");
+    kit.assert_acquired_in_order(&["stock:2"]);
+    gate.open();
+    let taken = paused.await.expect("task").expect("taken once opened");
+    kit.assert_acquired_in_order(&["stock:2", "stock:1"]);
+    taken.release().await.expect("released");
+    other.release().await.expect("released");
+}

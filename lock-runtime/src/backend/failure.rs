@@ -101,7 +101,8 @@ impl fmt::Display for Failure {
 }
 
 /// How a Redis error counts: transient for a dropped or refused connection, a timeout, or a
-/// server busy loading or failing over; permanent otherwise.
+/// server busy loading or failing over; permanent otherwise. A command the user may not run is
+/// told as such (see [`refused_command`]).
 impl From<RedisError> for Failure {
     fn from(err: RedisError) -> Self {
         let kind = if err.is_timeout() {
@@ -111,11 +112,58 @@ impl From<RedisError> for Failure {
         } else {
             Kind::Permanent
         };
-        Failure {
-            kind,
-            source: Box::new(err),
-        }
+        let source = match refused_command(&err) {
+            Some(refused) => refused.into(),
+            None => Box::new(err) as BoxError,
+        };
+        Failure { kind, source }
     }
+}
+
+/// What the server said if it refused a command to this user (ACL), told as such and naming the
+/// command where the answer does, with the grant that mends it; `None` for any other error.
+///
+/// Recognised: the server's own refusal of a command sent (`NOPERM ... run the '<command>'
+/// command`, worded a little differently by each version), the one a script raises when it
+/// asks for its rights before writing (rights.lua, Redis 7.0 and later: worded as the server's),
+/// and a refusal inside a script that did not ask first (Redis 6.x, whose text does not name
+/// the command: "The user executing the script can't run this command", or "can't access" a
+/// key or channel).
+pub(crate) fn refused_command(err: &RedisError) -> Option<String> {
+    let said = err.to_string();
+    let refused = err.code() == Some("NOPERM")
+        || said.contains("NOPERM ")
+        || said.contains("The user executing the script can't");
+    if !refused {
+        return None;
+    }
+    let text = said.to_ascii_lowercase();
+    let named = text
+        .split_once("run the '")
+        .and_then(|(_, rest)| rest.split_once('\''))
+        .map(|(command, _)| command)
+        .filter(|command| {
+            !command.is_empty()
+                && command
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '|' || c == '-' || c == '_')
+        });
+    const RIGHTS: &str = "the rights the library needs are in docs/SERVERS.md, \"ACL rights\"";
+    Some(match named {
+        Some(command) => {
+            let grant = command.replace('|', " +");
+            format!(
+                "the server refused the command {} for this user (ACL): grant it with ACL \
+                 SETUSER <user> +{grant} (and the lock keys, ~<prefix>*); {RIGHTS}. It said: \
+                 {said}",
+                command.to_ascii_uppercase()
+            )
+        }
+        None => format!(
+            "the server refused a command (or a key or channel of it) to this user (ACL): \
+             grant the user every right the library needs; {RIGHTS}. It said: {said}"
+        ),
+    })
 }
 
 /// Whether a Redis error may go away if the request is sent again. A NOSCRIPT that survived
@@ -192,6 +240,66 @@ mod tests {
             "NOPERM this user has no permissions to run the 'evalsha' command",
         ));
         assert!(!Failure::from(refused).is_transient());
+    }
+
+    fn reply(bytes: &[u8]) -> RedisError {
+        redis::parse_redis_value(bytes)
+            .and_then(redis::Value::extract_error)
+            .expect_err("an error reply")
+    }
+
+    #[test]
+    fn a_refused_command_is_named_with_its_grant_on_every_server() {
+        for (answer, command, grant) in [
+            // Redis 6.x, a command sent.
+            (
+                &b"-NOPERM this user has no permissions to run the 'zscore' command or its subcommand\r\n"[..],
+                "ZSCORE",
+                "+zscore",
+            ),
+            // Redis 7 and Valkey.
+            (
+                b"-NOPERM User u has no permissions to run the 'evalsha' command\r\n",
+                "EVALSHA",
+                "+evalsha",
+            ),
+            // A script that asked for its rights first (rights.lua).
+            (
+                b"-NOPERM this user has no permissions to run the 'zscore' command on the key lock:{a}:queue:expiry (the lock script asked before writing anything, and wrote nothing) script: 0123, on @user_script:20.\r\n",
+                "ZSCORE",
+                "+zscore",
+            ),
+            // Redis 7.2 and later, a command a script ran without asking.
+            (
+                b"-ERR ACL failure in script: NOPERM User u has no permissions to run the 'zadd' command script: 0123, on @user_script:9.\r\n",
+                "ZADD",
+                "+zadd",
+            ),
+        ] {
+            let err = reply(answer);
+            let failure = Failure::from(err);
+            assert!(!failure.is_transient());
+            let shown = failure.to_string();
+            assert!(
+                shown.contains(&format!("the server refused the command {command} for this user (ACL)")),
+                "{shown}"
+            );
+            assert!(shown.contains(&format!("ACL SETUSER <user> {grant}")), "{shown}");
+            assert!(!shown.contains("not a read-write lock"), "{shown}");
+        }
+        // Redis 6.x and 7.0 inside a script: the command is not named, the refusal is told.
+        let unnamed = Failure::from(reply(
+            b"-ERR The user executing the script can't run this command or subcommand script: 0123, on @user_script:3.\r\n",
+        ))
+        .to_string();
+        assert!(
+            unnamed.contains("the server refused a command"),
+            "{unnamed}"
+        );
+        assert!(unnamed.contains("ACL rights"), "{unnamed}");
+        // Anything else is left as the server said it.
+        let other = Failure::from(reply(b"-WRONGTYPE Operation against a key\r\n")).to_string();
+        assert!(!other.contains("refused"), "{other}");
     }
 
     #[test]

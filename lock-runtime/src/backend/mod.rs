@@ -329,6 +329,14 @@ pub(crate) trait Backend: Send + Sync + 'static {
         ask: Ask,
     ) -> BoxFuture<'a, Result<Acquire, Failure>>;
 
+    /// Where an acquire of `key` waits before it is sent, outside its request timeout: `None`
+    /// (it is sent at once) everywhere but in the test kit, whose closed gate
+    /// (`testing::Gate`) holds it here for as long as the test keeps it closed.
+    fn gate<'a>(&'a self, key: &'a StoredKey) -> Option<BoxFuture<'a, ()>> {
+        let _ = key;
+        None
+    }
+
     /// Whether fair waiting (`fair = true`) works here: where one server orders the line.
     fn fair(&self) -> bool {
         true

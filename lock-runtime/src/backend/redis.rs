@@ -34,56 +34,69 @@ use crate::{LockError, url};
 // The scripts that touch the line of fair waiters start with its functions.
 pub(super) static ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
+        include_str!("../../scripts/rights.lua"),
         include_str!("../../scripts/queue.lua"),
         include_str!("../../scripts/acquire.lua")
     ))
 });
-pub(super) static RENEW: LazyLock<Lua> =
-    LazyLock::new(|| Lua::new(include_str!("../../scripts/renew.lua")));
+pub(super) static RENEW: LazyLock<Lua> = LazyLock::new(|| {
+    Lua::new(concat!(
+        include_str!("../../scripts/rights.lua"),
+        include_str!("../../scripts/renew.lua")
+    ))
+});
 pub(super) static RELEASE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
+        include_str!("../../scripts/rights.lua"),
         include_str!("../../scripts/queue.lua"),
         include_str!("../../scripts/release.lua")
     ))
 });
 pub(super) static HANDOFF: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
+        include_str!("../../scripts/rights.lua"),
         include_str!("../../scripts/queue.lua"),
         include_str!("../../scripts/handoff.lua")
     ))
 });
 pub(super) static SEMAPHORE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
+        include_str!("../../scripts/rights.lua"),
         include_str!("../../scripts/queue.lua"),
         include_str!("../../scripts/semaphore.lua")
     ))
 });
 pub(super) static PERMIT_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
+        include_str!("../../scripts/rights.lua"),
         include_str!("../../scripts/queue.lua"),
         include_str!("../../scripts/permit_release.lua")
     ))
 });
 pub(super) static RW_ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
+        include_str!("../../scripts/rights.lua"),
         include_str!("../../scripts/queue.lua"),
         include_str!("../../scripts/rw_acquire.lua")
     ))
 });
 pub(super) static RW_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
+        include_str!("../../scripts/rights.lua"),
         include_str!("../../scripts/queue.lua"),
         include_str!("../../scripts/rw_release.lua")
     ))
 });
 pub(super) static RW_LEAVE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
+        include_str!("../../scripts/rights.lua"),
         include_str!("../../scripts/queue.lua"),
         include_str!("../../scripts/rw_leave.lua")
     ))
 });
 pub(super) static LEAVE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
+        include_str!("../../scripts/rights.lua"),
         include_str!("../../scripts/queue.lua"),
         include_str!("../../scripts/leave.lua")
     ))
@@ -828,26 +841,7 @@ async fn probe(
             transient,
         ));
     }
-    // Nothing can be locked without scripts: say so now, not at every acquire.
-    let scripted: RedisResult<i64> = redis::cmd("EVAL")
-        .arg("return 1")
-        .arg(0)
-        .query_async(conn)
-        .await;
-    if let Err(err) = scripted
-        && refuses_command(&err)
-    {
-        return Err(LockError::backend(
-            "connect",
-            None,
-            server,
-            format!(
-                "the server refuses Lua scripts ({}); locks need EVALSHA and EVAL: grant them \
-                 (ACL SETUSER <user> +evalsha +eval) or use a server that allows scripting",
-                describe_error(&err)
-            ),
-        ));
-    }
+    check_rights(conn, server, key_prefix).await?;
     // Managed services may refuse CONFIG: then there is nothing to tell.
     let policy: RedisResult<Vec<String>> = redis::cmd("CONFIG")
         .arg("GET")
@@ -886,6 +880,104 @@ async fn probe(
             Ok((false, capabilities))
         }
         _ => Ok((true, capabilities)),
+    }
+}
+
+/// The commands the library runs on the lock keys besides `EVAL` (which the connect runs to ask
+/// about them): those of the `ACL SETUSER` line of docs/SERVERS.md ("ACL rights"), which a unit
+/// test compares this with.
+const NEEDED: &[&str] = &[
+    "evalsha",
+    "get",
+    "set",
+    "del",
+    "incr",
+    "pexpire",
+    "pttl",
+    "persist",
+    "exists",
+    "time",
+    "type",
+    "hget",
+    "zadd",
+    "zrem",
+    "zrange",
+    "zrangebyscore",
+    "zremrangebyscore",
+    "zcard",
+    "zscore",
+    "hset",
+    "hdel",
+    "hgetall",
+    "multi",
+    "exec",
+    "info",
+    "ping",
+];
+
+/// Answers which of the commands in `ARGV[2..]` this user may not run on the key `ARGV[1]`
+/// (`redis.acl_check_cmd`, Redis 7.0 and later and Valkey); nothing where the server cannot
+/// say. `EVALSHA` is asked about with its key count: Redis 7.0 reads the count of a command
+/// whose keys follow one even where it is missing, and crashes.
+const RIGHTS_SCRIPT: &str = "local check = redis.acl_check_cmd
+if not check then return {} end
+local refused = {}
+for i = 2, #ARGV do
+  local allowed
+  if ARGV[i] == 'evalsha' then
+    allowed = check('evalsha', '0', '1', ARGV[1])
+  else
+    allowed = check(ARGV[i], ARGV[1])
+  end
+  if not allowed then refused[#refused + 1] = ARGV[i] end
+end
+return refused";
+
+/// Checks at connect that the server runs scripts (nothing can be locked without them: an
+/// error now, not at every acquire), and asks it which of the rights the library needs this
+/// user lacks: logged once, naming them and the grant, since only the calls that need them
+/// fail (plain locks need no sorted sets, say).
+async fn check_rights(conn: &mut Conn, server: &str, key_prefix: &str) -> Result<(), LockError> {
+    // Not the permission probe's channel, whose publish marks one connect (tools and tests
+    // count them).
+    let probe_key = format!("{key_prefix}{{lock-runtime:rights}}");
+    let asked: RedisResult<Vec<String>> = redis::cmd("EVAL")
+        .arg(RIGHTS_SCRIPT)
+        .arg(0)
+        .arg(&probe_key)
+        .arg(NEEDED)
+        .query_async(conn)
+        .await;
+    match asked {
+        Err(err) if refuses_command(&err) => Err(LockError::backend(
+            "connect",
+            None,
+            server,
+            format!(
+                "the server refuses Lua scripts ({}); locks need EVALSHA and EVAL: grant them \
+                 (ACL SETUSER <user> +evalsha +eval) or use a server that allows scripting",
+                describe_error(&err)
+            ),
+        )),
+        Ok(refused) if !refused.is_empty() => {
+            let names = refused.join(" ").to_ascii_uppercase();
+            let grant: String = refused
+                .iter()
+                .map(|command| format!(" +{command}"))
+                .collect();
+            tracing::warn!(
+                server,
+                refused = %names,
+                "this user may not run {names} on the lock keys (`{key_prefix}*`): the calls \
+                 that need them fail, naming the command (plain locks need GET SET DEL INCR \
+                 PEXPIRE PTTL TIME; fair locks, semaphores and read-write locks the sorted-set \
+                 commands; deadlock detection across processes HSET HDEL HGETALL); grant them \
+                 with ACL SETUSER <user>{grant} (docs/SERVERS.md, \"ACL rights\")"
+            );
+            Ok(())
+        }
+        // Granted, a server that cannot say, or one that failed otherwise: the first call tells.
+        _ => Ok(()),
     }
 }
 
@@ -1452,6 +1544,27 @@ impl Feed for PubSubFeed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_rights_asked_at_connect_are_the_documented_ones() {
+        let doc = include_str!("../../../docs/SERVERS.md");
+        let section = doc.split_once("## ACL rights").expect("the section").1;
+        let line = section
+            .lines()
+            .find(|line| line.starts_with("ACL SETUSER"))
+            .expect("the line");
+        let mut documented: Vec<&str> = line
+            .split_whitespace()
+            .filter_map(|word| word.strip_prefix('+'))
+            .filter(|command| *command != "eval")
+            // Run by the subscription and the release announcements, asked about apart.
+            .filter(|command| !["publish", "subscribe", "unsubscribe"].contains(command))
+            .collect();
+        let mut asked = NEEDED.to_vec();
+        documented.sort_unstable();
+        asked.sort_unstable();
+        assert_eq!(asked, documented);
+    }
 
     fn error(reply: &[u8]) -> RedisError {
         redis::parse_redis_value(reply)

@@ -27,6 +27,7 @@ static COMPARE_DELETE: LazyLock<Lua> = LazyLock::new(|| {
 /// seed.lua).
 static SEED: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
+        include_str!("../../scripts/rights.lua"),
         include_str!("../../scripts/queue.lua"),
         include_str!("../../scripts/seed.lua")
     ))

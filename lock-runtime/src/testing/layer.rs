@@ -143,6 +143,8 @@ pub(crate) struct Grant {
     pub(crate) phantom: Option<Holder>,
     /// When it was granted, in the order of the history.
     pub(crate) seq: usize,
+    /// Released into a keep (`hold_at_least`): held by nobody's section, busy until `expires`.
+    pub(crate) kept: bool,
 }
 
 #[derive(Default)]
@@ -197,6 +199,7 @@ impl Shared {
                     expires: now + ttl,
                     phantom: phantom.clone(),
                     seq,
+                    kept: false,
                 },
             );
             state.history.push(Event::Acquired {
@@ -215,6 +218,10 @@ impl Shared {
             let Some(grant) = state.grants.remove(token) else {
                 return;
             };
+            if grant.kept {
+                // Its release was recorded when the keep began.
+                return;
+            }
             let (key, fencing_token) = (grant.key, grant.fence);
             state.history.push(match lost {
                 Some(reason) => Event::Lost {
@@ -224,6 +231,23 @@ impl Shared {
                 },
                 None => Event::Released { key, fencing_token },
             });
+        }
+        self.changed.notify_waiters();
+    }
+
+    /// The grant to `token` was released into a keep of `keep` (`hold_at_least`): its section
+    /// ended, so the history says released, but the deployment keeps the lock busy for others
+    /// until the keep ends, and so it stays held until then.
+    pub(crate) fn kept(&self, token: &str, keep: Duration) {
+        {
+            let mut state = self.state();
+            let Some(grant) = state.grants.get_mut(token) else {
+                return;
+            };
+            grant.expires = Instant::now() + keep;
+            grant.kept = true;
+            let (key, fencing_token) = (grant.key.clone(), grant.fence);
+            state.history.push(Event::Released { key, fencing_token });
         }
         self.changed.notify_waiters();
     }
@@ -267,7 +291,6 @@ pub(crate) struct FaultLayer {
 /// What the script says an acquire gets before it reaches the deployment.
 enum Before {
     Pass,
-    Pause(Arc<Gate>),
     Busy(Option<Duration>),
     Fail(Fault),
 }
@@ -294,16 +317,11 @@ impl FaultLayer {
     /// The first scripted acquire fault for `key` with a use left, spent.
     fn before_acquire(&self, key: &str) -> Before {
         let mut state = self.shared.state();
-        let mut pause = None;
-        for (i, rule) in state.rules.iter_mut().enumerate() {
+        for rule in state.rules.iter_mut() {
             if !rule.pattern.matches(key) {
                 continue;
             }
             let (left, answer) = match &mut rule.action {
-                Action::Pause(_) => {
-                    pause = Some(i);
-                    break;
-                }
                 Action::Busy { left, remaining } => (left, Before::Busy(*remaining)),
                 Action::FailAcquires { left, fault } => (left, Before::Fail(*fault)),
                 _ => continue,
@@ -312,10 +330,32 @@ impl FaultLayer {
                 return answer;
             }
         }
-        match pause.map(|i| state.rules.remove(i).action) {
-            Some(Action::Pause(gate)) => Before::Pause(gate),
-            _ => Before::Pass,
-        }
+        Before::Pass
+    }
+
+    /// The first gate scripted for `key` that no acquire has passed yet, and that holds the
+    /// current task's (see `Gate::claim`).
+    fn gate_for(&self, key: &str) -> Option<Arc<Gate>> {
+        self.shared
+            .state()
+            .rules
+            .iter()
+            .find_map(|rule| match &rule.action {
+                Action::Pause(gate) if rule.pattern.matches(key) && gate.claim() => {
+                    Some(gate.clone())
+                }
+                _ => None,
+            })
+    }
+
+    /// Waits at `gate` until it opens; the acquire that passes it uses it up. An attempt
+    /// dropped while it waits (by its request timeout, or a cancelled call) leaves the gate as
+    /// it was, so that the retry waits at it too.
+    async fn pass(&self, gate: Arc<Gate>) {
+        gate.arrive().await;
+        self.shared.state().rules.retain(
+            |rule| !matches!(&rule.action, Action::Pause(scripted) if Arc::ptr_eq(scripted, &gate)),
+        );
     }
 
     /// Whether the next renewal of a lease of `key` is to be lost, and why (spent).
@@ -360,9 +400,10 @@ impl FaultLayer {
         let _ = self.inner.release(stored, token, Duration::ZERO).await;
     }
 
-    /// A release answer for `token`'s grant, recorded.
-    fn released(&self, token: &str, answer: &Result<Release, Failure>) {
+    /// A release answer for `token`'s grant, kept for `keep` (`hold_at_least`), recorded.
+    fn released(&self, token: &str, keep: Duration, answer: &Result<Release, Failure>) {
         match answer {
+            Ok(Release::Released) if !keep.is_zero() => self.shared.kept(token, keep),
             Ok(Release::Released) => self.shared.ended(token, None),
             // The holder learns only now that the lock was not its own any more.
             Ok(Release::NotOwner) => self.shared.ended(token, Some(LostReason::NotOwner)),
@@ -377,6 +418,7 @@ impl FaultLayer {
         &'a self,
         stored: &'a StoredKey,
         token: &'a str,
+        keep: Duration,
         send: impl FnOnce() -> BoxFuture<'a, Result<Release, Failure>>,
     ) -> Result<Release, Failure> {
         let key = key_of(&self.prefix, stored);
@@ -402,7 +444,7 @@ impl FaultLayer {
                 scripted: false,
             });
         }
-        self.released(token, &answer);
+        self.released(token, keep, &answer);
         answer
     }
 }
@@ -425,12 +467,11 @@ impl Backend for FaultLayer {
     ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         Box::pin(async move {
             let name = key_of(&self.prefix, key);
-            let mut before = self.before_acquire(&name);
-            if let Before::Pause(gate) = before {
-                gate.arrive().await;
-                before = self.before_acquire(&name);
+            // Where the acquire was not held at the gate before its request (see `gate`).
+            if let Some(gate) = self.gate_for(&name) {
+                self.pass(gate).await;
             }
-            match before {
+            match self.before_acquire(&name) {
                 Before::Busy(remaining) => {
                     self.shared.record(Event::Busy {
                         key: name,
@@ -448,7 +489,7 @@ impl Backend for FaultLayer {
                     });
                     return Err(failure(fault, "acquire"));
                 }
-                Before::Pass | Before::Pause(_) => {}
+                Before::Pass => {}
             }
             let answer = self.inner.acquire(key, token, ttl, ask).await;
             match &answer {
@@ -469,6 +510,11 @@ impl Backend for FaultLayer {
             }
             answer
         })
+    }
+
+    fn gate<'a>(&'a self, key: &'a StoredKey) -> Option<BoxFuture<'a, ()>> {
+        let gate = self.gate_for(&key_of(&self.prefix, key))?;
+        Some(Box::pin(self.pass(gate)))
     }
 
     fn fair(&self) -> bool {
@@ -549,7 +595,9 @@ impl Backend for FaultLayer {
         token: &'a str,
         keep: Duration,
     ) -> BoxFuture<'a, Result<Release, Failure>> {
-        Box::pin(self.release_with(key, token, move || self.inner.release(key, token, keep)))
+        Box::pin(self.release_with(key, token, keep, move || {
+            self.inner.release(key, token, keep)
+        }))
     }
 
     fn release_lease<'a>(
@@ -557,9 +605,11 @@ impl Backend for FaultLayer {
         lease: &'a crate::lease::Lease,
         keep: Duration,
     ) -> BoxFuture<'a, Result<Release, Failure>> {
-        Box::pin(self.release_with(&lease.stored, &lease.token, move || {
-            self.inner.release_lease(lease, keep)
-        }))
+        Box::pin(
+            self.release_with(&lease.stored, &lease.token, keep, move || {
+                self.inner.release_lease(lease, keep)
+            }),
+        )
     }
 
     fn hands_off(&self) -> bool {

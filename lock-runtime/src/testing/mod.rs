@@ -55,7 +55,7 @@
 //! | [`lose_lease_at_next_renewal(reason)`](Script::lose_lease_at_next_renewal) | the same, at the watchdog's next renewal of a lease of the key |
 //! | [`slow_releases(delay)`](Script::slow_releases) | every release waits `delay` first (beyond the request timeout: a release that times out) |
 //! | [`fail_releases(n, fault)`](Script::fail_releases) | the next `n` releases fail: [`LockError::Backend`] from `release()`; with `u32::MAX` the lock stays until its lease runs out |
-//! | [`pause_next_acquire()`](Script::pause_next_acquire) | the next acquire waits at a [`Gate`] until the test opens it: a point in the middle of the code under test |
+//! | [`pause_next_acquire()`](Script::pause_next_acquire) | the next acquire waits at a [`Gate`] until the test opens it, however long (neither its request timeout nor its lease runs meanwhile): a point in the middle of the code under test |
 //! | [`TestLocks::phantom_holder`] | another instance holds the key for a while, with a [`Holder`] and a fencing token of its own |
 //!
 //! Busy answers, failures, pauses and slow releases are simulated at the client: the request
@@ -75,7 +75,8 @@
 //! # Observation
 //!
 //! [`TestLocks::history`] lists what happened, in order ([`Event`]): acquired (with the fencing
-//! token), busy, failed, released, lost. [`TestLocks::held`] says what is held now,
+//! token), busy, failed, released, lost. [`TestLocks::held`] says what is held now (a lock
+//! released with `hold_at_least` is held until its keep ends, as other instances are told),
 //! [`TestLocks::waiters`] how many tasks wait for a key, and the `assert_*` methods check one
 //! thing in one line, showing the history when they fail. [`TestLocks::until`] waits for a
 //! state (never for time).
@@ -293,15 +294,33 @@ pub struct Gate {
     reached: AtomicBool,
     opened: AtomicBool,
     changed: Notify,
+    /// The task whose acquire the gate holds, once one came to it: its retries come to it
+    /// again, while other tasks' acquires pass.
+    claimed: Mutex<Option<Option<tokio::task::Id>>>,
 }
 
 impl Gate {
+    /// Whether the gate holds an acquire made by the current task: the first task to ask claims
+    /// it.
+    pub(crate) fn claim(&self) -> bool {
+        let me = tokio::task::try_id();
+        let mut claimed = self.claimed.lock().unwrap_or_else(PoisonError::into_inner);
+        match *claimed {
+            Some(task) => task == me,
+            None => {
+                *claimed = Some(me);
+                true
+            }
+        }
+    }
+
     /// Resolves once an acquire waits at the gate.
     pub async fn reached(&self) {
         self.until(&self.reached).await;
     }
 
-    /// Lets the acquire that waits (or the one that comes) go on to the deployment.
+    /// Lets the acquire that waits (or the one that comes) go on to the deployment. Until then
+    /// the gate stays closed, whatever time passes.
     pub fn open(&self) {
         self.opened.store(true, Ordering::Release);
         self.changed.notify_waiters();
@@ -482,6 +501,9 @@ impl TestLocks {
 
     /// The locks held now (as far as this deployment saw: a lease that ran out without a
     /// renewal drops out when it would expire on the server), in the order they were taken.
+    /// A lock released with [`hold_at_least`](crate::LockOptions::hold_at_least) counts as
+    /// held until its keep ends, as the deployment tells other instances it is busy until then
+    /// (its release is in the history when its section ended).
     pub fn held(&self) -> Vec<Held> {
         let now = Instant::now();
         let state = self.shared.state();
@@ -500,7 +522,8 @@ impl TestLocks {
             .collect()
     }
 
-    /// Whether `key` is held now, by the code under test or a phantom holder.
+    /// Whether `key` is held now, by the code under test or a phantom holder, or kept for
+    /// `hold_at_least` after its release (see [`held`](TestLocks::held)).
     pub fn is_held(&self, key: &str) -> bool {
         self.held().iter().any(|held| held.key == key)
     }
@@ -594,7 +617,8 @@ impl TestLocks {
         );
     }
 
-    /// Asserts that `key` is held now.
+    /// Asserts that `key` is held now (as [`is_held`](TestLocks::is_held) says: a lock kept for
+    /// `hold_at_least` is held until its keep ends).
     #[track_caller]
     pub fn assert_held(&self, key: &str) {
         assert!(
@@ -604,7 +628,7 @@ impl TestLocks {
         );
     }
 
-    /// Asserts that `key` is not held now.
+    /// Asserts that `key` is not held now (nor kept for `hold_at_least`).
     #[track_caller]
     pub fn assert_not_held(&self, key: &str) {
         assert!(
@@ -695,7 +719,10 @@ impl Script<'_> {
             .state()
             .grants
             .iter()
-            .filter(|(_, grant)| grant.phantom.is_none() && pattern.matches(&grant.key))
+            .filter(|(_, grant)| {
+                // A lock kept for hold_at_least has no lease left to lose.
+                grant.phantom.is_none() && !grant.kept && pattern.matches(&grant.key)
+            })
             .map(|(token, grant)| (token.clone(), grant.stored.clone()))
             .collect();
         for (token, stored) in &grants {
@@ -735,7 +762,11 @@ impl Script<'_> {
     }
 
     /// The next acquire of these keys stops before it reaches the deployment until the
-    /// returned gate is opened: the test can act while the code under test is at that point.
+    /// returned gate is opened, however long that takes: the test can act while the code under
+    /// test is at that point. The wait counts against neither the request timeout nor the
+    /// lease (both start once the gate is passed), and a retry of that acquire (in the same
+    /// task) waits at the gate too, while acquires of other tasks go through. The acquire that
+    /// passes it open uses it up.
     pub fn pause_next_acquire(&self) -> Arc<Gate> {
         let gate = Arc::new(Gate::default());
         self.add(Action::Pause(gate.clone()));
