@@ -16,11 +16,12 @@ use crate::background::Background;
 use crate::client::Inner;
 use crate::deadlock::Deadlocks;
 use crate::deployment::{Deployment, DeploymentKind};
+use crate::options::MAX_TTL;
 use crate::shown::Exact;
 use crate::tls::Certificates;
 use crate::waiters::Waiters;
 use crate::watchdog::Watchdog;
-use crate::{LockError, LockManager, MAX_TTL, TlsConfig, url};
+use crate::{LockError, LockManager, TlsConfig, url};
 
 /// The longest request timeout accepted.
 const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(3600);

@@ -262,7 +262,7 @@ pub use guard::LockGuard;
 /// placeholders are `<name>`, never `{name}`: braces around a parameter's name are a compile
 /// error, since they would make one lock for every call.
 pub use lock_macro::distributed_lock;
-pub use manager::{LockManager, MAX_TTL, MIN_TTL, global_default, set_global_default};
+pub use manager::{LockManager, global_default, set_global_default};
 pub use multi::{MultiGuard, MultiReleaseError};
-pub use options::{Deadlock, LockOptions, Mode, OnLeaseLost};
+pub use options::{Deadlock, LockOptions, MAX_TTL, MIN_TTL, Mode, OnLeaseLost};
 pub use tls::TlsConfig;

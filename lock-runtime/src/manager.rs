@@ -2,7 +2,6 @@
 
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use tracing::Instrument;
 
@@ -13,15 +12,6 @@ use crate::guard::LockGuard;
 use crate::key::StoredKey;
 use crate::section::{Body, box_body};
 use crate::{LockError, LockOptions, Mode, section};
-
-/// The shortest lease accepted: renewal runs at a third of it and needs a few milliseconds.
-pub const MIN_TTL: Duration = Duration::from_millis(lock_macro::__min_ttl_millis!());
-
-/// The longest lease and `hold_at_least` accepted (one year).
-///
-/// `#[distributed_lock]` rejects a longer `ttl` or `hold_at_least` at compile time: both read this
-/// number from one definition in the macro crate.
-pub const MAX_TTL: Duration = Duration::from_secs(lock_macro::__max_ttl_secs!());
 
 /// A handle to one lock deployment: Redis, or memory for tests and demos.
 ///
@@ -272,7 +262,7 @@ impl LockManager {
     ///
     /// Errors: [`LockError::Busy`] if the lock stayed taken for the whole wait,
     /// [`LockError::Backend`] if the server failed (then nothing is held), and
-    /// [`LockError::Config`] for an empty key or a ttl under [`MIN_TTL`].
+    /// [`LockError::Config`] for an empty key or a ttl under [`MIN_TTL`](crate::MIN_TTL).
     pub async fn lock(
         &self,
         key: impl Into<String>,
@@ -478,6 +468,8 @@ impl LockManager {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use tokio::time::Instant;
 
     use super::*;

@@ -1,10 +1,20 @@
-//! Per-lock options: lease length, wait budget, watchdog and what to do when the lease is lost.
+//! Per-lock options: lease length and its bounds, wait budget, watchdog and what to do when the
+//! lease is lost.
 
 use std::time::Duration;
 
+use crate::LockError;
 use crate::shape::Shape;
 use crate::shown::Exact;
-use crate::{LockError, MAX_TTL, MIN_TTL};
+
+/// The shortest lease accepted: renewal runs at a third of it and needs a few milliseconds.
+pub const MIN_TTL: Duration = Duration::from_millis(lock_macro::__min_ttl_millis!());
+
+/// The longest lease and `hold_at_least` accepted (one year).
+///
+/// `#[distributed_lock]` rejects a longer `ttl` or `hold_at_least` at compile time: both read this
+/// number from one definition in the macro crate.
+pub const MAX_TTL: Duration = Duration::from_secs(lock_macro::__max_ttl_secs!());
 
 /// What a locked section does when its lease is lost while it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
