@@ -264,5 +264,6 @@ pub use guard::LockGuard;
 pub use lock_macro::distributed_lock;
 pub use manager::{LockManager, global_default, set_global_default};
 pub use multi::{MultiGuard, MultiReleaseError};
-pub use options::{Deadlock, LockOptions, MAX_TTL, MIN_TTL, Mode, OnLeaseLost};
+pub use options::{Deadlock, LockOptions, MAX_TTL, MIN_TTL, OnLeaseLost};
+pub use shape::Mode;
 pub use tls::TlsConfig;

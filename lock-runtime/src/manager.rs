@@ -11,7 +11,8 @@ use crate::client::Inner;
 use crate::guard::LockGuard;
 use crate::key::StoredKey;
 use crate::section::{Body, box_body};
-use crate::{LockError, LockOptions, Mode, section};
+use crate::shape::Mode;
+use crate::{LockError, LockOptions, section};
 
 /// A handle to one lock deployment: Redis, or memory for tests and demos.
 ///

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::LockError;
-use crate::shape::Shape;
+use crate::shape::{Mode, Shape};
 use crate::shown::Exact;
 
 /// The shortest lease accepted: renewal runs at a third of it and needs a few milliseconds.
@@ -55,30 +55,6 @@ pub struct LockOptions {
     pub(crate) mode: Mode,
     /// What to do in a deadlock; `None`: the manager's default.
     pub(crate) deadlock: Option<Deadlock>,
-}
-
-/// Which lock of a key's name a call takes: the exclusive lock, or the read-write lock in
-/// shared (read) or exclusive (write) mode. The read-write lock of a name is apart from its
-/// lock and its semaphore: they never exclude each other.
-///
-/// ```
-/// use lock_runtime::{LockOptions, Mode};
-///
-/// const READ: LockOptions = LockOptions::new().mode(Mode::Read);
-/// assert_eq!(READ.mode_value(), Mode::Read);
-/// assert_eq!(LockOptions::new().mode_value(), Mode::Exclusive);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum Mode {
-    /// The lock: one holder at a time (the default).
-    #[default]
-    Exclusive,
-    /// A read share of the read-write lock: any number of readers together, never with a
-    /// writer; new readers wait while a writer waits.
-    Read,
-    /// The write hold of the read-write lock: one writer, and no reader.
-    Write,
 }
 
 /// What a call does when its wait is part of a deadlock: its task holds a lock that another

@@ -7,7 +7,8 @@ use std::future::Future;
 pub use crate::LockError;
 use crate::section::box_body;
 
-pub use crate::options::{Deadlock, Mode, OnLeaseLost};
+pub use crate::options::{Deadlock, OnLeaseLost};
+pub use crate::shape::Mode;
 pub use crate::{LockManager, LockOptions};
 pub use core::time::Duration;
 pub use std::fmt::Write;
