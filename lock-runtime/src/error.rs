@@ -5,7 +5,6 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::Blocker;
-use crate::backend::Failure;
 use crate::shown::Shown;
 
 /// A boxed error from a backend (a Redis error, an I/O error, ...).
@@ -289,17 +288,6 @@ impl LockError {
         source: impl Into<BoxError>,
     ) -> Self {
         Self::backend_with(operation, key, server, source.into(), false)
-    }
-
-    /// `failure` during `operation`: transient if it is.
-    pub(crate) fn from_failure(
-        operation: &'static str,
-        key: Option<&str>,
-        server: &str,
-        failure: Failure,
-    ) -> Self {
-        let transient = failure.is_transient();
-        Self::backend_with(operation, key, server, failure.into_source(), transient)
     }
 
     /// A backend failure that may pass by itself if `transient` (see
@@ -633,16 +621,6 @@ mod tests {
             reason: LostReason::NotOwner,
         };
         assert!(err.to_string().contains(r"a\nb\0c"), "{err}");
-    }
-
-    #[test]
-    fn a_failure_keeps_whether_it_may_pass_in_the_public_error() {
-        let from = |failure| LockError::from_failure("acquire", Some("k"), "127.0.0.1:1", failure);
-        let quorum = Failure::transient("only 1 of 3 masters answered, 2 needed");
-        assert!(from(quorum).is_retryable());
-        assert!(from(Failure::timed_out(Duration::from_millis(5))).is_retryable());
-        assert!(!from(Failure::permanent("foreign data at the key")).is_retryable());
-        assert!(!LockError::backend("connect", None, "127.0.0.1:1", "NOAUTH").is_retryable());
     }
 
     #[test]
