@@ -22,16 +22,16 @@
 //!   [`LockError::Deadlock`](crate::LockError::Deadlock).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::Deadlock;
 use crate::client::Inner;
+use crate::cycle::{CycleMember, DeadlockCycle};
 use crate::lease::{Lease, Owner};
 use crate::protocol::waits::{
     WaitRecord, WaitsUpdate, cycle_id, find_cycles, victim, waits_key, written_at,
@@ -54,34 +54,7 @@ const REFRESH_IDLE: Duration = Duration::from_secs(2);
 /// Ticks without waiters before the detector stops (it starts again with the next waiter).
 const IDLE_TICKS: u32 = 5;
 
-/// A deadlock, as [`LockError::Deadlock`](crate::LockError::Deadlock) names it: who waits for
-/// which lock while holding which, starting with the call that gave up; each member waits for
-/// a lock the next one holds, and the last for one the first holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct DeadlockCycle {
-    /// The members, the call that gave up first.
-    pub members: Vec<CycleMember>,
-}
-
-/// One waiting call of a [`DeadlockCycle`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CycleMember {
-    /// The lock it waits for, by name (`order:42`).
-    pub waits_for: String,
-    /// The locks its task holds, by name.
-    pub holds: Vec<String>,
-    /// Where it runs: host, process id and app name, as its manager records them.
-    pub host: Option<String>,
-    /// Its process id.
-    pub pid: Option<u32>,
-    /// Its app name ([`LockManagerBuilder::app_name`](crate::LockManagerBuilder::app_name)).
-    pub app: Option<String>,
-    /// When its wait began (its wall clock).
-    pub waiting_since: SystemTime,
-}
-
+/// Named by the records of its members, as the detector finds it.
 impl DeadlockCycle {
     /// The cycle of `records` named with the lock names under `prefix`, starting at `first`.
     pub(crate) fn of(records: &[WaitRecord], prefix: &str, first: &str) -> DeadlockCycle {
@@ -105,42 +78,6 @@ impl DeadlockCycle {
             })
             .collect();
         DeadlockCycle { members }
-    }
-}
-
-/// `pid 42 on web-1 (app "orders") holds `a` and waits for `b`; pid 7 on web-2 holds `b` and
-/// waits for `a``.
-impl fmt::Display for DeadlockCycle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (at, member) in self.members.iter().enumerate() {
-            if at > 0 {
-                f.write_str("; ")?;
-            }
-            write!(f, "{member}")?;
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Display for CycleMember {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.pid, &self.host) {
-            (Some(pid), Some(host)) => write!(f, "pid {pid} on {}", host.escape_debug())?,
-            (Some(pid), None) => write!(f, "pid {pid}")?,
-            (None, Some(host)) => write!(f, "a process on {}", host.escape_debug())?,
-            (None, None) => f.write_str("a process")?,
-        }
-        if let Some(app) = &self.app {
-            write!(f, " (app \"{}\")", app.escape_debug())?;
-        }
-        f.write_str(" holds ")?;
-        for (at, held) in self.holds.iter().enumerate() {
-            if at > 0 {
-                f.write_str(", ")?;
-            }
-            write!(f, "`{}`", held.escape_debug())?;
-        }
-        write!(f, " and waits for `{}`", self.waits_for.escape_debug())
     }
 }
 
