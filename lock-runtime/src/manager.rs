@@ -64,6 +64,18 @@ impl LockManager {
 
 static GLOBAL: OnceLock<LockManager> = OnceLock::new();
 
+#[cfg(feature = "testing")]
+tokio::task_local! {
+    /// The default of the running task, set by `testing::with_default`: before [`GLOBAL`].
+    pub(crate) static SCOPED: LockManager;
+}
+
+/// The manager `testing::with_default` set for the running task, if any.
+#[cfg(feature = "testing")]
+fn scoped_default() -> Option<LockManager> {
+    SCOPED.try_with(LockManager::clone).ok()
+}
+
 /// Makes `manager` the one `#[distributed_lock]` uses when no `manager = ...` is given.
 /// Can be set once per process; a second call returns [`LockError::Config`].
 pub fn set_global_default(manager: LockManager) -> Result<(), LockError> {
@@ -76,7 +88,7 @@ pub fn set_global_default(manager: LockManager) -> Result<(), LockError> {
 /// made the default of the running task by `testing::with_default` comes first.
 pub fn global_default() -> Option<LockManager> {
     #[cfg(feature = "testing")]
-    if let Some(scoped) = crate::testing::scoped_default() {
+    if let Some(scoped) = scoped_default() {
         return Some(scoped);
     }
     GLOBAL.get().cloned()

@@ -100,13 +100,10 @@ use tokio::time::Instant;
 
 use crate::backend::{Acquire, Ask, Backend};
 use crate::key::StoredKey;
+use crate::manager::SCOPED;
 use crate::shape::Shape;
 use crate::{LockError, LockManager, LockManagerBuilder, LostReason};
 use layer::{Action, FaultLayer, Pattern, Shared};
-
-tokio::task_local! {
-    static SCOPED: LockManager;
-}
 
 /// Runs `future` with `manager` as the default of `#[distributed_lock]` (without
 /// `manager = ...`): in it, [`global_default`](crate::global_default) answers `manager`, before
@@ -117,11 +114,6 @@ pub fn with_default<F: Future>(
     future: F,
 ) -> impl Future<Output = F::Output> + use<F> {
     SCOPED.scope(manager.clone(), future)
-}
-
-/// The manager [`with_default`] set for the running task, if any.
-pub(crate) fn scoped_default() -> Option<LockManager> {
-    SCOPED.try_with(LockManager::clone).ok()
 }
 
 /// A scripted backend failure.
