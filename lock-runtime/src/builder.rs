@@ -4,7 +4,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::Deadlock;
 use crate::backend::cluster::ClusterBackend;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::{RedisBackend, RedisSettings};
@@ -16,12 +15,14 @@ use crate::background::Background;
 use crate::client::Inner;
 use crate::deadlock::Deadlocks;
 use crate::deployment::{Deployment, DeploymentKind};
-use crate::options::MAX_TTL;
+use crate::error::LockError;
+use crate::manager::LockManager;
+use crate::options::{Deadlock, MAX_TTL};
 use crate::shown::Exact;
-use crate::tls::Certificates;
+use crate::tls::{Certificates, TlsConfig};
+use crate::url;
 use crate::waiters::Waiters;
 use crate::watchdog::Watchdog;
-use crate::{LockError, LockManager, TlsConfig, url};
 
 /// The longest request timeout accepted.
 const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(3600);

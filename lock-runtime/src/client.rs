@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::LockError;
 use crate::backend::{Backend, Failure, Release};
 use crate::background::Background;
+use crate::error::LockError;
 use crate::key::StoredKey;
 use crate::lease::{Lease, Status};
 use crate::waiters::Waiters;
@@ -110,7 +110,7 @@ impl Inner {
             .filter(|lease| lease.status() != Status::Acquiring)
             .collect();
         for lease in &leases {
-            lease.mark_lost(crate::LostReason::ShutDown);
+            lease.mark_lost(crate::error::LostReason::ShutDown);
         }
         self.waiters.wake_all();
         // Sent from tasks of their own, so that a call dropped before they are answered (a
@@ -205,7 +205,7 @@ impl Inner {
                 self.backend.server()
             ));
         }
-        let source: crate::BoxError = if failure.timeout() == Some(None) {
+        let source: crate::error::BoxError = if failure.timeout() == Some(None) {
             format!(
                 "no answer within {}",
                 crate::shown::Shown(self.request_timeout)

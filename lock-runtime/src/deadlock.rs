@@ -29,10 +29,10 @@ use std::time::{Duration, UNIX_EPOCH};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::Deadlock;
 use crate::client::Inner;
 use crate::cycle::{CycleMember, DeadlockCycle};
 use crate::lease::{Lease, Owner};
+use crate::options::Deadlock;
 use crate::protocol::waits::{
     WaitRecord, WaitsUpdate, cycle_id, find_cycles, victim, waits_key, written_at,
 };

@@ -4,7 +4,7 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::time::Duration;
 
-use crate::Blocker;
+use crate::blocker::Blocker;
 use crate::cycle::DeadlockCycle;
 use crate::shown::Shown;
 

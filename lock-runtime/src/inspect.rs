@@ -35,7 +35,7 @@ pub use crate::deployment::{Deployment, DeploymentKind};
 pub use crate::protocol::StoredLock;
 pub use crate::protocol::waits::{CLOCK_SKEW_MS, WaitRecord, find_cycles, newest_copies, victim};
 
-use crate::LockError;
+use crate::error::LockError;
 use crate::key::StoredKey;
 use crate::shape::Shape;
 use crate::url;

@@ -8,11 +8,13 @@ use tracing::Instrument;
 use crate::background::Background;
 use crate::builder::LockManagerBuilder;
 use crate::client::Inner;
+use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::key::StoredKey;
+use crate::options::LockOptions;
+use crate::section;
 use crate::section::{Body, box_body};
 use crate::shape::Mode;
-use crate::{LockError, LockOptions, section};
 
 /// A handle to one lock deployment: Redis, or memory for tests and demos.
 ///
@@ -565,7 +567,7 @@ mod tests {
             .expect("memory answers");
         assert!(matches!(landed, Acquire::Acquired { .. }));
         // ... after the holder's deadline passed, and the attempt gives up.
-        lease.mark_lost(crate::LostReason::Expired);
+        lease.mark_lost(crate::error::LostReason::Expired);
         drop(attempt);
         let other = LockManager {
             inner: locks.inner.clone(),

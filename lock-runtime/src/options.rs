@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::LockError;
+use crate::error::LockError;
 use crate::shape::{Mode, Shape};
 use crate::shown::Exact;
 

@@ -19,9 +19,9 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::LostReason;
 use crate::backend::{Backend, Failure, Renewal};
 use crate::background::Background;
+use crate::error::LostReason;
 use crate::lease::{Lease, drift_margin};
 
 mod entries;
@@ -704,10 +704,10 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
-    use crate::LockOptions;
     use crate::backend::{Acquire, Booking, BoxFuture, Release};
     use crate::key::StoredKey;
     use crate::lease::Status;
+    use crate::options::LockOptions;
 
     /// Two shards, as a cluster would have: renewals of `healthy:` keys are answered at once,
     /// those of `stalled:` keys only at `resumes` (a frozen master), each shard booked apart.

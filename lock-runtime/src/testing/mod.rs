@@ -99,10 +99,11 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::backend::{Acquire, Ask, Backend};
+use crate::builder::LockManagerBuilder;
+use crate::error::{LockError, LostReason};
 use crate::key::StoredKey;
-use crate::manager::SCOPED;
+use crate::manager::{LockManager, SCOPED};
 use crate::shape::Shape;
-use crate::{LockError, LockManager, LockManagerBuilder, LostReason};
 use layer::{Action, FaultLayer, Pattern, Shared};
 
 /// Runs `future` with `manager` as the default of `#[distributed_lock]` (without
@@ -813,7 +814,7 @@ fn backend_error(
 ) -> LockError {
     let transient = failure.is_transient();
     let shown = failure.to_string();
-    let source: crate::BoxError = if shown.contains(token) {
+    let source: crate::error::BoxError = if shown.contains(token) {
         crate::client::without_token(&shown, token).into()
     } else {
         failure.into_source()
