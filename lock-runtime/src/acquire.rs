@@ -642,7 +642,13 @@ impl Acquisition {
         }
         match &self.deadlock {
             Some(entered) => entered.wait.blocked_by(holder),
-            None => self.deadlock = Some(Deadlocks::enter(&self.manager, &self.lease, holder)),
+            None => {
+                self.deadlock = Some(Deadlocks::enter(
+                    &self.manager.deadlocks,
+                    &self.lease,
+                    holder,
+                ))
+            }
         }
     }
 

@@ -18,7 +18,8 @@ use crate::watchdog::Watchdog;
 pub(crate) struct Inner {
     pub(crate) id: u64,
     /// Set by [`LockManager::shutdown`](crate::LockManager::shutdown): no more acquisitions.
-    pub(crate) closed: AtomicBool,
+    /// The deadlock detector reads it too (its [`Reach`](crate::deadlock::Reach)).
+    pub(crate) closed: Arc<AtomicBool>,
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) watchdog: Watchdog,
     /// Where background tasks run: the pinned runtime, or the caller's.
@@ -32,7 +33,7 @@ pub(crate) struct Inner {
     /// shutdown waits for all of it (see [`UnderWay`]).
     pub(crate) under_way: UnderWay,
     /// Its waiters, followed for deadlocks.
-    pub(crate) deadlocks: crate::deadlock::Deadlocks,
+    pub(crate) deadlocks: Arc<crate::deadlock::Deadlocks>,
 }
 
 /// A release begun by shutdown, with its answer.

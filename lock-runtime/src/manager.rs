@@ -235,7 +235,7 @@ impl LockManager {
             .settled(self.inner.settle_limit())
             .await;
         // Its calls stopped waiting: what it published of their waits comes off too.
-        self.inner.deadlocks.withdraw(&self.inner).await;
+        self.inner.deadlocks.withdraw().await;
         let mut first = None;
         let releases = releases.unwrap_or_default();
         let count = releases.len();

@@ -43,6 +43,9 @@ const IDLE_LOOK: Duration = Duration::from_secs(1);
 /// without the last thousand waiting for the first nine to be answered.
 const PIPELINE: usize = 1000;
 
+/// Clones are handles on one watchdog (the deadlock detector keeps one, to see what each task
+/// holds).
+#[derive(Clone)]
 pub(crate) struct Watchdog {
     shared: Arc<Shared>,
 }
