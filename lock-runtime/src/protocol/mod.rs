@@ -41,7 +41,7 @@ pub(crate) fn held_value(token: &str, waiting: char, since_ms: u64, metadata: &s
 }
 
 /// One stored lock, parsed (see the [`inspect`](crate::inspect) docs for the forms): every form
-/// [`held_value`] and the scripts write, and those 0.2 wrote.
+/// `held_value` and the scripts write, and those 0.2 wrote.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredLock {
     /// `held`, `kept` or `free`.
