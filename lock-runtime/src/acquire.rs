@@ -13,13 +13,16 @@ use tokio::time::Instant;
 
 use crate::backend::{Acquire, Ask, Failure, Line};
 use crate::backoff::Backoff;
+use crate::blocker::Blocker;
 use crate::client::{Inner, without_token};
+use crate::current;
+use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::key::StoredKey;
 use crate::lease::{Lease, Token};
+use crate::options::LockOptions;
 use crate::pending::Pending;
 use crate::shape::Shape;
-use crate::{Blocker, LockError, LockOptions, current};
 
 use self::line::{InLine, Waiting};
 use crate::deadlock::{Deadlocks, Entered};
@@ -644,7 +647,13 @@ impl Acquisition {
         }
         match &self.deadlock {
             Some(entered) => entered.wait.blocked_by(holder),
-            None => self.deadlock = Some(Deadlocks::enter(&self.manager, &self.lease, holder)),
+            None => {
+                self.deadlock = Some(Deadlocks::enter(
+                    &self.manager.deadlocks,
+                    &self.lease,
+                    holder,
+                ))
+            }
         }
     }
 

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::inspect::StoredLock;
+use crate::protocol::StoredLock;
 
 /// The holder of a lock that an acquire found busy, as it recorded itself in the lock (see
 /// [`LockManagerBuilder::holder_metadata`](crate::LockManagerBuilder::holder_metadata), on by

@@ -1,10 +1,9 @@
 //! Settings for a [`LockManager`], and the connection they make.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::Deadlock;
 use crate::backend::cluster::ClusterBackend;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::{RedisBackend, RedisSettings};
@@ -14,13 +13,16 @@ use crate::backend::sentinel::SentinelBackend;
 use crate::backend::{Backend, FAIR_TURN};
 use crate::background::Background;
 use crate::client::Inner;
-use crate::deadlock::Deadlocks;
+use crate::deadlock::{Deadlocks, Reach};
 use crate::deployment::{Deployment, DeploymentKind};
+use crate::error::LockError;
+use crate::manager::LockManager;
+use crate::options::{Deadlock, MAX_TTL};
 use crate::shown::Exact;
-use crate::tls::Certificates;
+use crate::tls::{Certificates, TlsConfig};
+use crate::url;
 use crate::waiters::Waiters;
 use crate::watchdog::Watchdog;
-use crate::{LockError, LockManager, MAX_TTL, TlsConfig, url};
 
 /// The longest request timeout accepted.
 const MAX_REQUEST_TIMEOUT: Duration = Duration::from_secs(3600);
@@ -453,11 +455,21 @@ impl LockManagerBuilder {
     fn finish(self, backend: Arc<dyn Backend>, waiters: Arc<Waiters>) -> LockManager {
         tracing::info!(backend = backend.describe(), prefix = %self.prefix, "lock manager ready");
         let background = Background::pinned_to(self.runtime);
-        let deadlocks = Deadlocks::new(self.deadlock, &self.prefix, self.app_name.as_deref());
+        let watchdog = Watchdog::new(backend.clone(), background.clone());
+        let closed = Arc::new(AtomicBool::new(false));
+        let reach = Reach {
+            backend: backend.clone(),
+            watchdog: watchdog.clone(),
+            background: background.clone(),
+            request_timeout: self.request_timeout,
+            closed: closed.clone(),
+        };
+        let deadlocks =
+            Deadlocks::new(self.deadlock, &self.prefix, self.app_name.as_deref(), reach);
         LockManager::with_inner(Inner {
             id: next_manager_id(),
-            closed: std::sync::atomic::AtomicBool::new(false),
-            watchdog: Watchdog::new(backend.clone(), background.clone()),
+            closed,
+            watchdog,
             background,
             backend,
             waiters,
@@ -465,7 +477,7 @@ impl LockManagerBuilder {
             request_timeout: self.request_timeout,
             replica_wait: self.replicas.map_or(Duration::ZERO, |(_, timeout)| timeout),
             under_way: Default::default(),
-            deadlocks,
+            deadlocks: Arc::new(deadlocks),
         })
     }
 }
@@ -477,10 +489,19 @@ impl LockManager {
     /// and waiters, over `backend`.
     pub(crate) fn over_backend(&self, backend: Arc<dyn Backend>) -> LockManager {
         let inner = self.client();
+        let watchdog = Watchdog::new(backend.clone(), inner.background.clone());
+        let closed = Arc::new(AtomicBool::new(false));
+        let reach = Reach {
+            backend: backend.clone(),
+            watchdog: watchdog.clone(),
+            background: inner.background.clone(),
+            request_timeout: inner.request_timeout,
+            closed: closed.clone(),
+        };
         LockManager::with_inner(Inner {
             id: next_manager_id(),
-            closed: std::sync::atomic::AtomicBool::new(false),
-            watchdog: Watchdog::new(backend.clone(), inner.background.clone()),
+            closed,
+            watchdog,
             background: inner.background.clone(),
             backend,
             waiters: inner.waiters.clone(),
@@ -488,7 +509,7 @@ impl LockManager {
             request_timeout: inner.request_timeout,
             replica_wait: inner.replica_wait,
             under_way: Default::default(),
-            deadlocks: inner.deadlocks.alike(),
+            deadlocks: Arc::new(inner.deadlocks.alike(reach)),
         })
     }
 }

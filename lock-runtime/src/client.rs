@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::LockError;
 use crate::backend::{Backend, Failure, Release};
 use crate::background::Background;
+use crate::error::LockError;
 use crate::key::StoredKey;
 use crate::lease::{Lease, Status};
 use crate::waiters::Waiters;
@@ -18,7 +18,8 @@ use crate::watchdog::Watchdog;
 pub(crate) struct Inner {
     pub(crate) id: u64,
     /// Set by [`LockManager::shutdown`](crate::LockManager::shutdown): no more acquisitions.
-    pub(crate) closed: AtomicBool,
+    /// The deadlock detector reads it too (its [`Reach`](crate::deadlock::Reach)).
+    pub(crate) closed: Arc<AtomicBool>,
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) watchdog: Watchdog,
     /// Where background tasks run: the pinned runtime, or the caller's.
@@ -32,7 +33,7 @@ pub(crate) struct Inner {
     /// shutdown waits for all of it (see [`UnderWay`]).
     pub(crate) under_way: UnderWay,
     /// Its waiters, followed for deadlocks.
-    pub(crate) deadlocks: crate::deadlock::Deadlocks,
+    pub(crate) deadlocks: Arc<crate::deadlock::Deadlocks>,
 }
 
 /// A release begun by shutdown, with its answer.
@@ -110,7 +111,7 @@ impl Inner {
             .filter(|lease| lease.status() != Status::Acquiring)
             .collect();
         for lease in &leases {
-            lease.mark_lost(crate::LostReason::ShutDown);
+            lease.mark_lost(crate::error::LostReason::ShutDown);
         }
         self.waiters.wake_all();
         // Sent from tasks of their own, so that a call dropped before they are answered (a
@@ -205,7 +206,7 @@ impl Inner {
                 self.backend.server()
             ));
         }
-        let source: crate::BoxError = if failure.timeout() == Some(None) {
+        let source: crate::error::BoxError = if failure.timeout() == Some(None) {
             format!(
                 "no answer within {}",
                 crate::shown::Shown(self.request_timeout)

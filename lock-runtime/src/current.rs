@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::LostReason;
+use crate::error::LostReason;
 use crate::lease::Lease;
 use crate::shape::Shape;
 
@@ -171,7 +171,7 @@ impl CurrentLock {
     /// Which lock of the key's name the section holds (see
     /// [`LockGuard::mode`](crate::LockGuard::mode)): [`Mode::Read`](crate::Mode::Read) inside a
     /// `mode = "read"` section, for instance.
-    pub fn mode(&self) -> crate::Mode {
+    pub fn mode(&self) -> crate::shape::Mode {
         self.lease.stored.shape.mode()
     }
 

@@ -22,20 +22,22 @@
 //!   [`LockError::Deadlock`](crate::LockError::Deadlock).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::Deadlock;
-use crate::client::Inner;
+use crate::backend::Backend;
+use crate::background::Background;
+use crate::cycle::{CycleMember, DeadlockCycle};
 use crate::lease::{Lease, Owner};
+use crate::options::Deadlock;
 use crate::protocol::waits::{
     WaitRecord, WaitsUpdate, cycle_id, find_cycles, victim, waits_key, written_at,
 };
+use crate::watchdog::Watchdog;
 
 /// How often a manager with waiters looks for deadlocks and refreshes its published waits.
 pub(crate) const TICK: Duration = Duration::from_millis(200);
@@ -54,34 +56,7 @@ const REFRESH_IDLE: Duration = Duration::from_secs(2);
 /// Ticks without waiters before the detector stops (it starts again with the next waiter).
 const IDLE_TICKS: u32 = 5;
 
-/// A deadlock, as [`LockError::Deadlock`](crate::LockError::Deadlock) names it: who waits for
-/// which lock while holding which, starting with the call that gave up; each member waits for
-/// a lock the next one holds, and the last for one the first holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct DeadlockCycle {
-    /// The members, the call that gave up first.
-    pub members: Vec<CycleMember>,
-}
-
-/// One waiting call of a [`DeadlockCycle`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct CycleMember {
-    /// The lock it waits for, by name (`order:42`).
-    pub waits_for: String,
-    /// The locks its task holds, by name.
-    pub holds: Vec<String>,
-    /// Where it runs: host, process id and app name, as its manager records them.
-    pub host: Option<String>,
-    /// Its process id.
-    pub pid: Option<u32>,
-    /// Its app name ([`LockManagerBuilder::app_name`](crate::LockManagerBuilder::app_name)).
-    pub app: Option<String>,
-    /// When its wait began (its wall clock).
-    pub waiting_since: SystemTime,
-}
-
+/// Named by the records of its members, as the detector finds it.
 impl DeadlockCycle {
     /// The cycle of `records` named with the lock names under `prefix`, starting at `first`.
     pub(crate) fn of(records: &[WaitRecord], prefix: &str, first: &str) -> DeadlockCycle {
@@ -105,42 +80,6 @@ impl DeadlockCycle {
             })
             .collect();
         DeadlockCycle { members }
-    }
-}
-
-/// `pid 42 on web-1 (app "orders") holds `a` and waits for `b`; pid 7 on web-2 holds `b` and
-/// waits for `a``.
-impl fmt::Display for DeadlockCycle {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for (at, member) in self.members.iter().enumerate() {
-            if at > 0 {
-                f.write_str("; ")?;
-            }
-            write!(f, "{member}")?;
-        }
-        Ok(())
-    }
-}
-
-impl fmt::Display for CycleMember {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.pid, &self.host) {
-            (Some(pid), Some(host)) => write!(f, "pid {pid} on {}", host.escape_debug())?,
-            (Some(pid), None) => write!(f, "pid {pid}")?,
-            (None, Some(host)) => write!(f, "a process on {}", host.escape_debug())?,
-            (None, None) => f.write_str("a process")?,
-        }
-        if let Some(app) = &self.app {
-            write!(f, " (app \"{}\")", app.escape_debug())?;
-        }
-        f.write_str(" holds ")?;
-        for (at, held) in self.holds.iter().enumerate() {
-            if at > 0 {
-                f.write_str(", ")?;
-            }
-            write!(f, "`{}`", held.escape_debug())?;
-        }
-        write!(f, " and waits for `{}`", self.waits_for.escape_debug())
     }
 }
 
@@ -213,16 +152,29 @@ impl Wait {
 
 /// A call's place among its manager's waiters; leaves it when dropped.
 pub(crate) struct Entered {
-    manager: Weak<Inner>,
+    deadlocks: Weak<Deadlocks>,
     pub(crate) wait: Arc<Wait>,
 }
 
 impl Drop for Entered {
     fn drop(&mut self) {
-        if let Some(manager) = self.manager.upgrade() {
-            manager.deadlocks.leave(&self.wait);
+        if let Some(deadlocks) = self.deadlocks.upgrade() {
+            deadlocks.leave(&self.wait);
         }
     }
+}
+
+/// What the detector reaches of its manager, and no more: the deployment it publishes waits to
+/// and reads them from, the watchdog that knows what each task holds, where its task runs, how
+/// long a request may take, and whether the manager is closed. Handed over when the manager is
+/// put together: the manager's state holds the detector, never the other way round.
+pub(crate) struct Reach {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) watchdog: Watchdog,
+    pub(crate) background: Background,
+    pub(crate) request_timeout: Duration,
+    /// The manager's own flag (see [`LockManager::shutdown`](crate::LockManager::shutdown)).
+    pub(crate) closed: Arc<AtomicBool>,
 }
 
 /// What a manager knows of its waiters for deadlock detection.
@@ -239,6 +191,7 @@ pub(crate) struct Deadlocks {
     /// Held while the published waits are written: shutdown's withdrawal of them waits for a
     /// write under way, which could otherwise put a record back after it.
     writing: tokio::sync::Mutex<()>,
+    reach: Reach,
 }
 
 #[derive(Default)]
@@ -258,7 +211,12 @@ struct State {
 }
 
 impl Deadlocks {
-    pub(crate) fn new(default: Deadlock, prefix: &str, app: Option<&str>) -> Deadlocks {
+    pub(crate) fn new(
+        default: Deadlock,
+        prefix: &str,
+        app: Option<&str>,
+        reach: Reach,
+    ) -> Deadlocks {
         Deadlocks {
             default,
             key: waits_key(prefix),
@@ -268,12 +226,14 @@ impl Deadlocks {
             app: app.map(str::to_owned),
             state: Mutex::default(),
             writing: tokio::sync::Mutex::default(),
+            reach,
         }
     }
 
-    /// Another manager's, with this one's settings (the `testing` kit's).
+    /// The detector of another manager, reached through `reach`, with this one's settings (the
+    /// `testing` kit's).
     #[cfg(feature = "testing")]
-    pub(crate) fn alike(&self) -> Deadlocks {
+    pub(crate) fn alike(&self, reach: Reach) -> Deadlocks {
         Deadlocks {
             default: self.default,
             key: self.key.clone(),
@@ -283,6 +243,7 @@ impl Deadlocks {
             app: self.app.clone(),
             state: Mutex::default(),
             writing: tokio::sync::Mutex::default(),
+            reach,
         }
     }
 
@@ -294,11 +255,10 @@ impl Deadlocks {
     /// if known: it is followed until the returned place is dropped. Starts the detector if
     /// none runs.
     pub(crate) fn enter(
-        manager: &Arc<Inner>,
+        this: &Arc<Deadlocks>,
         lease: &Lease,
         blocked_by: Option<String>,
     ) -> Entered {
-        let this = &manager.deadlocks;
         let fail = lease.options.deadlock.unwrap_or(this.default) == Deadlock::Fail;
         let wait = Arc::new(Wait {
             id: format!("{:016x}", rand_u64()),
@@ -322,13 +282,14 @@ impl Deadlocks {
                 .as_ref()
                 .is_none_or(tokio::task::JoinHandle::is_finished)
             {
-                state.detector = manager
+                state.detector = this
+                    .reach
                     .background
-                    .try_spawn(detect(Arc::downgrade(manager)));
+                    .try_spawn(detect(Arc::downgrade(this)));
             }
         }
         Entered {
-            manager: Arc::downgrade(manager),
+            deadlocks: Arc::downgrade(this),
             wait,
         }
     }
@@ -366,7 +327,7 @@ impl Deadlocks {
     /// stopped waiting): once the manager is closed nothing is published again, so nothing of
     /// the process is left in the hash when this returns (unless the server did not answer
     /// within a request timeout: then the records end with their [`KEEP`]).
-    pub(crate) async fn withdraw(&self, manager: &Inner) {
+    pub(crate) async fn withdraw(&self) {
         let _writing = self.writing.lock().await;
         let remove = {
             let mut state = self.state();
@@ -383,6 +344,7 @@ impl Deadlocks {
         if remove.is_empty() {
             return;
         }
+        let reach = &self.reach;
         let update = WaitsUpdate {
             set: Vec::new(),
             remove,
@@ -390,23 +352,24 @@ impl Deadlocks {
             read: false,
         };
         let answer = tokio::time::timeout(
-            manager.request_timeout,
-            manager.backend.waits(&self.key, &update),
+            reach.request_timeout,
+            reach.backend.waits(&self.key, &update),
         )
         .await;
         if !matches!(answer, Ok(Ok(_))) {
             tracing::debug!(
-                server = manager.backend.server(),
+                server = reach.backend.server(),
                 "could not take the published waits of this process off the server; they end within {KEEP:?}"
             );
         }
     }
 
     /// One round of detection; whether anything is left to follow.
-    async fn tick(&self, manager: &Inner) -> bool {
+    async fn tick(&self) -> bool {
+        let reach = &self.reach;
         // A closed manager publishes nothing more (see `withdraw`).
         let _writing = self.writing.lock().await;
-        let closed = manager.is_closed();
+        let closed = reach.closed.load(Ordering::Acquire);
         let now = Instant::now();
         let now_ms = crate::protocol::now_ms();
         let (waits, ended) = {
@@ -415,7 +378,7 @@ impl Deadlocks {
             (waits, std::mem::take(&mut state.ended))
         };
         let tasks: HashSet<Owner> = waits.iter().map(|wait| wait.task).collect();
-        let mut held = manager.watchdog.locks_held_by(&tasks);
+        let mut held = reach.watchdog.locks_held_by(&tasks);
         let local: Vec<(Arc<Wait>, WaitRecord)> = waits
             .into_iter()
             .map(|wait| {
@@ -470,15 +433,15 @@ impl Deadlocks {
         };
         if !update.is_empty() {
             let answer = tokio::time::timeout(
-                manager.request_timeout,
-                manager.backend.waits(&self.key, &update),
+                reach.request_timeout,
+                reach.backend.waits(&self.key, &update),
             )
             .await;
             match answer {
                 Ok(Ok(read)) => self.across(read, &local, records, now_ms),
                 _ => {
                     tracing::debug!(
-                        server = manager.backend.server(),
+                        server = reach.backend.server(),
                         "could not publish or read the waits of this process; trying again"
                     );
                     self.state().ended.extend(update.remove);
@@ -608,22 +571,22 @@ impl Deadlocks {
 }
 
 /// The detector of one manager: a tick every [`TICK`] while it has waiters.
-async fn detect(manager: Weak<Inner>) {
+async fn detect(deadlocks: Weak<Deadlocks>) {
     let mut ticks = tokio::time::interval(TICK);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut idle = 0;
     loop {
         ticks.tick().await;
-        let Some(manager) = manager.upgrade() else {
+        let Some(deadlocks) = deadlocks.upgrade() else {
             return;
         };
-        let busy = manager.deadlocks.tick(&manager).await;
+        let busy = deadlocks.tick().await;
         if busy {
             idle = 0;
             continue;
         }
         idle += 1;
-        if idle >= IDLE_TICKS && manager.deadlocks.stop_if_idle() {
+        if idle >= IDLE_TICKS && deadlocks.stop_if_idle() {
             return;
         }
     }

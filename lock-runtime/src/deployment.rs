@@ -2,7 +2,7 @@
 //! memory), the servers it names, and the URL of each node. The manager, the backends and the
 //! operator's tools (through [`inspect`](crate::inspect)) all read lock URLs here.
 
-use crate::LockError;
+use crate::error::LockError;
 use crate::url;
 use crate::url::redact as redact_url;
 

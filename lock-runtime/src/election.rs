@@ -14,8 +14,11 @@ use tokio::runtime::Handle;
 use tokio::sync::{oneshot, watch};
 
 use crate::backoff::Backoff;
+use crate::error::{LockError, LostReason};
+use crate::guard::LockGuard;
 use crate::lease::Lease;
-use crate::{LockError, LockGuard, LockManager, LockOptions, LostReason};
+use crate::manager::LockManager;
+use crate::options::LockOptions;
 
 /// Options for [`LockManager::elect`]. Every setter is `const`.
 ///

@@ -4,8 +4,8 @@ use std::error::Error as StdError;
 use std::fmt;
 use std::time::Duration;
 
-use crate::Blocker;
-use crate::backend::Failure;
+use crate::blocker::Blocker;
+use crate::cycle::DeadlockCycle;
 use crate::shown::Shown;
 
 /// A boxed error from a backend (a Redis error, an I/O error, ...).
@@ -86,7 +86,7 @@ pub enum LockError {
         /// to give up ([`Deadlock::Wait`](crate::Deadlock::Wait)): each waited until its
         /// budget ran out. The message names it; so does
         /// [`deadlock_cycle`](LockError::deadlock_cycle).
-        deadlock: Option<Box<crate::DeadlockCycle>>,
+        deadlock: Option<Box<DeadlockCycle>>,
     },
 
     /// The lease ran out, or renewal proved that someone else now owns the lock, while it was held.
@@ -170,7 +170,7 @@ pub enum LockError {
         /// The lock key this call waited for.
         key: String,
         /// Who waited for what, starting with this call.
-        cycle: Box<crate::DeadlockCycle>,
+        cycle: Box<DeadlockCycle>,
     },
 
     /// The manager was shut down ([`LockManager::shutdown`](crate::LockManager::shutdown)):
@@ -204,7 +204,7 @@ impl LockError {
     /// The deadlock this error names: the one a [`Deadlock`](Self::Deadlock) call gave up in,
     /// or the one a [`Busy`](Self::Busy) wait was found part of when no member chose to give
     /// up.
-    pub fn deadlock_cycle(&self) -> Option<&crate::DeadlockCycle> {
+    pub fn deadlock_cycle(&self) -> Option<&DeadlockCycle> {
         match self {
             LockError::Deadlock { cycle, .. } => Some(cycle),
             LockError::Busy { deadlock, .. } => deadlock.as_deref(),
@@ -289,17 +289,6 @@ impl LockError {
         source: impl Into<BoxError>,
     ) -> Self {
         Self::backend_with(operation, key, server, source.into(), false)
-    }
-
-    /// `failure` during `operation`: transient if it is.
-    pub(crate) fn from_failure(
-        operation: &'static str,
-        key: Option<&str>,
-        server: &str,
-        failure: Failure,
-    ) -> Self {
-        let transient = failure.is_transient();
-        Self::backend_with(operation, key, server, failure.into_source(), transient)
     }
 
     /// A backend failure that may pass by itself if `transient` (see
@@ -495,7 +484,7 @@ impl fmt::Display for HeldBy<'_> {
 }
 
 /// `; its wait was part of a deadlock ...` after a busy lock's message, where one was found.
-struct InDeadlock<'a>(Option<&'a crate::DeadlockCycle>);
+struct InDeadlock<'a>(Option<&'a DeadlockCycle>);
 
 impl fmt::Display for InDeadlock<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -560,6 +549,7 @@ impl fmt::Display for KeyInMessage<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cycle::CycleMember;
 
     #[test]
     fn long_keys_are_shortened_in_messages() {
@@ -633,16 +623,6 @@ mod tests {
             reason: LostReason::NotOwner,
         };
         assert!(err.to_string().contains(r"a\nb\0c"), "{err}");
-    }
-
-    #[test]
-    fn a_failure_keeps_whether_it_may_pass_in_the_public_error() {
-        let from = |failure| LockError::from_failure("acquire", Some("k"), "127.0.0.1:1", failure);
-        let quorum = Failure::transient("only 1 of 3 masters answered, 2 needed");
-        assert!(from(quorum).is_retryable());
-        assert!(from(Failure::timed_out(Duration::from_millis(5))).is_retryable());
-        assert!(!from(Failure::permanent("foreign data at the key")).is_retryable());
-        assert!(!LockError::backend("connect", None, "127.0.0.1:1", "NOAUTH").is_retryable());
     }
 
     #[test]
@@ -752,7 +732,7 @@ mod tests {
 
     #[test]
     fn a_busy_wait_found_in_a_deadlock_names_the_cycle() {
-        let member = |waits_for: &str, holds: &str, pid| crate::CycleMember {
+        let member = |waits_for: &str, holds: &str, pid| CycleMember {
             waits_for: waits_for.into(),
             holds: vec![holds.into()],
             host: Some("web-1".into()),
@@ -760,7 +740,7 @@ mod tests {
             app: None,
             waiting_since: std::time::UNIX_EPOCH,
         };
-        let cycle = crate::DeadlockCycle {
+        let cycle = DeadlockCycle {
             members: vec![member("b", "a", 1), member("a", "b", 2)],
         };
         let err = LockError::Busy {

@@ -8,11 +8,11 @@ use tokio::time::Instant;
 
 use crate::backend::{Failure, HandOff, Release};
 use crate::client::{Inner, WorkUnderWay};
+use crate::error::{LockError, LostReason};
 use crate::lease::{Lease, Status};
 use crate::pending::{Pending, release_dropped};
 use crate::protocol::release_id;
 use crate::waiters::Slot;
-use crate::{LockError, LostReason};
 
 /// A held lock. Release it with [`LockGuard::release`]; if the guard is dropped instead (an early
 /// return, a panic, a cancelled future), the drop stops the renewals at once and releases the
@@ -123,7 +123,7 @@ impl LockGuard {
     /// [`Mode::Exclusive`]: crate::Mode::Exclusive
     /// [`Mode::Read`]: crate::Mode::Read
     /// [`Mode::Write`]: crate::Mode::Write
-    pub fn mode(&self) -> crate::Mode {
+    pub fn mode(&self) -> crate::shape::Mode {
         self.lease.stored.shape.mode()
     }
 

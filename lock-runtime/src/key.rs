@@ -7,7 +7,7 @@
 //! apart from the lock and the semaphore. All of them take their fencing tokens from the
 //! counter of that slot ([`StoredKey::counter`]).
 
-use crate::LockError;
+use crate::error::LockError;
 use crate::shape::Shape;
 
 /// The Redis names of one lock.

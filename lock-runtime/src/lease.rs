@@ -8,8 +8,9 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::error::LostReason;
 use crate::key::StoredKey;
-use crate::{LockOptions, LostReason};
+use crate::options::LockOptions;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Status {

@@ -2,26 +2,19 @@
 
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
 
 use tracing::Instrument;
 
 use crate::background::Background;
 use crate::builder::LockManagerBuilder;
 use crate::client::Inner;
+use crate::error::LockError;
 use crate::guard::LockGuard;
 use crate::key::StoredKey;
+use crate::options::LockOptions;
+use crate::section;
 use crate::section::{Body, box_body};
-use crate::{LockError, LockOptions, Mode, section};
-
-/// The shortest lease accepted: renewal runs at a third of it and needs a few milliseconds.
-pub const MIN_TTL: Duration = Duration::from_millis(lock_macro::__min_ttl_millis!());
-
-/// The longest lease and `hold_at_least` accepted (one year).
-///
-/// `#[distributed_lock]` rejects a longer `ttl` or `hold_at_least` at compile time: both read this
-/// number from one definition in the macro crate.
-pub const MAX_TTL: Duration = Duration::from_secs(lock_macro::__max_ttl_secs!());
+use crate::shape::Mode;
 
 /// A handle to one lock deployment: Redis, or memory for tests and demos.
 ///
@@ -73,6 +66,18 @@ impl LockManager {
 
 static GLOBAL: OnceLock<LockManager> = OnceLock::new();
 
+#[cfg(feature = "testing")]
+tokio::task_local! {
+    /// The default of the running task, set by `testing::with_default`: before [`GLOBAL`].
+    pub(crate) static SCOPED: LockManager;
+}
+
+/// The manager `testing::with_default` set for the running task, if any.
+#[cfg(feature = "testing")]
+fn scoped_default() -> Option<LockManager> {
+    SCOPED.try_with(LockManager::clone).ok()
+}
+
 /// Makes `manager` the one `#[distributed_lock]` uses when no `manager = ...` is given.
 /// Can be set once per process; a second call returns [`LockError::Config`].
 pub fn set_global_default(manager: LockManager) -> Result<(), LockError> {
@@ -85,7 +90,7 @@ pub fn set_global_default(manager: LockManager) -> Result<(), LockError> {
 /// made the default of the running task by `testing::with_default` comes first.
 pub fn global_default() -> Option<LockManager> {
     #[cfg(feature = "testing")]
-    if let Some(scoped) = crate::testing::scoped_default() {
+    if let Some(scoped) = scoped_default() {
         return Some(scoped);
     }
     GLOBAL.get().cloned()
@@ -230,7 +235,7 @@ impl LockManager {
             .settled(self.inner.settle_limit())
             .await;
         // Its calls stopped waiting: what it published of their waits comes off too.
-        self.inner.deadlocks.withdraw(&self.inner).await;
+        self.inner.deadlocks.withdraw().await;
         let mut first = None;
         let releases = releases.unwrap_or_default();
         let count = releases.len();
@@ -272,7 +277,7 @@ impl LockManager {
     ///
     /// Errors: [`LockError::Busy`] if the lock stayed taken for the whole wait,
     /// [`LockError::Backend`] if the server failed (then nothing is held), and
-    /// [`LockError::Config`] for an empty key or a ttl under [`MIN_TTL`].
+    /// [`LockError::Config`] for an empty key or a ttl under [`MIN_TTL`](crate::MIN_TTL).
     pub async fn lock(
         &self,
         key: impl Into<String>,
@@ -478,6 +483,8 @@ impl LockManager {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use tokio::time::Instant;
 
     use super::*;
@@ -560,7 +567,7 @@ mod tests {
             .expect("memory answers");
         assert!(matches!(landed, Acquire::Acquired { .. }));
         // ... after the holder's deadline passed, and the attempt gives up.
-        lease.mark_lost(crate::LostReason::Expired);
+        lease.mark_lost(crate::error::LostReason::Expired);
         drop(attempt);
         let other = LockManager {
             inner: locks.inner.clone(),

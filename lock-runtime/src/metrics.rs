@@ -23,7 +23,7 @@
 
 use std::time::Duration;
 
-use crate::LostReason;
+use crate::error::LostReason;
 
 /// The `lock.name` of a lock without a label.
 #[cfg(feature = "metrics")]

@@ -13,9 +13,13 @@ use std::time::Duration;
 use futures_util::future::{join_all, select_all};
 use tokio::time::Instant;
 
+use crate::current;
+use crate::error::{LockError, LostReason};
+use crate::guard::LockGuard;
+use crate::manager::LockManager;
+use crate::options::LockOptions;
 use crate::section::{self, Held, box_body};
 use crate::shape::Shape;
-use crate::{LockError, LockGuard, LockManager, LockOptions, LostReason, current};
 
 impl LockManager {
     /// Acquires every lock of `keys`, or none: either all are held when this returns `Ok`, or

@@ -1,10 +1,20 @@
-//! Per-lock options: lease length, wait budget, watchdog and what to do when the lease is lost.
+//! Per-lock options: lease length and its bounds, wait budget, watchdog and what to do when the
+//! lease is lost.
 
 use std::time::Duration;
 
-use crate::shape::Shape;
+use crate::error::LockError;
+use crate::shape::{Mode, Shape};
 use crate::shown::Exact;
-use crate::{LockError, MAX_TTL, MIN_TTL};
+
+/// The shortest lease accepted: renewal runs at a third of it and needs a few milliseconds.
+pub const MIN_TTL: Duration = Duration::from_millis(lock_macro::__min_ttl_millis!());
+
+/// The longest lease and `hold_at_least` accepted (one year).
+///
+/// `#[distributed_lock]` rejects a longer `ttl` or `hold_at_least` at compile time: both read this
+/// number from one definition in the macro crate.
+pub const MAX_TTL: Duration = Duration::from_secs(lock_macro::__max_ttl_secs!());
 
 /// What a locked section does when its lease is lost while it runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -45,30 +55,6 @@ pub struct LockOptions {
     pub(crate) mode: Mode,
     /// What to do in a deadlock; `None`: the manager's default.
     pub(crate) deadlock: Option<Deadlock>,
-}
-
-/// Which lock of a key's name a call takes: the exclusive lock, or the read-write lock in
-/// shared (read) or exclusive (write) mode. The read-write lock of a name is apart from its
-/// lock and its semaphore: they never exclude each other.
-///
-/// ```
-/// use lock_runtime::{LockOptions, Mode};
-///
-/// const READ: LockOptions = LockOptions::new().mode(Mode::Read);
-/// assert_eq!(READ.mode_value(), Mode::Read);
-/// assert_eq!(LockOptions::new().mode_value(), Mode::Exclusive);
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-#[non_exhaustive]
-pub enum Mode {
-    /// The lock: one holder at a time (the default).
-    #[default]
-    Exclusive,
-    /// A read share of the read-write lock: any number of readers together, never with a
-    /// writer; new readers wait while a writer waits.
-    Read,
-    /// The write hold of the read-write lock: one writer, and no reader.
-    Write,
 }
 
 /// What a call does when its wait is part of a deadlock: its task holds a lock that another

@@ -8,10 +8,10 @@ use std::sync::Arc;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
-use crate::LostReason;
 use crate::backend::Release;
 use crate::backoff::Backoff;
 use crate::client::{Inner, WorkUnderWay};
+use crate::error::LostReason;
 use crate::lease::{Lease, Status};
 
 /// The lease of an acquire whose answer is still out, registered with the watchdog under

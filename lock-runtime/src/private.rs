@@ -4,11 +4,12 @@
 use std::fmt::Display;
 use std::future::Future;
 
-pub use crate::LockError;
+pub use crate::error::LockError;
 use crate::section::box_body;
 
-pub use crate::options::{Deadlock, Mode, OnLeaseLost};
-pub use crate::{LockManager, LockOptions};
+pub use crate::manager::LockManager;
+pub use crate::options::{Deadlock, LockOptions, OnLeaseLost};
+pub use crate::shape::Mode;
 pub use core::time::Duration;
 pub use std::fmt::Write;
 pub use std::string::String;
@@ -49,7 +50,7 @@ where
     // Boxed here, not inside the async block, so the body is kept once (see `box_body`).
     let body = box_body(body);
     async move {
-        let Some(manager) = crate::global_default() else {
+        let Some(manager) = crate::manager::global_default() else {
             return wrap(into(no_global_default()));
         };
         manager
@@ -92,7 +93,7 @@ where
 {
     let body = box_body(body);
     async move {
-        let Some(manager) = crate::global_default() else {
+        let Some(manager) = crate::manager::global_default() else {
             return wrap(into(no_global_default()));
         };
         manager

@@ -11,7 +11,8 @@ use std::task::Poll;
 use futures_util::FutureExt;
 use futures_util::future::CatchUnwind;
 
-use crate::{LockError, OnLeaseLost};
+use crate::error::LockError;
+use crate::options::OnLeaseLost;
 
 /// What a locked section holds while its body runs.
 pub(crate) trait Held: Sized {
@@ -154,7 +155,7 @@ mod tests {
     use std::task::{Context, Poll, Waker};
 
     use super::*;
-    use crate::LostReason;
+    use crate::error::LostReason;
 
     /// A held lock whose loss the test decides, counting how often its watch is polled.
     #[derive(Default)]

@@ -4,9 +4,32 @@
 //! (the stored names, the scripts called, what a backend refuses, re-entry) matches on it.
 //! Publicly these are spelt `semaphore`, `read_lock` and `write_lock` (or
 //! [`LockOptions::permits`](crate::LockOptions::permits) and
-//! [`LockOptions::mode`](crate::LockOptions::mode)).
+//! [`LockOptions::mode`](crate::LockOptions::mode)); [`Mode`] is the public name of the
+//! read-write lock's two holds, which a shape reports back.
 
-use crate::options::Mode;
+/// Which lock of a key's name a call takes: the exclusive lock, or the read-write lock in
+/// shared (read) or exclusive (write) mode. The read-write lock of a name is apart from its
+/// lock and its semaphore: they never exclude each other.
+///
+/// ```
+/// use lock_runtime::{LockOptions, Mode};
+///
+/// const READ: LockOptions = LockOptions::new().mode(Mode::Read);
+/// assert_eq!(READ.mode_value(), Mode::Read);
+/// assert_eq!(LockOptions::new().mode_value(), Mode::Exclusive);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
+pub enum Mode {
+    /// The lock: one holder at a time (the default).
+    #[default]
+    Exclusive,
+    /// A read share of the read-write lock: any number of readers together, never with a
+    /// writer; new readers wait while a writer waits.
+    Read,
+    /// The write hold of the read-write lock: one writer, and no reader.
+    Write,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Shape {

@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::LockError;
+use crate::error::LockError;
 
 /// Where one PEM comes from: bytes given, or a file read at build.
 #[derive(Clone)]
@@ -264,7 +264,7 @@ mod checks {
     use rustls::pki_types::pem::{self, PemObject};
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-    use crate::LockError;
+    use crate::error::LockError;
 
     fn bad(part: &str, origin: &str, problem: &str) -> LockError {
         LockError::Config(format!("the TLS {part} ({origin}) {problem}"))

@@ -1,6 +1,6 @@
 //! Reading lock URLs without ever repeating their passwords.
 
-use crate::LockError;
+use crate::error::LockError;
 
 /// The scheme of `url` (`redis`, `rediss`, `memory`, ...), lower-cased input required.
 pub(crate) fn scheme(url: &str) -> Result<&str, LockError> {
@@ -192,7 +192,7 @@ const TLS_PARAMS: [&str; 3] = ["tls_ca", "tls_cert", "tls_key"];
 /// The TLS files named in the query of `url` (`?tls_ca=PATH&tls_cert=PATH&tls_key=PATH`, paths
 /// percent-decoded, names in any case), as a [`TlsConfig`]; `None` if it names none. A client
 /// certificate without its key (or the reverse), or another `tls_` parameter, is refused.
-pub(crate) fn tls_files(url: &str) -> Result<Option<crate::TlsConfig>, LockError> {
+pub(crate) fn tls_files(url: &str) -> Result<Option<crate::tls::TlsConfig>, LockError> {
     let rest = split_scheme(url).map_or(url, |(_, rest)| rest);
     let after_credentials = rest.rsplit_once('@').map_or(rest, |(_, after)| after);
     let Some((_, query)) = after_credentials.split_once('?') else {
@@ -223,7 +223,7 @@ pub(crate) fn tls_files(url: &str) -> Result<Option<crate::TlsConfig>, LockError
         files[slot] = Some(std::path::PathBuf::from(path.into_owned()));
     }
     let [ca, cert, key] = files;
-    let mut tls = crate::TlsConfig::new();
+    let mut tls = crate::tls::TlsConfig::new();
     let mut named = false;
     if let Some(ca) = ca {
         tls = tls.root_ca_file(ca);

@@ -539,7 +539,7 @@ mod tests {
             stored,
             crate::lease::Token::from_text("token").expect("a short token"),
             1,
-            crate::LockOptions::new(),
+            crate::options::LockOptions::new(),
             Instant::now(),
         ))
     }

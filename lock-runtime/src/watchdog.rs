@@ -19,9 +19,9 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::LostReason;
 use crate::backend::{Backend, Failure, Renewal};
 use crate::background::Background;
+use crate::error::LostReason;
 use crate::lease::{Lease, drift_margin};
 
 mod entries;
@@ -43,6 +43,9 @@ const IDLE_LOOK: Duration = Duration::from_secs(1);
 /// without the last thousand waiting for the first nine to be answered.
 const PIPELINE: usize = 1000;
 
+/// Clones are handles on one watchdog (the deadlock detector keeps one, to see what each task
+/// holds).
+#[derive(Clone)]
 pub(crate) struct Watchdog {
     shared: Arc<Shared>,
 }
@@ -704,10 +707,10 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     use super::*;
-    use crate::LockOptions;
     use crate::backend::{Acquire, Booking, BoxFuture, Release};
     use crate::key::StoredKey;
     use crate::lease::Status;
+    use crate::options::LockOptions;
 
     /// Two shards, as a cluster would have: renewals of `healthy:` keys are answered at once,
     /// those of `stalled:` keys only at `resumes` (a frozen master), each shard booked apart.

@@ -42,15 +42,16 @@ use super::{
 };
 use crate::background::{Background, Lifeline, Revivable};
 use crate::deployment::{Deployment, DeploymentKind};
+use crate::error::LockError;
 use crate::key::StoredKey;
 use crate::lease::Lease;
 use crate::protocol::scripts::{invoke, is_noscript};
 use crate::protocol::waits::WaitsUpdate;
 use crate::protocol::{Announce, Capabilities, lean, millis};
 use crate::tls::Certificates;
+use crate::url;
 use crate::url::enable_tls;
 use crate::waiters::Waiters;
-use crate::{LockError, url};
 
 pub(crate) struct ClusterBackend {
     conn: Arc<Commands>,

@@ -2,14 +2,16 @@
 //!
 //! The distinction is made where the failure is seen (a dropped connection, a failover answer,
 //! too few Redlock masters, too few replica acknowledgements), once, as a value: callers decide
-//! on retries by asking it, never by downcasting or reading message text.
+//! on retries by asking it, never by downcasting or reading message text. It reaches them as
+//! [`LockError::Backend`](crate::LockError::Backend) with its kind kept
+//! (`LockError::from_failure`, here).
 
 use std::fmt;
 use std::time::Duration;
 
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
-use crate::BoxError;
+use crate::error::{BoxError, LockError};
 
 /// A backend request that failed.
 #[derive(Debug)]
@@ -97,6 +99,20 @@ impl Failure {
 impl fmt::Display for Failure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.source.fmt(f)
+    }
+}
+
+/// A backend's failure in the public error, its kind kept: made here, beside what it reads.
+impl LockError {
+    /// `failure` during `operation`: transient if it is.
+    pub(crate) fn from_failure(
+        operation: &'static str,
+        key: Option<&str>,
+        server: &str,
+        failure: Failure,
+    ) -> Self {
+        let transient = failure.is_transient();
+        Self::backend_with(operation, key, server, failure.into_source(), transient)
     }
 }
 
@@ -191,10 +207,10 @@ pub(crate) fn is_transient(err: &RedisError) -> bool {
 /// Redis's protocol at all (an HTTP server on the port, a TLS server spoken to in plain text),
 /// and a TLS handshake the configuration decides (a CA not trusted, a client certificate
 /// missing).
-pub(crate) fn connect_error(server: &str, err: &RedisError) -> crate::LockError {
+pub(crate) fn connect_error(server: &str, err: &RedisError) -> LockError {
     let shown = err.to_string();
     if err.kind() == ErrorKind::Parse {
-        return crate::LockError::backend(
+        return LockError::backend(
             "connect",
             None,
             server,
@@ -209,7 +225,7 @@ pub(crate) fn connect_error(server: &str, err: &RedisError) -> crate::LockError 
         Some(explained) => (explained, false),
         None => (shown, is_transient(err)),
     };
-    crate::LockError::backend_with("connect", None, server, shown.into(), transient)
+    LockError::backend_with("connect", None, server, shown.into(), transient)
 }
 
 /// A request whose pinned runtime shut down: permanent, it cannot be served any more.
@@ -314,5 +330,15 @@ mod tests {
             Failure::timed_out(limit).to_string(),
             "no answer within 5ms"
         );
+    }
+
+    #[test]
+    fn a_failure_keeps_whether_it_may_pass_in_the_public_error() {
+        let from = |failure| LockError::from_failure("acquire", Some("k"), "127.0.0.1:1", failure);
+        let quorum = Failure::transient("only 1 of 3 masters answered, 2 needed");
+        assert!(from(quorum).is_retryable());
+        assert!(from(Failure::timed_out(Duration::from_millis(5))).is_retryable());
+        assert!(!from(Failure::permanent("foreign data at the key")).is_retryable());
+        assert!(!LockError::backend("connect", None, "127.0.0.1:1", "NOAUTH").is_retryable());
     }
 }

@@ -20,6 +20,7 @@ use super::{
     acquire_answer, hand_off_answer, whole,
 };
 use crate::background::{Background, Lifeline, Revivable};
+use crate::error::LockError;
 use crate::key::StoredKey;
 use crate::lease::Lease;
 use crate::protocol::scripts::{Lua, invoke, query_each_loading, query_loading};
@@ -27,9 +28,9 @@ use crate::protocol::waits::WaitsUpdate;
 use crate::protocol::{self, Announce, Capabilities, lean, millis};
 use crate::shape::Shape;
 use crate::tls::Certificates;
+use crate::url;
 use crate::url::enable_tls;
 use crate::waiters::Waiters;
-use crate::{LockError, url};
 
 // The scripts that touch the line of fair waiters start with its functions.
 pub(super) static ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {

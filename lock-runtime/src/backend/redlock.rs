@@ -26,12 +26,13 @@ use super::{Acquire, Ask, Backend, Booking, BoxFuture, Failure, Line, Release, R
 use crate::background::Background;
 use crate::backoff::jitter;
 use crate::deployment::{Deployment, DeploymentKind};
+use crate::error::LockError;
 use crate::key::StoredKey;
 use crate::lease::drift_margin;
 use crate::protocol::waits::WaitsUpdate;
 use crate::shape::Shape;
+use crate::url;
 use crate::waiters::Waiters;
-use crate::{LockError, url};
 
 /// The per-node timeout is the smaller of this and a tenth of the ttl.
 const MAX_NODE_TIMEOUT: Duration = Duration::from_millis(250);
@@ -715,7 +716,7 @@ mod tests {
         use proptest::prelude::*;
 
         use super::super::node_urls;
-        use crate::LockError;
+        use crate::error::LockError;
         use crate::url::fuzz::{FUZZ_CASES, url_like, url_with_password};
         use crate::url::server_of;
 

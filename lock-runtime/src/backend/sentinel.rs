@@ -35,11 +35,12 @@ use super::{Acquire, Ask, Backend, Booking, BoxFuture, Failure, Release, Renewal
 use crate::background::Background;
 use crate::backoff::Backoff;
 use crate::deployment::Deployment;
+use crate::error::{BoxError, LockError};
 use crate::key::StoredKey;
 use crate::protocol::waits::WaitsUpdate;
 use crate::tls::Certificates;
+use crate::url;
 use crate::waiters::Waiters;
-use crate::{BoxError, LockError, url};
 
 /// Ask the sentinels at most this often.
 const REFRESH_INTERVAL: Duration = Duration::from_millis(100);
@@ -662,7 +663,7 @@ mod tests {
         use proptest::prelude::*;
 
         use super::super::parse;
-        use crate::LockError;
+        use crate::error::LockError;
         use crate::url::fuzz::{FUZZ_CASES, url_like, url_with_password};
         use crate::url::server_of;
 

@@ -1,8 +1,9 @@
 //! What is in Redis for a lock and how each step reads and writes it without a script where it
-//! can: the value a holder writes, the slot's fence counter, the transaction that takes a free
-//! lock, the compare-and-set that renews and the compare-and-delete that releases one nobody
-//! waited for, and the server's capabilities they depend on. The scripts (`scripts/*.lua`) are the paths of contended, fair,
-//! kept and old-format locks, and of servers without these commands.
+//! can: the value a holder writes (and [`StoredLock`], which reads it back), the slot's fence
+//! counter, the transaction that takes a free lock, the compare-and-set that renews and the
+//! compare-and-delete that releases one nobody waited for, and the server's capabilities they
+//! depend on. The scripts (`scripts/*.lua`) are the paths of contended, fair, kept and
+//! old-format locks, and of servers without these commands.
 
 pub(crate) mod lean;
 pub(crate) mod scripts;
@@ -37,6 +38,95 @@ pub(crate) fn held_value(token: &str, waiting: char, since_ms: u64, metadata: &s
         value.push_str(metadata);
     }
     value
+}
+
+/// One stored lock, parsed (see the [`inspect`](crate::inspect) docs for the forms): every form
+/// `held_value` and the scripts write, and those 0.2 wrote.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredLock {
+    /// `held`, `kept` or `free`.
+    pub state: String,
+    /// The fencing token a value written by 0.2 carries; 0 in this format, which keeps tokens in
+    /// the fence counter of the lock's slot ([`fence_counter_key`](crate::inspect::fence_counter_key)).
+    pub fence: u64,
+    /// The owner token of a held lock. Whoever knows it can release the lock: never show it.
+    pub token: Option<String>,
+    /// Someone was told the lock is busy: the release will announce itself.
+    pub waiting: bool,
+    /// Fair waiters are in line (`waiting=2`): the release frees it for the first of them.
+    pub line: bool,
+    /// `since`, `host`, `pid`, `app` with holder metadata (`app` runs to the end of the value);
+    /// `next` and `until` of a lock freed for the first fair waiter in line.
+    pub holder: Vec<(String, String)>,
+}
+
+impl StoredLock {
+    /// Parses a stored value; `None` if it is not a lock.
+    pub fn parse(value: &str) -> Option<StoredLock> {
+        let (state, rest) = value.split_once(' ')?;
+        if !matches!(state, "held" | "kept" | "free") {
+            return None;
+        }
+        // Written by 0.2: the last fencing token comes first.
+        let (fence, mut rest) = match rest.strip_prefix("fence=") {
+            Some(old) => {
+                let (fence, rest) = old.split_once(' ').unwrap_or((old, ""));
+                (fence.parse().ok()?, rest)
+            }
+            None => (0, rest),
+        };
+        let mut lock = StoredLock {
+            state: state.to_owned(),
+            fence,
+            token: None,
+            waiting: false,
+            line: false,
+            holder: Vec::new(),
+        };
+        while !rest.is_empty() {
+            let (name, tail) = rest.split_once('=')?;
+            let (value, tail) = if name == "app" {
+                (tail, "")
+            } else {
+                tail.split_once(' ').unwrap_or((tail, ""))
+            };
+            match name {
+                "token" => lock.token = Some(value.to_owned()),
+                "waiting" => {
+                    lock.waiting = value != "0";
+                    lock.line = value == "2";
+                }
+                _ => lock.holder.push((name.to_owned(), value.to_owned())),
+            }
+            rest = tail;
+        }
+        Some(lock)
+    }
+
+    /// Busy for others: held, or kept for `hold_at_least`.
+    pub fn is_busy(&self) -> bool {
+        self.state == "held" || self.state == "kept"
+    }
+
+    /// Freed for the first fair waiter in line alone (`free ... next=<T> until=<ms>`).
+    pub fn is_reserved(&self) -> bool {
+        self.state == "free" && self.holder_field("next").is_some()
+    }
+
+    /// A holder field (`host`, `pid`, `app`, `since`), or `next` and `until` of a lock freed for
+    /// the first fair waiter in line.
+    pub fn holder_field(&self, name: &str) -> Option<&str> {
+        self.holder
+            .iter()
+            .find(|(field, _)| field == name)
+            .map(|(_, value)| value.as_str())
+    }
+
+    /// 12 hex digits of the SHA-1 of the owner token: tells holders apart, and is what their
+    /// release announces, but cannot be turned back into the token.
+    pub fn token_id(&self) -> Option<String> {
+        self.token.as_deref().map(token_id)
+    }
 }
 
 /// The wall clock in milliseconds since the Unix epoch: when a holder took its lock, as its
@@ -304,5 +394,35 @@ mod tests {
         ));
         assert!(!version_at_least("redis_version:6.2.14\r\n", 7));
         assert!(!version_at_least("nothing", 7));
+    }
+
+    #[test]
+    fn every_form_of_a_stored_lock_is_read() {
+        let held = StoredLock::parse(
+            "held fence=1764045123456789 token=abc waiting=1 since=1764045123456 host=web-1 pid=42 app=orders api",
+        )
+        .expect("a lock");
+        assert_eq!(held.state, "held");
+        assert_eq!(held.fence, 1_764_045_123_456_789);
+        assert_eq!(held.token.as_deref(), Some("abc"));
+        assert!(held.waiting && !held.line);
+        assert_eq!(held.holder_field("app"), Some("orders api"));
+        assert_eq!(held.holder_field("pid"), Some("42"));
+        assert_eq!(held.token_id().as_deref(), Some("a9993e364706"));
+        let new = StoredLock::parse("held token=abc waiting=0 since=1 host=h pid=2 app=x y")
+            .expect("a lock");
+        assert_eq!(new.fence, 0);
+        assert_eq!(new.token.as_deref(), Some("abc"));
+        assert_eq!(new.holder_field("app"), Some("x y"));
+        let reserved_now = StoredLock::parse("free next=t until=5").expect("a lock");
+        assert!(reserved_now.is_reserved());
+        let kept = StoredLock::parse("kept fence=7 waiting=2").expect("a lock");
+        assert!(kept.is_busy() && kept.line && kept.token.is_none());
+        let free = StoredLock::parse("free fence=9").expect("a lock");
+        assert!(!free.is_busy() && !free.is_reserved());
+        let reserved = StoredLock::parse("free fence=9 next=t until=5").expect("a lock");
+        assert!(reserved.is_reserved());
+        assert_eq!(StoredLock::parse("hello"), None);
+        assert_eq!(StoredLock::parse("gone fence=1"), None);
     }
 }

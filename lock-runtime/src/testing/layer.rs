@@ -10,10 +10,10 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::{Event, Fault, Gate, Holder};
-use crate::LostReason;
 use crate::backend::{
     Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal,
 };
+use crate::error::LostReason;
 use crate::key::StoredKey;
 use crate::protocol::waits::WaitsUpdate;
 use crate::shape::Shape;

@@ -100,14 +100,12 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::backend::{Acquire, Ask, Backend};
+use crate::builder::LockManagerBuilder;
+use crate::error::{LockError, LostReason};
 use crate::key::StoredKey;
+use crate::manager::{LockManager, SCOPED};
 use crate::shape::Shape;
-use crate::{LockError, LockManager, LockManagerBuilder, LostReason};
 use layer::{Action, FaultLayer, Pattern, Shared};
-
-tokio::task_local! {
-    static SCOPED: LockManager;
-}
 
 /// Runs `future` with `manager` as the default of `#[distributed_lock]` (without
 /// `manager = ...`): in it, [`global_default`](crate::global_default) answers `manager`, before
@@ -118,11 +116,6 @@ pub fn with_default<F: Future>(
     future: F,
 ) -> impl Future<Output = F::Output> + use<F> {
     SCOPED.scope(manager.clone(), future)
-}
-
-/// The manager [`with_default`] set for the running task, if any.
-pub(crate) fn scoped_default() -> Option<LockManager> {
-    SCOPED.try_with(LockManager::clone).ok()
 }
 
 /// A scripted backend failure.
@@ -852,7 +845,7 @@ fn backend_error(
 ) -> LockError {
     let transient = failure.is_transient();
     let shown = failure.to_string();
-    let source: crate::BoxError = if shown.contains(token) {
+    let source: crate::error::BoxError = if shown.contains(token) {
         crate::client::without_token(&shown, token).into()
     } else {
         failure.into_source()

@@ -328,7 +328,7 @@ impl Run {
                     self.keys[key].clone(),
                     crate::lease::Token::from_text(TOKENS[token]).expect("a short token"),
                     0,
-                    crate::LockOptions::new(),
+                    crate::options::LockOptions::new(),
                     tokio::time::Instant::now(),
                 )),
                 ttl,
