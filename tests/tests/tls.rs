@@ -18,6 +18,20 @@ async fn build(url: &str, tls: TlsConfig) -> Result<LockManager, LockError> {
         .await
 }
 
+/// The error of a connect to `url` with `tls` that must be refused; `refused_for` says why it
+/// should have been, and the panic shows `log`.
+async fn refused(
+    url: &str,
+    tls: TlsConfig,
+    refused_for: &str,
+    log: impl Fn() -> String,
+) -> LockError {
+    match build(url, tls).await {
+        Ok(_) => panic!("{refused_for}\n{}", log()),
+        Err(err) => err,
+    }
+}
+
 /// Takes and releases one lock on `locks`.
 async fn lock_and_release(locks: &LockManager, server: &RedisServer) {
     let guard = locks
@@ -87,13 +101,13 @@ async fn a_server_that_authenticates_clients_refuses_one_without_a_certificate_a
  {
     let certs = TestCerts::new();
     let server = RedisServer::start_tls(&certs, true);
-    let err = build(
+    let err = refused(
         &server.tls_url(),
         TlsConfig::new().root_ca_pem(certs.ca_pem()),
+        "connected without a client certificate",
+        || server.log(),
     )
-    .await
-    .err()
-    .unwrap_or_else(|| panic!("connected without a client certificate\n{}", server.log()));
+    .await;
     let shown = err.to_string();
     let port = server.tls_port().unwrap_or_default();
     assert!(shown.contains(&format!("127.0.0.1:{port}")), "{shown}");
@@ -109,13 +123,13 @@ async fn a_tls_1_2_server_that_authenticates_clients_refuses_one_without_a_certi
     let certs = TestCerts::new();
     let server =
         RedisServer::start_tls_with_config(None, &certs, true, &["--tls-protocols", "TLSv1.2"]);
-    let err = build(
+    let err = refused(
         &server.tls_url(),
         TlsConfig::new().root_ca_pem(certs.ca_pem()),
+        "connected without a client certificate",
+        || server.log(),
     )
-    .await
-    .err()
-    .unwrap_or_else(|| panic!("connected without a client certificate\n{}", server.log()));
+    .await;
     let shown = err.to_string();
     assert!(shown.contains("client_cert"), "{shown}");
     assert!(!err.is_retryable(), "{shown}");
@@ -126,13 +140,13 @@ async fn a_server_whose_ca_is_not_trusted_is_refused_with_what_to_give() {
     let certs = TestCerts::new();
     let server = RedisServer::start_tls(&certs, false);
     let other = TestCerts::new();
-    let err = build(
+    let err = refused(
         &server.tls_url(),
         TlsConfig::new().root_ca_pem(other.ca_pem()),
+        "trusted a certificate of another CA",
+        || server.log(),
     )
-    .await
-    .err()
-    .unwrap_or_else(|| panic!("trusted a certificate of another CA\n{}", server.log()));
+    .await;
     let shown = err.to_string();
     let port = server.tls_port().unwrap_or_default();
     assert!(shown.contains(&format!("127.0.0.1:{port}")), "{shown}");
