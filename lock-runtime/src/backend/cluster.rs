@@ -37,8 +37,8 @@ use super::redis::{
 use super::replicas::{Pool, Replication};
 use super::subscriber::{self, Event, Feed, Subscriptions};
 use super::{
-    Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Line, Release, Renewal,
-    acquire_answer, hand_off_answer,
+    Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal, acquire_answer,
+    hand_off_answer,
 };
 use crate::background::{Background, Lifeline, Revivable};
 use crate::deployment::{Deployment, DeploymentKind};
@@ -418,9 +418,7 @@ impl Backend for ClusterBackend {
             self.subscriptions.revive();
             let Some((replication, pool)) = &self.replication else {
                 let mut conn = self.routed(&key.lock);
-                if self.capabilities.lean_acquire
-                    && key.is_lock()
-                    && ask.line != Line::Fair
+                if self.holder.takes_lean(&self.capabilities, key, ask)
                     && let Some(answer) = self.acquire_lean(&mut conn, key, token, ttl, ask).await?
                 {
                     return Ok(answer);

@@ -235,6 +235,21 @@ impl Holder {
         }
     }
 
+    /// Whether an acquire of `key` asked as `ask` takes the lean path (a transaction, no
+    /// script) on a server that offers `capabilities`: a plain lock, outside the line of fair
+    /// waiters, where tokens come from the slot's counter alone. A Redlock master's tokens
+    /// follow its clock too ([`RedisSettings::clocked_tokens`]), which only the script
+    /// computes. The one gate of every deployment (a Cluster master is never clocked, a
+    /// Redlock master always is).
+    pub(super) fn takes_lean(
+        &self,
+        capabilities: &Capabilities,
+        key: &StoredKey,
+        ask: Ask,
+    ) -> bool {
+        capabilities.lean_acquire && !self.clocked_tokens && key.is_lock() && ask.line != Line::Fair
+    }
+
     /// The call of acquire.lua that takes `key` for `token` and `ttl` (see [`Ask`]); a fair
     /// waiter's turn is announced as `announce` says. For a semaphore, the call of
     /// semaphore.lua that takes one of its permits.
@@ -1064,10 +1079,7 @@ impl Backend for RedisBackend {
             // was a good part of the client's work per acquire.
             let invocation = || self.holder.acquire(key, token, ttl, ask, Announce::Publish);
             let Some((replication, pool)) = &self.replication else {
-                if self.capabilities.lean_acquire
-                    && !self.holder.clocked_tokens
-                    && key.is_lock()
-                    && ask.line != Line::Fair
+                if self.holder.takes_lean(&self.capabilities, key, ask)
                     && let Some(answer) = self.acquire_lean(key, token, ttl, ask).await?
                 {
                     return Ok(answer);
@@ -1545,6 +1557,37 @@ impl Feed for PubSubFeed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_plain_lock_outside_the_fair_line_with_counted_tokens_takes_the_lean_path() {
+        let holder = |clocked_tokens| Holder {
+            metadata: String::new(),
+            fair_turn_ms: 0,
+            clocked_tokens,
+        };
+        let lean = Capabilities {
+            lean_acquire: true,
+            native_delete: None,
+            set_ifeq: false,
+        };
+        let scripts = Capabilities {
+            lean_acquire: false,
+            ..lean
+        };
+        let lock = StoredKey::of("lock:", "k", Shape::Lock).expect("key");
+        let permit = StoredKey::of("lock:", "k", Shape::Semaphore { permits: 2 }).expect("key");
+        let plain = Ask::default();
+        let fair = Ask {
+            line: Line::Fair,
+            ..plain
+        };
+        assert!(holder(false).takes_lean(&lean, &lock, plain));
+        // A Redlock master: its token follows its clock, which the script reads.
+        assert!(!holder(true).takes_lean(&lean, &lock, plain));
+        assert!(!holder(false).takes_lean(&scripts, &lock, plain));
+        assert!(!holder(false).takes_lean(&lean, &permit, plain));
+        assert!(!holder(false).takes_lean(&lean, &lock, fair));
+    }
 
     #[test]
     fn the_rights_asked_at_connect_are_the_documented_ones() {
