@@ -9,6 +9,16 @@
 -- script with the server's own error, which the client reports as a refused command too.
 local acl_check_cmd = redis.acl_check_cmd
 
+-- What each command is asked about with after its key: enough arguments for its arity, which
+-- Redis 8 checks (`Wrong number of args`), 7.0 does not. Commands absent here take the key
+-- alone (GET, DEL, INCR, PTTL, EXISTS, ZCARD, PERSIST, TYPE, HGETALL) or nothing (TIME).
+local ASKED_WITH = {
+  SET = {'0'}, PEXPIRE = {'0'}, ZREM = {'0'}, ZSCORE = {'0'}, HDEL = {'0'}, HGET = {'0'},
+  ZADD = {'0', '0'}, ZRANGE = {'0', '0'}, ZRANGEBYSCORE = {'0', '0'},
+  ZREMRANGEBYSCORE = {'0', '0'}, HSET = {'0', '0'},
+}
+local NOTHING = {}
+
 -- Raises the error of the first of the commands `...` that this user may not run on `key` (nil:
 -- on no key), before the script wrote anything. The error reads as the server's own refusal
 -- (`NOPERM ... run the '<command>' command`), so that the client names the command alike.
@@ -23,7 +33,7 @@ local function may(key, ...)
     local command = select(i, ...)
     local allowed
     if key then
-      allowed = acl_check_cmd(command, key)
+      allowed = acl_check_cmd(command, key, unpack(ASKED_WITH[command] or NOTHING))
     else
       allowed = acl_check_cmd(command)
     end
