@@ -32,6 +32,17 @@ async fn refused(
     }
 }
 
+/// `err` names the server at `port` (where given), says to give `what`, and is not retryable:
+/// a refusal that stays until the configuration changes.
+fn assert_says_to_give(err: &LockError, port: Option<u16>, what: &str) {
+    let shown = err.to_string();
+    if let Some(port) = port {
+        assert!(shown.contains(&format!("127.0.0.1:{port}")), "{shown}");
+    }
+    assert!(shown.contains(what), "{shown}");
+    assert!(!err.is_retryable(), "{shown}");
+}
+
 /// Takes and releases one lock on `locks`.
 async fn lock_and_release(locks: &LockManager, server: &RedisServer) {
     let guard = locks
@@ -108,11 +119,11 @@ async fn a_server_that_authenticates_clients_refuses_one_without_a_certificate_a
         || server.log(),
     )
     .await;
-    let shown = err.to_string();
-    let port = server.tls_port().unwrap_or_default();
-    assert!(shown.contains(&format!("127.0.0.1:{port}")), "{shown}");
-    assert!(shown.contains("client_cert"), "{shown}");
-    assert!(!err.is_retryable(), "{shown}");
+    assert_says_to_give(
+        &err,
+        Some(server.tls_port().expect("a TLS port")),
+        "client_cert",
+    );
 }
 
 /// Over TLS 1.2 the server answers a handshake without a client certificate with a generic
@@ -130,9 +141,7 @@ async fn a_tls_1_2_server_that_authenticates_clients_refuses_one_without_a_certi
         || server.log(),
     )
     .await;
-    let shown = err.to_string();
-    assert!(shown.contains("client_cert"), "{shown}");
-    assert!(!err.is_retryable(), "{shown}");
+    assert_says_to_give(&err, None, "client_cert");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -147,11 +156,11 @@ async fn a_server_whose_ca_is_not_trusted_is_refused_with_what_to_give() {
         || server.log(),
     )
     .await;
-    let shown = err.to_string();
-    let port = server.tls_port().unwrap_or_default();
-    assert!(shown.contains(&format!("127.0.0.1:{port}")), "{shown}");
-    assert!(shown.contains("root_ca"), "{shown}");
-    assert!(!err.is_retryable(), "{shown}");
+    assert_says_to_give(
+        &err,
+        Some(server.tls_port().expect("a TLS port")),
+        "root_ca",
+    );
 }
 
 /// Without a CA given, the system's trust store decides: the test CA is not in it.
@@ -242,9 +251,7 @@ async fn redlock_masters_whose_ca_is_not_trusted_are_refused_for_good() {
     .await
     .err()
     .unwrap_or_else(|| panic!("trusted certificates of another CA"));
-    let shown = err.to_string();
-    assert!(shown.contains("root_ca"), "{shown}");
-    assert!(!err.is_retryable(), "{shown}");
+    assert_says_to_give(&err, None, "root_ca");
 }
 
 /// Certificates with a plain URL would be ignored and the connection go out in plain text.
