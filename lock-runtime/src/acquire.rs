@@ -11,14 +11,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::backend::{Acquire, Ask, Failure, Line};
+use crate::backend::{Acquire, Ask, Line, StoreError};
 use crate::backoff::Backoff;
 use crate::blocker::Blocker;
 use crate::client::{Inner, without_token};
 use crate::current;
 use crate::error::LockError;
 use crate::guard::LockGuard;
-use crate::key::StoredKey;
+use crate::key::Key;
 use crate::lease::{Lease, Token};
 use crate::options::LockOptions;
 use crate::pending::Pending;
@@ -107,7 +107,7 @@ impl Inner {
 
     /// The checks before anything is sent: the options, what the backend can hold, and an
     /// upgrade that would wait for the task's own read share. The key as stored, if all pass.
-    fn admit(&self, key: &str, options: LockOptions) -> Result<StoredKey, LockError> {
+    fn admit(&self, key: &str, options: LockOptions) -> Result<Key, LockError> {
         let shape = options.shape()?;
         if options.fair && !self.backend.fair() {
             return Err(LockError::Config(format!(
@@ -124,7 +124,7 @@ impl Inner {
                 key.escape_debug()
             )));
         }
-        let stored = StoredKey::of(&self.prefix, key, shape)?;
+        let stored = Key::new(&self.prefix, key, shape)?;
         match shape {
             Shape::Write
                 if self.watchdog.held_by_task_in(
@@ -183,7 +183,7 @@ enum Answer {
         remaining: Option<Duration>,
         watched: Option<Subscription>,
         blocker: Option<Box<Blocker>>,
-        holder: Option<u64>,
+        holder: Option<crate::store::HolderId>,
     },
     /// A failure that may pass, waited out within the budget: ask again.
     Again,
@@ -222,7 +222,7 @@ struct Acquisition {
 }
 
 impl Acquisition {
-    fn new(manager: Arc<Inner>, stored: StoredKey, options: LockOptions) -> Self {
+    fn new(manager: Arc<Inner>, stored: Key, options: LockOptions) -> Self {
         let token = Token::new_v4();
         let start = Instant::now();
         // `wait(Duration::MAX)` means "as long as it takes".
@@ -275,7 +275,7 @@ impl Acquisition {
                 } => {
                     // The last answer's: the holder may have changed since an earlier one.
                     self.blocker = blocker;
-                    self.blocked_by(holder.map(crate::protocol::holder_hex));
+                    self.blocked_by(holder.map(|holder| crate::protocol::holder_hex(holder.get())));
                     if let ControlFlow::Break(done) = Box::pin(self.busy(remaining, watched)).await
                     {
                         return done;
@@ -493,7 +493,7 @@ impl Acquisition {
     }
 
     /// Sends the acquire request of `lease`, and waits for its answer as long as it may take.
-    async fn send(&self, lease: &Lease) -> Result<Acquire, Failure> {
+    async fn send(&self, lease: &Lease) -> Result<Acquire, StoreError> {
         let manager = &self.manager;
         let options = &self.options;
         // Never longer than the lease itself: an answer after that would be stale.
@@ -517,13 +517,13 @@ impl Acquisition {
             // Granted, but so late that the lease may be over already: retrying with the
             // same token refreshes it and gives it a fresh deadline.
             Ok(Ok(Acquire::Acquired { .. })) if Instant::now() >= lease.deadline() => {
-                Err(Failure::transient(format!(
+                Err(StoreError::transient(format!(
                     "granted only after its {} lease ran out",
                     crate::shown::Shown(options.ttl)
                 )))
             }
             Ok(answer) => answer,
-            Err(_) => Err(Failure::timed_out(limit)),
+            Err(_) => Err(StoreError::timed_out(limit)),
         }
     }
 
@@ -558,7 +558,7 @@ impl Acquisition {
 
     /// The attempt of `pending` failed: waited out and tried again if it may pass, else the
     /// acquisition's error.
-    async fn failed(&mut self, pending: Pending, failure: Failure) -> Answer {
+    async fn failed(&mut self, pending: Pending, failure: StoreError) -> Answer {
         // Within the wait budget a dropped connection or a failover is waited out
         // like a busy lock. The retry reuses the owner token where the backend
         // allows it, so an attempt that landed unseen is simply confirmed.
@@ -689,7 +689,7 @@ impl Acquisition {
 /// Whether the attempt that got `answer` may have a place in line on the server (a fair
 /// waiter's, or a writer's waiting mark): told so, or, shutting down, not told otherwise by an
 /// answer that never came. Leaving a line one is not in changes nothing.
-fn may_be_in_line(answer: &Result<Acquire, Failure>, line: Line, closing: bool) -> bool {
+fn may_be_in_line(answer: &Result<Acquire, StoreError>, line: Line, closing: bool) -> bool {
     match answer {
         Ok(Acquire::Busy { in_line, .. }) => *in_line,
         Ok(Acquire::Acquired { .. }) => false,

@@ -4,13 +4,13 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use crate::backend::FAIR_TURN;
 use crate::backend::cluster::ClusterBackend;
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::{RedisBackend, RedisSettings};
 use crate::backend::redlock::RedlockBackend;
 use crate::backend::replicas::{ReplicaAcks, ReplicaShortage};
 use crate::backend::sentinel::SentinelBackend;
-use crate::backend::{Backend, FAIR_TURN};
 use crate::background::Background;
 use crate::client::Inner;
 use crate::deadlock::{Deadlocks, Reach};
@@ -19,6 +19,7 @@ use crate::error::LockError;
 use crate::manager::LockManager;
 use crate::options::{Deadlock, MAX_TTL};
 use crate::shown::Exact;
+use crate::store::{Changes, Store};
 use crate::tls::{Certificates, TlsConfig};
 use crate::url;
 use crate::waiters::Waiters;
@@ -54,6 +55,8 @@ pub struct LockManagerBuilder {
     replica_shortage: ReplicaShortage,
     runtime: Option<tokio::runtime::Handle>,
     tls: Option<TlsConfig>,
+    /// A store given as is, instead of a URL.
+    store: Option<Arc<dyn Store>>,
 }
 
 impl std::fmt::Debug for LockManagerBuilder {
@@ -69,6 +72,7 @@ impl std::fmt::Debug for LockManagerBuilder {
             .field("replica_acks", &self.replica_acks())
             .field("runtime", &self.runtime.is_some())
             .field("tls", &self.tls)
+            .field("store", &self.store.as_ref().map(|store| store.describe()))
             .finish()
     }
 }
@@ -87,6 +91,7 @@ impl Default for LockManagerBuilder {
             replica_shortage: ReplicaShortage::Fail,
             runtime: None,
             tls: None,
+            store: None,
         }
     }
 }
@@ -95,6 +100,28 @@ impl LockManagerBuilder {
     /// The deployment, as for [`LockManager::connect`]. Required by [`build`](Self::build).
     pub fn url(mut self, url: impl Into<String>) -> Self {
         self.url = Some(url.into());
+        self
+    }
+
+    /// The store to keep locks in, instead of a URL: a store of your own (see
+    /// [`store`](crate::store)), or one shared by several managers (each stands for a process
+    /// that shares the store). Every feature works over it as far as the store's capabilities
+    /// go; an option that needs one the store lacks (`fair = true` without
+    /// [`Store::fair`](crate::store::Store::fair), a semaphore the store does not keep) is
+    /// refused with an error that names it.
+    ///
+    /// ```no_run
+    /// # async fn run(my_store: std::sync::Arc<dyn lock_runtime::store::Store>) -> Result<(), lock_runtime::LockError> {
+    /// use lock_runtime::LockManager;
+    ///
+    /// let manager = LockManager::builder().store(my_store).build().await?;
+    /// let guard = manager.lock("order:42").await?;
+    /// guard.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn store(mut self, store: Arc<dyn Store>) -> Self {
+        self.store = Some(store);
         self
     }
 
@@ -347,8 +374,11 @@ impl LockManagerBuilder {
     }
 
     /// Connects and returns the manager.
-    pub async fn build(self) -> Result<LockManager, LockError> {
+    pub async fn build(mut self) -> Result<LockManager, LockError> {
         self.validate()?;
+        if let Some(store) = self.store.take() {
+            return self.over_store(store);
+        }
         let url = self
             .url
             .as_deref()
@@ -371,7 +401,7 @@ impl LockManagerBuilder {
         let certificates = self.certificates(&deployment)?;
         let waiters = Arc::new(Waiters::with_fair_turn(self.fair_turn));
         let settings = self.redis_settings(deployment.url(), &background, &certificates);
-        let backend: Arc<dyn Backend> = match deployment.kind() {
+        let backend: Arc<dyn Store> = match deployment.kind() {
             DeploymentKind::Sentinel => {
                 Arc::new(SentinelBackend::connect(settings, waiters.clone()).await?)
             }
@@ -384,6 +414,28 @@ impl LockManagerBuilder {
             _ => Arc::new(RedisBackend::connect(settings, waiters.clone()).await?),
         };
         Ok(self.finish(backend, waiters))
+    }
+
+    /// A manager over a store given as is: the settings that only a URL's deployment can use
+    /// are refused.
+    fn over_store(self, store: Arc<dyn Store>) -> Result<LockManager, LockError> {
+        let refused = if self.url.is_some() {
+            Some("a URL was given too: give either a URL or a store")
+        } else if self.replicas.is_some() {
+            Some("wait_for_replicas applies to Redis Sentinel and Cluster only")
+        } else if self.tls.is_some() {
+            Some("TLS certificates go to the store itself, not to the builder")
+        } else {
+            None
+        };
+        if let Some(refused) = refused {
+            return Err(LockError::Config(format!(
+                "the manager over the store `{}` cannot be built: {refused}",
+                store.describe()
+            )));
+        }
+        let waiters = Arc::new(Waiters::with_fair_turn(self.fair_turn));
+        Ok(self.finish(store, waiters))
     }
 
     /// The settings that are wrong whatever the deployment, with the reason.
@@ -452,7 +504,8 @@ impl LockManagerBuilder {
         self.finish(Arc::new(backend), waiters)
     }
 
-    fn finish(self, backend: Arc<dyn Backend>, waiters: Arc<Waiters>) -> LockManager {
+    fn finish(self, backend: Arc<dyn Store>, waiters: Arc<Waiters>) -> LockManager {
+        backend.attach(&Changes::new(waiters.clone()));
         tracing::info!(backend = backend.describe(), prefix = %self.prefix, "lock manager ready");
         let background = Background::pinned_to(self.runtime);
         let watchdog = Watchdog::new(backend.clone(), background.clone());
@@ -487,7 +540,7 @@ impl LockManagerBuilder {
 impl LockManager {
     /// A manager of its own (its id, watchdog and shutdown), with this one's settings, runtime
     /// and waiters, over `backend`.
-    pub(crate) fn over_backend(&self, backend: Arc<dyn Backend>) -> LockManager {
+    pub(crate) fn over_backend(&self, backend: Arc<dyn Store>) -> LockManager {
         let inner = self.client();
         let watchdog = Watchdog::new(backend.clone(), inner.background.clone());
         let closed = Arc::new(AtomicBool::new(false));

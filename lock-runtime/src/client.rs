@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::backend::{Backend, Failure, Release};
+use crate::backend::{Release, Store, StoreError};
 use crate::background::Background;
 use crate::error::LockError;
-use crate::key::StoredKey;
+use crate::key::Key;
 use crate::lease::{Lease, Status};
 use crate::waiters::Waiters;
 use crate::watchdog::Watchdog;
@@ -20,7 +20,7 @@ pub(crate) struct Inner {
     /// Set by [`LockManager::shutdown`](crate::LockManager::shutdown): no more acquisitions.
     /// The deadlock detector reads it too (its [`Reach`](crate::deadlock::Reach)).
     pub(crate) closed: Arc<AtomicBool>,
-    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) backend: Arc<dyn Store>,
     pub(crate) watchdog: Watchdog,
     /// Where background tasks run: the pinned runtime, or the caller's.
     pub(crate) background: Background,
@@ -146,9 +146,9 @@ impl Inner {
     }
 
     /// Whether a holder of `stored` hands it straight to a waiter of this process (see
-    /// `Backend::hands_off`): never a semaphore's permit, whose waiters may find another
+    /// `Store::hands_off`): never a semaphore's permit, whose waiters may find another
     /// permit free and always ask the server.
-    pub(crate) fn hands_off(&self, stored: &StoredKey) -> bool {
+    pub(crate) fn hands_off(&self, stored: &Key) -> bool {
         stored.is_lock() && self.backend.hands_off()
     }
 
@@ -183,7 +183,11 @@ impl Inner {
             }
             Err(_) => {
                 crate::metrics::release_failed(lease.options.label);
-                Err(self.error("release", lease, Failure::timed_out(self.request_timeout)))
+                Err(self.error(
+                    "release",
+                    lease,
+                    StoreError::timed_out(self.request_timeout),
+                ))
             }
         }
     }
@@ -195,7 +199,7 @@ impl Inner {
         &self,
         operation: &'static str,
         lease: &Lease,
-        failure: Failure,
+        failure: StoreError,
     ) -> LockError {
         let shown = failure.to_string();
         let transient = failure.is_transient();

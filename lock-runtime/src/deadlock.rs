@@ -29,7 +29,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::backend::Backend;
+use crate::backend::Store;
 use crate::background::Background;
 use crate::cycle::{CycleMember, DeadlockCycle};
 use crate::lease::{Lease, Owner};
@@ -169,7 +169,7 @@ impl Drop for Entered {
 /// long a request may take, and whether the manager is closed. Handed over when the manager is
 /// put together: the manager's state holds the detector, never the other way round.
 pub(crate) struct Reach {
-    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) backend: Arc<dyn Store>,
     pub(crate) watchdog: Watchdog,
     pub(crate) background: Background,
     pub(crate) request_timeout: Duration,
@@ -192,6 +192,8 @@ pub(crate) struct Deadlocks {
     /// write under way, which could otherwise put a record back after it.
     writing: tokio::sync::Mutex<()>,
     reach: Reach,
+    /// Whether the log said that the store keeps no published waits.
+    said_local: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Default)]
@@ -226,6 +228,7 @@ impl Deadlocks {
             app: app.map(str::to_owned),
             state: Mutex::default(),
             writing: tokio::sync::Mutex::default(),
+            said_local: Default::default(),
             reach,
         }
     }
@@ -243,6 +246,7 @@ impl Deadlocks {
             app: self.app.clone(),
             state: Mutex::default(),
             writing: tokio::sync::Mutex::default(),
+            said_local: Default::default(),
             reach,
         }
     }
@@ -328,6 +332,9 @@ impl Deadlocks {
     /// the process is left in the hash when this returns (unless the server did not answer
     /// within a request timeout: then the records end with their [`KEEP`]).
     pub(crate) async fn withdraw(&self) {
+        if !self.reach.backend.keeps_waits() {
+            return;
+        }
         let _writing = self.writing.lock().await;
         let remove = {
             let mut state = self.state();
@@ -362,6 +369,20 @@ impl Deadlocks {
                 "could not take the published waits of this process off the server; they end within {KEEP:?}"
             );
         }
+    }
+
+    /// Whether waits are published to the store: where it keeps none, detection sees this
+    /// process only, as the log says once.
+    fn publishes(&self) -> bool {
+        let keeps = self.reach.backend.keeps_waits();
+        if !keeps && !self.said_local.swap(true, Ordering::Relaxed) {
+            tracing::info!(
+                store = self.reach.backend.describe(),
+                "the store keeps no published waits: deadlock detection sees the waits of this \
+                 process only"
+            );
+        }
+        keeps
     }
 
     /// One round of detection; whether anything is left to follow.
@@ -400,6 +421,11 @@ impl Deadlocks {
         // Within this process: what the watchdog says is held now.
         for cycle in find_cycles(&records) {
             self.found(&cycle, &local);
+        }
+        if !self.publishes() {
+            let mut state = self.state();
+            state.ended.clear();
+            return !state.waits.is_empty();
         }
         let holding = records.iter().any(|record| !record.holds.is_empty());
         let set: Vec<(String, String)> = local

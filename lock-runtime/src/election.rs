@@ -137,7 +137,7 @@ impl LockManager {
         let name = name.into();
         let lock_options = options.lock_options();
         lock_options.validate()?;
-        crate::key::StoredKey::new("", &name)?;
+        crate::key::Key::lock("", &name)?;
         if self.is_shut_down() {
             return Err(LockError::ShutDown { key: name });
         }

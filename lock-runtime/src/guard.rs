@@ -6,7 +6,7 @@ use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
 
-use crate::backend::{Failure, HandOff, Release};
+use crate::backend::{HandOff, Release, StoreError};
 use crate::client::{Inner, WorkUnderWay};
 use crate::error::{LockError, LostReason};
 use crate::lease::{Lease, Status};
@@ -339,7 +339,7 @@ async fn hand_off(manager: &Arc<Inner>, lease: &Arc<Lease>) -> Option<Result<Rel
         Err(_) => Some(Err(manager.error(
             "release",
             lease,
-            Failure::transient("the hand-over to a waiter ended unanswered".to_owned()),
+            StoreError::transient("the hand-over to a waiter ended unanswered".to_owned()),
         ))),
     }
 }
@@ -370,7 +370,7 @@ async fn hand_over(
     .await;
     let answer = match answer {
         Ok(answer) => answer,
-        Err(_) => Err(Failure::timed_out(manager.request_timeout)),
+        Err(_) => Err(StoreError::timed_out(manager.request_timeout)),
     };
     // In time, the waiter's lease is held from now on. (Too late, the waiter's own retry under
     // the same token confirms it, as after any late grant.)

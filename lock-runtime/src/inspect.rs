@@ -36,7 +36,7 @@ pub use crate::protocol::StoredLock;
 pub use crate::protocol::waits::{CLOCK_SKEW_MS, WaitRecord, find_cycles, newest_copies, victim};
 
 use crate::error::LockError;
-use crate::key::StoredKey;
+use crate::key::Key;
 use crate::shape::Shape;
 use crate::url;
 
@@ -80,7 +80,7 @@ pub fn waits_key(prefix: &str) -> String {
 ///
 /// [`LockError::Config`] for an empty key.
 pub fn lock_key(prefix: &str, key: &str) -> Result<String, LockError> {
-    Ok(StoredKey::new(prefix, key)?.lock)
+    Ok(Key::lock(prefix, key)?.lock)
 }
 
 /// The fence counter that hands out the fencing tokens of the lock stored at `lock` under
@@ -109,7 +109,7 @@ pub fn lock_name(prefix: &str, stored: &str) -> Option<String> {
         .strip_prefix(prefix)?
         .strip_prefix('{')?
         .strip_suffix('}')?;
-    // See StoredKey::new: a leading `}` or `\` is stored behind a `\`.
+    // See Key::new: a leading `}` or `\` is stored behind a `\`.
     let name = match inner.strip_prefix('\\') {
         Some(rest) if rest.starts_with(['}', '\\']) => rest,
         _ => inner,
@@ -199,7 +199,7 @@ pub struct ReadWriteKeys {
 ///
 /// [`LockError::Config`] for an empty key.
 pub fn semaphore_keys(prefix: &str, key: &str) -> Result<SemaphoreKeys, LockError> {
-    let stored = StoredKey::of(prefix, key, Shape::Semaphore { permits: 1 })?;
+    let stored = Key::new(prefix, key, Shape::Semaphore { permits: 1 })?;
     Ok(SemaphoreKeys {
         fence: stored.fence_of_0_2(),
         counter: stored.counter(),
@@ -213,7 +213,7 @@ pub fn semaphore_keys(prefix: &str, key: &str) -> Result<SemaphoreKeys, LockErro
 ///
 /// [`LockError::Config`] for an empty key.
 pub fn read_write_keys(prefix: &str, key: &str) -> Result<ReadWriteKeys, LockError> {
-    let stored = StoredKey::of(prefix, key, Shape::Read)?;
+    let stored = Key::new(prefix, key, Shape::Read)?;
     Ok(ReadWriteKeys {
         readers: stored.rw_readers(),
         writer: stored.rw_writer(),

@@ -5,14 +5,25 @@
 //! read-write lock of the same name is `<prefix>{<key>}:rw` (its channel) with its keys
 //! `:rw:readers`, `:rw:writer`, `:rw:writer-waiting` and `:rw:waiting`, in the same slot and
 //! apart from the lock and the semaphore. All of them take their fencing tokens from the
-//! counter of that slot ([`StoredKey::counter`]).
+//! counter of that slot ([`Key::counter`]).
 
 use crate::error::LockError;
 use crate::shape::Shape;
 
-/// The Redis names of one lock.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct StoredKey {
+/// The key of one lock as a store sees it: the lock's name, its shape, and a name unique per
+/// name and shape ([`Key::name`]) to keep it under.
+///
+/// ```
+/// use lock_runtime::store::{Key, Shape};
+///
+/// let key = Key::new("lock:", "pool", Shape::Semaphore { permits: 3 }).unwrap();
+/// assert_eq!(key.key(), "pool");
+/// assert_eq!(key.prefix(), "lock:");
+/// assert_eq!(key.name(), "lock:{pool}:sem");
+/// assert_eq!(key.shape().permits(), Some(3));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Key {
     /// `<prefix>{<key>}`: the lock hash, and the channel its release is published on; for a
     /// semaphore, `<prefix>{<key>}:sem`, its set of holders and its channel; for a read-write
     /// lock, `<prefix>{<key>}:rw`, its channel (its data is in the `rw_*` keys).
@@ -23,16 +34,19 @@ pub(crate) struct StoredKey {
     prefix_len: usize,
 }
 
-impl StoredKey {
+impl Key {
     /// The names of the lock `key`.
-    pub(crate) fn new(prefix: &str, key: &str) -> Result<Self, LockError> {
-        StoredKey::of(prefix, key, Shape::Lock)
+    pub(crate) fn lock(prefix: &str, key: &str) -> Result<Self, LockError> {
+        Key::new(prefix, key, Shape::Lock)
     }
 
-    /// The names of `key` taken as `shape`: the lock's, or a semaphore's (see semaphore.lua),
-    /// `<prefix>{<key>}:sem`, or a read-write lock's (see rw_acquire.lua), `<prefix>{<key>}:rw`;
-    /// all beside the lock of that name and in its slot.
-    pub(crate) fn of(prefix: &str, key: &str, shape: Shape) -> Result<Self, LockError> {
+    /// The key `key` of a manager with key prefix `prefix`, taken as `shape`. Refused if the
+    /// key is empty.
+    ///
+    /// Its name is the lock's, or a semaphore's (see semaphore.lua), `<prefix>{<key>}:sem`, or
+    /// a read-write lock's (see rw_acquire.lua), `<prefix>{<key>}:rw`; all beside the lock of
+    /// that name and in its slot.
+    pub fn new(prefix: &str, key: &str, shape: Shape) -> Result<Self, LockError> {
         if key.is_empty() {
             return Err(LockError::Config(
                 "lock key is empty: name the resource the lock protects".into(),
@@ -52,7 +66,7 @@ impl StoredKey {
         lock.push_str(key);
         lock.push('}');
         lock.push_str(suffix);
-        Ok(StoredKey {
+        Ok(Key {
             lock,
             shape,
             prefix_len: prefix.len(),
@@ -128,10 +142,28 @@ impl StoredKey {
 
     /// The key as the caller named it: the stored name without the prefix, the braces, the
     /// escape of a leading `}` or `\` and the shape's suffix. (Kept once, in the stored name.)
-    pub(crate) fn key(&self) -> &str {
+    pub fn key(&self) -> &str {
         let end = self.lock.len() - 1 - self.shape.suffix().len();
         let inner = &self.lock[self.prefix_len + 1..end];
         inner.strip_prefix('\\').unwrap_or(inner)
+    }
+
+    /// The name the lock is kept under: the manager's prefix, the key in braces (a leading
+    /// `}` or `\\` escaped), and the shape's suffix (`:sem` for a semaphore, `:rw` for a
+    /// read-write lock). Unique per prefix, key and shape; Redis stores the lock under exactly
+    /// this name, and the braces keep everything of one key in one Redis Cluster slot.
+    pub fn name(&self) -> &str {
+        &self.lock
+    }
+
+    /// Which lock of the key's name this is, and how it is taken.
+    pub fn shape(&self) -> Shape {
+        self.shape
+    }
+
+    /// The key prefix of the manager that asks (`lock:` by default).
+    pub fn prefix(&self) -> &str {
+        &self.lock[..self.prefix_len]
     }
 
     fn with_suffix(&self, suffix: &str) -> String {
@@ -148,7 +180,7 @@ mod tests {
 
     #[test]
     fn stored_key_wraps_the_key_in_a_hash_tag() {
-        let k = StoredKey::new("lock:", "order:42").expect("valid key");
+        let k = Key::lock("lock:", "order:42").expect("valid key");
         assert_eq!(k.lock, "lock:{order:42}");
         assert!(k.counter().starts_with("lock:fence:{"));
         assert_eq!(k.queue(), "lock:{order:42}:queue");
@@ -157,7 +189,7 @@ mod tests {
 
     #[test]
     fn a_read_write_lock_lives_beside_the_lock_and_the_semaphore_of_its_name() {
-        let k = StoredKey::of("lock:", "doc", Shape::Read).expect("valid key");
+        let k = Key::new("lock:", "doc", Shape::Read).expect("valid key");
         assert_eq!(k.lock, "lock:{doc}:rw");
         assert_eq!(k.rw_readers(), "lock:{doc}:rw:readers");
         assert_eq!(k.rw_writer(), "lock:{doc}:rw:writer");
@@ -166,23 +198,20 @@ mod tests {
         assert_eq!(k.sem_waiting(), "lock:{doc}:rw:waiting");
         assert_eq!(k.held_at(), "lock:{doc}:rw:readers");
         assert!(!k.is_lock());
-        let w = StoredKey::of("lock:", "doc", Shape::Write).expect("valid key");
+        let w = Key::new("lock:", "doc", Shape::Write).expect("valid key");
         assert_eq!(w.held_at(), "lock:{doc}:rw:writer");
-        assert_ne!(
-            StoredKey::new("lock:", "doc").expect("valid key").lock,
-            k.lock
-        );
+        assert_ne!(Key::lock("lock:", "doc").expect("valid key").lock, k.lock);
     }
 
     #[test]
     fn a_semaphore_lives_beside_the_lock_of_its_name_and_never_under_a_lock_name() {
-        let k = StoredKey::of("lock:", "pool", Shape::Semaphore { permits: 3 }).expect("valid key");
+        let k = Key::new("lock:", "pool", Shape::Semaphore { permits: 3 }).expect("valid key");
         assert_eq!(k.lock, "lock:{pool}:sem");
         assert_eq!(k.fence_of_0_2(), "lock:{pool}:sem:fence");
         assert_eq!(k.sem_waiting(), "lock:{pool}:sem:waiting");
         assert_eq!(k.shape, Shape::Semaphore { permits: 3 });
         // A lock's stored name ends with its hash tag's brace, whatever the key.
-        let tricky = StoredKey::new("lock:", "pool}:sem").expect("valid key");
+        let tricky = Key::lock("lock:", "pool}:sem").expect("valid key");
         assert_ne!(tricky.lock, k.lock);
         assert!(tricky.lock.ends_with('}'));
     }
@@ -191,10 +220,9 @@ mod tests {
     fn semaphores_and_read_write_locks_count_tokens_on_the_counter_of_their_slot() {
         use crate::protocol::slots::slot;
         for key in ["pool", "}x", "a}b", "order:42"] {
-            let lock = StoredKey::new("lock:", key).expect("valid key");
-            let sem =
-                StoredKey::of("lock:", key, Shape::Semaphore { permits: 2 }).expect("valid key");
-            let rw = StoredKey::of("lock:", key, Shape::Write).expect("valid key");
+            let lock = Key::lock("lock:", key).expect("valid key");
+            let sem = Key::new("lock:", key, Shape::Semaphore { permits: 2 }).expect("valid key");
+            let rw = Key::new("lock:", key, Shape::Write).expect("valid key");
             // One counter for all three: the slot's.
             assert_eq!(sem.counter(), lock.counter(), "{key}");
             assert_eq!(rw.counter(), lock.counter(), "{key}");
@@ -215,8 +243,8 @@ mod tests {
 
     #[test]
     fn a_leading_brace_cannot_empty_the_hash_tag_and_names_stay_distinct() {
-        let brace = StoredKey::new("lock:", "}a").expect("valid key");
-        let slash = StoredKey::new("lock:", "\\}a").expect("valid key");
+        let brace = Key::lock("lock:", "}a").expect("valid key");
+        let slash = Key::lock("lock:", "\\}a").expect("valid key");
         assert_eq!(brace.lock, "lock:{\\}a}");
         assert_eq!(slash.lock, "lock:{\\\\}a}");
         assert_ne!(brace.lock, slash.lock);
@@ -233,7 +261,7 @@ mod tests {
         for key in ["order:42", "}a", "\\}a", "\\", "a}:sem", "{x}", "é:ü"] {
             for prefix in ["lock:", "", "app:{tenant}:"] {
                 for shape in shapes {
-                    let stored = StoredKey::of(prefix, key, shape).expect("valid key");
+                    let stored = Key::new(prefix, key, shape).expect("valid key");
                     assert_eq!(stored.key(), key, "{prefix} {shape:?}");
                 }
             }
@@ -242,9 +270,6 @@ mod tests {
 
     #[test]
     fn empty_key_is_rejected() {
-        assert!(matches!(
-            StoredKey::new("lock:", ""),
-            Err(LockError::Config(_))
-        ));
+        assert!(matches!(Key::lock("lock:", ""), Err(LockError::Config(_))));
     }
 }

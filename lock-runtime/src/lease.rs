@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::error::LostReason;
-use crate::key::StoredKey;
+use crate::key::Key;
 use crate::options::LockOptions;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,9 +101,11 @@ impl std::fmt::Debug for Token {
     }
 }
 
-pub(crate) struct Lease {
+/// One lease of a lock, as the engine keeps it while an owner token asks for, holds and
+/// releases the lock: what a store reads from it is its [`Key`], owner token and ttl.
+pub struct Lease {
     /// The key's names in Redis; the key as the caller named it is [`Lease::key`].
-    pub(crate) stored: StoredKey,
+    pub(crate) stored: Key,
     pub(crate) token: Token,
     pub(crate) manager_id: u64,
     /// The task that asked for the lock: the lock's owner in this process.
@@ -153,7 +155,7 @@ impl Times {
 
 impl Lease {
     pub(crate) fn new(
-        stored: StoredKey,
+        stored: Key,
         token: Token,
         manager_id: u64,
         options: LockOptions,
@@ -175,7 +177,7 @@ impl Lease {
     }
 
     /// The same lock for another acquire attempt under a fresh owner token (see
-    /// `Backend::retry_with_same_token`).
+    /// `Store::retry_with_same_token`).
     pub(crate) fn with_new_token(&self, started: Instant) -> Self {
         let mut lease = Lease::new(
             self.stored.clone(),
@@ -189,8 +191,23 @@ impl Lease {
     }
 
     /// The lock key, as the caller named it.
-    pub(crate) fn key(&self) -> &str {
+    pub fn key(&self) -> &str {
         self.stored.key()
+    }
+
+    /// The key of the lock this lease is of.
+    pub fn lock_key(&self) -> &Key {
+        &self.stored
+    }
+
+    /// The owner token: the lease's holder. Never log or show it.
+    pub fn token(&self) -> &str {
+        self.token.as_str()
+    }
+
+    /// The lease length the caller asked for.
+    pub fn ttl(&self) -> Duration {
+        self.options.ttl
     }
 
     fn times(&self) -> std::sync::MutexGuard<'_, Times> {
@@ -239,7 +256,8 @@ impl Lease {
         self.times().started
     }
 
-    pub(crate) fn fencing_token(&self) -> u64 {
+    /// The fencing token it was granted (0 before it is held).
+    pub fn fencing_token(&self) -> u64 {
         self.fence.load(Ordering::Acquire)
     }
 
@@ -416,7 +434,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_held_lease_past_its_deadline_is_lost_at_a_look() {
-        let stored = StoredKey::new("lock:", "k").expect("valid key");
+        let stored = Key::lock("lock:", "k").expect("valid key");
         let ttl = Duration::from_secs(1);
         let lease = Lease::new(
             stored,

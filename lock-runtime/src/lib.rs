@@ -300,6 +300,7 @@ mod protocol;
 mod section;
 mod shape;
 mod shown;
+pub mod store;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;

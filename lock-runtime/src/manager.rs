@@ -10,7 +10,7 @@ use crate::builder::LockManagerBuilder;
 use crate::client::Inner;
 use crate::error::LockError;
 use crate::guard::LockGuard;
-use crate::key::StoredKey;
+use crate::key::Key;
 use crate::options::LockOptions;
 use crate::section;
 use crate::section::{Body, box_body};
@@ -468,8 +468,8 @@ impl LockManager {
     }
 
     /// The stored name of `key` on this manager: what `lock_all` orders keys by.
-    pub(crate) fn stored_key(&self, key: &str) -> Result<StoredKey, LockError> {
-        StoredKey::new(&self.inner.prefix, key)
+    pub(crate) fn stored_key(&self, key: &str) -> Result<Key, LockError> {
+        Key::lock(&self.inner.prefix, key)
     }
 }
 
@@ -493,7 +493,7 @@ mod tests {
     use crate::pending::Pending;
 
     fn lease_of(locks: &LockManager, key: &str) -> Lease {
-        let stored = StoredKey::new("lock:", key).expect("valid key");
+        let stored = Key::lock("lock:", key).expect("valid key");
         Lease::new(
             stored,
             crate::lease::Token::new_v4(),

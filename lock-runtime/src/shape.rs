@@ -31,12 +31,21 @@ pub enum Mode {
     Write,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Shape {
+/// Which lock of a key's name a call takes, as a store sees it: the lock, a permit of the
+/// semaphore, or a read share or the write hold of the read-write lock. They never exclude
+/// each other; a store keeps each apart ([`Key::name`](crate::store::Key::name) differs).
+/// A store that does not keep one says so in
+/// [`Store::supports`](crate::store::Store::supports).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Shape {
     /// The lock: one holder at a time.
     Lock,
     /// One of the `permits` permits of the semaphore of the key's name.
-    Semaphore { permits: u32 },
+    Semaphore {
+        /// How many holders the semaphore admits at once.
+        permits: u32,
+    },
     /// A read share of the read-write lock of the key's name.
     Read,
     /// The write hold of the read-write lock of the key's name.
@@ -45,7 +54,7 @@ pub(crate) enum Shape {
 
 impl Shape {
     /// What the stored name of this shape adds to the lock's `<prefix>{<key>}` (see
-    /// [`StoredKey`](crate::key::StoredKey)).
+    /// [`Key`](crate::key::Key)).
     pub(crate) fn suffix(self) -> &'static str {
         match self {
             Shape::Lock => "",
@@ -54,8 +63,9 @@ impl Shape {
         }
     }
 
-    /// What the one stored lock this shape takes is called in messages.
-    pub(crate) fn noun(self) -> &'static str {
+    /// What the one stored lock this shape takes is called in messages: `lock`, `semaphore`,
+    /// `read-write lock`.
+    pub fn noun(self) -> &'static str {
         match self {
             Shape::Lock => "lock",
             Shape::Semaphore { .. } => "semaphore",
@@ -76,7 +86,7 @@ impl Shape {
 
     /// The number of permits of a semaphore, `None` for the others (what
     /// [`LockGuard::permits`](crate::LockGuard::permits) says).
-    pub(crate) fn permits(self) -> Option<u32> {
+    pub fn permits(self) -> Option<u32> {
         match self {
             Shape::Semaphore { permits } => Some(permits),
             Shape::Lock | Shape::Read | Shape::Write => None,

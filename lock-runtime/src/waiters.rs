@@ -534,7 +534,7 @@ mod tests {
     }
 
     fn a_lease() -> Arc<Lease> {
-        let stored = crate::key::StoredKey::new("lock:", "k").expect("key");
+        let stored = crate::key::Key::lock("lock:", "k").expect("key");
         Arc::new(Lease::new(
             stored,
             crate::lease::Token::from_text("token").expect("a short token"),

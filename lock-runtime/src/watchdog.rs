@@ -19,7 +19,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::backend::{Backend, Failure, Renewal};
+use crate::backend::{Renewal, Store, StoreError};
 use crate::background::Background;
 use crate::error::LostReason;
 use crate::lease::{Lease, drift_margin};
@@ -53,7 +53,7 @@ pub(crate) struct Watchdog {
 struct Shared {
     state: Mutex<State>,
     wake: Arc<Notify>,
-    backend: Arc<dyn Backend>,
+    backend: Arc<dyn Store>,
     background: Background,
 }
 
@@ -201,7 +201,7 @@ impl Drop for Shared {
 }
 
 impl Watchdog {
-    pub(crate) fn new(backend: Arc<dyn Backend>, background: Background) -> Self {
+    pub(crate) fn new(backend: Arc<dyn Store>, background: Background) -> Self {
         Watchdog {
             shared: Arc::new(Shared {
                 state: Mutex::new(State {
@@ -562,7 +562,7 @@ impl Shared {
         let Some(last) = ids.iter().map(|sent| sent.give_up).max() else {
             return;
         };
-        let book = |indices: &[usize], answer: Result<Vec<Option<bool>>, Failure>| {
+        let book = |indices: &[usize], answer: Result<Vec<Option<bool>>, StoreError>| {
             self.book(&ids, indices, answer, sent);
         };
         let _ = tokio::time::timeout_at(last, self.backend.renew(&batch, &book)).await;
@@ -574,7 +574,7 @@ impl Shared {
         &self,
         ids: &[Sent],
         indices: &[usize],
-        answer: Result<Vec<Option<bool>>, Failure>,
+        answer: Result<Vec<Option<bool>>, StoreError>,
         sent: Instant,
     ) {
         let mut lost = Vec::new();
@@ -708,7 +708,7 @@ mod tests {
 
     use super::*;
     use crate::backend::{Acquire, Booking, BoxFuture, Release};
-    use crate::key::StoredKey;
+    use crate::key::Key;
     use crate::lease::Status;
     use crate::options::LockOptions;
 
@@ -719,7 +719,7 @@ mod tests {
         healthy_rounds: AtomicUsize,
     }
 
-    impl Backend for OneShardStalled {
+    impl Store for OneShardStalled {
         fn describe(&self) -> &str {
             "two fake shards"
         }
@@ -730,11 +730,11 @@ mod tests {
 
         fn acquire<'a>(
             &'a self,
-            _key: &'a StoredKey,
+            _key: &'a Key,
             _token: &'a str,
             _ttl: Duration,
             _ask: crate::backend::Ask,
-        ) -> BoxFuture<'a, Result<Acquire, Failure>> {
+        ) -> BoxFuture<'a, Result<Acquire, StoreError>> {
             Box::pin(async { Ok(Acquire::Acquired { fence: 1 }) })
         }
 
@@ -755,10 +755,10 @@ mod tests {
 
         fn release<'a>(
             &'a self,
-            _key: &'a StoredKey,
+            _key: &'a Key,
             _token: &'a str,
             _keep: Duration,
-        ) -> BoxFuture<'a, Result<Release, Failure>> {
+        ) -> BoxFuture<'a, Result<Release, StoreError>> {
             Box::pin(async { Ok(Release::Released) })
         }
 
@@ -766,11 +766,11 @@ mod tests {
             &'a self,
             _key: &'a str,
             _update: &'a crate::protocol::waits::WaitsUpdate,
-        ) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
+        ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
             Box::pin(async { Ok(Vec::new()) })
         }
 
-        fn watch<'a>(&'a self, _key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {
+        fn watch<'a>(&'a self, _key: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
             Box::pin(async { Ok(()) })
         }
 
@@ -783,7 +783,7 @@ mod tests {
         for shard in ["healthy", "stalled"] {
             for i in 0..4 {
                 let key = format!("{shard}:{i}");
-                let stored = StoredKey::new("lock:", &key).expect("a valid key");
+                let stored = Key::lock("lock:", &key).expect("a valid key");
                 let options = LockOptions::new().ttl(ttl);
                 let lease = Arc::new(Lease::new(
                     stored,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use tokio::time::Instant;
 
 use crate::client::Inner;
-use crate::key::StoredKey;
+use crate::key::Key;
 use crate::lease::Lease;
 use crate::pending::Pending;
 use crate::protocol::release_id;
@@ -183,7 +183,7 @@ impl Drop for Waiting {
 /// unless the lock was taken, which took it out of line.
 pub(super) struct InLine {
     manager: Arc<Inner>,
-    stored: StoredKey,
+    stored: Key,
     token: String,
     pub(super) left: bool,
 }

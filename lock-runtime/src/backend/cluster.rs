@@ -37,17 +37,18 @@ use super::redis::{
 use super::replicas::{Pool, Replication};
 use super::subscriber::{self, Event, Feed, Subscriptions};
 use super::{
-    Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal, acquire_answer,
+    Acquire, Ask, Booking, BoxFuture, HandOff, Release, Renewal, Store, StoreError, acquire_answer,
     hand_off_answer,
 };
 use crate::background::{Background, Lifeline, Revivable};
 use crate::deployment::{Deployment, DeploymentKind};
 use crate::error::LockError;
-use crate::key::StoredKey;
+use crate::key::Key;
 use crate::lease::Lease;
 use crate::protocol::scripts::{invoke, is_noscript};
 use crate::protocol::waits::WaitsUpdate;
 use crate::protocol::{Announce, Capabilities, lean, millis};
+use crate::shape::Shape;
 use crate::tls::Certificates;
 use crate::url;
 use crate::url::enable_tls;
@@ -331,11 +332,11 @@ impl ClusterBackend {
     async fn acquire_lean(
         &self,
         conn: &mut SlotConnection,
-        key: &StoredKey,
+        key: &Key,
         token: &str,
         ttl: Duration,
         ask: Ask,
-    ) -> Result<Option<Acquire>, Failure> {
+    ) -> Result<Option<Acquire>, StoreError> {
         let value = self.holder.attempt_value(token, ask);
         let counter = key.counter();
         let (waits, joins) = (ask.waits, ask.joins());
@@ -363,10 +364,10 @@ impl ClusterBackend {
     async fn give_back_lean(
         &self,
         conn: &mut SlotConnection,
-        key: &StoredKey,
+        key: &Key,
         token: &str,
         value: &str,
-    ) -> Result<bool, Failure> {
+    ) -> Result<bool, StoreError> {
         let native = self.capabilities.native_delete;
         if lean::release(conn, &key.lock, value, native).await? {
             return Ok(true);
@@ -397,7 +398,29 @@ impl ClusterBackend {
     }
 }
 
-impl Backend for ClusterBackend {
+impl Store for ClusterBackend {
+    /// Every shape: one server counts a semaphore's holders and sees a read-write lock's.
+    fn supports(&self, shape: Shape) -> Result<(), &'static str> {
+        match shape {
+            Shape::Lock | Shape::Semaphore { .. } | Shape::Read | Shape::Write => Ok(()),
+        }
+    }
+
+    /// One server orders the line of fair waiters.
+    fn fair(&self) -> bool {
+        true
+    }
+
+    /// Every release is told to this process's waiters.
+    fn notifies(&self) -> bool {
+        true
+    }
+
+    /// Published waits are kept beside the locks.
+    fn keeps_waits(&self) -> bool {
+        true
+    }
+
     fn describe(&self) -> &str {
         &self.describe
     }
@@ -408,11 +431,11 @@ impl Backend for ClusterBackend {
 
     fn acquire<'a>(
         &'a self,
-        key: &'a StoredKey,
+        key: &'a Key,
         token: &'a str,
         ttl: Duration,
         ask: Ask,
-    ) -> BoxFuture<'a, Result<Acquire, Failure>> {
+    ) -> BoxFuture<'a, Result<Acquire, StoreError>> {
         Box::pin(async move {
             // Every key carries the same hash tag, so they share the slot the call is routed by.
             self.subscriptions.revive();
@@ -480,7 +503,7 @@ impl Backend for ClusterBackend {
             // their own deadlines.
             future::join_all(groups.into_values().map(|indices| async move {
                 let answer = self.renew_slot(batch, &indices).await;
-                book(&indices, answer.map_err(Failure::from));
+                book(&indices, answer.map_err(StoreError::from));
             }))
             .await;
         })
@@ -488,10 +511,10 @@ impl Backend for ClusterBackend {
 
     fn release<'a>(
         &'a self,
-        key: &'a StoredKey,
+        key: &'a Key,
         token: &'a str,
         keep: Duration,
-    ) -> BoxFuture<'a, Result<Release, Failure>> {
+    ) -> BoxFuture<'a, Result<Release, StoreError>> {
         Box::pin(async move {
             let keep_ms = if keep.is_zero() { 0 } else { millis(keep) };
             let mut conn = self.routed(&key.lock);
@@ -505,7 +528,7 @@ impl Backend for ClusterBackend {
         &'a self,
         lease: &'a crate::lease::Lease,
         keep: Duration,
-    ) -> BoxFuture<'a, Result<Release, Failure>> {
+    ) -> BoxFuture<'a, Result<Release, StoreError>> {
         Box::pin(async move {
             // A lock nobody waited for is deleted by comparing the whole value its acquire
             // wrote; anything else goes to the script.
@@ -524,11 +547,7 @@ impl Backend for ClusterBackend {
         })
     }
 
-    fn leave<'a>(
-        &'a self,
-        key: &'a StoredKey,
-        token: &'a str,
-    ) -> BoxFuture<'a, Result<(), Failure>> {
+    fn leave<'a>(&'a self, key: &'a Key, token: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             let mut conn = self.routed(&key.lock);
             let invocation = self.holder.leave(key, token, Announce::Sharded);
@@ -541,7 +560,7 @@ impl Backend for ClusterBackend {
         &'a self,
         key: &'a str,
         update: &'a WaitsUpdate,
-    ) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
         Box::pin(async move {
             let mut conn = self.routed(key);
             let reply: Vec<redis::Value> = update.pipeline(key).query_async(&mut conn).await?;
@@ -557,7 +576,7 @@ impl Backend for ClusterBackend {
         &'a self,
         from: &'a Lease,
         to: &'a Lease,
-    ) -> BoxFuture<'a, Result<HandOff, Failure>> {
+    ) -> BoxFuture<'a, Result<HandOff, StoreError>> {
         Box::pin(async move {
             let key = &from.stored;
             let mut conn = self.routed(&key.lock);
@@ -579,7 +598,7 @@ impl Backend for ClusterBackend {
         })
     }
 
-    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {
+    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(self.subscriptions.watch(key))
     }
 

@@ -1,125 +1,16 @@
-//! Why a request to the deployment failed, and whether sending it again may help.
-//!
-//! The distinction is made where the failure is seen (a dropped connection, a failover answer,
-//! too few Redlock masters, too few replica acknowledgements), once, as a value: callers decide
-//! on retries by asking it, never by downcasting or reading message text. It reaches them as
-//! [`LockError::Backend`](crate::LockError::Backend) with its kind kept
-//! (`LockError::from_failure`, here).
-
-use std::fmt;
-use std::time::Duration;
+//! How a Redis error counts as a [`StoreError`]: transient or permanent, and a refused command
+//! or connect told as what to change.
 
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
 use crate::error::{BoxError, LockError};
-
-/// A backend request that failed.
-#[derive(Debug)]
-pub(crate) struct Failure {
-    kind: Kind,
-    source: BoxError,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// Sending the request again may succeed: a dropped or refused connection, a server busy
-    /// loading or failing over, too few masters or replicas answering in time.
-    Transient,
-    /// No answer within `limit` (transient too); `None` when the connection gave up by its own
-    /// timeout.
-    TimedOut { limit: Option<Duration> },
-    /// Sending it again will fail the same way: a refused command, bad credentials, data at the
-    /// key that is not a lock.
-    Permanent,
-    /// Permanent, and the caller's own doing rather than the server's: two call sites that
-    /// declare one semaphore with different numbers of permits. Reported as
-    /// [`LockError::Config`](crate::LockError::Config).
-    Config,
-}
-
-impl Failure {
-    /// A failure that may go away if the request is sent again.
-    pub(crate) fn transient(source: impl Into<BoxError>) -> Self {
-        Failure {
-            kind: Kind::Transient,
-            source: source.into(),
-        }
-    }
-
-    /// A failure that sending the request again will not mend.
-    pub(crate) fn permanent(source: impl Into<BoxError>) -> Self {
-        Failure {
-            kind: Kind::Permanent,
-            source: source.into(),
-        }
-    }
-
-    /// A request the caller's settings make wrong (see `Kind::Config`).
-    pub(crate) fn config(source: impl Into<BoxError>) -> Self {
-        Failure {
-            kind: Kind::Config,
-            source: source.into(),
-        }
-    }
-
-    /// Whether this failure is the caller's settings' doing, not the server's.
-    pub(crate) fn is_config(&self) -> bool {
-        self.kind == Kind::Config
-    }
-
-    /// No answer within `limit`.
-    pub(crate) fn timed_out(limit: Duration) -> Self {
-        Failure {
-            kind: Kind::TimedOut { limit: Some(limit) },
-            source: format!("no answer within {}", crate::shown::Shown(limit)).into(),
-        }
-    }
-
-    /// Whether sending the request again may succeed. Requests are idempotent for the same
-    /// owner token, so retrying them is safe.
-    pub(crate) fn is_transient(&self) -> bool {
-        !matches!(self.kind, Kind::Permanent | Kind::Config)
-    }
-
-    /// `Some` if the request got no answer in time: with the limit where it is known, `None`
-    /// when the connection gave up by its own timeout.
-    pub(crate) fn timeout(&self) -> Option<Option<Duration>> {
-        match self.kind {
-            Kind::TimedOut { limit } => Some(limit),
-            _ => None,
-        }
-    }
-
-    /// The underlying error, for [`LockError::Backend`](crate::LockError::Backend).
-    pub(crate) fn into_source(self) -> BoxError {
-        self.source
-    }
-}
-
-impl fmt::Display for Failure {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.source.fmt(f)
-    }
-}
-
-/// A backend's failure in the public error, its kind kept: made here, beside what it reads.
-impl LockError {
-    /// `failure` during `operation`: transient if it is.
-    pub(crate) fn from_failure(
-        operation: &'static str,
-        key: Option<&str>,
-        server: &str,
-        failure: Failure,
-    ) -> Self {
-        let transient = failure.is_transient();
-        Self::backend_with(operation, key, server, failure.into_source(), transient)
-    }
-}
+use crate::store::StoreError;
+use crate::store::error::Kind;
 
 /// How a Redis error counts: transient for a dropped or refused connection, a timeout, or a
 /// server busy loading or failing over; permanent otherwise. A command the user may not run is
 /// told as such (see [`refused_command`]).
-impl From<RedisError> for Failure {
+impl From<RedisError> for StoreError {
     fn from(err: RedisError) -> Self {
         let kind = if err.is_timeout() {
             Kind::TimedOut { limit: None }
@@ -132,7 +23,7 @@ impl From<RedisError> for Failure {
             Some(refused) => refused.into(),
             None => Box::new(err) as BoxError,
         };
-        Failure { kind, source }
+        StoreError::of_kind(kind, source)
     }
 }
 
@@ -228,34 +119,29 @@ pub(crate) fn connect_error(server: &str, err: &RedisError) -> LockError {
     LockError::backend_with("connect", None, server, shown.into(), transient)
 }
 
-/// A request whose pinned runtime shut down: permanent, it cannot be served any more.
-impl From<crate::background::RuntimeGone> for Failure {
-    fn from(gone: crate::background::RuntimeGone) -> Self {
-        Failure::permanent(gone)
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[test]
     fn redis_errors_are_classified_where_they_are_seen() {
         let dropped = RedisError::from(std::io::Error::from(std::io::ErrorKind::BrokenPipe));
-        assert!(Failure::from(dropped).is_transient());
+        assert!(StoreError::from(dropped).is_transient());
         let timeout = RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
-        let timeout = Failure::from(timeout);
+        let timeout = StoreError::from(timeout);
         assert!(timeout.is_transient() && timeout.timeout() == Some(None));
         let loading = RedisError::from((
             ErrorKind::Server(ServerErrorKind::BusyLoading),
             "LOADING Redis is loading the dataset in memory",
         ));
-        assert!(Failure::from(loading).is_transient());
+        assert!(StoreError::from(loading).is_transient());
         let refused = RedisError::from((
             ErrorKind::Server(ServerErrorKind::ResponseError),
             "NOPERM this user has no permissions to run the 'evalsha' command",
         ));
-        assert!(!Failure::from(refused).is_transient());
+        assert!(!StoreError::from(refused).is_transient());
     }
 
     fn reply(bytes: &[u8]) -> RedisError {
@@ -293,7 +179,7 @@ mod tests {
             ),
         ] {
             let err = reply(answer);
-            let failure = Failure::from(err);
+            let failure = StoreError::from(err);
             assert!(!failure.is_transient());
             let shown = failure.to_string();
             assert!(
@@ -304,7 +190,7 @@ mod tests {
             assert!(!shown.contains("not a read-write lock"), "{shown}");
         }
         // Redis 6.x and 7.0 inside a script: the command is not named, the refusal is told.
-        let unnamed = Failure::from(reply(
+        let unnamed = StoreError::from(reply(
             b"-ERR The user executing the script can't run this command or subcommand script: 0123, on @user_script:3.\r\n",
         ))
         .to_string();
@@ -314,20 +200,20 @@ mod tests {
         );
         assert!(unnamed.contains("ACL rights"), "{unnamed}");
         // Anything else is left as the server said it.
-        let other = Failure::from(reply(b"-WRONGTYPE Operation against a key\r\n")).to_string();
+        let other = StoreError::from(reply(b"-WRONGTYPE Operation against a key\r\n")).to_string();
         assert!(!other.contains("refused"), "{other}");
     }
 
     #[test]
     fn made_failures_keep_their_kind_and_message() {
-        let quorum = Failure::transient("only 1 of 3 masters answered, 2 needed");
+        let quorum = StoreError::transient("only 1 of 3 masters answered, 2 needed");
         assert!(quorum.is_transient() && quorum.timeout().is_none());
         assert_eq!(quorum.to_string(), "only 1 of 3 masters answered, 2 needed");
-        assert!(!Failure::permanent("foreign data").is_transient());
+        assert!(!StoreError::permanent("foreign data").is_transient());
         let limit = Duration::from_millis(5);
-        assert_eq!(Failure::timed_out(limit).timeout(), Some(Some(limit)));
+        assert_eq!(StoreError::timed_out(limit).timeout(), Some(Some(limit)));
         assert_eq!(
-            Failure::timed_out(limit).to_string(),
+            StoreError::timed_out(limit).to_string(),
             "no answer within 5ms"
         );
     }
@@ -335,10 +221,10 @@ mod tests {
     #[test]
     fn a_failure_keeps_whether_it_may_pass_in_the_public_error() {
         let from = |failure| LockError::from_failure("acquire", Some("k"), "127.0.0.1:1", failure);
-        let quorum = Failure::transient("only 1 of 3 masters answered, 2 needed");
+        let quorum = StoreError::transient("only 1 of 3 masters answered, 2 needed");
         assert!(from(quorum).is_retryable());
-        assert!(from(Failure::timed_out(Duration::from_millis(5))).is_retryable());
-        assert!(!from(Failure::permanent("foreign data at the key")).is_retryable());
+        assert!(from(StoreError::timed_out(Duration::from_millis(5))).is_retryable());
+        assert!(!from(StoreError::permanent("foreign data at the key")).is_retryable());
         assert!(!LockError::backend("connect", None, "127.0.0.1:1", "NOAUTH").is_retryable());
     }
 }

@@ -12,10 +12,10 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::{
-    Acquire, Ask, Backend, Booking, BoxFuture, FAIR_TURN, Failure, Line, Release, Renewal,
+    Acquire, Ask, Booking, BoxFuture, FAIR_TURN, Line, Release, Renewal, Store, StoreError,
     permits_differ, whole,
 };
-use crate::key::StoredKey;
+use crate::key::Key;
 use crate::protocol::release_id;
 use crate::protocol::waits::WaitsUpdate;
 use crate::shape::Shape;
@@ -288,12 +288,12 @@ impl State {
     /// One permit of the semaphore `key` for `token` (see semaphore.lua).
     fn take_permit(
         &mut self,
-        key: &StoredKey,
+        key: &Key,
         permits: u32,
         token: &str,
         ttl: Duration,
         now: Instant,
-    ) -> Result<Acquire, Failure> {
+    ) -> Result<Acquire, StoreError> {
         let semaphore = self
             .semaphores
             .entry(key.lock.clone())
@@ -326,7 +326,7 @@ impl State {
     /// rw_acquire.lua).
     fn take_read_write(
         &mut self,
-        key: &StoredKey,
+        key: &Key,
         token: &str,
         ttl: Duration,
         waits: bool,
@@ -362,13 +362,7 @@ impl State {
     }
 
     /// Renews `token`'s read share or write hold of `key`: whether it was still held.
-    fn renew_read_write(
-        &mut self,
-        key: &StoredKey,
-        token: &str,
-        ttl: Duration,
-        now: Instant,
-    ) -> bool {
+    fn renew_read_write(&mut self, key: &Key, token: &str, ttl: Duration, now: Instant) -> bool {
         let Some(rw) = self.read_write.get_mut(&key.lock) else {
             return false;
         };
@@ -385,7 +379,7 @@ impl State {
     /// Gives `token`'s read share or write hold of `key` back, or keeps it `keep` longer.
     fn release_read_write(
         &mut self,
-        key: &StoredKey,
+        key: &Key,
         token: &str,
         keep: Duration,
         now: Instant,
@@ -458,7 +452,29 @@ fn ready<'a, T: Send + 'a>(value: T) -> BoxFuture<'a, T> {
     Box::pin(std::future::ready(value))
 }
 
-impl Backend for MemoryBackend {
+impl Store for MemoryBackend {
+    /// Every shape: one server counts a semaphore's holders and sees a read-write lock's.
+    fn supports(&self, shape: Shape) -> Result<(), &'static str> {
+        match shape {
+            Shape::Lock | Shape::Semaphore { .. } | Shape::Read | Shape::Write => Ok(()),
+        }
+    }
+
+    /// One server orders the line of fair waiters.
+    fn fair(&self) -> bool {
+        true
+    }
+
+    /// Every release is told to this process's waiters.
+    fn notifies(&self) -> bool {
+        true
+    }
+
+    /// Published waits are kept beside the locks.
+    fn keeps_waits(&self) -> bool {
+        true
+    }
+
     fn describe(&self) -> &str {
         &self.describe
     }
@@ -469,11 +485,11 @@ impl Backend for MemoryBackend {
 
     fn acquire<'a>(
         &'a self,
-        key: &'a StoredKey,
+        key: &'a Key,
         token: &'a str,
         ttl: Duration,
         ask: Ask,
-    ) -> BoxFuture<'a, Result<Acquire, Failure>> {
+    ) -> BoxFuture<'a, Result<Acquire, StoreError>> {
         let now = Instant::now();
         let mut state = self.state();
         state.sweep(now);
@@ -493,22 +509,23 @@ impl Backend for MemoryBackend {
             Line::IfAny => lines.contains_key(&key.lock),
             Line::Fair => true,
         };
-        let busy =
-            |remaining: Duration, holder: Option<u64>, lines: &mut HashMap<String, FairLine>| {
-                if joins {
-                    lines
-                        .entry(key.lock.clone())
-                        .or_default()
-                        .join(token, now + ttl);
-                }
-                // No holder metadata in memory: only the holder's id to name.
-                ready(Ok(Acquire::Busy {
-                    remaining: Some(remaining),
-                    holder,
-                    in_line: joins,
-                    blocker: None,
-                }))
-            };
+        let busy = |remaining: Duration,
+                    holder: Option<crate::store::HolderId>,
+                    lines: &mut HashMap<String, FairLine>| {
+            if joins {
+                lines
+                    .entry(key.lock.clone())
+                    .or_default()
+                    .join(token, now + ttl);
+            }
+            // No holder metadata in memory: only the holder's id to name.
+            ready(Ok(Acquire::Busy {
+                remaining: Some(remaining),
+                holder,
+                in_line: joins,
+                blocker: None,
+            }))
+        };
         if let Some(entry) = live(locks, &key.lock, now) {
             if entry.token == token {
                 entry.expires = now + ttl;
@@ -516,7 +533,7 @@ impl Backend for MemoryBackend {
             }
             let remaining = entry.expires - now;
             let holder =
-                (!entry.token.is_empty()).then(|| crate::protocol::holder_id(&entry.token));
+                (!entry.token.is_empty()).then(|| crate::store::HolderId::of_token(&entry.token));
             return busy(remaining, holder, lines);
         }
         if let Some(line) = lines.get_mut(&key.lock) {
@@ -558,11 +575,7 @@ impl Backend for MemoryBackend {
         ready(Ok(Acquire::Acquired { fence }))
     }
 
-    fn leave<'a>(
-        &'a self,
-        key: &'a StoredKey,
-        token: &'a str,
-    ) -> BoxFuture<'a, Result<(), Failure>> {
+    fn leave<'a>(&'a self, key: &'a Key, token: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         let now = Instant::now();
         let mut state = self.state();
         if let Shape::Read | Shape::Write = key.shape {
@@ -619,10 +632,10 @@ impl Backend for MemoryBackend {
 
     fn release<'a>(
         &'a self,
-        key: &'a StoredKey,
+        key: &'a Key,
         token: &'a str,
         keep: Duration,
-    ) -> BoxFuture<'a, Result<Release, Failure>> {
+    ) -> BoxFuture<'a, Result<Release, StoreError>> {
         let now = Instant::now();
         let mut state = self.state();
         let given_back = match key.shape {
@@ -663,7 +676,7 @@ impl Backend for MemoryBackend {
         &'a self,
         key: &'a str,
         update: &'a WaitsUpdate,
-    ) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
         let now = Instant::now();
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
         state.waits.retain(|_, (_, expires)| *expires > now);
@@ -696,7 +709,7 @@ impl Backend for MemoryBackend {
         ready(Ok(read.unwrap_or_default()))
     }
 
-    fn watch<'a>(&'a self, _key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {
+    fn watch<'a>(&'a self, _key: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         // Releases reach the waiters directly.
         ready(Ok(()))
     }

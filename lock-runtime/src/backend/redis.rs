@@ -16,12 +16,12 @@ use tokio::runtime::Handle;
 use super::replicas::{Pool, ReplicaAcks, Replication};
 use super::subscriber::{self, Event, Feed, Subscriptions};
 use super::{
-    Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Line, Release, Renewal,
+    Acquire, Ask, Booking, BoxFuture, HandOff, Line, Release, Renewal, Store, StoreError,
     acquire_answer, hand_off_answer, whole,
 };
 use crate::background::{Background, Lifeline, Revivable};
 use crate::error::LockError;
-use crate::key::StoredKey;
+use crate::key::Key;
 use crate::lease::Lease;
 use crate::protocol::scripts::{Lua, invoke, query_each_loading, query_loading};
 use crate::protocol::waits::WaitsUpdate;
@@ -143,7 +143,7 @@ pub(super) fn renew_invocation(renewal: &Renewal) -> redis::ScriptInvocation<'st
 }
 
 /// `r` or `w`, as rw_acquire.lua and rw_release.lua take the mode of a read-write lock's key.
-fn rw_mode(key: &StoredKey) -> &'static str {
+fn rw_mode(key: &Key) -> &'static str {
     match key.shape {
         Shape::Read => "r",
         Shape::Write | Shape::Lock | Shape::Semaphore { .. } => "w",
@@ -241,12 +241,7 @@ impl Holder {
     /// follow its clock too ([`RedisSettings::clocked_tokens`]), which only the script
     /// computes. The one gate of every deployment (a Cluster master is never clocked, a
     /// Redlock master always is).
-    pub(super) fn takes_lean(
-        &self,
-        capabilities: &Capabilities,
-        key: &StoredKey,
-        ask: Ask,
-    ) -> bool {
+    pub(super) fn takes_lean(&self, capabilities: &Capabilities, key: &Key, ask: Ask) -> bool {
         capabilities.lean_acquire && !self.clocked_tokens && key.is_lock() && ask.line != Line::Fair
     }
 
@@ -255,7 +250,7 @@ impl Holder {
     /// semaphore.lua that takes one of its permits.
     pub(super) fn acquire<'a>(
         &'a self,
-        key: &StoredKey,
+        key: &Key,
         token: &str,
         ttl: Duration,
         ask: Ask,
@@ -311,7 +306,7 @@ impl Holder {
                     .arg(millis(ttl))
                     .arg(self.holder(ask.since_ms))
                     .arg(if ask.waited { "1" } else { "0" })
-                    .arg(ask.line.as_arg())
+                    .arg(crate::protocol::line_arg(ask.line))
                     .arg(self.fair_turn_ms)
                     .arg(announce.as_arg())
                     .arg(self.clock_arg());
@@ -352,7 +347,7 @@ impl Holder {
 
     /// The call of leave.lua: `token` leaves the line of fair waiters for `key`; for a
     /// read-write lock, the call of rw_leave.lua: a writer stops waiting.
-    pub(super) fn leave(&self, key: &StoredKey, token: &str, announce: Announce) -> Call<'static> {
+    pub(super) fn leave(&self, key: &Key, token: &str, announce: Announce) -> Call<'static> {
         match key.shape {
             Shape::Read | Shape::Write => {
                 let mut invocation = RW_LEAVE.prepare_invoke();
@@ -387,7 +382,7 @@ impl Holder {
     /// The call of handoff.lua that moves `key` from `from` to `to` for `ttl`.
     pub(super) fn hand_off(
         &self,
-        key: &StoredKey,
+        key: &Key,
         from: &str,
         to: &str,
         ttl: Duration,
@@ -413,7 +408,7 @@ impl Holder {
     /// permit_release.lua.
     pub(super) fn release(
         &self,
-        key: &StoredKey,
+        key: &Key,
         token: &str,
         keep_ms: u64,
         announce: Announce,
@@ -475,11 +470,11 @@ pub(super) async fn acquire_confirmed<C: redis::aio::ConnectionLike>(
     conn: &mut C,
     holder: &Holder,
     invocation: &Call<'_>,
-    key: &StoredKey,
+    key: &Key,
     token: &str,
     ttl: Duration,
     replication: &Replication,
-) -> Result<Acquire, Failure> {
+) -> Result<Acquire, StoreError> {
     let answer = invocation.run(conn).await?;
     let acquired = acquire_answer(key, answer)?;
     if !matches!(acquired, Acquire::Acquired { .. }) {
@@ -626,30 +621,30 @@ impl RedisBackend {
     /// and for a grant from a Sentinel master that was replaced while the request was out.
     pub(super) fn give_back_quietly(
         &self,
-        key: &StoredKey,
+        key: &Key,
         token: &str,
-    ) -> impl Future<Output = Result<Release, Failure>> + Send + use<> {
+    ) -> impl Future<Output = Result<Release, StoreError>> + Send + use<> {
         self.run_release(key, token, 0, Announce::Quiet)
     }
 
-    /// Releases as [`Backend::release`] does, as a future that borrows nothing: for a request
+    /// Releases as [`Store::release`] does, as a future that borrows nothing: for a request
     /// left to finish in the background.
     pub(super) fn release_owned(
         &self,
-        key: &StoredKey,
+        key: &Key,
         token: &str,
         keep: Duration,
-    ) -> impl Future<Output = Result<Release, Failure>> + Send + use<> {
+    ) -> impl Future<Output = Result<Release, StoreError>> + Send + use<> {
         let keep_ms = if keep.is_zero() { 0 } else { millis(keep) };
         self.run_release(key, token, keep_ms, Announce::Publish)
     }
 
-    /// Leaves the line as [`Backend::leave`] does, as a future that borrows nothing.
+    /// Leaves the line as [`Store::leave`] does, as a future that borrows nothing.
     pub(super) fn leave_owned(
         &self,
-        key: &StoredKey,
+        key: &Key,
         token: &str,
-    ) -> impl Future<Output = Result<(), Failure>> + Send + use<> {
+    ) -> impl Future<Output = Result<(), StoreError>> + Send + use<> {
         let conn = self.shared_conn();
         let invocation = self.holder.leave(key, token, Announce::Publish);
         async move {
@@ -665,7 +660,7 @@ impl RedisBackend {
     async fn wait_connection(
         &self,
         replication: &Replication,
-    ) -> Result<(MultiplexedConnection, Lifeline), Failure> {
+    ) -> Result<(MultiplexedConnection, Lifeline), StoreError> {
         let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.request_timeout))
             .set_response_timeout(Some(self.request_timeout + replication.acks.timeout));
@@ -682,7 +677,7 @@ impl RedisBackend {
     }
 
     /// One `PING`: whether the server answers at all.
-    pub(super) fn ping(&self) -> impl Future<Output = Result<(), Failure>> + Send + use<> {
+    pub(super) fn ping(&self) -> impl Future<Output = Result<(), StoreError>> + Send + use<> {
         let conn = self.shared_conn();
         async move {
             conn.send(
@@ -696,11 +691,11 @@ impl RedisBackend {
     /// Runs release.lua.
     fn run_release(
         &self,
-        key: &StoredKey,
+        key: &Key,
         token: &str,
         keep_ms: u64,
         announce: Announce,
-    ) -> impl Future<Output = Result<Release, Failure>> + Send + use<> {
+    ) -> impl Future<Output = Result<Release, StoreError>> + Send + use<> {
         let conn = self.shared_conn();
         let invocation = self.holder.release(key, token, keep_ms, announce);
         async move {
@@ -1039,7 +1034,7 @@ pub(super) fn lean_answer(took: &lean::Took) -> Option<Acquire> {
             blocker,
         } => Some(Acquire::Busy {
             remaining: Some(Duration::from_millis(*pttl)),
-            holder: Some(*holder),
+            holder: crate::store::HolderId::from_raw(*holder),
             in_line: false,
             blocker: blocker.clone(),
         }),
@@ -1057,7 +1052,24 @@ fn speaks_redis(err: &RedisError) -> bool {
     err.kind() != redis::ErrorKind::Parse
 }
 
-impl Backend for RedisBackend {
+impl Store for RedisBackend {
+    /// Every shape: one server counts a semaphore's holders and sees a read-write lock's.
+    fn supports(&self, shape: Shape) -> Result<(), &'static str> {
+        match shape {
+            Shape::Lock | Shape::Semaphore { .. } | Shape::Read | Shape::Write => Ok(()),
+        }
+    }
+
+    /// One server orders the line of fair waiters.
+    fn fair(&self) -> bool {
+        true
+    }
+
+    /// Published waits are kept beside the locks.
+    fn keeps_waits(&self) -> bool {
+        true
+    }
+
     fn describe(&self) -> &str {
         &self.describe
     }
@@ -1068,11 +1080,11 @@ impl Backend for RedisBackend {
 
     fn acquire<'a>(
         &'a self,
-        key: &'a StoredKey,
+        key: &'a Key,
         token: &'a str,
         ttl: Duration,
         ask: Ask,
-    ) -> BoxFuture<'a, Result<Acquire, Failure>> {
+    ) -> BoxFuture<'a, Result<Acquire, StoreError>> {
         Box::pin(async move {
             // The script's call is built only where it is sent: a free lock taken by the
             // transaction never needs it, and building it (five key names, the holder text)
@@ -1123,10 +1135,10 @@ impl Backend for RedisBackend {
 
     fn release<'a>(
         &'a self,
-        key: &'a StoredKey,
+        key: &'a Key,
         token: &'a str,
         keep: Duration,
-    ) -> BoxFuture<'a, Result<Release, Failure>> {
+    ) -> BoxFuture<'a, Result<Release, StoreError>> {
         Box::pin(self.release_owned(key, token, keep))
     }
 
@@ -1134,15 +1146,11 @@ impl Backend for RedisBackend {
         &'a self,
         lease: &'a Lease,
         keep: Duration,
-    ) -> BoxFuture<'a, Result<Release, Failure>> {
+    ) -> BoxFuture<'a, Result<Release, StoreError>> {
         Box::pin(self.release_lease_here(lease, keep))
     }
 
-    fn leave<'a>(
-        &'a self,
-        key: &'a StoredKey,
-        token: &'a str,
-    ) -> BoxFuture<'a, Result<(), Failure>> {
+    fn leave<'a>(&'a self, key: &'a Key, token: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(self.leave_owned(key, token))
     }
 
@@ -1150,7 +1158,7 @@ impl Backend for RedisBackend {
         &'a self,
         key: &'a str,
         update: &'a WaitsUpdate,
-    ) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
         let conn = self.shared_conn();
         Box::pin(async move {
             let pipe = &update.pipeline(key);
@@ -1169,7 +1177,7 @@ impl Backend for RedisBackend {
         &'a self,
         from: &'a Lease,
         to: &'a Lease,
-    ) -> BoxFuture<'a, Result<HandOff, Failure>> {
+    ) -> BoxFuture<'a, Result<HandOff, StoreError>> {
         let conn = self.shared_conn();
         Box::pin(async move {
             let (capabilities, holder) = (&self.capabilities, &self.holder);
@@ -1198,7 +1206,7 @@ impl Backend for RedisBackend {
         })
     }
 
-    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {
+    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         if !self.notifies {
             // Reported once at connect; waiters wake at the end of the lease they were told.
             return Box::pin(std::future::ready(Ok(())));
@@ -1220,11 +1228,11 @@ impl RedisBackend {
     /// where that needs no script; `None` where the script must decide.
     async fn acquire_lean(
         &self,
-        key: &StoredKey,
+        key: &Key,
         token: &str,
         ttl: Duration,
         ask: Ask,
-    ) -> Result<Option<Acquire>, Failure> {
+    ) -> Result<Option<Acquire>, StoreError> {
         let value = self.holder.attempt_value(token, ask);
         let counter = key.counter();
         let (value, counter) = (&value, &counter);
@@ -1260,10 +1268,10 @@ impl RedisBackend {
     async fn give_back_lean(
         &self,
         conn: &SharedConn,
-        key: &StoredKey,
+        key: &Key,
         token: &str,
         value: &str,
-    ) -> Result<bool, Failure> {
+    ) -> Result<bool, StoreError> {
         let native = self.capabilities.native_delete;
         let lock = &key.lock;
         let deleted = conn
@@ -1283,7 +1291,7 @@ impl RedisBackend {
         &self,
         lease: &Lease,
         keep: Duration,
-    ) -> Result<Release, Failure> {
+    ) -> Result<Release, StoreError> {
         if keep.is_zero()
             && lease.stored.is_lock()
             && let Some(since_ms) = lease.written_plain()
@@ -1302,12 +1310,12 @@ impl RedisBackend {
     }
 
     /// The whole batch in one pipeline, answered together (see [`renew_comparing`]): for
-    /// [`Backend::renew`], and for the deployments built of several servers (Redlock,
+    /// [`Store::renew`], and for the deployments built of several servers (Redlock,
     /// Sentinel), which weigh each server's answers before booking them.
     pub(super) async fn renew_pipelined(
         &self,
         batch: &[Renewal],
-    ) -> Result<Vec<Option<bool>>, Failure> {
+    ) -> Result<Vec<Option<bool>>, StoreError> {
         let mut conn = self.shared_conn().get();
         let renewals: Vec<&Renewal> = batch.iter().collect();
         let written: Vec<Option<String>> = batch
@@ -1373,9 +1381,9 @@ pub(super) async fn native_hand_off(
 pub(super) async fn settle_native<F>(
     native: Option<(lean::Passed, String)>,
     give_back: impl FnOnce(String) -> F,
-) -> Result<Option<HandOff>, Failure>
+) -> Result<Option<HandOff>, StoreError>
 where
-    F: Future<Output = Result<bool, Failure>>,
+    F: Future<Output = Result<bool, StoreError>>,
 {
     Ok(match native {
         Some((lean::Passed::Handed { fence }, _)) => Some(HandOff::Handed { fence }),
@@ -1574,8 +1582,8 @@ mod tests {
             lean_acquire: false,
             ..lean
         };
-        let lock = StoredKey::of("lock:", "k", Shape::Lock).expect("key");
-        let permit = StoredKey::of("lock:", "k", Shape::Semaphore { permits: 2 }).expect("key");
+        let lock = Key::new("lock:", "k", Shape::Lock).expect("key");
+        let permit = Key::new("lock:", "k", Shape::Semaphore { permits: 2 }).expect("key");
         let plain = Ask::default();
         let fair = Ask {
             line: Line::Fair,

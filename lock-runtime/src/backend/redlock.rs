@@ -22,15 +22,16 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use super::redis::{RedisBackend, RedisSettings};
-use super::{Acquire, Ask, Backend, Booking, BoxFuture, Failure, Line, Release, Renewal, whole};
+use super::{Acquire, Ask, Booking, BoxFuture, Line, Release, Renewal, Store, StoreError, whole};
 use crate::background::Background;
 use crate::backoff::jitter;
 use crate::deployment::{Deployment, DeploymentKind};
 use crate::error::LockError;
-use crate::key::StoredKey;
+use crate::key::Key;
 use crate::lease::drift_margin;
 use crate::protocol::waits::WaitsUpdate;
 use crate::shape::Shape;
+use crate::store::HolderId;
 use crate::url;
 use crate::waiters::Waiters;
 
@@ -131,7 +132,7 @@ where
 }
 
 /// One node's answer, or why there is none.
-type NodeAnswer<T> = Result<T, Failure>;
+type NodeAnswer<T> = Result<T, StoreError>;
 
 impl RedlockBackend {
     pub(crate) async fn connect(
@@ -231,13 +232,13 @@ impl RedlockBackend {
         request: F,
     ) -> Vec<NodeAnswer<T>>
     where
-        F: Fn(&'a RedisBackend) -> BoxFuture<'a, Result<T, Failure>>,
+        F: Fn(&'a RedisBackend) -> BoxFuture<'a, Result<T, StoreError>>,
     {
         join_all(self.nodes.iter().zip(asked).map(|(node, &asked)| {
             let answer = asked.then(|| request(&node.redis));
             async move {
                 let Some(answer) = answer else {
-                    return Err(Failure::transient(format!(
+                    return Err(StoreError::transient(format!(
                         "{} was left out: it gave no answer lately",
                         node.redis.server()
                     )));
@@ -246,7 +247,7 @@ impl RedlockBackend {
                     Ok(answer) => answer,
                     Err(_) => {
                         node.fell_silent();
-                        Err(Failure::transient(format!(
+                        Err(StoreError::transient(format!(
                             "{} gave no answer within {}",
                             node.redis.server(),
                             crate::shown::Shown(limit)
@@ -260,12 +261,12 @@ impl RedlockBackend {
 
     /// Too few masters answered for a majority: transient, since masters that were paused,
     /// restarting or briefly unreachable answer again, and an acquire retries within its wait.
-    fn too_few(&self, answered: usize, answers: Vec<NodeAnswer<impl Sized>>) -> Failure {
+    fn too_few(&self, answered: usize, answers: Vec<NodeAnswer<impl Sized>>) -> StoreError {
         let first = answers
             .into_iter()
             .find_map(Result::err)
             .map_or_else(String::new, |err| format!("; first error: {err}"));
-        Failure::transient(format!(
+        StoreError::transient(format!(
             "only {answered} of {} masters answered, {} needed{first}",
             self.nodes.len(),
             self.quorum
@@ -308,9 +309,9 @@ fn node_timeout(ttl: Duration) -> Duration {
 /// (`(holder, remaining lease)` each), with the shortest lease it has left there; `None` when
 /// no owner does, as when contenders split the masters between them.
 fn majority_holder(
-    busy: &[(Option<u64>, Option<Duration>)],
+    busy: &[(Option<HolderId>, Option<Duration>)],
     quorum: usize,
-) -> Option<(u64, Option<Duration>)> {
+) -> Option<(HolderId, Option<Duration>)> {
     busy.iter()
         .filter_map(|(holder, _)| *holder)
         .find_map(|owner| {
@@ -337,7 +338,7 @@ fn node_urls(url: &str) -> Result<Vec<String>, LockError> {
 impl RedlockBackend {
     /// Per lease: renewed on a majority, refused by so many that no majority is left, or
     /// neither (`None`: tried again).
-    async fn renew_on_majority(&self, batch: &[Renewal]) -> Result<Vec<Option<bool>>, Failure> {
+    async fn renew_on_majority(&self, batch: &[Renewal]) -> Result<Vec<Option<bool>>, StoreError> {
         let shortest = batch.iter().map(|r| r.ttl).min().unwrap_or_default();
         let answers = self
             .all(&self.asked(), node_timeout(shortest), |node| {
@@ -371,7 +372,12 @@ impl RedlockBackend {
     }
 }
 
-impl Backend for RedlockBackend {
+impl Store for RedlockBackend {
+    /// Published waits are kept beside the locks.
+    fn keeps_waits(&self) -> bool {
+        true
+    }
+
     fn describe(&self) -> &str {
         &self.describe
     }
@@ -413,11 +419,11 @@ impl Backend for RedlockBackend {
 
     fn acquire<'a>(
         &'a self,
-        key: &'a StoredKey,
+        key: &'a Key,
         token: &'a str,
         ttl: Duration,
         ask: Ask,
-    ) -> BoxFuture<'a, Result<Acquire, Failure>> {
+    ) -> BoxFuture<'a, Result<Acquire, StoreError>> {
         // No line of fair waiters: the masters could not agree on its order.
         let ask = Ask {
             line: Line::No,
@@ -458,13 +464,14 @@ impl Backend for RedlockBackend {
             // and nobody's lease has to run out first.
             let held = majority_holder(&busy, self.quorum);
             let quietly = held.is_some();
-            let give_back = |node: &RedisBackend| -> BoxFuture<'static, Result<Release, Failure>> {
-                if quietly {
-                    node.give_back_quietly(key, token).boxed()
-                } else {
-                    node.release_owned(key, token, Duration::ZERO).boxed()
-                }
-            };
+            let give_back =
+                |node: &RedisBackend| -> BoxFuture<'static, Result<Release, StoreError>> {
+                    if quietly {
+                        node.give_back_quietly(key, token).boxed()
+                    } else {
+                        node.release_owned(key, token, Duration::ZERO).boxed()
+                    }
+                };
             // A master asked that gave no answer may still serve the request (it queues in
             // the socket of a paused one): the give-back follows it there, unwaited for.
             for ((node, &asked), answer) in self.nodes.iter().zip(&asked).zip(&answers) {
@@ -521,10 +528,10 @@ impl Backend for RedlockBackend {
 
     fn release<'a>(
         &'a self,
-        key: &'a StoredKey,
+        key: &'a Key,
         token: &'a str,
         keep: Duration,
-    ) -> BoxFuture<'a, Result<Release, Failure>> {
+    ) -> BoxFuture<'a, Result<Release, StoreError>> {
         Box::pin(async move {
             let asked = self.asked();
             for (node, &asked) in self.nodes.iter().zip(&asked) {
@@ -570,7 +577,7 @@ impl Backend for RedlockBackend {
         &'a self,
         key: &'a str,
         update: &'a WaitsUpdate,
-    ) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
         Box::pin(async move {
             let answers = self
                 .all(&self.asked(), MAX_NODE_TIMEOUT, |node| {
@@ -588,7 +595,7 @@ impl Backend for RedlockBackend {
         })
     }
 
-    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {
+    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             // A silent master's releases are announced on the others too.
             let answers = self
@@ -686,23 +693,24 @@ mod tests {
     #[test]
     fn only_one_owner_on_a_quorum_of_masters_is_a_majority_holder() {
         let s = Duration::from_secs;
-        let one = Some(1);
+        let id = |n| HolderId::from_raw(n).expect("not 0");
+        let one = Some(id(1));
         assert_eq!(
             majority_holder(&[(one, Some(s(5))), (one, Some(s(3)))], 2),
-            Some((1, Some(s(3))))
+            Some((id(1), Some(s(3))))
         );
         assert_eq!(
-            majority_holder(&[(one, Some(s(5))), (Some(2), Some(s(3)))], 2),
+            majority_holder(&[(one, Some(s(5))), (Some(id(2)), Some(s(3)))], 2),
             None,
             "two contenders with one master each"
         );
         assert_eq!(
-            majority_holder(&[(Some(2), Some(s(1))), (one, None), (one, Some(s(4)))], 2),
-            Some((1, Some(s(4))))
+            majority_holder(&[(Some(id(2)), Some(s(1))), (one, None), (one, Some(s(4)))], 2),
+            Some((id(1), Some(s(4))))
         );
         assert_eq!(
             majority_holder(&[(one, None), (one, None)], 2),
-            Some((1, None))
+            Some((id(1), None))
         );
         assert_eq!(
             majority_holder(&[(None, Some(s(1))), (None, Some(s(1)))], 2),

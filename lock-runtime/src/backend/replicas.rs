@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 
-use super::Failure;
+use super::StoreError;
 use crate::protocol::{Announce, millis};
 
 /// What to do when fewer replicas are connected to the master than
@@ -95,7 +95,7 @@ impl Replication {
         &self,
         conn: &mut C,
         ttl: Duration,
-    ) -> Result<(), Failure> {
+    ) -> Result<(), StoreError> {
         let server = self.server.as_str();
         let wanted = self.acks.count;
         let limit = self.acks.timeout.min(ttl / 2);
@@ -129,7 +129,7 @@ impl Replication {
                 return Ok(());
             }
         }
-        Err(Failure::transient(format!(
+        Err(StoreError::transient(format!(
             "only {acked} of {wanted} replicas acknowledged the lock within {}; it was given \
              back",
             crate::shown::Shown(limit)
@@ -138,7 +138,7 @@ impl Replication {
 }
 
 /// `connected_slaves` from `INFO replication`.
-async fn connected_replicas<C: ConnectionLike>(conn: &mut C) -> Result<u32, Failure> {
+async fn connected_replicas<C: ConnectionLike>(conn: &mut C) -> Result<u32, StoreError> {
     let info: String = redis::cmd("INFO")
         .arg("replication")
         .query_async(conn)
@@ -146,7 +146,7 @@ async fn connected_replicas<C: ConnectionLike>(conn: &mut C) -> Result<u32, Fail
     info.lines()
         .find_map(|line| line.strip_prefix("connected_slaves:"))
         .and_then(|count| count.trim().parse().ok())
-        .ok_or_else(|| Failure::permanent("INFO replication names no connected_slaves"))
+        .ok_or_else(|| StoreError::permanent("INFO replication names no connected_slaves"))
 }
 
 /// Idle connections kept for acquires that wait for replicas: each such acquire has one to

@@ -31,13 +31,14 @@ use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType}
 use tokio::time::Instant;
 
 use super::redis::{RedisBackend, RedisSettings};
-use super::{Acquire, Ask, Backend, Booking, BoxFuture, Failure, Release, Renewal, whole};
+use super::{Acquire, Ask, Booking, BoxFuture, Release, Renewal, Store, StoreError, whole};
 use crate::background::Background;
 use crate::backoff::Backoff;
 use crate::deployment::Deployment;
 use crate::error::{BoxError, LockError};
-use crate::key::StoredKey;
+use crate::key::Key;
 use crate::protocol::waits::WaitsUpdate;
+use crate::shape::Shape;
 use crate::tls::Certificates;
 use crate::url;
 use crate::waiters::Waiters;
@@ -156,8 +157,8 @@ impl SentinelBackend {
     /// the new one too: the lock may have been replicated to it before the failover.
     async fn release_on_masters<'a>(
         &'a self,
-        release: impl Fn(Arc<RedisBackend>) -> BoxFuture<'a, Result<Release, Failure>> + Copy,
-    ) -> Result<Release, Failure> {
+        release: impl Fn(Arc<RedisBackend>) -> BoxFuture<'a, Result<Release, StoreError>> + Copy,
+    ) -> Result<Release, StoreError> {
         let (master, answer) = self.shared.on_master(release).await;
         if answer.is_ok() && self.shared.left(&master) {
             return self.shared.on_master(release).await.1;
@@ -391,8 +392,8 @@ impl Shared {
     /// error a failover explains, looks for a new master before returning the error.
     async fn on_master<'a, T>(
         &'a self,
-        request: impl FnOnce(Arc<RedisBackend>) -> BoxFuture<'a, Result<T, Failure>>,
-    ) -> (Arc<RedisBackend>, Result<T, Failure>) {
+        request: impl FnOnce(Arc<RedisBackend>) -> BoxFuture<'a, Result<T, StoreError>>,
+    ) -> (Arc<RedisBackend>, Result<T, StoreError>) {
         let master = self.current();
         let answer = request(master.clone()).await;
         if let Err(err) = &answer
@@ -410,8 +411,8 @@ impl Shared {
     }
 
     /// The transient error for an answer that came from a master the backend has left.
-    fn answered_by_old_master(&self, master: &RedisBackend) -> Failure {
-        Failure::transient(format!(
+    fn answered_by_old_master(&self, master: &RedisBackend) -> StoreError {
+        StoreError::transient(format!(
             "answered by {}, which failed over while the request was out and is no longer the \
              master of {}",
             master.server(),
@@ -477,7 +478,24 @@ fn resolve_may_pass(err: &BoxError) -> bool {
         .is_some_and(super::is_transient)
 }
 
-impl Backend for SentinelBackend {
+impl Store for SentinelBackend {
+    /// Every shape: one server counts a semaphore's holders and sees a read-write lock's.
+    fn supports(&self, shape: Shape) -> Result<(), &'static str> {
+        match shape {
+            Shape::Lock | Shape::Semaphore { .. } | Shape::Read | Shape::Write => Ok(()),
+        }
+    }
+
+    /// One server orders the line of fair waiters.
+    fn fair(&self) -> bool {
+        true
+    }
+
+    /// Published waits are kept beside the locks.
+    fn keeps_waits(&self) -> bool {
+        true
+    }
+
     fn describe(&self) -> &str {
         &self.shared.describe
     }
@@ -488,11 +506,11 @@ impl Backend for SentinelBackend {
 
     fn acquire<'a>(
         &'a self,
-        key: &'a StoredKey,
+        key: &'a Key,
         token: &'a str,
         ttl: Duration,
         ask: Ask,
-    ) -> BoxFuture<'a, Result<Acquire, Failure>> {
+    ) -> BoxFuture<'a, Result<Acquire, StoreError>> {
         self.revive_listeners();
         Box::pin(async move {
             let (master, answer) = self
@@ -540,10 +558,10 @@ impl Backend for SentinelBackend {
 
     fn release<'a>(
         &'a self,
-        key: &'a StoredKey,
+        key: &'a Key,
         token: &'a str,
         keep: Duration,
-    ) -> BoxFuture<'a, Result<Release, Failure>> {
+    ) -> BoxFuture<'a, Result<Release, StoreError>> {
         self.revive_listeners();
         Box::pin(async move {
             let release = move |master: Arc<RedisBackend>| -> BoxFuture<'a, _> {
@@ -557,7 +575,7 @@ impl Backend for SentinelBackend {
         &'a self,
         lease: &'a crate::lease::Lease,
         keep: Duration,
-    ) -> BoxFuture<'a, Result<Release, Failure>> {
+    ) -> BoxFuture<'a, Result<Release, StoreError>> {
         self.revive_listeners();
         Box::pin(async move {
             let release = move |master: Arc<RedisBackend>| -> BoxFuture<'a, _> {
@@ -567,11 +585,7 @@ impl Backend for SentinelBackend {
         })
     }
 
-    fn leave<'a>(
-        &'a self,
-        key: &'a StoredKey,
-        token: &'a str,
-    ) -> BoxFuture<'a, Result<(), Failure>> {
+    fn leave<'a>(&'a self, key: &'a Key, token: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         self.revive_listeners();
         Box::pin(async move {
             self.shared
@@ -585,7 +599,7 @@ impl Backend for SentinelBackend {
         &'a self,
         key: &'a str,
         update: &'a WaitsUpdate,
-    ) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
         self.revive_listeners();
         Box::pin(async move {
             self.shared
@@ -595,7 +609,7 @@ impl Backend for SentinelBackend {
         })
     }
 
-    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {
+    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         self.revive_listeners();
         Box::pin(async move {
             self.shared

@@ -12,7 +12,7 @@ use redis::{RedisError, RedisResult};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::Failure;
+use super::StoreError;
 use crate::backoff::Backoff;
 use crate::waiters::Waiters;
 
@@ -201,7 +201,7 @@ impl Subscriptions {
     }
 
     /// Asks the task to deliver releases of `key`; resolves once it is subscribed.
-    pub(super) async fn watch(&self, key: &str) -> Result<(), Failure> {
+    pub(super) async fn watch(&self, key: &str) -> Result<(), StoreError> {
         // A task that dies between the send and its answer (its runtime shut down just then)
         // is started again, once.
         for _ in 0..2 {
@@ -229,7 +229,7 @@ impl Subscriptions {
                 Err(_) => continue,
             }
         }
-        Err(Failure::transient("the subscription task has stopped"))
+        Err(StoreError::transient("the subscription task has stopped"))
     }
 
     /// Asks the task to stop delivering releases of `key`. Never blocks.

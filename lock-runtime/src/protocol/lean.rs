@@ -11,7 +11,7 @@ use redis::{Cmd, Pipeline, RedisResult, Value};
 use super::scripts::{Lua, invoke, query_loading};
 use super::{MAX_TOKEN, NativeDelete, SEEDED};
 use crate::blocker::Blocker;
-use crate::key::StoredKey;
+use crate::key::Key;
 
 /// Deletes KEYS[1] if it holds exactly ARGV[1]: the release of a server without a native
 /// compare-and-delete. (pcall: a key of another type is simply not the value.)
@@ -86,7 +86,7 @@ pub(crate) enum Took {
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn take(
     conn: &mut impl redis::aio::ConnectionLike,
-    key: &StoredKey,
+    key: &Key,
     counter: &str,
     token: &str,
     value: &str,
@@ -139,7 +139,7 @@ pub(crate) async fn take(
 /// busy attempt still counts the counter up, which keeps tokens rising.
 pub(crate) async fn acquire(
     conn: &mut impl redis::aio::ConnectionLike,
-    key: &StoredKey,
+    key: &Key,
     counter: &str,
     value: &str,
     ttl_ms: u64,

@@ -46,9 +46,10 @@ pub(crate) fn waits_key(prefix: &str) -> String {
     format!("{prefix}waits:{{waits}}")
 }
 
-/// One write (and read) of the hash of published waits, in one round trip.
+/// One write (and read) of the record of published waits, in one round trip: see
+/// [`Store::waits`](crate::store::Store::waits).
 #[derive(Debug, Default)]
-pub(crate) struct WaitsUpdate {
+pub struct WaitsUpdate {
     /// Records to write: waiter id and [`WaitRecord::format`].
     pub(crate) set: Vec<(String, String)>,
     /// Waiter ids to remove: waits that ended, and records found past their deadline.
@@ -60,8 +61,29 @@ pub(crate) struct WaitsUpdate {
 }
 
 impl WaitsUpdate {
+    /// Records to write, replacing any of the same waiter id: `(waiter id, record)`.
+    pub fn set(&self) -> &[(String, String)] {
+        &self.set
+    }
+
+    /// Waiter ids whose records to remove.
+    pub fn remove(&self) -> &[String] {
+        &self.remove
+    }
+
+    /// How long the whole record outlives this write, when it writes: a store lets it expire
+    /// then (every live waiter writes again well before).
+    pub fn keep(&self) -> std::time::Duration {
+        self.keep
+    }
+
+    /// Whether to answer every record kept (after the writes and removals).
+    pub fn read(&self) -> bool {
+        self.read
+    }
+
     /// Whether there is nothing to send.
-    pub(crate) fn is_empty(&self) -> bool {
+    pub fn is_empty(&self) -> bool {
         self.set.is_empty() && self.remove.is_empty() && !self.read
     }
 

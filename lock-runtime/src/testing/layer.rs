@@ -1,4 +1,4 @@
-//! The fault layer: a [`Backend`] around another one that answers as the kit's script says and
+//! The fault layer: a [`Store`] around another one that answers as the kit's script says and
 //! records what passes through it. Faults are injected here, at the interface every deployment
 //! implements, so a script behaves the same over memory and over a real server.
 
@@ -10,13 +10,11 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use super::{Event, Fault, Gate, Holder};
-use crate::backend::{
-    Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal,
-};
 use crate::error::LostReason;
-use crate::key::StoredKey;
-use crate::protocol::waits::WaitsUpdate;
-use crate::shape::Shape;
+use crate::store::{
+    Acquire, Ask, Booking, BoxFuture, Changes, HandOff, Key, Release, Renewal, Shape, Store,
+    StoreError, WaitsUpdate,
+};
 
 /// A key pattern: an exact key, a glob (`order:*`), or an attribute's template
 /// (`order:<user_id>`), whose placeholders match any text as `*` does.
@@ -137,7 +135,7 @@ fn spend(left: &mut u32) -> bool {
 /// A lease this deployment granted and has not seen end, by owner token.
 pub(crate) struct Grant {
     pub(crate) key: String,
-    pub(crate) stored: StoredKey,
+    pub(crate) stored: Key,
     pub(crate) fence: u64,
     pub(crate) expires: Instant,
     pub(crate) phantom: Option<Holder>,
@@ -176,7 +174,7 @@ impl Shared {
     pub(crate) fn granted(
         &self,
         key: &str,
-        stored: &StoredKey,
+        stored: &Key,
         token: &str,
         fence: u64,
         ttl: Duration,
@@ -261,20 +259,20 @@ impl Shared {
 }
 
 /// The name a caller gave the lock stored as `stored` under `prefix`.
-pub(crate) fn key_of(prefix: &str, stored: &StoredKey) -> String {
+pub(crate) fn key_of(prefix: &str, stored: &Key) -> String {
     let lock = stored.lock.as_str();
     let lock = lock.strip_suffix(stored.shape.suffix()).unwrap_or(lock);
     crate::inspect::lock_name(prefix, lock).unwrap_or_else(|| stored.lock.clone())
 }
 
 /// A scripted failure, as the backend's own would be.
-fn failure(fault: Fault, operation: &str) -> Failure {
+fn failure(fault: Fault, operation: &str) -> StoreError {
     match fault {
-        Fault::Transient => Failure::transient(format!(
+        Fault::Transient => StoreError::transient(format!(
             "connection reset during {operation} (a transient fault scripted by \
              lock_runtime::testing)"
         )),
-        Fault::Permanent => Failure::permanent(format!(
+        Fault::Permanent => StoreError::permanent(format!(
             "the server refused the {operation} (a permanent fault scripted by \
              lock_runtime::testing)"
         )),
@@ -282,7 +280,7 @@ fn failure(fault: Fault, operation: &str) -> Failure {
 }
 
 pub(crate) struct FaultLayer {
-    inner: Arc<dyn Backend>,
+    inner: Arc<dyn Store>,
     pub(crate) shared: Arc<Shared>,
     prefix: String,
     describe: String,
@@ -296,7 +294,7 @@ enum Before {
 }
 
 impl FaultLayer {
-    pub(crate) fn new(inner: Arc<dyn Backend>, shared: Arc<Shared>, prefix: String) -> Self {
+    pub(crate) fn new(inner: Arc<dyn Store>, shared: Arc<Shared>, prefix: String) -> Self {
         let describe = format!("{} (lock_runtime::testing faults)", inner.describe());
         FaultLayer {
             inner,
@@ -306,7 +304,7 @@ impl FaultLayer {
         }
     }
 
-    pub(crate) fn inner(&self) -> &Arc<dyn Backend> {
+    pub(crate) fn inner(&self) -> &Arc<dyn Store> {
         &self.inner
     }
 
@@ -396,12 +394,12 @@ impl FaultLayer {
 
     /// Takes the lease of `token` off the deployment, as its expiry or another owner would:
     /// what a scripted loss leaves behind.
-    pub(crate) async fn drop_from_deployment(&self, stored: &StoredKey, token: &str) {
+    pub(crate) async fn drop_from_deployment(&self, stored: &Key, token: &str) {
         let _ = self.inner.release(stored, token, Duration::ZERO).await;
     }
 
     /// A release answer for `token`'s grant, kept for `keep` (`hold_at_least`), recorded.
-    fn released(&self, token: &str, keep: Duration, answer: &Result<Release, Failure>) {
+    fn released(&self, token: &str, keep: Duration, answer: &Result<Release, StoreError>) {
         match answer {
             Ok(Release::Released) if !keep.is_zero() => self.shared.kept(token, keep),
             Ok(Release::Released) => self.shared.ended(token, None),
@@ -416,11 +414,11 @@ impl FaultLayer {
     /// if the script lets it through (a backend may do its work when the request is made).
     async fn release_with<'a>(
         &'a self,
-        stored: &'a StoredKey,
+        stored: &'a Key,
         token: &'a str,
         keep: Duration,
-        send: impl FnOnce() -> BoxFuture<'a, Result<Release, Failure>>,
-    ) -> Result<Release, Failure> {
+        send: impl FnOnce() -> BoxFuture<'a, Result<Release, StoreError>>,
+    ) -> Result<Release, StoreError> {
         let key = key_of(&self.prefix, stored);
         let (delay, fail) = self.before_release(&key);
         if !delay.is_zero() {
@@ -449,7 +447,7 @@ impl FaultLayer {
     }
 }
 
-impl Backend for FaultLayer {
+impl Store for FaultLayer {
     fn describe(&self) -> &str {
         &self.describe
     }
@@ -460,11 +458,11 @@ impl Backend for FaultLayer {
 
     fn acquire<'a>(
         &'a self,
-        key: &'a StoredKey,
+        key: &'a Key,
         token: &'a str,
         ttl: Duration,
         ask: Ask,
-    ) -> BoxFuture<'a, Result<Acquire, Failure>> {
+    ) -> BoxFuture<'a, Result<Acquire, StoreError>> {
         Box::pin(async move {
             let name = key_of(&self.prefix, key);
             // Where the acquire was not held at the gate before its request (see `gate`).
@@ -512,7 +510,7 @@ impl Backend for FaultLayer {
         })
     }
 
-    fn gate<'a>(&'a self, key: &'a StoredKey) -> Option<BoxFuture<'a, ()>> {
+    fn gate<'a>(&'a self, key: &'a Key) -> Option<BoxFuture<'a, ()>> {
         let gate = self.gate_for(&key_of(&self.prefix, key))?;
         Some(Box::pin(self.pass(gate)))
     }
@@ -525,11 +523,7 @@ impl Backend for FaultLayer {
         self.inner.supports(shape)
     }
 
-    fn leave<'a>(
-        &'a self,
-        key: &'a StoredKey,
-        token: &'a str,
-    ) -> BoxFuture<'a, Result<(), Failure>> {
+    fn leave<'a>(&'a self, key: &'a Key, token: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         self.inner.leave(key, token)
     }
 
@@ -563,7 +557,7 @@ impl Backend for FaultLayer {
             if pass.is_empty() {
                 return;
             }
-            let relay = |indices: &[usize], answer: Result<Vec<Option<bool>>, Failure>| {
+            let relay = |indices: &[usize], answer: Result<Vec<Option<bool>>, StoreError>| {
                 if let Ok(renewed) = &answer {
                     for (&j, verdict) in indices.iter().zip(renewed) {
                         let renewal = &pass[j];
@@ -591,10 +585,10 @@ impl Backend for FaultLayer {
 
     fn release<'a>(
         &'a self,
-        key: &'a StoredKey,
+        key: &'a Key,
         token: &'a str,
         keep: Duration,
-    ) -> BoxFuture<'a, Result<Release, Failure>> {
+    ) -> BoxFuture<'a, Result<Release, StoreError>> {
         Box::pin(self.release_with(key, token, keep, move || {
             self.inner.release(key, token, keep)
         }))
@@ -604,7 +598,7 @@ impl Backend for FaultLayer {
         &'a self,
         lease: &'a crate::lease::Lease,
         keep: Duration,
-    ) -> BoxFuture<'a, Result<Release, Failure>> {
+    ) -> BoxFuture<'a, Result<Release, StoreError>> {
         Box::pin(
             self.release_with(&lease.stored, &lease.token, keep, move || {
                 self.inner.release_lease(lease, keep)
@@ -620,7 +614,7 @@ impl Backend for FaultLayer {
         &'a self,
         from_lease: &'a crate::lease::Lease,
         to_lease: &'a crate::lease::Lease,
-    ) -> BoxFuture<'a, Result<HandOff, Failure>> {
+    ) -> BoxFuture<'a, Result<HandOff, StoreError>> {
         Box::pin(async move {
             let key = &from_lease.stored;
             let (from, to) = (from_lease.token.as_str(), to_lease.token.as_str());
@@ -663,11 +657,11 @@ impl Backend for FaultLayer {
         &'a self,
         key: &'a str,
         update: &'a WaitsUpdate,
-    ) -> BoxFuture<'a, Result<Vec<(String, String)>, Failure>> {
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
         self.inner.waits(key, update)
     }
 
-    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {
+    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         self.inner.watch(key)
     }
 
@@ -677,6 +671,14 @@ impl Backend for FaultLayer {
 
     fn notifies(&self) -> bool {
         self.inner.notifies()
+    }
+
+    fn keeps_waits(&self) -> bool {
+        self.inner.keeps_waits()
+    }
+
+    fn attach(&self, changes: &Changes) {
+        self.inner.attach(changes);
     }
 
     fn retry_with_same_token(&self) -> bool {
@@ -707,11 +709,11 @@ mod tests {
     #[test]
     fn a_stored_key_gives_back_the_callers_name() {
         for key in ["order:7", "}odd", "\\odd", "a}b"] {
-            let lock = StoredKey::new("p:", key).expect("valid key");
+            let lock = Key::lock("p:", key).expect("valid key");
             assert_eq!(key_of("p:", &lock), key);
-            let sem = StoredKey::of("p:", key, Shape::Semaphore { permits: 3 }).expect("valid key");
+            let sem = Key::new("p:", key, Shape::Semaphore { permits: 3 }).expect("valid key");
             assert_eq!(key_of("p:", &sem), key);
-            let rw = StoredKey::of("p:", key, Shape::Read).expect("valid key");
+            let rw = Key::new("p:", key, Shape::Read).expect("valid key");
             assert_eq!(key_of("p:", &rw), key);
         }
     }

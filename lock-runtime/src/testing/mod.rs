@@ -99,10 +99,10 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::backend::{Acquire, Ask, Backend};
+use crate::backend::{Acquire, Ask, Store};
 use crate::builder::LockManagerBuilder;
 use crate::error::{LockError, LostReason};
-use crate::key::StoredKey;
+use crate::key::Key;
 use crate::manager::{LockManager, SCOPED};
 use crate::shape::Shape;
 use layer::{Action, FaultLayer, Pattern, Shared};
@@ -447,7 +447,7 @@ impl TestLocks {
         holder: Holder,
         ttl: Duration,
     ) -> Result<Phantom, LockError> {
-        let stored = StoredKey::new(self.layer.prefix(), key)?;
+        let stored = Key::lock(self.layer.prefix(), key)?;
         let token = uuid::Uuid::new_v4().to_string();
         let ask = Ask {
             since_ms: crate::protocol::now_ms(),
@@ -558,9 +558,9 @@ impl TestLocks {
     pub fn waiters(&self, key: &str) -> usize {
         let prefix = self.layer.prefix();
         let names = [
-            StoredKey::new(prefix, key),
-            StoredKey::of(prefix, key, Shape::Semaphore { permits: 1 }),
-            StoredKey::of(prefix, key, Shape::Read),
+            Key::lock(prefix, key),
+            Key::new(prefix, key, Shape::Semaphore { permits: 1 }),
+            Key::new(prefix, key, Shape::Read),
         ];
         let waiters = &self.base.client().waiters;
         names
@@ -706,7 +706,7 @@ impl Script<'_> {
     /// is lost at its first renewal. Returns how many leases were lost now.
     pub async fn lose_lease_now(&self, reason: LostReason) -> usize {
         let pattern = Pattern::new(&self.pattern);
-        let grants: Vec<(String, StoredKey)> = self
+        let grants: Vec<(String, Key)> = self
             .kit
             .shared
             .state()
@@ -780,7 +780,7 @@ impl Script<'_> {
 /// out or [`Phantom::release`]. Dropping it leaves the lock held.
 pub struct Phantom {
     key: String,
-    stored: StoredKey,
+    stored: Key,
     token: String,
     fencing_token: u64,
     holder: Holder,
@@ -840,7 +840,7 @@ fn backend_error(
     operation: &'static str,
     key: &str,
     server: &str,
-    failure: crate::backend::Failure,
+    failure: crate::backend::StoreError,
     token: &str,
 ) -> LockError {
     let transient = failure.is_transient();

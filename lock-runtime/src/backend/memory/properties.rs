@@ -134,7 +134,7 @@ enum Expected {
 struct Run {
     backend: MemoryBackend,
     waiters: Arc<Waiters>,
-    keys: Vec<StoredKey>,
+    keys: Vec<Key>,
     start: Instant,
     model: Model,
     /// What the clients were told: (key, owner) holds the lock until this instant.
@@ -149,7 +149,7 @@ impl Run {
             waiters,
             keys: KEYS
                 .iter()
-                .map(|key| StoredKey::new("lock:", key).expect("keys are not empty"))
+                .map(|key| Key::lock("lock:", key).expect("keys are not empty"))
                 .collect(),
             start: Instant::now(),
             model: Model::default(),
@@ -335,7 +335,7 @@ impl Run {
             })
             .collect();
         let booked = std::sync::Mutex::new(vec![None; batch.len()]);
-        let book = |indices: &[usize], answer: Result<Vec<Option<bool>>, Failure>| {
+        let book = |indices: &[usize], answer: Result<Vec<Option<bool>>, StoreError>| {
             let mut booked = booked
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner);
