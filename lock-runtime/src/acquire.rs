@@ -111,8 +111,8 @@ impl Inner {
         let shape = options.shape()?;
         if options.fair && !self.backend.fair() {
             return Err(LockError::Config(format!(
-                "fair = true needs one server to keep the line of waiters in order, and {} has \
-                 several that could each order it their own way; leave fair out on Redlock",
+                "fair = true needs a store that keeps one line of waiters in order, and {} keeps \
+                 none (Redlock's masters could each order it their own way): leave fair out here",
                 self.backend.describe()
             )));
         }

@@ -18,3 +18,12 @@ pub(crate) use crate::protocol::FAIR_TURN;
 pub(crate) use crate::store::{
     Acquire, Ask, Booking, BoxFuture, HandOff, Line, Release, Renewal, Store, StoreError, whole,
 };
+
+/// acquire.lua's ARGV[5]: whether a busy answer puts the caller in the line of fair waiters.
+pub(crate) fn line_arg(line: Line) -> &'static str {
+    match line {
+        Line::No => "",
+        Line::IfAny => "line",
+        Line::Fair => "fair",
+    }
+}

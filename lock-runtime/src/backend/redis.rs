@@ -306,7 +306,7 @@ impl Holder {
                     .arg(millis(ttl))
                     .arg(self.holder(ask.since_ms))
                     .arg(if ask.waited { "1" } else { "0" })
-                    .arg(crate::protocol::line_arg(ask.line))
+                    .arg(super::line_arg(ask.line))
                     .arg(self.fair_turn_ms)
                     .arg(announce.as_arg())
                     .arg(self.clock_arg());

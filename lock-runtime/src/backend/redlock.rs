@@ -705,7 +705,10 @@ mod tests {
             "two contenders with one master each"
         );
         assert_eq!(
-            majority_holder(&[(Some(id(2)), Some(s(1))), (one, None), (one, Some(s(4)))], 2),
+            majority_holder(
+                &[(Some(id(2)), Some(s(1))), (one, None), (one, Some(s(4)))],
+                2
+            ),
             Some((id(1), Some(s(4))))
         );
         assert_eq!(

@@ -164,15 +164,6 @@ pub(crate) enum Announce {
     Quiet,
 }
 
-/// acquire.lua's ARGV[5]: whether a busy answer puts the caller in the line of fair waiters.
-pub(crate) fn line_arg(line: crate::store::Line) -> &'static str {
-    match line {
-        crate::store::Line::No => "",
-        crate::store::Line::IfAny => "line",
-        crate::store::Line::Fair => "fair",
-    }
-}
-
 impl Announce {
     pub(crate) fn as_arg(self) -> &'static str {
         match self {

@@ -1,0 +1,285 @@
+//! The store seam as a user sees it: a store written here, against the public
+//! `lock_runtime::store` API only, given to `LockManagerBuilder::store`. Several managers over
+//! one store stand for several processes. What the engine does with a store that declares few
+//! capabilities: refusals that name what is missing, waiting on the lease where nobody is told
+//! of releases, and waking at once where the store tells [`Changes`].
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use lock_runtime::store::{
+    Acquire, Ask, Booking, BoxFuture, Changes, HolderId, Key, Release, Renewal, Store, StoreError,
+    whole,
+};
+use lock_runtime::{LockError, LockManager, LockOptions};
+use tokio::time::Instant;
+
+/// One lock per key name, its owner token and lease end by this process's clock, and one fence
+/// counter per key that outlives the lock: the least a store keeps.
+#[derive(Default)]
+struct Table {
+    locks: HashMap<String, (String, Instant)>,
+    fences: HashMap<String, u64>,
+}
+
+#[derive(Default)]
+struct TableStore {
+    table: Mutex<Table>,
+    /// Whether it tells releases to the managers over it.
+    tells: bool,
+    managers: Mutex<Vec<Changes>>,
+    /// Acquire requests answered, for the test to wait on.
+    asked: AtomicUsize,
+    /// Made to fail every request transiently.
+    down: AtomicBool,
+}
+
+impl TableStore {
+    fn table(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().expect("not poisoned")
+    }
+
+    fn check_up(&self) -> Result<(), StoreError> {
+        if self.down.load(Ordering::SeqCst) {
+            return Err(StoreError::transient("the table at test:0 is down"));
+        }
+        Ok(())
+    }
+}
+
+fn ready<'a, T: Send + 'a>(value: T) -> BoxFuture<'a, T> {
+    Box::pin(std::future::ready(value))
+}
+
+impl Store for TableStore {
+    fn describe(&self) -> &str {
+        "table store"
+    }
+
+    fn server(&self) -> &str {
+        "test:0"
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        key: &'a Key,
+        token: &'a str,
+        ttl: Duration,
+        _ask: Ask,
+    ) -> BoxFuture<'a, Result<Acquire, StoreError>> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        if let Err(err) = self.check_up() {
+            return ready(Err(err));
+        }
+        let now = Instant::now();
+        let mut table = self.table();
+        let Table { locks, fences } = &mut *table;
+        match locks.get(key.name()) {
+            Some((holder, end)) if *end > now && holder != token => {
+                return ready(Ok(Acquire::Busy {
+                    remaining: Some(*end - now),
+                    holder: Some(HolderId::of_token(holder)),
+                    in_line: false,
+                    blocker: None,
+                }));
+            }
+            _ => {}
+        }
+        let fence = fences.entry(key.name().to_owned()).or_default();
+        *fence += 1;
+        locks.insert(key.name().to_owned(), (token.to_owned(), now + ttl));
+        ready(Ok(Acquire::Acquired { fence: *fence }))
+    }
+
+    fn renew<'a>(&'a self, batch: &'a [Renewal], book: Booking<'a>) -> BoxFuture<'a, ()> {
+        if let Err(err) = self.check_up() {
+            book(&whole(batch), Err(err));
+            return ready(());
+        }
+        let now = Instant::now();
+        let mut table = self.table();
+        let answers = batch
+            .iter()
+            .map(|renewal| match table.locks.get_mut(renewal.key()) {
+                Some((holder, end)) if *end > now && holder == renewal.token() => {
+                    *end = now + renewal.ttl();
+                    Some(true)
+                }
+                _ => Some(false),
+            })
+            .collect();
+        drop(table);
+        book(&whole(batch), Ok(answers));
+        ready(())
+    }
+
+    fn release<'a>(
+        &'a self,
+        key: &'a Key,
+        token: &'a str,
+        keep: Duration,
+    ) -> BoxFuture<'a, Result<Release, StoreError>> {
+        if let Err(err) = self.check_up() {
+            return ready(Err(err));
+        }
+        let now = Instant::now();
+        let mut table = self.table();
+        let answer = match table.locks.get_mut(key.name()) {
+            Some((holder, end)) if *end > now && holder == token => {
+                if keep.is_zero() {
+                    table.locks.remove(key.name());
+                } else {
+                    *end = now + keep;
+                }
+                Release::Released
+            }
+            Some((_, end)) if *end > now => Release::NotOwner,
+            _ => Release::Gone,
+        };
+        drop(table);
+        if answer == Release::Released && self.tells {
+            for changes in self.managers.lock().expect("not poisoned").iter() {
+                changes.released(key.name());
+            }
+        }
+        ready(Ok(answer))
+    }
+
+    fn notifies(&self) -> bool {
+        self.tells
+    }
+
+    fn attach(&self, changes: &Changes) {
+        self.managers
+            .lock()
+            .expect("not poisoned")
+            .push(changes.clone());
+    }
+}
+
+async fn manager_over(store: &Arc<TableStore>) -> LockManager {
+    LockManager::builder()
+        .store(store.clone())
+        .build()
+        .await
+        .expect("a manager over the table store")
+}
+
+const PATIENCE: Duration = Duration::from_secs(20);
+
+#[tokio::test]
+async fn two_managers_over_one_store_exclude_each_other_and_fence_in_order() {
+    let store = Arc::new(TableStore::default());
+    let (a, b) = (manager_over(&store).await, manager_over(&store).await);
+    let first = a.lock("order:1", LockOptions::new()).await.expect("free");
+    let busy = b
+        .lock("order:1", LockOptions::new().wait(Duration::ZERO))
+        .await
+        .expect_err("held by the other manager");
+    assert!(matches!(busy, LockError::Busy { .. }), "{busy:?}");
+    let fence = first.fencing_token();
+    first.release().await.expect("released");
+    let second = b
+        .lock("order:1", LockOptions::new())
+        .await
+        .expect("free again");
+    assert!(second.fencing_token() > fence);
+    second.release().await.expect("released");
+    assert!(store.table().locks.is_empty(), "nothing left held");
+}
+
+#[tokio::test]
+async fn a_shape_the_store_does_not_keep_is_refused_naming_it_and_the_store() {
+    let manager = manager_over(&Arc::new(TableStore::default())).await;
+    let err = manager
+        .semaphore("pool", 3, LockOptions::new())
+        .await
+        .expect_err("no semaphores here");
+    let shown = err.to_string();
+    assert!(matches!(err, LockError::Config(_)), "{err:?}");
+    assert!(shown.contains("table store"), "{shown}");
+    assert!(shown.contains("semaphore"), "{shown}");
+    let err = manager
+        .read_lock("doc", LockOptions::new())
+        .await
+        .expect_err("no read-write locks here");
+    assert!(err.to_string().contains("read-write lock"), "{err}");
+}
+
+#[tokio::test]
+async fn fair_waiting_is_refused_where_the_store_keeps_no_line() {
+    let manager = manager_over(&Arc::new(TableStore::default())).await;
+    let err = manager
+        .lock("k", LockOptions::new().fair(true))
+        .await
+        .expect_err("no line of waiters here");
+    let shown = err.to_string();
+    assert!(shown.contains("table store"), "{shown}");
+    assert!(shown.contains("leave fair out"), "{shown}");
+}
+
+#[tokio::test]
+async fn a_builder_given_a_store_and_a_url_is_refused() {
+    let err = LockManager::builder()
+        .url("memory://")
+        .store(Arc::new(TableStore::default()))
+        .build()
+        .await
+        .expect_err("one or the other");
+    assert!(err.to_string().contains("either a URL or a store"), "{err}");
+}
+
+/// A waiter of a store that tells releases takes the lock at the release, long before the
+/// holder's lease would have ended.
+#[tokio::test]
+async fn a_waiter_wakes_at_a_release_the_store_tells() {
+    let store = Arc::new(TableStore {
+        tells: true,
+        ..TableStore::default()
+    });
+    let (a, b) = (manager_over(&store).await, manager_over(&store).await);
+    let ttl = Duration::from_secs(60);
+    let held = a
+        .lock("k", LockOptions::new().ttl(ttl))
+        .await
+        .expect("free");
+    let asked = store.asked.load(Ordering::SeqCst);
+    let waiter = tokio::spawn(async move {
+        let started = Instant::now();
+        let guard = b
+            .lock("k", LockOptions::new().wait(Duration::from_secs(120)))
+            .await
+            .expect("taken after the release");
+        (started.elapsed(), guard.release().await)
+    });
+    // The waiter was told the lock is busy before it is released.
+    let told =
+        lock_tests::wait_until_async(PATIENCE, || store.asked.load(Ordering::SeqCst) > asked).await;
+    assert!(told, "the waiter never asked");
+    held.release().await.expect("released");
+    let (waited, released) = tokio::time::timeout(PATIENCE, waiter)
+        .await
+        .expect("woken by the release, not the lease's end")
+        .expect("no panic");
+    released.expect("released");
+    assert!(waited < ttl / 2, "waited {waited:?}");
+}
+
+/// A store's transient failure reaches the caller as a retryable error naming the store's
+/// server, and a permanent one as not retryable.
+#[tokio::test]
+async fn a_store_failure_keeps_its_kind_and_names_the_server() {
+    let store = Arc::new(TableStore::default());
+    let manager = manager_over(&store).await;
+    store.down.store(true, Ordering::SeqCst);
+    let err = manager
+        .lock("k", LockOptions::new().wait(Duration::ZERO))
+        .await
+        .expect_err("the store is down");
+    assert!(err.is_retryable(), "{err:?}");
+    let shown = err.to_string();
+    assert!(shown.contains("test:0"), "{shown}");
+    assert!(!StoreError::permanent("no table").is_transient());
+}
