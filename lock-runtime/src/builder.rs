@@ -377,12 +377,22 @@ impl LockManagerBuilder {
     pub async fn build(mut self) -> Result<LockManager, LockError> {
         self.validate()?;
         if let Some(store) = self.store.take() {
+            if self.url.is_some() {
+                return Err(LockError::Config(format!(
+                    "the manager over the store `{}` cannot be built: a URL was given too: give \
+                     either a URL or a store",
+                    store.describe()
+                )));
+            }
             return self.over_store(store);
         }
         let url = self
             .url
             .as_deref()
             .ok_or_else(|| LockError::Config("no URL given to LockManager::builder".into()))?;
+        if let Some(store) = crate::store::scheme::connect(url).await {
+            return self.over_store(store?);
+        }
         let deployment = Deployment::parse(url)?;
         if self.replicas.is_some() && deployment.kind() == DeploymentKind::Redlock {
             return Err(LockError::Config(
@@ -419,9 +429,7 @@ impl LockManagerBuilder {
     /// A manager over a store given as is: the settings that only a URL's deployment can use
     /// are refused.
     fn over_store(self, store: Arc<dyn Store>) -> Result<LockManager, LockError> {
-        let refused = if self.url.is_some() {
-            Some("a URL was given too: give either a URL or a store")
-        } else if self.replicas.is_some() {
+        let refused = if self.replicas.is_some() {
             Some("wait_for_replicas applies to Redis Sentinel and Cluster only")
         } else if self.tls.is_some() {
             Some("TLS certificates go to the store itself, not to the builder")

@@ -110,6 +110,7 @@ impl LockManager {
     /// | `redlocks://...` | the same over TLS (feature `tls`) |
     /// | `memory://` | one lock table for this whole process: demos and tests, no server |
     /// | `memory://<name>` | the process's table called `<name>`, apart from all others: isolated tests |
+    /// | `<scheme>://...` | a store of your own whose scheme was registered with [`register_scheme`](crate::store::register_scheme) |
     ///
     /// Every manager connected to the same `memory://` URL in a process shares its locks, as
     /// managers on one Redis do; a waiter is woken once per release, whichever manager it

@@ -283,3 +283,75 @@ async fn a_store_failure_keeps_its_kind_and_names_the_server() {
     assert!(shown.contains("test:0"), "{shown}");
     assert!(!StoreError::permanent("no table").is_transient());
 }
+
+/// One store per process for the scheme `tablestore://`, as a store's package would open one
+/// per URL.
+static SHARED: std::sync::LazyLock<Arc<TableStore>> = std::sync::LazyLock::new(|| {
+    Arc::new(TableStore {
+        tells: true,
+        ..TableStore::default()
+    })
+});
+
+fn register_table_scheme() {
+    lock_runtime::store::register_scheme("TableStore", |url: String| async move {
+        if url.contains("broken") {
+            return Err(StoreError::permanent("no table at test:0 (broken)"));
+        }
+        Ok(SHARED.clone() as Arc<dyn Store>)
+    })
+    .expect("a scheme of its own");
+}
+
+#[tokio::test]
+async fn a_registered_scheme_reaches_the_store_through_connect_and_the_test_kit() {
+    register_table_scheme();
+    let a = LockManager::connect("tablestore://one")
+        .await
+        .expect("connected");
+    let b = LockManager::connect("TABLESTORE://one")
+        .await
+        .expect("connected");
+    assert_eq!(a.backend(), "table store");
+    let held = a.lock("scheme:k", LockOptions::new()).await.expect("free");
+    let busy = b
+        .lock("scheme:k", LockOptions::new().wait(Duration::ZERO))
+        .await
+        .expect_err("held through the other manager");
+    assert!(busy.is_busy(), "{busy:?}");
+    held.release().await.expect("released");
+    // The test kit's layer goes around a registered store as around the library's own.
+    let kit = lock_runtime::testing::TestLocks::over_url("tablestore://one")
+        .await
+        .expect("a kit over the store");
+    let guard = kit
+        .manager()
+        .lock("scheme:k", LockOptions::new())
+        .await
+        .expect("free again");
+    guard.release().await.expect("released");
+    let err = LockManager::connect("tablestore://broken")
+        .await
+        .expect_err("the store refused");
+    let shown = err.to_string();
+    assert!(shown.contains("no table at test:0"), "{shown}");
+    assert!(!err.is_retryable(), "{err:?}");
+}
+
+#[tokio::test]
+async fn the_library_s_own_schemes_cannot_be_registered() {
+    for scheme in ["redis", "Memory", "redis+cluster", "no scheme"] {
+        let err = lock_runtime::store::register_scheme(scheme, |_url: String| async {
+            Err::<Arc<dyn Store>, _>(StoreError::permanent("never"))
+        })
+        .expect_err("refused");
+        assert!(matches!(err, LockError::Config(_)), "{scheme}: {err:?}");
+    }
+    assert!(
+        LockManager::connect("memory://")
+            .await
+            .expect("still memory")
+            .backend()
+            .starts_with("memory")
+    );
+}

@@ -61,8 +61,10 @@ pub use crate::shape::Shape;
 use crate::waiters::Waiters;
 
 pub(crate) mod error;
+pub(crate) mod scheme;
 
 pub use error::StoreError;
+pub use scheme::register_scheme;
 
 /// A boxed future, as the trait's methods return them (the trait is used as `dyn Store`).
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
