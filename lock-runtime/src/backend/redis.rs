@@ -247,7 +247,10 @@ impl Holder {
         key: &StoredKey,
         ask: Ask,
     ) -> bool {
-        capabilities.lean_acquire && !self.clocked_tokens && key.is_lock() && ask.line != Line::Fair
+        capabilities.lean_acquire
+            && !self.clocked_tokens
+            && key.shape.takes_lean_path()
+            && ask.line != Line::Fair
     }
 
     /// The call of acquire.lua that takes `key` for `token` and `ttl` (see [`Ask`]); a fair
@@ -1285,7 +1288,7 @@ impl RedisBackend {
         keep: Duration,
     ) -> Result<Release, Failure> {
         if keep.is_zero()
-            && lease.stored.is_lock()
+            && lease.stored.shape.compares_its_value()
             && let Some(since_ms) = lease.written_plain()
         {
             let value = &self.holder.held_value(&lease.token, '0', since_ms);
@@ -1325,7 +1328,7 @@ pub(super) fn written_value(
     holder: &Holder,
     lease: &Lease,
 ) -> Option<String> {
-    if !capabilities.set_ifeq || !lease.stored.is_lock() {
+    if !capabilities.set_ifeq || !lease.stored.shape.compares_its_value() {
         return None;
     }
     let since_ms = lease.written_plain()?;
