@@ -50,12 +50,18 @@ type Subscription = Arc<tokio::sync::OnceCell<()>>;
 pub(crate) fn reentered(manager: &Inner, key: &str, options: LockOptions) -> Option<Done> {
     let asked = options.asked_shape()?;
     let lease = current::held(manager.id, key, asked)?;
+    // The hold found is of the same lock (see `Shape::same_lock`): a semaphore's permit under
+    // another number of permits and a write hold inside a read share are refused; the rest
+    // re-enter (the same shape again, or a read share inside a write hold).
     Some(match (lease.stored.shape, asked) {
         (Shape::Semaphore { permits: held }, Shape::Semaphore { permits }) if held != permits => {
             Err(permits_differ_here(key, held, permits))
         }
         (Shape::Read, Shape::Write) => Err(upgrade(key)),
-        _ => reenter(lease).map(LockGuard::reentered),
+        (
+            Shape::Lock | Shape::Semaphore { .. } | Shape::Read | Shape::Write,
+            Shape::Lock | Shape::Semaphore { .. } | Shape::Read | Shape::Write,
+        ) => reenter(lease).map(LockGuard::reentered),
     })
 }
 
@@ -135,7 +141,8 @@ impl Inner {
             {
                 Err(upgrade(key))
             }
-            _ => Ok(stored),
+            // An upgrade would wait for the task's own read share; nothing else is refused here.
+            Shape::Lock | Shape::Semaphore { .. } | Shape::Read | Shape::Write => Ok(stored),
         }
     }
 
@@ -480,7 +487,7 @@ impl Acquisition {
             }) => {
                 pending.disarm();
                 // One holder of several is not what blocks a semaphore or a read-write lock.
-                let blocker = blocker.filter(|_| self.lease.stored.is_lock());
+                let blocker = blocker.filter(|_| self.lease.stored.shape.waits_for_one_holder());
                 Answer::Busy {
                     remaining,
                     watched,
@@ -546,7 +553,7 @@ impl Acquisition {
             // Another holder's permit may end sooner than ours: the next waiter for
             // a semaphore asks at once, and learns when.
             // So may a read-write lock's other readers, or its writer.
-            let until = if lease.stored.is_lock() {
+            let until = if lease.stored.shape.next_waiter_watches_the_lease() {
                 lease.deadline()
             } else {
                 Instant::now()
@@ -642,7 +649,7 @@ impl Acquisition {
     /// answer (or this process's line) named it: a plain lock's wait is followed for deadlocks
     /// from its first busy answer on.
     fn blocked_by(&mut self, holder: Option<String>) {
-        if !self.lease.stored.is_lock() || self.options.wait.is_zero() {
+        if !self.lease.stored.shape.waits_for_one_holder() || self.options.wait.is_zero() {
             return;
         }
         match &self.deadlock {

@@ -149,7 +149,7 @@ impl Inner {
     /// `Store::hands_off`): never a semaphore's permit, whose waiters may find another
     /// permit free and always ask the server.
     pub(crate) fn hands_off(&self, stored: &Key) -> bool {
-        stored.is_lock() && self.backend.hands_off()
+        stored.shape.hands_over() && self.backend.hands_off()
     }
 
     /// One release round trip, bounded by the request timeout; a lease its caller used is kept

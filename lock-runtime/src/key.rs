@@ -73,12 +73,6 @@ impl Key {
         })
     }
 
-    /// Whether this names a plain lock: one holder, which a holder of this process may hand
-    /// straight to a waiter, and whose lease is the only one to watch.
-    pub(crate) fn is_lock(&self) -> bool {
-        self.shape == Shape::Lock
-    }
-
     /// A read-write lock's readers: a sorted set of `r:<owner token>` scored by lease end.
     pub(crate) fn rw_readers(&self) -> String {
         self.with_suffix(":readers")
@@ -197,7 +191,7 @@ mod tests {
         assert_eq!(k.fence_of_0_2(), "lock:{doc}:rw:fence");
         assert_eq!(k.sem_waiting(), "lock:{doc}:rw:waiting");
         assert_eq!(k.held_at(), "lock:{doc}:rw:readers");
-        assert!(!k.is_lock());
+        assert_eq!(k.shape, Shape::Read);
         let w = Key::new("lock:", "doc", Shape::Write).expect("valid key");
         assert_eq!(w.held_at(), "lock:{doc}:rw:writer");
         assert_ne!(Key::lock("lock:", "doc").expect("valid key").lock, k.lock);

@@ -76,12 +76,93 @@ impl Shape {
     /// Whether `self` and `other` take the same stored lock of a key's name: a task holding
     /// the one and asking for the other re-enters its hold (or is told why it cannot).
     pub(crate) fn same_lock(self, other: Shape) -> bool {
-        matches!(
-            (self, other),
+        match (self, other) {
             (Shape::Lock, Shape::Lock)
-                | (Shape::Semaphore { .. }, Shape::Semaphore { .. })
-                | (Shape::Read | Shape::Write, Shape::Read | Shape::Write)
-        )
+            | (Shape::Semaphore { .. }, Shape::Semaphore { .. })
+            | (Shape::Read | Shape::Write, Shape::Read | Shape::Write) => true,
+            (Shape::Lock, Shape::Semaphore { .. } | Shape::Read | Shape::Write)
+            | (Shape::Semaphore { .. }, Shape::Lock | Shape::Read | Shape::Write)
+            | (Shape::Read | Shape::Write, Shape::Lock | Shape::Semaphore { .. }) => false,
+        }
+    }
+
+    /// Whether a waiter for this shape waits for one holder, whom a busy answer names: the
+    /// blocker a wait that runs out reports, and the holder the deadlock detector follows the
+    /// wait to (held leases of this shape are where its edges lead).
+    ///
+    /// - The lock: yes, its one holder.
+    /// - A semaphore's permit: no; a full semaphore has all its permits' holders, and any one
+    ///   of them leaving lets the waiter in, so no one of them blocks it.
+    /// - A read share or the write hold: no; a writer waits for every reader, and a reader
+    ///   may wait for a writer that waits before it and holds nothing yet.
+    pub(crate) fn waits_for_one_holder(self) -> bool {
+        match self {
+            Shape::Lock => true,
+            Shape::Semaphore { .. } | Shape::Read | Shape::Write => false,
+        }
+    }
+
+    /// Whether a holder of this shape that lets it go hands it straight to a waiter of this
+    /// process, where the store can (`Backend::hands_off`).
+    ///
+    /// - The lock: yes; its next holder is the one waiter first in line.
+    /// - A semaphore's permit: no; its waiters may find another permit free, and always ask
+    ///   the store.
+    /// - A read share or the write hold: no; after a writer every reader may go at once, so a
+    ///   release wakes every waiter of the read-write lock in the process instead.
+    pub(crate) fn hands_over(self) -> bool {
+        match self {
+            Shape::Lock => true,
+            Shape::Semaphore { .. } | Shape::Read | Shape::Write => false,
+        }
+    }
+
+    /// Whether, once a task of this process takes this shape, the next waiter here watches the
+    /// taker's lease and looks again when it ends (nobody announces an expiry), rather than
+    /// asking at once and learning when.
+    ///
+    /// - The lock: yes; nobody else holds it meanwhile.
+    /// - A semaphore's permit: no; another holder's permit may end sooner.
+    /// - A read share: no; so may the other readers' shares.
+    /// - The write hold: no; though it alone holds the read-write lock, the lock's waiters
+    ///   are followed as one (a reader or a writer may be next), and asking at once costs
+    ///   one round trip and never misses a grant.
+    pub(crate) fn next_waiter_watches_the_lease(self) -> bool {
+        match self {
+            Shape::Lock => true,
+            Shape::Semaphore { .. } | Shape::Read | Shape::Write => false,
+        }
+    }
+
+    /// Whether an acquire of this shape may take the lean path (one transaction, no script;
+    /// see `protocol::lean`) where the store and the call allow it.
+    ///
+    /// - The lock: yes; it is one value at the key's stored name.
+    /// - A semaphore's permit: no; its holders are a sorted set its script trims and counts.
+    /// - A read share or the write hold: no; the read-write lock lies in several keys and a
+    ///   grant weighs a writer waiting: only its script takes it.
+    pub(crate) fn takes_lean_path(self) -> bool {
+        match self {
+            Shape::Lock => true,
+            Shape::Semaphore { .. } | Shape::Read | Shape::Write => false,
+        }
+    }
+
+    /// Whether a hold of this shape is the one value its acquire wrote at the key's stored
+    /// name, so that, while nobody was told it is busy, its renewal may compare that value
+    /// natively (`SET ... IFEQ`) and its release delete it by comparing it whole, without a
+    /// script.
+    ///
+    /// - The lock: yes.
+    /// - A semaphore's permit or a read share: no; each is a member of a sorted set.
+    /// - The write hold: no; its value, though in the lock's form, is kept under the
+    ///   writer's name, not the stored name, and its release must wake the read-write lock's
+    ///   waiters: its script gives it back.
+    pub(crate) fn compares_its_value(self) -> bool {
+        match self {
+            Shape::Lock => true,
+            Shape::Semaphore { .. } | Shape::Read | Shape::Write => false,
+        }
     }
 
     /// The number of permits of a semaphore, `None` for the others (what
@@ -108,19 +189,70 @@ impl Shape {
 mod tests {
     use super::*;
 
+    /// Every shape, as one of each kind: a semaphore's decisions do not depend on its permits.
+    const SHAPES: [Shape; 5] = [
+        Shape::Lock,
+        Shape::Semaphore { permits: 1 },
+        Shape::Semaphore { permits: 3 },
+        Shape::Read,
+        Shape::Write,
+    ];
+
+    /// What a shape decides, one row per shape and one column per decision: a changed decision
+    /// shows as a changed row, and a new shape does not compile until it has its row.
+    #[rustfmt::skip]
+    fn row(shape: Shape) -> (&'static str, &'static str, Mode, [bool; 5]) {
+        // The columns of the last one: waits_for_one_holder, hands_over,
+        // next_waiter_watches_the_lease, takes_lean_path, compares_its_value.
+        match shape {
+            //                          suffix  noun               mode
+            Shape::Lock =>             ("",     "lock",            Mode::Exclusive,
+                                        [true,  true,  true,  true,  true ]),
+            Shape::Semaphore { .. } => (":sem", "semaphore",       Mode::Exclusive,
+                                        [false, false, false, false, false]),
+            Shape::Read =>             (":rw",  "read-write lock", Mode::Read,
+                                        [false, false, false, false, false]),
+            Shape::Write =>            (":rw",  "read-write lock", Mode::Write,
+                                        [false, false, false, false, false]),
+        }
+    }
+
     #[test]
-    fn a_shape_takes_the_same_lock_as_another_of_its_name_only() {
-        let sem = |permits| Shape::Semaphore { permits };
-        assert!(sem(2).same_lock(sem(3)));
-        assert!(Shape::Read.same_lock(Shape::Write));
-        assert!(Shape::Lock.same_lock(Shape::Lock));
-        for (a, b) in [
-            (Shape::Lock, sem(1)),
-            (Shape::Lock, Shape::Read),
-            (sem(1), Shape::Write),
-        ] {
-            assert!(!a.same_lock(b), "{a:?} {b:?}");
-            assert!(!b.same_lock(a), "{a:?} {b:?}");
+    fn each_shape_decides_as_its_row_of_the_table_says() {
+        for shape in SHAPES {
+            let decided = (
+                shape.suffix(),
+                shape.noun(),
+                shape.mode(),
+                [
+                    shape.waits_for_one_holder(),
+                    shape.hands_over(),
+                    shape.next_waiter_watches_the_lease(),
+                    shape.takes_lean_path(),
+                    shape.compares_its_value(),
+                ],
+            );
+            assert_eq!(decided, row(shape), "{shape:?}");
+        }
+    }
+
+    #[test]
+    fn same_lock_is_the_table_of_stored_locks() {
+        // Rows and columns: the lock, two semaphores, a read share, the write hold.
+        #[rustfmt::skip]
+        let same = [
+            [true,  false, false, false, false],
+            [false, true,  true,  false, false],
+            [false, true,  true,  false, false],
+            [false, false, false, true,  true ],
+            [false, false, false, true,  true ],
+        ];
+        for (a, row) in SHAPES.into_iter().zip(same) {
+            for (b, same) in SHAPES.into_iter().zip(row) {
+                assert_eq!(a.same_lock(b), same, "{a:?} {b:?}");
+                // Two shapes take the same stored lock exactly when they name the same key.
+                assert_eq!(a.suffix() == b.suffix(), same, "{a:?} {b:?}");
+            }
         }
     }
 

@@ -380,7 +380,7 @@ impl Watchdog {
                 .filter_map(|entry| entry.lease.upgrade())
                 .filter(|lease| {
                     tasks.contains(&lease.task)
-                        && lease.stored.is_lock()
+                        && lease.stored.shape.waits_for_one_holder()
                         && lease.status() == crate::lease::Status::Held
                 })
                 .collect()

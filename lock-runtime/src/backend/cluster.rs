@@ -533,7 +533,7 @@ impl Store for ClusterBackend {
             // A lock nobody waited for is deleted by comparing the whole value its acquire
             // wrote; anything else goes to the script.
             if keep.is_zero()
-                && lease.stored.is_lock()
+                && lease.stored.shape.compares_its_value()
                 && let Some(since_ms) = lease.written_plain()
             {
                 let value = self.holder.held_value(&lease.token, '0', since_ms);

@@ -18,7 +18,7 @@ use super::{
 use crate::key::Key;
 use crate::protocol::release_id;
 use crate::protocol::waits::WaitsUpdate;
-use crate::shape::Shape;
+use crate::shape::{Mode, Shape};
 use crate::waiters::Waiters;
 
 pub(crate) struct MemoryBackend {
@@ -140,7 +140,7 @@ impl ReadWrite {
         waits: bool,
         now: Instant,
     ) -> Option<Instant> {
-        let reads = shape == Shape::Read;
+        let reads = shape.mode() == Mode::Read;
         if let Some((_, end)) = self.writer.as_ref().filter(|(holder, _)| holder != token) {
             let end = *end;
             if !reads && waits {
@@ -343,7 +343,9 @@ impl State {
         }
         match rw.held(key.shape, token) {
             Some(end) => *end = now + ttl,
-            None if key.shape == Shape::Read => rw.readers.push((token.to_owned(), now + ttl)),
+            None if key.shape.mode() == Mode::Read => {
+                rw.readers.push((token.to_owned(), now + ttl))
+            }
             None => {
                 rw.writer = Some((token.to_owned(), now + ttl));
                 if rw
@@ -394,7 +396,7 @@ impl State {
                 *end = now + keep;
                 Release::Released
             }
-            Some(_) if key.shape == Shape::Read => {
+            Some(_) if key.shape.mode() == Mode::Read => {
                 rw.readers.retain(|(own, _)| own != token);
                 Release::Released
             }
@@ -578,15 +580,20 @@ impl Store for MemoryBackend {
     fn leave<'a>(&'a self, key: &'a Key, token: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         let now = Instant::now();
         let mut state = self.state();
-        if let Shape::Read | Shape::Write = key.shape {
-            let rw = state.read_write.get_mut(&key.lock);
-            let Some(rw) = rw.filter(|rw| rw.waiting_writer() == Some(token)) else {
+        match key.shape {
+            // A writer that waited takes its mark away.
+            Shape::Read | Shape::Write => {
+                let rw = state.read_write.get_mut(&key.lock);
+                let Some(rw) = rw.filter(|rw| rw.waiting_writer() == Some(token)) else {
+                    return ready(Ok(()));
+                };
+                rw.writer_waiting = None;
+                drop(state);
+                self.waiters.wake_one(&key.lock, None);
                 return ready(Ok(()));
-            };
-            rw.writer_waiting = None;
-            drop(state);
-            self.waiters.wake_one(&key.lock, None);
-            return ready(Ok(()));
+            }
+            // The lock's line of fair waiters, if it has one (a semaphore has none).
+            Shape::Lock | Shape::Semaphore { .. } => {}
         }
         if let Some(line) = state.lines.get_mut(&key.lock) {
             line.leave(token);

@@ -241,8 +241,16 @@ impl Holder {
     /// follow its clock too ([`RedisSettings::clocked_tokens`]), which only the script
     /// computes. The one gate of every deployment (a Cluster master is never clocked, a
     /// Redlock master always is).
-    pub(super) fn takes_lean(&self, capabilities: &Capabilities, key: &Key, ask: Ask) -> bool {
-        capabilities.lean_acquire && !self.clocked_tokens && key.is_lock() && ask.line != Line::Fair
+    pub(super) fn takes_lean(
+        &self,
+        capabilities: &Capabilities,
+        key: &Key,
+        ask: Ask,
+    ) -> bool {
+        capabilities.lean_acquire
+            && !self.clocked_tokens
+            && key.shape.takes_lean_path()
+            && ask.line != Line::Fair
     }
 
     /// The call of acquire.lua that takes `key` for `token` and `ttl` (see [`Ask`]); a fair
@@ -1293,7 +1301,7 @@ impl RedisBackend {
         keep: Duration,
     ) -> Result<Release, StoreError> {
         if keep.is_zero()
-            && lease.stored.is_lock()
+            && lease.stored.shape.compares_its_value()
             && let Some(since_ms) = lease.written_plain()
         {
             let value = &self.holder.held_value(&lease.token, '0', since_ms);
@@ -1333,7 +1341,7 @@ pub(super) fn written_value(
     holder: &Holder,
     lease: &Lease,
 ) -> Option<String> {
-    if !capabilities.set_ifeq || !lease.stored.is_lock() {
+    if !capabilities.set_ifeq || !lease.stored.shape.compares_its_value() {
         return None;
     }
     let since_ms = lease.written_plain()?;

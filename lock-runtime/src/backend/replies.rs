@@ -72,7 +72,7 @@ pub(crate) fn acquire_answer(key: &Key, reply: AcquireReply) -> Result<Acquire, 
             let holder = u64::try_from(holder).ok().and_then(HolderId::from_raw);
             // Several holders have no one blocker; the holder's digest names it.
             let blocker = match (recorded, holder) {
-                (Some(recorded), Some(holder)) if key.is_lock() => {
+                (Some(recorded), Some(holder)) if key.shape.waits_for_one_holder() => {
                     Blocker::from_value(&recorded, Some(crate::protocol::holder_hex(holder.get())))
                         .map(Box::new)
                 }
@@ -85,24 +85,27 @@ pub(crate) fn acquire_answer(key: &Key, reply: AcquireReply) -> Result<Acquire, 
                 blocker,
             })
         }
-        -2 if key.is_lock() => Err(StoreError::permanent(format!(
-            "the fence counter `{}` of `{}` (or the token a 0.2 value of the lock carries) holds \
-             a value tokens cannot continue from (not a number, or 2^53 and above); the lock was \
-             not taken. Delete the counter only once no storage still checks tokens of locks in \
-             its slot",
-            key.counter().escape_debug(),
-            key.lock.escape_debug()
-        ))),
-        // A semaphore's and a read-write lock's tokens come from the same counter, and the
-        // last token 0.2 kept beside them raises it once.
-        -2 => Err(StoreError::permanent(format!(
-            "the fence counter `{}` of `{}` (or `{}`, the last token 0.2 kept for it) holds a \
-             value tokens cannot continue from (not a number, or 2^53 and above); nothing was \
-             taken. Delete it only once no storage still checks tokens of keys in its slot",
-            key.counter().escape_debug(),
-            key.lock.escape_debug(),
-            key.fence_of_0_2().escape_debug()
-        ))),
+        -2 => Err(StoreError::permanent(match key.shape {
+            Shape::Lock => format!(
+                "the fence counter `{}` of `{}` (or the token a 0.2 value of the lock carries) \
+                 holds a value tokens cannot continue from (not a number, or 2^53 and above); \
+                 the lock was not taken. Delete the counter only once no storage still checks \
+                 tokens of locks in its slot",
+                key.counter().escape_debug(),
+                key.lock.escape_debug()
+            ),
+            // A semaphore's and a read-write lock's tokens come from the same counter, and the
+            // last token 0.2 kept beside them raises it once.
+            Shape::Semaphore { .. } | Shape::Read | Shape::Write => format!(
+                "the fence counter `{}` of `{}` (or `{}`, the last token 0.2 kept for it) holds \
+                 a value tokens cannot continue from (not a number, or 2^53 and above); nothing \
+                 was taken. Delete it only once no storage still checks tokens of keys in its \
+                 slot",
+                key.counter().escape_debug(),
+                key.lock.escape_debug(),
+                key.fence_of_0_2().escape_debug()
+            ),
+        })),
         -3 => Err(permits_differ(key, value)),
         _ => Err(other_data(key)),
     }
