@@ -7,12 +7,13 @@
 //! them at once, as processes would, and checks what each one sees.
 //!
 //! What a store author gives: the store's name (for the report) and a factory, a closure that
-//! returns a future of a new [`LockManager`](crate::LockManager) on the *same* store each time
+//! returns a future of a new [`LockManager`] on the *same* store each time
 //! it is called (`LockManager::connect(url)`, or a builder with the store's settings). Each
 //! check uses keys of its own under `conformance:<run>:` (a random run id), and shuts its
 //! managers down when it ends, so the store need not be empty and runs do not meet. The kit
-//! needs a tokio runtime with the time driver; it starts one thread of its own per check that
-//! stalls a holder.
+//! needs a tokio runtime with the time driver, on the real clock (not a paused one: stores
+//! expire leases by their own clocks); it starts one thread of its own per check that stalls
+//! a holder.
 //!
 //! # The checks
 //!
@@ -20,7 +21,7 @@
 //! |---|---|
 //! | `mutual_exclusion_across_managers` | 4 managers × 3 tasks × 4 holds of one key: never two holders inside at once |
 //! | `crashed_holder_expires_after_its_lease` | a holder whose process stalls (its watchdog stops) loses the lock to a waiter on another manager within its 1 s lease and 5 s, not before the lease could have run out |
-//! | `stale_holder_cannot_renew_or_release` | a holder stalled past its lease and taken over learns, when it goes on, that it lost the lease; its release says [`LeaseLost`](crate::LockError::LeaseLost); the new holder keeps its lock |
+//! | `stale_holder_cannot_renew_or_release` | a holder stalled past its lease and taken over learns, when it goes on, that it lost the lease; its release says [`LeaseLost`](LockError::LeaseLost); the new holder keeps its lock |
 //! | `fencing_tokens_increase_across_holders` | successive holders' fencing tokens, across 4 managers, strictly increase |
 //! | `release_wakes_a_waiter_on_another_manager` | a waiter on another manager gets the lock within 5 s of the release, where the holder's 30 s lease was still running |
 //! | `dropped_acquire_leaves_nothing_held` | an acquire dropped at several moments (and one dropped while it waits) leaves the lock free for another manager |
@@ -32,7 +33,7 @@
 //! | `semaphore_refusal_names_the_shape`, `read_write_refusal_names_the_shape` | a store that refuses the shape says so with an error naming it |
 //!
 //! Whether a store holds semaphores and read-write locks is asked by trying one on a free
-//! key: a [`LockError::Config`](crate::LockError::Config) is a refusal, and the shape's
+//! key: a [`LockError::Config`] is a refusal, and the shape's
 //! checks are skipped (Redlock refuses both); a store that holds the shape has no refusal to
 //! check, and that check is skipped. Short leases (1 s) are used only where a check waits for
 //! an expiry; the whole kit takes a few seconds. Bounds are seconds, so that it passes on a
@@ -244,8 +245,10 @@ fn refused(
 /// Runs every check against the store that `managers` makes managers on, and reports.
 ///
 /// `store` names the store in the report. Each call of `managers` must return a new manager
-/// on the same store: it stands for another process. A check that fails does not stop the
-/// others; a check that cannot make its managers fails with the factory's error.
+/// on the same store: it stands for another process. A store given as a value rather than a
+/// URL fits the same shape: a closure that builds a manager over a clone of it. A check that
+/// fails does not stop the others; a check that cannot make its managers fails with the
+/// factory's error.
 pub async fn run<F, Fut>(store: &str, managers: F) -> Report
 where
     F: Fn() -> Fut,
