@@ -72,6 +72,8 @@
 //!   [`metrics`](https://docs.rs/metrics) facade, labelled by key template; the application
 //!   installs the exporter.
 //! * `testing`: the `testing` module, for your tests (enable it in `[dev-dependencies]`).
+//! * `conformance`: the `conformance` module, a kit that checks a lock store's behaviour
+//!   (mutual exclusion, expiry, fencing, wake-up, cancellation, shapes) across managers.
 //!
 //! # Reading these docs
 //!
@@ -281,6 +283,9 @@ mod backoff;
 mod blocker;
 mod builder;
 mod client;
+#[cfg(feature = "conformance")]
+#[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
+pub mod conformance;
 mod current;
 mod cycle;
 mod deadlock;
