@@ -112,10 +112,10 @@ impl LockManagerBuilder {
     ///
     /// ```no_run
     /// # async fn run(my_store: std::sync::Arc<dyn lock_runtime::store::Store>) -> Result<(), lock_runtime::LockError> {
-    /// use lock_runtime::LockManager;
+    /// use lock_runtime::{LockManager, LockOptions};
     ///
     /// let manager = LockManager::builder().store(my_store).build().await?;
-    /// let guard = manager.lock("order:42").await?;
+    /// let guard = manager.lock("order:42", LockOptions::new()).await?;
     /// guard.release().await?;
     /// # Ok(())
     /// # }
@@ -513,7 +513,7 @@ impl LockManagerBuilder {
     }
 
     fn finish(self, backend: Arc<dyn Store>, waiters: Arc<Waiters>) -> LockManager {
-        backend.attach(&Changes::new(waiters.clone()));
+        backend.attach(&Changes::new(&waiters));
         tracing::info!(backend = backend.describe(), prefix = %self.prefix, "lock manager ready");
         let background = Background::pinned_to(self.runtime);
         let watchdog = Watchdog::new(backend.clone(), background.clone());

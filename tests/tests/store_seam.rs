@@ -355,3 +355,30 @@ async fn the_library_s_own_schemes_cannot_be_registered() {
             .starts_with("memory")
     );
 }
+
+/// The store written here, shared by the kit's managers, passes the conformance kit (the
+/// shapes it does not keep are refused with errors naming them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_table_store_passes_the_conformance_kit() {
+    let store = Arc::new(TableStore {
+        tells: true,
+        ..TableStore::default()
+    });
+    let report = lock_runtime::conformance::run_store(store).await;
+    println!("{report}");
+    report.assert_passed();
+}
+
+/// What a store keeps to tell a manager does not keep the manager alive.
+#[tokio::test]
+async fn a_store_can_tell_that_a_manager_it_tells_is_gone() {
+    let store = Arc::new(TableStore::default());
+    let manager = manager_over(&store).await;
+    let changes = store.managers.lock().expect("not poisoned")[0].clone();
+    assert!(!changes.is_gone());
+    manager.shutdown().await.expect("shut down");
+    drop(manager);
+    let gone = lock_tests::wait_until_async(PATIENCE, || changes.is_gone()).await;
+    assert!(gone, "the manager's waiters outlive it");
+    changes.released("lock:{k}");
+}

@@ -241,12 +241,7 @@ impl Holder {
     /// follow its clock too ([`RedisSettings::clocked_tokens`]), which only the script
     /// computes. The one gate of every deployment (a Cluster master is never clocked, a
     /// Redlock master always is).
-    pub(super) fn takes_lean(
-        &self,
-        capabilities: &Capabilities,
-        key: &Key,
-        ask: Ask,
-    ) -> bool {
+    pub(super) fn takes_lean(&self, capabilities: &Capabilities, key: &Key, ask: Ask) -> bool {
         capabilities.lean_acquire
             && !self.clocked_tokens
             && key.shape.takes_lean_path()

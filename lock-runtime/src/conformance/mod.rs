@@ -242,6 +242,24 @@ fn refused(
     }
 }
 
+/// Runs every check against `store`, each manager built over it with
+/// [`LockManagerBuilder::store`](crate::LockManagerBuilder::store): [`run`] with the managers
+/// of one shared store value, named by its [`describe`](crate::store::Store::describe).
+///
+/// ```no_run
+/// # async fn check(my_store: std::sync::Arc<dyn lock_runtime::store::Store>) {
+/// let report = lock_runtime::conformance::run_store(my_store).await;
+/// report.assert_passed();
+/// # }
+/// ```
+pub async fn run_store(store: std::sync::Arc<dyn crate::store::Store>) -> Report {
+    let name = store.describe().to_owned();
+    run(&name, move || {
+        LockManager::builder().store(store.clone()).build()
+    })
+    .await
+}
+
 /// Runs every check against the store that `managers` makes managers on, and reports.
 ///
 /// `store` names the store in the report. Each call of `managers` must return a new manager

@@ -144,4 +144,20 @@ impl LockError {
         let transient = failure.is_transient();
         Self::backend_with(operation, key, server, failure.into_source(), transient)
     }
+
+    /// A store's failure during `operation` (`"connect"`, `"acquire"`, ...) on `server`, as
+    /// the public error: [`LockError::Backend`], retryable if the failure is transient. For a
+    /// store's own code that returns a `LockError`, such as a factory of managers.
+    ///
+    /// ```
+    /// use lock_runtime::LockError;
+    /// use lock_runtime::store::StoreError;
+    ///
+    /// let err = LockError::from_store("connect", "db-1:5432", StoreError::transient("refused"));
+    /// assert!(err.is_retryable());
+    /// assert!(err.to_string().contains("db-1:5432"));
+    /// ```
+    pub fn from_store(operation: &'static str, server: &str, failure: StoreError) -> Self {
+        Self::from_failure(operation, None, server, failure)
+    }
 }

@@ -49,7 +49,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 pub use crate::blocker::Blocker;
@@ -245,32 +245,49 @@ pub fn whole(batch: &[Renewal]) -> Vec<usize> {
 /// Given to the store by [`Store::attach`], once per manager built over it.
 ///
 /// [`notifies`]: Store::notifies
+///
+/// It does not keep its manager alive: once the manager and its clones are dropped,
+/// [`is_gone`](Changes::is_gone) says so, and a store that keeps a list of them may drop it.
 #[derive(Clone)]
 pub struct Changes {
-    waiters: Arc<Waiters>,
+    waiters: Weak<Waiters>,
 }
 
 impl Changes {
-    pub(crate) fn new(waiters: Arc<Waiters>) -> Changes {
-        Changes { waiters }
+    pub(crate) fn new(waiters: &Arc<Waiters>) -> Changes {
+        Changes {
+            waiters: Arc::downgrade(waiters),
+        }
     }
 
     /// The lock named `key` ([`Key::name`]) was released or expired: a waiter for it tries
     /// again.
     pub fn released(&self, key: &str) {
-        self.waiters.wake_one(key, None);
+        if let Some(waiters) = self.waiters.upgrade() {
+            waiters.wake_one(key, None);
+        }
     }
 
     /// Releases may have gone unsaid (the store's notification channel broke): every waiter
     /// tries again once.
     pub fn missed(&self) {
-        self.waiters.wake_all();
+        if let Some(waiters) = self.waiters.upgrade() {
+            waiters.wake_all();
+        }
     }
 
     /// Whether anyone of this manager waits for `key` now (a store may skip work for keys
     /// nobody waits for).
     pub fn awaited(&self, key: &str) -> bool {
-        self.waiters.has_line(key)
+        self.waiters
+            .upgrade()
+            .is_some_and(|waiters| waiters.has_line(key))
+    }
+
+    /// Whether the manager it tells is gone (dropped with all its clones): nothing told here
+    /// reaches anyone any more.
+    pub fn is_gone(&self) -> bool {
+        self.waiters.strong_count() == 0
     }
 }
 
