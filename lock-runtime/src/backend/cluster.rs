@@ -31,7 +31,7 @@ use redis::{
 use tokio::sync::mpsc;
 
 use super::redis::{
-    HANDOFF, Holder, RedisSettings, acquire_confirmed, describe_error, lean_answer,
+    HANDOFF, Holder, RedisSettings, Replicated, acquire_replicated, describe_error, lean_answer,
     native_hand_off, release_answer, renew_comparing, settle_native, written_value,
 };
 use super::replicas::{Pool, Replication};
@@ -55,7 +55,6 @@ use crate::waiters::Waiters;
 
 pub(crate) struct ClusterBackend {
     conn: Arc<Commands>,
-    client: ClusterClient,
     server: String,
     describe: String,
     holder: Holder,
@@ -64,7 +63,10 @@ pub(crate) struct ClusterBackend {
     /// requests with errors, and the scripts take over).
     capabilities: Capabilities,
     /// With `wait_for_replicas`: the policy, and the connections acquires wait on.
-    replication: Option<(Replication, Pool<(ClusterConnection, Lifeline)>)>,
+    replication: Option<Replicated<ClusterConnection>>,
+    /// What opens those connections: its response timeout covers a `WAIT` (see
+    /// [`ReplicaAcks::response_timeout`](super::replicas::ReplicaAcks::response_timeout)).
+    wait_client: ClusterClient,
     subscriptions: Subscriptions,
     background: Background,
 }
@@ -142,6 +144,12 @@ impl ClusterBackend {
         let background = settings.background.clone();
         let tls = settings.tls;
         let commands_client = build_client(&seeds, settings.url, timeout, tls, |builder| builder)?;
+        let wait_timeout = settings
+            .replica_acks
+            .map_or(timeout, |acks| acks.response_timeout(timeout));
+        let wait_client = build_client(&seeds, settings.url, timeout, tls, |builder| {
+            builder.response_timeout(wait_timeout)
+        })?;
         // Fails now on a configuration it cannot use, rather than in the subscription task.
         build_client(&seeds, settings.url, timeout, tls, |builder| {
             builder
@@ -200,7 +208,7 @@ impl ClusterBackend {
         });
         let commands = Arc::new(Commands {
             conn: Revivable::new(conn, background.lifeline()),
-            client: commands_client.clone(),
+            client: commands_client,
             background: background.clone(),
             reconnecting: tokio::sync::Mutex::new(()),
         });
@@ -218,11 +226,11 @@ impl ClusterBackend {
             conn: commands,
             capabilities,
             background,
-            client: commands_client,
             describe: format!("redis cluster {}", seeds.shown),
             server: seeds.shown,
             holder: Holder::new(&settings),
             replication,
+            wait_client,
             subscriptions,
         })
     }
@@ -375,6 +383,16 @@ impl ClusterBackend {
         Ok(released == Release::Released)
     }
 
+    /// A connection of its own for an acquire that waits for replicas.
+    async fn wait_connection(&self) -> Result<(ClusterConnection, Lifeline), Failure> {
+        let client = self.wait_client.clone();
+        let conn = self
+            .background
+            .run(async move { client.get_async_connection().await })
+            .await??;
+        Ok((conn, self.background.lifeline()))
+    }
+
     /// Renews the leases of `batch` at `indices`, which share one slot, in one pipeline sent to
     /// the master serving it: a lock whose value is still the one its acquire wrote by
     /// `SET ... IFEQ` where the masters have it, the others by renew.lua (see
@@ -416,7 +434,7 @@ impl Backend for ClusterBackend {
         Box::pin(async move {
             // Every key carries the same hash tag, so they share the slot the call is routed by.
             self.subscriptions.revive();
-            let Some((replication, pool)) = &self.replication else {
+            let Some(replicated) = &self.replication else {
                 let mut conn = self.routed(&key.lock);
                 if self.holder.takes_lean(&self.capabilities, key, ask)
                     && let Some(answer) = self.acquire_lean(&mut conn, key, token, ttl, ask).await?
@@ -427,39 +445,12 @@ impl Backend for ClusterBackend {
                 let answer = settle_noscript(invocation.run(&mut conn).await)?;
                 return acquire_answer(key, answer);
             };
-            let invocation = self.holder.acquire(key, token, ttl, ask, Announce::Sharded);
-            // WAIT blocks the node connection it is sent on: never the shared one. An idle one
-            // whose runtime shut down is dropped.
-            let idle = std::iter::from_fn(|| pool.take()).find(|(_, lifeline)| !lifeline.is_cut());
-            let (conn, lifeline) = match idle {
-                Some(idle) => idle,
-                None => {
-                    let client = self.client.clone();
-                    let conn = self
-                        .background
-                        .run(async move { client.get_async_connection().await })
-                        .await??;
-                    (conn, self.background.lifeline())
-                }
-            };
-            let mut routed = SlotConnection {
+            let open = self.wait_connection();
+            let routed = |conn: &ClusterConnection| SlotConnection {
                 conn: SlotConn::Own(conn.clone()),
                 route: Route::with_key(&key.lock, SlotAddr::Master),
             };
-            let answer = acquire_confirmed(
-                &mut routed,
-                &self.holder,
-                &invocation,
-                key,
-                token,
-                ttl,
-                replication,
-            )
-            .await;
-            if answer.is_ok() {
-                pool.put((conn, lifeline));
-            }
-            answer
+            acquire_replicated(replicated, open, routed, &self.holder, key, token, ttl, ask).await
         })
     }
 

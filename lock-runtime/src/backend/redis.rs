@@ -181,7 +181,7 @@ pub(crate) struct RedisBackend {
     describe: String,
     holder: Holder,
     /// With `wait_for_replicas`: the policy, and the connections acquires wait on.
-    replication: Option<(Replication, Pool<(MultiplexedConnection, Lifeline)>)>,
+    replication: Option<Replicated<MultiplexedConnection>>,
     request_timeout: Duration,
     /// The user may publish and subscribe to lock channels (see [`probe`]): otherwise waiters
     /// wait on leases alone, and nothing asks for subscriptions the server would refuse.
@@ -468,19 +468,56 @@ impl Holder {
     }
 }
 
-/// Takes a lock on `conn` and, once granted, waits for the replicas to acknowledge it
-/// (see [`Replication::confirm`]); a shortfall gives the grant back and fails transiently. The acquire path of every
-/// backend that speaks to Redis with `wait_for_replicas`.
-pub(super) async fn acquire_confirmed<C: redis::aio::ConnectionLike>(
+/// The policy of a deployment with `wait_for_replicas`, and the idle connections its acquires
+/// wait on (see [`acquire_replicated`]).
+pub(super) type Replicated<C> = (Replication, Pool<(C, Lifeline)>);
+
+/// The acquire of every deployment with `wait_for_replicas` (one server, Sentinel, Cluster):
+/// takes `key` on a connection of its own and, once granted, waits for the replicas to
+/// acknowledge it (see [`Replication::confirm`]); a shortfall gives the grant back and fails
+/// transiently. Never the lean path: the script answers, as it would without replicas.
+///
+/// `WAIT` blocks the connection it is sent on, so never the shared one: an idle one of the
+/// pool (one whose runtime shut down is dropped), else one `open` makes, whose response timeout
+/// covers the `WAIT` (see [`ReplicaAcks::response_timeout`]). `routed` sends the calls of `key`
+/// on it. It goes back to the pool only if the acquire succeeded.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn acquire_replicated<C, R: redis::aio::ConnectionLike>(
+    (replication, pool): &Replicated<C>,
+    open: impl Future<Output = Result<(C, Lifeline), Failure>>,
+    routed: impl FnOnce(&C) -> R,
+    holder: &Holder,
+    key: &StoredKey,
+    token: &str,
+    ttl: Duration,
+    ask: Ask,
+) -> Result<Acquire, Failure> {
+    let idle = std::iter::from_fn(|| pool.take()).find(|(_, lifeline)| !lifeline.is_cut());
+    let (conn, lifeline) = match idle {
+        Some(idle) => idle,
+        None => open.await?,
+    };
+    let mut routed = routed(&conn);
+    let call = holder.acquire(key, token, ttl, ask, replication.announce);
+    let answer = confirmed(&mut routed, holder, &call, key, token, ttl, replication).await;
+    if answer.is_ok() {
+        pool.put((conn, lifeline));
+    }
+    answer
+}
+
+/// Runs the acquire `call` on `conn` and, once granted, waits for the replicas to acknowledge
+/// it; a shortfall gives the grant back and fails transiently.
+async fn confirmed<C: redis::aio::ConnectionLike>(
     conn: &mut C,
     holder: &Holder,
-    invocation: &Call<'_>,
+    call: &Call<'_>,
     key: &StoredKey,
     token: &str,
     ttl: Duration,
     replication: &Replication,
 ) -> Result<Acquire, Failure> {
-    let answer = invocation.run(conn).await?;
+    let answer = call.run(conn).await?;
     let acquired = acquire_answer(key, answer)?;
     if !matches!(acquired, Acquire::Acquired { .. }) {
         return Ok(acquired);
@@ -668,7 +705,9 @@ impl RedisBackend {
     ) -> Result<(MultiplexedConnection, Lifeline), Failure> {
         let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.request_timeout))
-            .set_response_timeout(Some(self.request_timeout + replication.acks.timeout));
+            .set_response_timeout(Some(
+                replication.acks.response_timeout(self.request_timeout),
+            ));
         let client = self.client.clone();
         let conn = self
             .background
@@ -1074,45 +1113,35 @@ impl Backend for RedisBackend {
         ask: Ask,
     ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         Box::pin(async move {
-            // The script's call is built only where it is sent: a free lock taken by the
-            // transaction never needs it, and building it (five key names, the holder text)
-            // was a good part of the client's work per acquire.
-            let invocation = || self.holder.acquire(key, token, ttl, ask, Announce::Publish);
-            let Some((replication, pool)) = &self.replication else {
+            let Some(replicated @ (replication, _)) = &self.replication else {
                 if self.holder.takes_lean(&self.capabilities, key, ask)
                     && let Some(answer) = self.acquire_lean(key, token, ttl, ask).await?
                 {
                     return Ok(answer);
                 }
-                let invocation = &invocation();
+                // The script's call is built only where it is sent: a free lock taken by the
+                // transaction never needs it, and building it (five key names, the holder
+                // text) was a good part of the client's work per acquire.
+                let invocation = &self.holder.acquire(key, token, ttl, ask, Announce::Publish);
                 let answer = self
                     .shared_conn()
                     .send(|mut conn| async move { invocation.run(&mut conn).await })
                     .await?;
                 return acquire_answer(key, answer);
             };
-            // WAIT blocks the connection it is sent on: never the shared one.
-            // An idle one whose runtime shut down is dropped.
-            let idle = std::iter::from_fn(|| pool.take()).find(|(_, lifeline)| !lifeline.is_cut());
-            let (mut conn, lifeline) = match idle {
-                Some(idle) => idle,
-                None => self.wait_connection(replication).await?,
-            };
             self.subscriptions.revive();
-            let answer = acquire_confirmed(
-                &mut conn,
+            let open = self.wait_connection(replication);
+            acquire_replicated(
+                replicated,
+                open,
+                MultiplexedConnection::clone,
                 &self.holder,
-                &invocation(),
                 key,
                 token,
                 ttl,
-                replication,
+                ask,
             )
-            .await;
-            if answer.is_ok() {
-                pool.put((conn, lifeline));
-            }
-            answer
+            .await
         })
     }
 
