@@ -1105,6 +1105,27 @@ async fn a_wait_longer_than_the_request_timeout_is_answered_by_the_replicas() {
     assert!(!master.holds_lock(stored), "{}", cluster.log());
 }
 
+/// An idle connection acquires wait on, closed by the master meanwhile (its `timeout`, a
+/// restart), costs the next acquire nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_wait_connection_the_master_closed_does_not_fail_the_next_acquire() {
+    let cluster = cluster_with_replicas().await;
+    let locks = failover_manager(&cluster, true).await;
+    let warm = locks
+        .lock("idle", LockOptions::new().wait(PATIENCE))
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
+    warm.release().await.expect("release");
+    let master = cluster.master_for_key("lock:{idle}");
+    master.cmd(&["CLIENT", "KILL", "TYPE", "normal"]);
+    // Tried once: a failed attempt would not be retried.
+    let guard = locks
+        .lock("idle", LockOptions::new())
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
+    guard.release().await.expect("release");
+}
+
 /// A task of this process waiting for a key it holds is handed the lock by the release, on the
 /// master of the key's slot, with a higher fencing token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,8 +16,8 @@ use tokio::runtime::Handle;
 use super::replicas::{Pool, ReplicaAcks, Replication};
 use super::subscriber::{self, Event, Feed, Subscriptions};
 use super::{
-    Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Line, Release, Renewal,
-    acquire_answer, hand_off_answer, whole,
+    Acquire, AcquireReply, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Line, Release,
+    Renewal, acquire_answer, hand_off_answer, whole,
 };
 use crate::background::{Background, Lifeline, Revivable};
 use crate::error::LockError;
@@ -479,51 +479,69 @@ pub(super) type Replicated<C> = (Replication, Pool<(C, Lifeline)>);
 ///
 /// `WAIT` blocks the connection it is sent on, so never the shared one: an idle one of the
 /// pool (one whose runtime shut down is dropped), else one `open` makes, whose response timeout
-/// covers the `WAIT` (see [`ReplicaAcks::response_timeout`]). `routed` sends the calls of `key`
-/// on it. It goes back to the pool only if the acquire succeeded.
+/// covers the `WAIT` (see [`ReplicaAcks::response_timeout`]). An idle one the server closed
+/// meanwhile (its `timeout`, a restart) is replaced by a fresh one, which the acquire goes out
+/// on again (with the same token it confirms its own grant). `routed` sends the calls of `key`
+/// on a connection. It goes back to the pool only if the acquire succeeded.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn acquire_replicated<C, R: redis::aio::ConnectionLike>(
     (replication, pool): &Replicated<C>,
     open: impl Future<Output = Result<(C, Lifeline), Failure>>,
-    routed: impl FnOnce(&C) -> R,
+    routed: impl Fn(&C) -> R,
     holder: &Holder,
     key: &StoredKey,
     token: &str,
     ttl: Duration,
     ask: Ask,
 ) -> Result<Acquire, Failure> {
-    let idle = std::iter::from_fn(|| pool.take()).find(|(_, lifeline)| !lifeline.is_cut());
-    let (conn, lifeline) = match idle {
-        Some(idle) => idle,
-        None => open.await?,
+    let call = &holder.acquire(key, token, ttl, ask, replication.announce);
+    let send = |conn: &C| {
+        let mut conn = routed(conn);
+        async move { call.run::<AcquireReply>(&mut conn).await }
     };
-    let mut routed = routed(&conn);
-    let call = holder.acquire(key, token, ttl, ask, replication.announce);
-    let answer = confirmed(&mut routed, holder, &call, key, token, ttl, replication).await;
+    let idle = std::iter::from_fn(|| pool.take()).find(|(_, lifeline)| !lifeline.is_cut());
+    let sent = match idle {
+        Some(idle) => match send(&idle.0).await {
+            Err(err) if err.is_connection_dropped() => None,
+            answer => Some((idle, answer)),
+        },
+        None => None,
+    };
+    let ((conn, lifeline), answer) = match sent {
+        Some(sent) => sent,
+        None => {
+            let fresh = open.await?;
+            let answer = send(&fresh.0).await;
+            (fresh, answer)
+        }
+    };
+    let acquired = acquire_answer(key, answer?)?;
+    let answer = if matches!(acquired, Acquire::Acquired { .. }) {
+        let mut conn = routed(&conn);
+        confirmed(&mut conn, holder, key, token, ttl, replication)
+            .await
+            .map(|()| acquired)
+    } else {
+        Ok(acquired)
+    };
     if answer.is_ok() {
         pool.put((conn, lifeline));
     }
     answer
 }
 
-/// Runs the acquire `call` on `conn` and, once granted, waits for the replicas to acknowledge
+/// Waits on `conn`, where `key` was just granted to `token`, for the replicas to acknowledge
 /// it; a shortfall gives the grant back and fails transiently.
 async fn confirmed<C: redis::aio::ConnectionLike>(
     conn: &mut C,
     holder: &Holder,
-    call: &Call<'_>,
     key: &StoredKey,
     token: &str,
     ttl: Duration,
     replication: &Replication,
-) -> Result<Acquire, Failure> {
-    let answer = call.run(conn).await?;
-    let acquired = acquire_answer(key, answer)?;
-    if !matches!(acquired, Acquire::Acquired { .. }) {
-        return Ok(acquired);
-    }
+) -> Result<(), Failure> {
     let Err(failure) = replication.confirm(conn, ttl).await else {
-        return Ok(acquired);
+        return Ok(());
     };
     let give_back = holder.release(key, token, 0, replication.announce);
     // If this fails too, the caller's clean-up of a failed attempt releases it.
