@@ -4,12 +4,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::backend::cluster::ClusterBackend;
 use crate::backend::memory::MemoryBackend;
-use crate::backend::redis::{RedisBackend, RedisSettings};
-use crate::backend::redlock::RedlockBackend;
-use crate::backend::replicas::{ReplicaAcks, ReplicaShortage};
-use crate::backend::sentinel::SentinelBackend;
+use crate::backend::redis::cluster::ClusterBackend;
+use crate::backend::redis::redlock::RedlockBackend;
+use crate::backend::redis::replicas::{ReplicaAcks, ReplicaShortage};
+use crate::backend::redis::sentinel::SentinelBackend;
+use crate::backend::redis::single::{RedisBackend, RedisSettings};
 use crate::backend::{Backend, FAIR_TURN};
 use crate::background::Background;
 use crate::client::Inner;

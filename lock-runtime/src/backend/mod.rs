@@ -10,14 +10,9 @@ use crate::key::StoredKey;
 use crate::protocol::waits::WaitsUpdate;
 use crate::shape::Shape;
 
-pub(crate) mod cluster;
 mod failure;
 pub(crate) mod memory;
 pub(crate) mod redis;
-pub(crate) mod redlock;
-pub(crate) mod replicas;
-pub(crate) mod sentinel;
-mod subscriber;
 
 pub(crate) use failure::{Failure, connect_error, is_transient};
 

@@ -13,9 +13,9 @@ use redis::aio::{
 use redis::{Client, Cmd, FromRedisValue, Pipeline, RedisError, RedisFuture, RedisResult, Value};
 use tokio::runtime::Handle;
 
+use super::feed::{self, Event, Feed, Subscriptions};
 use super::replicas::{Pool, ReplicaAcks, Replication};
-use super::subscriber::{self, Event, Feed, Subscriptions};
-use super::{
+use crate::backend::{
     Acquire, AcquireReply, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Line, Release,
     Renewal, acquire_answer, hand_off_answer, whole,
 };
@@ -35,71 +35,71 @@ use crate::waiters::Waiters;
 // The scripts that touch the line of fair waiters start with its functions.
 pub(super) static ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/acquire.lua")
+        include_str!("../../../scripts/rights.lua"),
+        include_str!("../../../scripts/queue.lua"),
+        include_str!("../../../scripts/acquire.lua")
     ))
 });
 pub(super) static RENEW: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/renew.lua")
+        include_str!("../../../scripts/rights.lua"),
+        include_str!("../../../scripts/renew.lua")
     ))
 });
 pub(super) static RELEASE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/release.lua")
+        include_str!("../../../scripts/rights.lua"),
+        include_str!("../../../scripts/queue.lua"),
+        include_str!("../../../scripts/release.lua")
     ))
 });
 pub(super) static HANDOFF: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/handoff.lua")
+        include_str!("../../../scripts/rights.lua"),
+        include_str!("../../../scripts/queue.lua"),
+        include_str!("../../../scripts/handoff.lua")
     ))
 });
 pub(super) static SEMAPHORE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/semaphore.lua")
+        include_str!("../../../scripts/rights.lua"),
+        include_str!("../../../scripts/queue.lua"),
+        include_str!("../../../scripts/semaphore.lua")
     ))
 });
 pub(super) static PERMIT_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/permit_release.lua")
+        include_str!("../../../scripts/rights.lua"),
+        include_str!("../../../scripts/queue.lua"),
+        include_str!("../../../scripts/permit_release.lua")
     ))
 });
 pub(super) static RW_ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/rw_acquire.lua")
+        include_str!("../../../scripts/rights.lua"),
+        include_str!("../../../scripts/queue.lua"),
+        include_str!("../../../scripts/rw_acquire.lua")
     ))
 });
 pub(super) static RW_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/rw_release.lua")
+        include_str!("../../../scripts/rights.lua"),
+        include_str!("../../../scripts/queue.lua"),
+        include_str!("../../../scripts/rw_release.lua")
     ))
 });
 pub(super) static RW_LEAVE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/rw_leave.lua")
+        include_str!("../../../scripts/rights.lua"),
+        include_str!("../../../scripts/queue.lua"),
+        include_str!("../../../scripts/rw_leave.lua")
     ))
 });
 pub(super) static LEAVE: LazyLock<Lua> = LazyLock::new(|| {
     Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/leave.lua")
+        include_str!("../../../scripts/rights.lua"),
+        include_str!("../../../scripts/queue.lua"),
+        include_str!("../../../scripts/leave.lua")
     ))
 });
 
@@ -814,7 +814,7 @@ impl RedisBackend {
             .set_response_timeout(Some(settings.request_timeout))
             .set_number_of_retries(2);
         let background = settings.background.clone();
-        let connect_error = |err: &RedisError| super::connect_error(&server, err);
+        let connect_error = |err: &RedisError| crate::backend::connect_error(&server, err);
         let conn = if eager {
             // The driver task belongs to the runtime the connect runs on.
             background
@@ -852,7 +852,7 @@ impl RedisBackend {
                     server: server.clone(),
                     timeout,
                 };
-                background.spawn(subscriber::run(
+                background.spawn(feed::run(
                     feed,
                     requests,
                     watched,
@@ -894,7 +894,7 @@ async fn probe(
 ) -> Result<(bool, Capabilities), LockError> {
     if let Err(err) = redis::cmd("PING").query_async::<()>(conn).await {
         if !speaks_redis(&err) {
-            return Err(super::connect_error(server, &err));
+            return Err(crate::backend::connect_error(server, &err));
         }
         let reason = if err.code() == Some("NOAUTH") {
             "authentication required: the server asks for a password and the URL gives none; \
@@ -905,7 +905,7 @@ async fn probe(
             describe_error(&err)
         };
         // Bad credentials recur; a server that is not up yet may come up.
-        let transient = err.code() != Some("NOAUTH") && super::is_transient(&err);
+        let transient = err.code() != Some("NOAUTH") && crate::backend::is_transient(&err);
         return Err(LockError::backend_with(
             "connect",
             None,
@@ -1517,7 +1517,7 @@ async fn renew_by_script<'a>(
         .collect())
 }
 
-/// The subscription connection of one server (`SUBSCRIBE`), for [`subscriber::run`].
+/// The subscription connection of one server (`SUBSCRIBE`), for [`feed::run`].
 struct PubSubFeed {
     client: Client,
     conn: Option<(PubSubSink, PubSubStream)>,
@@ -1638,7 +1638,7 @@ mod tests {
 
     #[test]
     fn the_rights_asked_at_connect_are_the_documented_ones() {
-        let doc = include_str!("../../../docs/SERVERS.md");
+        let doc = include_str!("../../../../docs/SERVERS.md");
         let section = doc.split_once("## ACL rights").expect("the section").1;
         let line = section
             .lines()

@@ -21,8 +21,10 @@ use futures_util::FutureExt;
 use futures_util::future::join_all;
 use tokio::time::Instant;
 
-use super::redis::{RedisBackend, RedisSettings};
-use super::{Acquire, Ask, Backend, Booking, BoxFuture, Failure, Line, Release, Renewal, whole};
+use super::single::{RedisBackend, RedisSettings};
+use crate::backend::{
+    Acquire, Ask, Backend, Booking, BoxFuture, Failure, Line, Release, Renewal, whole,
+};
 use crate::background::Background;
 use crate::backoff::jitter;
 use crate::deployment::{Deployment, DeploymentKind};

@@ -30,13 +30,13 @@ use redis::{
 };
 use tokio::sync::mpsc;
 
-use super::redis::{
+use super::feed::{self, Event, Feed, Subscriptions};
+use super::replicas::{Pool, Replication};
+use super::single::{
     HANDOFF, Holder, RedisSettings, Replicated, acquire_replicated, describe_error, lean_answer,
     native_hand_off, release_answer, renew_comparing, settle_native, written_value,
 };
-use super::replicas::{Pool, Replication};
-use super::subscriber::{self, Event, Feed, Subscriptions};
-use super::{
+use crate::backend::{
     Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal, acquire_answer,
     hand_off_answer,
 };
@@ -161,7 +161,7 @@ impl ClusterBackend {
             .run(async move { connecting.get_async_connection().await })
             .await
             .map_err(|err| LockError::from_failure("connect", None, &seeds.shown, err.into()))?
-            .map_err(|err| super::connect_error(&seeds.shown, &err))?;
+            .map_err(|err| crate::backend::connect_error(&seeds.shown, &err))?;
         let subscriptions = {
             let (seeds, url, background, tls) = (
                 seeds.clone(),
@@ -185,7 +185,7 @@ impl ClusterBackend {
                             pushes: pushed,
                             server: seeds.shown.clone(),
                         };
-                        background.spawn(subscriber::run(
+                        background.spawn(feed::run(
                             feed,
                             requests,
                             watched,
@@ -366,7 +366,7 @@ impl ClusterBackend {
     }
 
     /// Gives back what a transaction of `token` may have taken as `value` (see
-    /// [`RedisBackend::give_back_lean`](super::redis::RedisBackend)): deleted if it still holds
+    /// [`RedisBackend::give_back_lean`](super::single::RedisBackend)): deleted if it still holds
     /// that value, else released by the script.
     async fn give_back_lean(
         &self,
@@ -580,7 +580,7 @@ impl Backend for ClusterBackend {
 }
 
 /// The subscription connection of a Cluster (`SSUBSCRIBE`, routed by each channel's slot), for
-/// [`subscriber::run`]. The client tells of messages, dropped node connections and channels
+/// [`feed::run`]. The client tells of messages, dropped node connections and channels
 /// the server dropped through `pushes`.
 struct ShardedFeed {
     client: ClusterClient,
@@ -759,6 +759,6 @@ mod tests {
             "NOSCRIPT No matching script",
         ));
         let settled = settle_noscript::<()>(Err(noscript)).expect_err("still an error");
-        assert!(super::super::is_transient(&settled));
+        assert!(crate::backend::is_transient(&settled));
     }
 }

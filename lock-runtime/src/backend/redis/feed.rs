@@ -12,7 +12,7 @@ use redis::{RedisError, RedisResult};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::Failure;
+use crate::backend::Failure;
 use crate::backoff::Backoff;
 use crate::waiters::Waiters;
 
@@ -77,7 +77,7 @@ pub(super) async fn run(
                             }
                             // The connection is gone, or the shard unreachable or failing
                             // over: subscribe this key too once it answers.
-                            Err(err) if super::is_transient(err) || !feed.connected() => {
+                            Err(err) if crate::backend::is_transient(err) || !feed.connected() => {
                                 tracing::debug!(server, error = %err, "cannot subscribe to lock releases yet");
                                 channels.insert(channel);
                                 if !feed.connected() {
@@ -220,7 +220,7 @@ impl Subscriptions {
             match acked.await {
                 Ok(Ok(())) => return Ok(()),
                 Ok(Err(err)) => {
-                    if !super::is_transient(&err) {
+                    if !crate::backend::is_transient(&err) {
                         // Refused for this key: a task started again must not ask again.
                         self.state().watched.remove(key);
                     }

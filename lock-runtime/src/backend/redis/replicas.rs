@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 
-use super::Failure;
+use crate::backend::Failure;
 use crate::protocol::{Announce, millis};
 
 /// What to do when fewer replicas are connected to the master than
