@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use crate::backend::memory::MemoryBackend;
 use crate::backend::redis::cluster::ClusterBackend;
+use crate::backend::redis::connection::RedisSettings;
 use crate::backend::redis::redlock::RedlockBackend;
 use crate::backend::redis::replicas::{ReplicaAcks, ReplicaShortage};
 use crate::backend::redis::sentinel::SentinelBackend;
-use crate::backend::redis::single::{RedisBackend, RedisSettings};
+use crate::backend::redis::single::RedisBackend;
 use crate::backend::{Backend, FAIR_TURN};
 use crate::background::Background;
 use crate::client::Inner;

@@ -15,7 +15,7 @@
 //! and wakes all waiters then: releases in between went unheard. The lease's PTTL stays the
 //! safety net for anything missed.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,16 +25,19 @@ use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
 use redis::{
-    Cmd, ErrorKind, Pipeline, ProtocolVersion, PushInfo, PushKind, RedisError, RedisFuture,
-    RedisResult, ServerErrorKind, Value,
+    Cmd, ErrorKind, Pipeline, ProtocolVersion, PushInfo, RedisError, RedisFuture, RedisResult,
+    ServerErrorKind, Value,
 };
 use tokio::sync::mpsc;
 
-use super::feed::{self, Event, Feed, Subscriptions};
+use super::calls::Holder;
+use super::connection::{RedisSettings, describe_error};
+use super::feed::{self, ShardedFeed, Subscriptions};
 use super::replicas::{Pool, Replication};
-use super::single::{
-    HANDOFF, Holder, RedisSettings, Replicated, acquire_replicated, describe_error, lean_answer,
-    native_hand_off, release_answer, renew_comparing, settle_native, written_value,
+use super::scripts::HANDOFF;
+use super::steps::{
+    Replicated, acquire_replicated, lean_answer, native_hand_off, release_answer, renew_comparing,
+    settle_native, written_value,
 };
 use crate::backend::{
     Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal, acquire_answer,
@@ -576,108 +579,6 @@ impl Backend for ClusterBackend {
 
     fn unwatch(&self, key: &str) {
         self.subscriptions.unwatch(key);
-    }
-}
-
-/// The subscription connection of a Cluster (`SSUBSCRIBE`, routed by each channel's slot), for
-/// [`feed::run`]. The client tells of messages, dropped node connections and channels
-/// the server dropped through `pushes`.
-struct ShardedFeed {
-    client: ClusterClient,
-    conn: Option<ClusterConnection>,
-    pushes: mpsc::UnboundedReceiver<PushInfo>,
-    server: String,
-}
-
-impl Feed for ShardedFeed {
-    /// Resolves once the node serving the channel's slot confirmed the subscription.
-    async fn subscribe(&mut self, channel: &str) -> RedisResult<()> {
-        connection(&self.client, &mut self.conn)
-            .await?
-            .ssubscribe(channel)
-            .await
-    }
-
-    async fn unsubscribe(&mut self, channel: &str) -> bool {
-        if let Some(conn) = self.conn.as_mut() {
-            // A node that does not answer drops the channel with its connection anyway.
-            let _ = conn.sunsubscribe(channel).await;
-        }
-        true
-    }
-
-    /// All at once (SSUBSCRIBE is idempotent, and one command cannot span slots).
-    async fn resubscribe(&mut self, channels: &HashSet<String>) -> RedisResult<()> {
-        let conn = connection(&self.client, &mut self.conn).await?;
-        future::try_join_all(channels.iter().map(|channel| {
-            let mut conn = conn.clone();
-            async move { conn.ssubscribe(channel).await }
-        }))
-        .await?;
-        Ok(())
-    }
-
-    async fn next(&mut self) -> Event {
-        loop {
-            let Some(push) = self.pushes.recv().await else {
-                return std::future::pending().await;
-            };
-            match push.kind {
-                PushKind::SMessage => {
-                    if let Some(channel) = channel_of(&push) {
-                        let id = release_id(&push).map(<[u8]>::to_vec);
-                        return Event::Release { channel, id };
-                    }
-                }
-                PushKind::Disconnection => {
-                    tracing::debug!(
-                        server = self.server,
-                        "a subscription connection dropped; resubscribing"
-                    );
-                    return Event::Lost;
-                }
-                // Unrequested: the node no longer serves the channel's slot.
-                PushKind::SUnsubscribe => {
-                    if let Some(channel) = channel_of(&push) {
-                        return Event::Moved(channel);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-
-    fn connected(&self) -> bool {
-        self.conn.is_some()
-    }
-}
-
-/// The channel a pub/sub push is about: its first element.
-fn channel_of(push: &PushInfo) -> Option<String> {
-    match push.data.first() {
-        Some(Value::BulkString(bytes)) => Some(String::from_utf8_lossy(bytes).into_owned()),
-        _ => None,
-    }
-}
-
-/// The release id a sharded message carries: its second element (see release.lua).
-fn release_id(push: &PushInfo) -> Option<&[u8]> {
-    match push.data.get(1) {
-        Some(Value::BulkString(bytes)) => Some(bytes),
-        _ => None,
-    }
-}
-
-async fn connection<'a>(
-    client: &ClusterClient,
-    conn: &'a mut Option<ClusterConnection>,
-) -> RedisResult<&'a mut ClusterConnection> {
-    if conn.is_none() {
-        *conn = Some(client.get_async_connection().await?);
-    }
-    match conn.as_mut() {
-        Some(conn) => Ok(conn),
-        None => unreachable!("connected just above"),
     }
 }
 

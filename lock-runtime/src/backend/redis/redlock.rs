@@ -21,7 +21,8 @@ use futures_util::FutureExt;
 use futures_util::future::join_all;
 use tokio::time::Instant;
 
-use super::single::{RedisBackend, RedisSettings};
+use super::connection::RedisSettings;
+use super::single::RedisBackend;
 use crate::backend::{
     Acquire, Ask, Backend, Booking, BoxFuture, Failure, Line, Release, Renewal, whole,
 };

@@ -30,7 +30,8 @@ use redis::IntoConnectionInfo;
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use tokio::time::Instant;
 
-use super::single::{RedisBackend, RedisSettings};
+use super::connection::RedisSettings;
+use super::single::RedisBackend;
 use crate::backend::{Acquire, Ask, Backend, Booking, BoxFuture, Failure, Release, Renewal, whole};
 use crate::background::Background;
 use crate::backoff::Backoff;
