@@ -165,44 +165,7 @@ impl ClusterBackend {
             .await
             .map_err(|err| LockError::from_failure("connect", None, &seeds.shown, err.into()))?
             .map_err(|err| crate::backend::connect_error(&seeds.shown, &err))?;
-        let subscriptions = {
-            let (seeds, url, background, tls) = (
-                seeds.clone(),
-                settings.url.to_owned(),
-                background.clone(),
-                tls.clone(),
-            );
-            Subscriptions::start(move |requests, watched| {
-                // Each task has a push channel of its own, so a client of its own.
-                let (pushes, pushed) = mpsc::unbounded_channel();
-                let client = build_client(&seeds, &url, timeout, &tls, |builder| {
-                    builder
-                        .use_protocol(ProtocolVersion::RESP3)
-                        .push_sender(pushes)
-                });
-                match client {
-                    Ok(client) => {
-                        let feed = ShardedFeed {
-                            client,
-                            conn: None,
-                            pushes: pushed,
-                            server: seeds.shown.clone(),
-                        };
-                        background.spawn(feed::run(
-                            feed,
-                            requests,
-                            watched,
-                            waiters.clone(),
-                            seeds.shown.clone(),
-                        ));
-                    }
-                    // Checked at connect; should it fail anyway, waiters wait on leases.
-                    Err(err) => {
-                        tracing::warn!(error = %err, "cannot start the release subscription")
-                    }
-                }
-            })
-        };
+        let subscriptions = sharded_subscriptions(&seeds, &settings, waiters);
         let replication = settings.replica_acks.map(|acks| {
             (
                 Replication::new(acks, &seeds.shown, Announce::Sharded),
@@ -245,6 +208,52 @@ impl ClusterBackend {
             route: Route::with_key(key, SlotAddr::Master),
         }
     }
+}
+
+/// The subscription task of a Cluster: a RESP3 cluster connection of its own, whose pushes
+/// tell of sharded messages, dropped node connections and channels whose slot moved.
+fn sharded_subscriptions(
+    seeds: &Seeds,
+    settings: &RedisSettings<'_>,
+    waiters: Arc<Waiters>,
+) -> Subscriptions {
+    let (seeds, url, background, tls) = (
+        seeds.clone(),
+        settings.url.to_owned(),
+        settings.background.clone(),
+        settings.tls.clone(),
+    );
+    let timeout = settings.request_timeout;
+    Subscriptions::start(move |requests, watched| {
+        // Each task has a push channel of its own, so a client of its own.
+        let (pushes, pushed) = mpsc::unbounded_channel();
+        let client = build_client(&seeds, &url, timeout, &tls, |builder| {
+            builder
+                .use_protocol(ProtocolVersion::RESP3)
+                .push_sender(pushes)
+        });
+        match client {
+            Ok(client) => {
+                let feed = ShardedFeed {
+                    client,
+                    conn: None,
+                    pushes: pushed,
+                    server: seeds.shown.clone(),
+                };
+                background.spawn(feed::run(
+                    feed,
+                    requests,
+                    watched,
+                    waiters.clone(),
+                    seeds.shown.clone(),
+                ));
+            }
+            // Checked at connect; should it fail anyway, waiters wait on leases.
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot start the release subscription")
+            }
+        }
+    })
 }
 
 fn build_client(
