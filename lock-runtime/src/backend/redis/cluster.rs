@@ -34,23 +34,18 @@ use super::calls::Holder;
 use super::connection::{RedisSettings, describe_error};
 use super::feed::{self, ShardedFeed, Subscriptions};
 use super::replicas::{Pool, Replication};
-use super::scripts::HANDOFF;
-use super::steps::{
-    Replicated, acquire_replicated, lean_answer, native_hand_off, release_answer, renew_comparing,
-    settle_native, written_value,
-};
+use super::steps::{Link, Replicated, Steps, acquire_replicated, renew_comparing, written_value};
 use crate::backend::{
-    Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal, acquire_answer,
-    hand_off_answer,
+    Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal,
 };
 use crate::background::{Background, Lifeline, Revivable};
 use crate::deployment::{Deployment, DeploymentKind};
 use crate::error::LockError;
 use crate::key::StoredKey;
 use crate::lease::Lease;
-use crate::protocol::scripts::{invoke, is_noscript};
+use crate::protocol::scripts::is_noscript;
 use crate::protocol::waits::WaitsUpdate;
-use crate::protocol::{Announce, Capabilities, lean, millis};
+use crate::protocol::{Announce, Capabilities};
 use crate::tls::Certificates;
 use crate::url;
 use crate::url::enable_tls;
@@ -328,6 +323,13 @@ impl ConnectionLike for SlotConnection {
     }
 }
 
+/// A script the node forgot again is told as a slot that moved (see [`settle_noscript`]).
+impl Link for SlotConnection {
+    fn settle<T>(answer: RedisResult<T>) -> RedisResult<T> {
+        settle_noscript(answer)
+    }
+}
+
 /// A NOSCRIPT that survived loading the script means the slot moved between the load and the
 /// retry (a failover in progress): say so as TRYAGAIN, which callers retry like any other
 /// transient cluster error.
@@ -346,53 +348,14 @@ fn settle_noscript<T>(answer: RedisResult<T>) -> RedisResult<T> {
 }
 
 impl ClusterBackend {
-    /// Takes a free plain lock in one transaction on the master of its slot (see
-    /// [`lean::take`]); `None` where the script must be asked.
-    async fn acquire_lean(
-        &self,
-        conn: &mut SlotConnection,
-        key: &StoredKey,
-        token: &str,
-        ttl: Duration,
-        ask: Ask,
-    ) -> Result<Option<Acquire>, Failure> {
-        let value = self.holder.attempt_value(token, ask);
-        let counter = key.counter();
-        let (waits, joins) = (ask.waits, ask.joins());
-        let took = lean::take(
-            conn,
-            key,
-            &counter,
-            token,
-            &value,
-            millis(ttl),
-            waits,
-            joins,
-        )
-        .await?;
-        let answer = lean_answer(&took);
-        if took == lean::Took::GiveBack {
-            self.give_back_lean(conn, key, token, &value).await?;
+    /// The steps of a lock on the master of its slot, whose releases are announced on the
+    /// lock's own sharded channel.
+    fn steps(&self) -> Steps<'_> {
+        Steps {
+            holder: &self.holder,
+            capabilities: &self.capabilities,
+            announce: Announce::Sharded,
         }
-        Ok(answer)
-    }
-
-    /// Gives back what a transaction of `token` may have taken as `value` (see
-    /// [`RedisBackend::give_back_lean`](super::single::RedisBackend)): deleted if it still holds
-    /// that value, else released by the script.
-    async fn give_back_lean(
-        &self,
-        conn: &mut SlotConnection,
-        key: &StoredKey,
-        token: &str,
-        value: &str,
-    ) -> Result<bool, Failure> {
-        let native = self.capabilities.native_delete;
-        if lean::release(conn, &key.lock, value, native).await? {
-            return Ok(true);
-        }
-        let released = self.release(key, token, Duration::ZERO).await?;
-        Ok(released == Release::Released)
     }
 
     /// A connection of its own for an acquire that waits for replicas.
@@ -448,14 +411,7 @@ impl Backend for ClusterBackend {
             self.subscriptions.revive();
             let Some(replicated) = &self.replication else {
                 let mut conn = self.routed(&key.lock);
-                if self.holder.takes_lean(&self.capabilities, key, ask)
-                    && let Some(answer) = self.acquire_lean(&mut conn, key, token, ttl, ask).await?
-                {
-                    return Ok(answer);
-                }
-                let invocation = self.holder.acquire(key, token, ttl, ask, Announce::Sharded);
-                let answer = settle_noscript(invocation.run(&mut conn).await)?;
-                return acquire_answer(key, answer);
+                return self.steps().acquire(&mut conn, key, token, ttl, ask).await;
             };
             let open = self.wait_connection();
             let routed = |conn: &ClusterConnection| SlotConnection {
@@ -496,11 +452,8 @@ impl Backend for ClusterBackend {
         keep: Duration,
     ) -> BoxFuture<'a, Result<Release, Failure>> {
         Box::pin(async move {
-            let keep_ms = if keep.is_zero() { 0 } else { millis(keep) };
             let mut conn = self.routed(&key.lock);
-            let invocation = self.holder.release(key, token, keep_ms, Announce::Sharded);
-            let answer: i64 = settle_noscript(invocation.run(&mut conn).await)?;
-            Ok(release_answer(answer))
+            self.steps().release(&mut conn, key, token, keep).await
         })
     }
 
@@ -510,20 +463,8 @@ impl Backend for ClusterBackend {
         keep: Duration,
     ) -> BoxFuture<'a, Result<Release, Failure>> {
         Box::pin(async move {
-            // A lock nobody waited for is deleted by comparing the whole value its acquire
-            // wrote; anything else goes to the script.
-            if keep.is_zero()
-                && lease.stored.is_lock()
-                && let Some(since_ms) = lease.written_plain()
-            {
-                let value = self.holder.held_value(&lease.token, '0', since_ms);
-                let mut conn = self.routed(&lease.stored.lock);
-                let native = self.capabilities.native_delete;
-                if lean::release(&mut conn, &lease.stored.lock, &value, native).await? {
-                    return Ok(Release::Released);
-                }
-            }
-            self.release(&lease.stored, &lease.token, keep).await
+            let mut conn = self.routed(&lease.stored.lock);
+            self.steps().release_lease(&mut conn, lease, keep).await
         })
     }
 
@@ -534,9 +475,7 @@ impl Backend for ClusterBackend {
     ) -> BoxFuture<'a, Result<(), Failure>> {
         Box::pin(async move {
             let mut conn = self.routed(&key.lock);
-            let invocation = self.holder.leave(key, token, Announce::Sharded);
-            let _: i64 = settle_noscript(invocation.run(&mut conn).await)?;
-            Ok(())
+            self.steps().leave(&mut conn, key, token).await
         })
     }
 
@@ -562,23 +501,8 @@ impl Backend for ClusterBackend {
         to: &'a Lease,
     ) -> BoxFuture<'a, Result<HandOff, Failure>> {
         Box::pin(async move {
-            let key = &from.stored;
-            let mut conn = self.routed(&key.lock);
-            let native =
-                native_hand_off(&self.capabilities, &self.holder, from, to, &mut conn).await?;
-            let routed = &mut conn;
-            let give_back = move |to_value: String| async move {
-                self.give_back_lean(routed, key, &to.token, &to_value).await
-            };
-            if let Some(answer) = settle_native(native, give_back).await? {
-                return Ok(answer);
-            }
-            let ttl = to.options.ttl;
-            let invocation =
-                self.holder
-                    .hand_off(key, &from.token, &to.token, ttl, Announce::Sharded);
-            let answer = settle_noscript(invoke(&invocation, &HANDOFF, &mut conn).await)?;
-            hand_off_answer(answer)
+            let mut conn = self.routed(&from.stored.lock);
+            self.steps().hand_off(&mut conn, from, to).await
         })
     }
 

@@ -151,6 +151,34 @@ impl redis::aio::ConnectionLike for Conn {
     }
 }
 
+/// The shared connection as the steps of a lock use it: each request is sent once more if the
+/// connection dropped under it (see [`SharedConn::send`]).
+pub(super) struct Resending(pub(super) Arc<SharedConn>);
+
+impl redis::aio::ConnectionLike for Resending {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        Box::pin(
+            self.0
+                .send(move |mut conn| async move { conn.req_packed_command(cmd).await }),
+        )
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        Box::pin(self.0.send(move |mut conn| async move {
+            conn.req_packed_commands(pipeline, offset, count).await
+        }))
+    }
+
+    fn get_db(&self) -> i64 {
+        self.0.get().get_db()
+    }
+}
+
 /// A Redis error as text, with the server's own message but never the URL or credentials.
 pub(super) fn describe_error(err: &RedisError) -> String {
     err.to_string()

@@ -10,26 +10,23 @@ use redis::{Client, RedisError};
 use tokio::runtime::Handle;
 
 use super::calls::Holder;
-use super::connection::{RedisSettings, SharedConn, describe_error};
+use super::connection::{RedisSettings, Resending, SharedConn, describe_error};
 use super::feed::{self, PubSubFeed, Subscriptions};
 use super::probe::probe;
 use super::replicas::{Pool, Replication};
-use super::scripts::HANDOFF;
 use super::steps::{
-    Replicated, acquire_replicated, lean_answer, native_hand_off, release_answer, renew_comparing,
-    settle_native, written_value,
+    Link, Replicated, Steps, acquire_replicated, leave_by, release_by, renew_comparing,
+    written_value,
 };
 use crate::backend::{
-    Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal, acquire_answer,
-    hand_off_answer, whole,
+    Acquire, Ask, Backend, Booking, BoxFuture, Failure, HandOff, Release, Renewal, whole,
 };
 use crate::background::{Background, Lifeline, Revivable};
 use crate::error::LockError;
 use crate::key::StoredKey;
 use crate::lease::Lease;
-use crate::protocol::scripts::invoke;
 use crate::protocol::waits::WaitsUpdate;
-use crate::protocol::{self, Announce, Capabilities, lean, millis};
+use crate::protocol::{self, Announce, Capabilities, millis};
 use crate::url;
 use crate::url::enable_tls;
 use crate::waiters::Waiters;
@@ -83,15 +80,9 @@ impl RedisBackend {
         key: &StoredKey,
         token: &str,
     ) -> impl Future<Output = Result<(), Failure>> + Send + use<> {
-        let conn = self.shared_conn();
-        let invocation = self.holder.leave(key, token, Announce::Publish);
-        async move {
-            let invocation = &invocation;
-            let _: i64 = conn
-                .send(|mut conn| async move { invocation.run(&mut conn).await })
-                .await?;
-            Ok(())
-        }
+        let mut conn = self.link();
+        let call = self.holder.leave(key, token, Announce::Publish);
+        async move { leave_by(&mut conn, &call).await }
     }
 
     /// A connection of its own for an acquire that waits for replicas.
@@ -136,15 +127,9 @@ impl RedisBackend {
         keep_ms: u64,
         announce: Announce,
     ) -> impl Future<Output = Result<Release, Failure>> + Send + use<> {
-        let conn = self.shared_conn();
-        let invocation = self.holder.release(key, token, keep_ms, announce);
-        async move {
-            let invocation = &invocation;
-            let answer: i64 = conn
-                .send(|mut conn| async move { invocation.run(&mut conn).await })
-                .await?;
-            Ok(release_answer(answer))
-        }
+        let mut conn = self.link();
+        let call = self.holder.release(key, token, keep_ms, announce);
+        async move { release_by(&mut conn, &call).await }
     }
 
     /// The shared connection (see [`SharedConn`]); also starts the subscription task again if
@@ -152,6 +137,20 @@ impl RedisBackend {
     fn shared_conn(&self) -> Arc<SharedConn> {
         self.subscriptions.revive();
         self.conn.clone()
+    }
+
+    /// The shared connection as the steps use it (see [`Resending`]).
+    fn link(&self) -> Resending {
+        Resending(self.shared_conn())
+    }
+
+    /// The steps of a lock on this server, whose releases are published.
+    fn steps(&self) -> Steps<'_> {
+        Steps {
+            holder: &self.holder,
+            capabilities: &self.capabilities,
+            announce: Announce::Publish,
+        }
     }
 
     /// Connects now: fails if the server cannot be reached or refuses the credentials.
@@ -261,6 +260,9 @@ impl RedisBackend {
     }
 }
 
+/// Sends each request once more if the connection dropped under it.
+impl Link for Resending {}
+
 impl Backend for RedisBackend {
     fn describe(&self) -> &str {
         &self.describe
@@ -279,20 +281,8 @@ impl Backend for RedisBackend {
     ) -> BoxFuture<'a, Result<Acquire, Failure>> {
         Box::pin(async move {
             let Some(replicated @ (replication, _)) = &self.replication else {
-                if self.holder.takes_lean(&self.capabilities, key, ask)
-                    && let Some(answer) = self.acquire_lean(key, token, ttl, ask).await?
-                {
-                    return Ok(answer);
-                }
-                // The script's call is built only where it is sent: a free lock taken by the
-                // transaction never needs it, and building it (five key names, the holder
-                // text) was a good part of the client's work per acquire.
-                let invocation = &self.holder.acquire(key, token, ttl, ask, Announce::Publish);
-                let answer = self
-                    .shared_conn()
-                    .send(|mut conn| async move { invocation.run(&mut conn).await })
-                    .await?;
-                return acquire_answer(key, answer);
+                let mut conn = self.link();
+                return self.steps().acquire(&mut conn, key, token, ttl, ask).await;
             };
             self.subscriptions.revive();
             let open = self.wait_connection(replication);
@@ -364,32 +354,8 @@ impl Backend for RedisBackend {
         from: &'a Lease,
         to: &'a Lease,
     ) -> BoxFuture<'a, Result<HandOff, Failure>> {
-        let conn = self.shared_conn();
-        Box::pin(async move {
-            let (capabilities, holder) = (&self.capabilities, &self.holder);
-            let native = conn
-                .send(|mut conn| async move {
-                    native_hand_off(capabilities, holder, from, to, &mut conn).await
-                })
-                .await?;
-            let shared = &conn;
-            let give_back = move |to_value: String| async move {
-                self.give_back_lean(shared, &from.stored, &to.token, &to_value)
-                    .await
-            };
-            if let Some(answer) = settle_native(native, give_back).await? {
-                return Ok(answer);
-            }
-            let ttl = to.options.ttl;
-            let invocation =
-                self.holder
-                    .hand_off(&from.stored, &from.token, &to.token, ttl, Announce::Publish);
-            let invocation = &invocation;
-            let answer = conn
-                .send(|mut conn| async move { invoke(invocation, &HANDOFF, &mut conn).await })
-                .await?;
-            hand_off_answer(answer)
-        })
+        let mut conn = self.link();
+        Box::pin(async move { self.steps().hand_off(&mut conn, from, to).await })
     }
 
     fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Failure>> {
@@ -410,66 +376,6 @@ impl Backend for RedisBackend {
 }
 
 impl RedisBackend {
-    /// Takes a free plain lock in one transaction (see [`lean::acquire`]), or answers busy
-    /// where that needs no script; `None` where the script must decide.
-    async fn acquire_lean(
-        &self,
-        key: &StoredKey,
-        token: &str,
-        ttl: Duration,
-        ask: Ask,
-    ) -> Result<Option<Acquire>, Failure> {
-        let value = self.holder.attempt_value(token, ask);
-        let counter = key.counter();
-        let (value, counter) = (&value, &counter);
-        let conn = self.shared_conn();
-        let (waits, joins) = (ask.waits, ask.joins());
-        let took = conn
-            .send(|mut conn| async move {
-                lean::take(
-                    &mut conn,
-                    key,
-                    counter,
-                    token,
-                    value,
-                    millis(ttl),
-                    waits,
-                    joins,
-                )
-                .await
-            })
-            .await?;
-        let answer = lean_answer(&took);
-        if took == lean::Took::GiveBack {
-            self.give_back_lean(&conn, key, token, value).await?;
-        }
-        Ok(answer)
-    }
-
-    /// Gives back what a transaction of `token` may have taken as `value`: deleted if it still
-    /// holds that value; if it holds ours marked since (a waiter told it is busy, a fair waiter
-    /// that joined the line), released by the script, which frees it for the first in line or
-    /// announces it, so that the attempt that follows cannot re-enter past them. Whether
-    /// anything of `token`'s was there to give back.
-    async fn give_back_lean(
-        &self,
-        conn: &SharedConn,
-        key: &StoredKey,
-        token: &str,
-        value: &str,
-    ) -> Result<bool, Failure> {
-        let native = self.capabilities.native_delete;
-        let lock = &key.lock;
-        let deleted = conn
-            .send(|mut conn| async move { lean::release(&mut conn, lock, value, native).await })
-            .await?;
-        if deleted {
-            return Ok(true);
-        }
-        let released = self.release_owned(key, token, Duration::ZERO).await?;
-        Ok(released == Release::Released)
-    }
-
     /// Releases `lease` by comparing the whole value its acquire wrote, where nobody was told
     /// it is busy (see [`lean::release`]); otherwise, or if the value changed, by the script.
     /// The script's call is built only when it is sent: most releases never need it.
@@ -478,21 +384,9 @@ impl RedisBackend {
         lease: &Lease,
         keep: Duration,
     ) -> Result<Release, Failure> {
-        if keep.is_zero()
-            && lease.stored.is_lock()
-            && let Some(since_ms) = lease.written_plain()
-        {
-            let value = &self.holder.held_value(&lease.token, '0', since_ms);
-            let (lock, native) = (&lease.stored.lock, self.capabilities.native_delete);
-            let deleted = self
-                .shared_conn()
-                .send(|mut conn| async move { lean::release(&mut conn, lock, value, native).await })
-                .await?;
-            if deleted {
-                return Ok(Release::Released);
-            }
-        }
-        self.release_owned(&lease.stored, &lease.token, keep).await
+        self.steps()
+            .release_lease(&mut self.link(), lease, keep)
+            .await
     }
 
     /// The whole batch in one pipeline, answered together (see [`renew_comparing`]): for

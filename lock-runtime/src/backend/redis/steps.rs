@@ -1,22 +1,203 @@
-//! The steps of a lock written once over a connection, for every deployment: the answers of
-//! the scripts and of the lean transactions, renewals that compare the value natively, the
-//! native hand-over, and the acquire that waits for replicas.
+//! The steps of a lock written once over a connection, for every deployment: acquire (the lean
+//! transaction where [`Holder::takes_lean`] lets it, the script otherwise), release, leave and
+//! hand-over ([`Steps`]), renewals that compare the value natively, and the acquire that waits
+//! for replicas.
 
 use std::time::Duration;
 
 use redis::{RedisError, RedisResult, Value};
 
-use super::calls::{Holder, renew_invocation};
+use super::calls::{Call, Holder, renew_invocation};
 use super::replicas::{Pool, Replication};
-use super::scripts::RENEW;
+use super::scripts::{HANDOFF, RENEW};
 use crate::backend::{
-    Acquire, AcquireReply, Ask, Failure, HandOff, Release, Renewal, acquire_answer,
+    Acquire, AcquireReply, Ask, Failure, HandOff, Release, Renewal, acquire_answer, hand_off_answer,
 };
 use crate::background::Lifeline;
 use crate::key::StoredKey;
 use crate::lease::Lease;
-use crate::protocol::scripts::{query_each_loading, query_loading};
-use crate::protocol::{self, Capabilities, lean, millis};
+use crate::protocol::scripts::{invoke, query_each_loading, query_loading};
+use crate::protocol::{self, Announce, Capabilities, lean, millis};
+
+/// A connection the steps of a lock run on: one server's shared connection, or a Cluster's
+/// routed to the master of the key's slot.
+pub(super) trait Link: redis::aio::ConnectionLike + Send {
+    /// The answer of a script call, as the deployment reports it (a Cluster tells a script its
+    /// node forgot again as a slot that moved).
+    fn settle<T>(answer: RedisResult<T>) -> RedisResult<T> {
+        answer
+    }
+}
+
+/// The steps of a lock on one Redis master, written once over any [`Link`] to it: who takes
+/// the locks and what the master can do without scripts, and how its releases are announced.
+pub(super) struct Steps<'a> {
+    pub(super) holder: &'a Holder,
+    pub(super) capabilities: &'a Capabilities,
+    pub(super) announce: Announce,
+}
+
+impl Steps<'_> {
+    /// Takes `key` for `token`: by one transaction where the lean path may be taken and
+    /// decides, by the script otherwise.
+    pub(super) async fn acquire<C: Link>(
+        &self,
+        conn: &mut C,
+        key: &StoredKey,
+        token: &str,
+        ttl: Duration,
+        ask: Ask,
+    ) -> Result<Acquire, Failure> {
+        if self.holder.takes_lean(self.capabilities, key, ask)
+            && let Some(answer) = self.acquire_lean(conn, key, token, ttl, ask).await?
+        {
+            return Ok(answer);
+        }
+        // The script's call is built only where it is sent: a free lock taken by the
+        // transaction never needs it, and building it (five key names, the holder text) was a
+        // good part of the client's work per acquire.
+        let call = self.holder.acquire(key, token, ttl, ask, self.announce);
+        let answer = C::settle(call.run(conn).await)?;
+        acquire_answer(key, answer)
+    }
+
+    /// Takes a free plain lock in one transaction (see [`lean::take`]), or answers busy where
+    /// that needs no script; `None` where the script must decide.
+    async fn acquire_lean<C: Link>(
+        &self,
+        conn: &mut C,
+        key: &StoredKey,
+        token: &str,
+        ttl: Duration,
+        ask: Ask,
+    ) -> Result<Option<Acquire>, Failure> {
+        let value = self.holder.attempt_value(token, ask);
+        let counter = key.counter();
+        let (waits, joins) = (ask.waits, ask.joins());
+        let took = lean::take(
+            conn,
+            key,
+            &counter,
+            token,
+            &value,
+            millis(ttl),
+            waits,
+            joins,
+        )
+        .await?;
+        let answer = lean_answer(&took);
+        if took == lean::Took::GiveBack {
+            self.give_back_lean(conn, key, token, &value).await?;
+        }
+        Ok(answer)
+    }
+
+    /// Gives back what a transaction of `token` may have taken as `value`: deleted if it still
+    /// holds that value; if it holds ours marked since (a waiter told it is busy, a fair waiter
+    /// that joined the line), released by the script, which frees it for the first in line or
+    /// announces it, so that the attempt that follows cannot re-enter past them. Whether
+    /// anything of `token`'s was there to give back.
+    async fn give_back_lean<C: Link>(
+        &self,
+        conn: &mut C,
+        key: &StoredKey,
+        token: &str,
+        value: &str,
+    ) -> Result<bool, Failure> {
+        let native = self.capabilities.native_delete;
+        if lean::release(conn, &key.lock, value, native).await? {
+            return Ok(true);
+        }
+        let released = self.release(conn, key, token, Duration::ZERO).await?;
+        Ok(released == Release::Released)
+    }
+
+    /// Releases `key` if `token` holds it, keeping it busy for `keep` more when that is not
+    /// zero (see [`Holder::release`]).
+    pub(super) async fn release<C: Link>(
+        &self,
+        conn: &mut C,
+        key: &StoredKey,
+        token: &str,
+        keep: Duration,
+    ) -> Result<Release, Failure> {
+        let keep_ms = if keep.is_zero() { 0 } else { millis(keep) };
+        release_by(
+            conn,
+            &self.holder.release(key, token, keep_ms, self.announce),
+        )
+        .await
+    }
+
+    /// Releases `lease` by comparing the whole value its acquire wrote, where nobody was told
+    /// it is busy (see [`lean::release`]); otherwise, or if the value changed, by the script.
+    /// The script's call is built only when it is sent: most releases never need it.
+    pub(super) async fn release_lease<C: Link>(
+        &self,
+        conn: &mut C,
+        lease: &Lease,
+        keep: Duration,
+    ) -> Result<Release, Failure> {
+        if keep.is_zero()
+            && lease.stored.is_lock()
+            && let Some(since_ms) = lease.written_plain()
+        {
+            let value = self.holder.held_value(&lease.token, '0', since_ms);
+            let native = self.capabilities.native_delete;
+            if lean::release(conn, &lease.stored.lock, &value, native).await? {
+                return Ok(Release::Released);
+            }
+        }
+        self.release(conn, &lease.stored, &lease.token, keep).await
+    }
+
+    /// `token` leaves the line of waiters for `key` (see [`Holder::leave`]).
+    pub(super) async fn leave<C: Link>(
+        &self,
+        conn: &mut C,
+        key: &StoredKey,
+        token: &str,
+    ) -> Result<(), Failure> {
+        leave_by(conn, &self.holder.leave(key, token, self.announce)).await
+    }
+
+    /// Hands the lock of `from` to `to`: natively where the server can and the value is still
+    /// the one its acquire wrote (see [`native_hand_off`]), by handoff.lua otherwise.
+    pub(super) async fn hand_off<C: Link>(
+        &self,
+        conn: &mut C,
+        from: &Lease,
+        to: &Lease,
+    ) -> Result<HandOff, Failure> {
+        let key = &from.stored;
+        let native = native_hand_off(self.capabilities, self.holder, from, to, conn).await?;
+        let link = &mut *conn;
+        let give_back = move |to_value: String| async move {
+            self.give_back_lean(link, key, &to.token, &to_value).await
+        };
+        if let Some(answer) = settle_native(native, give_back).await? {
+            return Ok(answer);
+        }
+        let ttl = to.options.ttl;
+        let invocation = self
+            .holder
+            .hand_off(key, &from.token, &to.token, ttl, self.announce);
+        let answer = C::settle(invoke(&invocation, &HANDOFF, conn).await)?;
+        hand_off_answer(answer)
+    }
+}
+
+/// Runs a release `call` (see [`Holder::release`]) on `conn`.
+pub(super) async fn release_by<C: Link>(conn: &mut C, call: &Call<'_>) -> Result<Release, Failure> {
+    let answer: i64 = C::settle(call.run(conn).await)?;
+    Ok(release_answer(answer))
+}
+
+/// Runs a leave `call` (see [`Holder::leave`]) on `conn`.
+pub(super) async fn leave_by<C: Link>(conn: &mut C, call: &Call<'_>) -> Result<(), Failure> {
+    let _: i64 = C::settle(call.run(conn).await)?;
+    Ok(())
+}
 
 /// The policy of a deployment with `wait_for_replicas`, and the idle connections its acquires
 /// wait on (see [`acquire_replicated`]).
@@ -100,7 +281,7 @@ async fn confirmed<C: redis::aio::ConnectionLike>(
 }
 
 /// The release script's answer (see release.lua).
-pub(super) fn release_answer(answer: i64) -> Release {
+fn release_answer(answer: i64) -> Release {
     match answer {
         // 2: freed for the first fair waiter in line.
         1 | 2 => Release::Released,
