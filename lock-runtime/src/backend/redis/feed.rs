@@ -330,7 +330,7 @@ impl Feed for PubSubFeed {
 }
 
 /// The subscription connection of a Cluster (`SSUBSCRIBE`, routed by each channel's slot), for
-/// [`feed::run`]. The client tells of messages, dropped node connections and channels
+/// [`run`]. The client tells of messages, dropped node connections and channels
 /// the server dropped through `pushes`.
 pub(super) struct ShardedFeed {
     pub(super) client: ClusterClient,

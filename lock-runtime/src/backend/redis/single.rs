@@ -376,9 +376,7 @@ impl Backend for RedisBackend {
 }
 
 impl RedisBackend {
-    /// Releases `lease` by comparing the whole value its acquire wrote, where nobody was told
-    /// it is busy (see [`lean::release`]); otherwise, or if the value changed, by the script.
-    /// The script's call is built only when it is sent: most releases never need it.
+    /// Releases `lease` as [`Backend::release_lease`] does (see [`Steps::release_lease`]).
     pub(super) async fn release_lease_here(
         &self,
         lease: &Lease,

@@ -210,10 +210,12 @@ pub(super) type Replicated<C> = (Replication, Pool<(C, Lifeline)>);
 ///
 /// `WAIT` blocks the connection it is sent on, so never the shared one: an idle one of the
 /// pool (one whose runtime shut down is dropped), else one `open` makes, whose response timeout
-/// covers the `WAIT` (see [`ReplicaAcks::response_timeout`]). An idle one the server closed
-/// meanwhile (its `timeout`, a restart) is replaced by a fresh one, which the acquire goes out
-/// on again (with the same token it confirms its own grant). `routed` sends the calls of `key`
-/// on a connection. It goes back to the pool only if the acquire succeeded.
+/// covers the `WAIT` (see
+/// [`ReplicaAcks::response_timeout`](super::replicas::ReplicaAcks::response_timeout)). An idle
+/// one the server closed meanwhile (its `timeout`, a restart) is replaced by a fresh one, which
+/// the acquire goes out on again (with the same token it confirms its own grant). `routed`
+/// sends the calls of `key` on a connection. It goes back to the pool only if the acquire
+/// succeeded.
 #[allow(clippy::too_many_arguments)]
 pub(super) async fn acquire_replicated<C, R: redis::aio::ConnectionLike>(
     (replication, pool): &Replicated<C>,
