@@ -263,6 +263,9 @@ impl RedisBackend {
 /// Sends each request once more if the connection dropped under it.
 impl Link for Resending {}
 
+/// A connection of its own, for an acquire that waits for replicas.
+impl Link for MultiplexedConnection {}
+
 impl Backend for RedisBackend {
     fn describe(&self) -> &str {
         &self.describe

@@ -217,7 +217,7 @@ pub(super) type Replicated<C> = (Replication, Pool<(C, Lifeline)>);
 /// sends the calls of `key` on a connection. It goes back to the pool only if the acquire
 /// succeeded.
 #[allow(clippy::too_many_arguments)]
-pub(super) async fn acquire_replicated<C, R: redis::aio::ConnectionLike>(
+pub(super) async fn acquire_replicated<C, R: Link>(
     (replication, pool): &Replicated<C>,
     open: impl Future<Output = Result<(C, Lifeline), Failure>>,
     routed: impl Fn(&C) -> R,
@@ -230,7 +230,7 @@ pub(super) async fn acquire_replicated<C, R: redis::aio::ConnectionLike>(
     let call = &holder.acquire(key, token, ttl, ask, replication.announce);
     let send = |conn: &C| {
         let mut conn = routed(conn);
-        async move { call.run::<AcquireReply>(&mut conn).await }
+        async move { R::settle(call.run::<AcquireReply>(&mut conn).await) }
     };
     let idle = std::iter::from_fn(|| pool.take()).find(|(_, lifeline)| !lifeline.is_cut());
     let sent = match idle {
