@@ -5,12 +5,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::backend::FAIR_TURN;
-use crate::backend::cluster::ClusterBackend;
 use crate::backend::memory::MemoryBackend;
-use crate::backend::redis::{RedisBackend, RedisSettings};
-use crate::backend::redlock::RedlockBackend;
-use crate::backend::replicas::{ReplicaAcks, ReplicaShortage};
-use crate::backend::sentinel::SentinelBackend;
+use crate::backend::redis::cluster::ClusterBackend;
+use crate::backend::redis::connection::RedisSettings;
+use crate::backend::redis::redlock::RedlockBackend;
+use crate::backend::redis::replicas::{ReplicaAcks, ReplicaShortage};
+use crate::backend::redis::sentinel::SentinelBackend;
+use crate::backend::redis::single::RedisBackend;
 use crate::background::Background;
 use crate::client::Inner;
 use crate::deadlock::{Deadlocks, Reach};

@@ -318,7 +318,7 @@ mod watchdog;
 #[path = "private.rs"]
 pub mod __private;
 
-pub use backend::replicas::ReplicaShortage;
+pub use backend::redis::replicas::ReplicaShortage;
 // rustc names a trait in an error by its shortest public path, and by its bare name when that
 // is unique among the crate roots it can see: re-exported here, an unmet check reads
 // "the trait `KeyPart` is not implemented", never `lock_runtime::__private::KeyPart`.

@@ -1067,6 +1067,65 @@ async fn after_a_failover_the_replica_shortage_policy_decides() {
     );
 }
 
+/// A `WAIT` may outlast a request: the connection it blocks waits for its answer (the request
+/// timeout and the replica timeout), so a replica that does not acknowledge is told as such and
+/// the grant given back, as on one server, rather than the connection giving up first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_longer_than_the_request_timeout_is_answered_by_the_replicas() {
+    let cluster = cluster_with_replicas().await;
+    let stored = "lock:{slow-acks}";
+    let locks = LockManager::builder()
+        .url(cluster.url())
+        .request_timeout(Duration::from_secs(1))
+        .wait_for_replicas(1, Duration::from_secs(3))
+        .build()
+        .await
+        .unwrap_or_else(|err| panic!("connect: {err}\n{}", cluster.log()));
+    // The connection the acquire below waits on is made now, while every node answers.
+    let warm = locks
+        .lock("slow-acks", LockOptions::new().wait(PATIENCE))
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
+    warm.release().await.expect("release");
+    let master = cluster.master_for_key(stored);
+    let replicas = cluster.replicas_of(master);
+    for replica in &replicas {
+        replica.pause();
+    }
+    let taken = locks.lock("slow-acks", LockOptions::new()).await;
+    for replica in &replicas {
+        replica.resume();
+    }
+    let err = taken.map(drop).expect_err("no replica acknowledged");
+    assert!(
+        err.to_string().contains("0 of 1 replicas acknowledged"),
+        "{err}\n{}",
+        cluster.log()
+    );
+    assert!(!master.holds_lock(stored), "{}", cluster.log());
+}
+
+/// An idle connection acquires wait on, closed by the master meanwhile (its `timeout`, a
+/// restart), costs the next acquire nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_wait_connection_the_master_closed_does_not_fail_the_next_acquire() {
+    let cluster = cluster_with_replicas().await;
+    let locks = failover_manager(&cluster, true).await;
+    let warm = locks
+        .lock("idle", LockOptions::new().wait(PATIENCE))
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
+    warm.release().await.expect("release");
+    let master = cluster.master_for_key("lock:{idle}");
+    master.cmd(&["CLIENT", "KILL", "TYPE", "normal"]);
+    // Tried once: a failed attempt would not be retried.
+    let guard = locks
+        .lock("idle", LockOptions::new())
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", cluster.log()));
+    guard.release().await.expect("release");
+}
+
 /// A task of this process waiting for a key it holds is handed the lock by the release, on the
 /// master of the key's slot, with a higher fencing token.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -303,6 +303,27 @@ async fn with_no_replica_connected_the_shortage_policy_decides() {
     guard.release().await.expect("release");
 }
 
+/// An idle connection acquires wait on, closed by the server meanwhile (its `timeout`, a
+/// restart), costs the next acquire nothing: it goes out on a fresh one, as on a Cluster, whose
+/// client reconnects its nodes itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_wait_connection_the_server_closed_does_not_fail_the_next_acquire() {
+    let (master, _replica) = master_and_replica();
+    let locks = manager(&master).await;
+    let warm = locks
+        .lock("idle", LockOptions::new().wait(PATIENCE))
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", master.log()));
+    warm.release().await.expect("release");
+    master.cmd(&["CLIENT", "KILL", "TYPE", "normal"]);
+    // Tried once: a failed attempt would not be retried.
+    let guard = locks
+        .lock("idle", LockOptions::new())
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", master.log()));
+    guard.release().await.expect("release");
+}
+
 #[tokio::test]
 async fn replica_settings_that_cannot_work_are_refused_at_build() {
     for (url, timeout) in [

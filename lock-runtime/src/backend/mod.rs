@@ -1,18 +1,15 @@
 //! The stores of this crate: memory, and Redis as a single server, Sentinel, Cluster and
 //! Redlock. Each implements [`Store`](crate::store::Store) as a store of a user's would.
 
-pub(crate) mod cluster;
 pub(crate) mod failure;
 pub(crate) mod memory;
 pub(crate) mod redis;
-pub(crate) mod redlock;
-pub(crate) mod replicas;
 mod replies;
-pub(crate) mod sentinel;
-mod subscriber;
 
 pub(crate) use failure::{connect_error, is_transient};
-pub(crate) use replies::{acquire_answer, hand_off_answer, permits_differ, permits_mismatch};
+pub(crate) use replies::{
+    AcquireReply, acquire_answer, hand_off_answer, permits_differ, permits_mismatch,
+};
 
 pub(crate) use crate::protocol::FAIR_TURN;
 pub(crate) use crate::store::{

@@ -30,8 +30,11 @@ use redis::IntoConnectionInfo;
 use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use tokio::time::Instant;
 
-use super::redis::{RedisBackend, RedisSettings};
-use super::{Acquire, Ask, Booking, BoxFuture, Release, Renewal, Store, StoreError, whole};
+use super::connection::RedisSettings;
+use super::single::RedisBackend;
+use crate::backend::{
+    Acquire, Ask, Booking, BoxFuture, Release, Renewal, Store, StoreError, whole,
+};
 use crate::background::Background;
 use crate::backoff::Backoff;
 use crate::deployment::Deployment;
@@ -201,7 +204,7 @@ impl SentinelBackend {
         let master = resolve(&sentinels, &nodes, &waiters).await.map_err(|err| {
             match err.downcast::<redis::RedisError>() {
                 // From the sentinels, or the master's role check: a TLS handshake says so.
-                Ok(err) => super::connect_error(&server, &err),
+                Ok(err) => crate::backend::connect_error(&server, &err),
                 Err(err) => {
                     let transient = resolve_may_pass(&err);
                     LockError::backend_with("connect", None, &server, err, transient)
@@ -475,7 +478,7 @@ fn resolve_may_pass(err: &BoxError) -> bool {
         return err.is_retryable();
     }
     err.downcast_ref::<redis::RedisError>()
-        .is_some_and(super::is_transient)
+        .is_some_and(crate::backend::is_transient)
 }
 
 impl Store for SentinelBackend {

@@ -7,12 +7,17 @@
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
-use redis::{RedisError, RedisResult};
+use futures_util::{StreamExt, future};
+use redis::aio::{PubSubSink, PubSubStream};
+use redis::cluster::ClusterClient;
+use redis::cluster_async::ClusterConnection;
+use redis::{Client, PushInfo, PushKind, RedisError, RedisResult, Value};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use super::StoreError;
+use crate::backend::StoreError;
 use crate::backoff::Backoff;
 use crate::waiters::Waiters;
 
@@ -77,7 +82,7 @@ pub(super) async fn run(
                             }
                             // The connection is gone, or the shard unreachable or failing
                             // over: subscribe this key too once it answers.
-                            Err(err) if super::is_transient(err) || !feed.connected() => {
+                            Err(err) if crate::backend::is_transient(err) || !feed.connected() => {
                                 tracing::debug!(server, error = %err, "cannot subscribe to lock releases yet");
                                 channels.insert(channel);
                                 if !feed.connected() {
@@ -220,7 +225,7 @@ impl Subscriptions {
             match acked.await {
                 Ok(Ok(())) => return Ok(()),
                 Ok(Err(err)) => {
-                    if !super::is_transient(&err) {
+                    if !crate::backend::is_transient(&err) {
                         // Refused for this key: a task started again must not ask again.
                         self.state().watched.remove(key);
                     }
@@ -237,5 +242,191 @@ impl Subscriptions {
         let mut state = self.state();
         state.watched.remove(key);
         let _ = state.requests.send(Subscription::Unwatch(key.to_owned()));
+    }
+}
+
+/// The subscription connection of one server (`SUBSCRIBE`), for [`run`].
+pub(super) struct PubSubFeed {
+    pub(super) client: Client,
+    pub(super) conn: Option<(PubSubSink, PubSubStream)>,
+    pub(super) server: String,
+    pub(super) timeout: Duration,
+}
+
+impl Feed for PubSubFeed {
+    /// Leaves no connection when it failed or did not answer within the request timeout (a
+    /// server's refusal keeps it).
+    async fn subscribe(&mut self, channel: &str) -> RedisResult<()> {
+        let timed_out = || RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        if self.conn.is_none() {
+            let connected = tokio::time::timeout(self.timeout, self.client.get_async_pubsub())
+                .await
+                .map_err(|_| timed_out())??;
+            self.conn = Some(connected.split());
+        }
+        let Some((sink, _)) = self.conn.as_mut() else {
+            unreachable!("connected just above")
+        };
+        let answer = match tokio::time::timeout(self.timeout, sink.subscribe(channel)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(timed_out()),
+        };
+        if let Err(err) = &answer
+            && (err.is_io_error() || err.is_timeout() || err.is_connection_dropped())
+        {
+            self.conn = None;
+        }
+        answer
+    }
+
+    async fn unsubscribe(&mut self, channel: &str) -> bool {
+        let Some((sink, _)) = self.conn.as_mut() else {
+            return true;
+        };
+        let answered = matches!(
+            tokio::time::timeout(self.timeout, sink.unsubscribe(channel)).await,
+            Ok(Ok(()))
+        );
+        if !answered {
+            // No answer: treat the connection as lost.
+            self.conn = None;
+        }
+        answered
+    }
+
+    async fn resubscribe(&mut self, channels: &HashSet<String>) -> RedisResult<()> {
+        for channel in channels {
+            if let Err(err) = self.subscribe(channel).await {
+                self.conn = None;
+                return Err(err);
+            }
+        }
+        Ok(())
+    }
+
+    async fn next(&mut self) -> Event {
+        let Some((_, stream)) = self.conn.as_mut() else {
+            return std::future::pending().await;
+        };
+        match stream.next().await {
+            Some(message) => Event::Release {
+                channel: message.get_channel_name().to_owned(),
+                id: Some(message.get_payload_bytes().to_vec()),
+            },
+            None => {
+                tracing::warn!(
+                    server = self.server,
+                    "release subscription lost; waiters fall back to lease expiry until it is back"
+                );
+                self.conn = None;
+                Event::Lost
+            }
+        }
+    }
+
+    fn connected(&self) -> bool {
+        self.conn.is_some()
+    }
+}
+
+/// The subscription connection of a Cluster (`SSUBSCRIBE`, routed by each channel's slot), for
+/// [`run`]. The client tells of messages, dropped node connections and channels
+/// the server dropped through `pushes`.
+pub(super) struct ShardedFeed {
+    pub(super) client: ClusterClient,
+    pub(super) conn: Option<ClusterConnection>,
+    pub(super) pushes: mpsc::UnboundedReceiver<PushInfo>,
+    pub(super) server: String,
+}
+
+impl Feed for ShardedFeed {
+    /// Resolves once the node serving the channel's slot confirmed the subscription.
+    async fn subscribe(&mut self, channel: &str) -> RedisResult<()> {
+        connection(&self.client, &mut self.conn)
+            .await?
+            .ssubscribe(channel)
+            .await
+    }
+
+    async fn unsubscribe(&mut self, channel: &str) -> bool {
+        if let Some(conn) = self.conn.as_mut() {
+            // A node that does not answer drops the channel with its connection anyway.
+            let _ = conn.sunsubscribe(channel).await;
+        }
+        true
+    }
+
+    /// All at once (SSUBSCRIBE is idempotent, and one command cannot span slots).
+    async fn resubscribe(&mut self, channels: &HashSet<String>) -> RedisResult<()> {
+        let conn = connection(&self.client, &mut self.conn).await?;
+        future::try_join_all(channels.iter().map(|channel| {
+            let mut conn = conn.clone();
+            async move { conn.ssubscribe(channel).await }
+        }))
+        .await?;
+        Ok(())
+    }
+
+    async fn next(&mut self) -> Event {
+        loop {
+            let Some(push) = self.pushes.recv().await else {
+                return std::future::pending().await;
+            };
+            match push.kind {
+                PushKind::SMessage => {
+                    if let Some(channel) = channel_of(&push) {
+                        let id = release_id(&push).map(<[u8]>::to_vec);
+                        return Event::Release { channel, id };
+                    }
+                }
+                PushKind::Disconnection => {
+                    tracing::debug!(
+                        server = self.server,
+                        "a subscription connection dropped; resubscribing"
+                    );
+                    return Event::Lost;
+                }
+                // Unrequested: the node no longer serves the channel's slot.
+                PushKind::SUnsubscribe => {
+                    if let Some(channel) = channel_of(&push) {
+                        return Event::Moved(channel);
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn connected(&self) -> bool {
+        self.conn.is_some()
+    }
+}
+
+/// The channel a pub/sub push is about: its first element.
+fn channel_of(push: &PushInfo) -> Option<String> {
+    match push.data.first() {
+        Some(Value::BulkString(bytes)) => Some(String::from_utf8_lossy(bytes).into_owned()),
+        _ => None,
+    }
+}
+
+/// The release id a sharded message carries: its second element (see release.lua).
+fn release_id(push: &PushInfo) -> Option<&[u8]> {
+    match push.data.get(1) {
+        Some(Value::BulkString(bytes)) => Some(bytes),
+        _ => None,
+    }
+}
+
+async fn connection<'a>(
+    client: &ClusterClient,
+    conn: &'a mut Option<ClusterConnection>,
+) -> RedisResult<&'a mut ClusterConnection> {
+    if conn.is_none() {
+        *conn = Some(client.get_async_connection().await?);
+    }
+    match conn.as_mut() {
+        Some(conn) => Ok(conn),
+        None => unreachable!("connected just above"),
     }
 }

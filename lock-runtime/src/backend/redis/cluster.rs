@@ -15,7 +15,7 @@
 //! and wakes all waiters then: releases in between went unheard. The lease's PTTL stays the
 //! safety net for anything missed.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,29 +25,27 @@ use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr};
 use redis::{
-    Cmd, ErrorKind, Pipeline, ProtocolVersion, PushInfo, PushKind, RedisError, RedisFuture,
-    RedisResult, ServerErrorKind, Value,
+    Cmd, ErrorKind, Pipeline, ProtocolVersion, PushInfo, RedisError, RedisFuture, RedisResult,
+    ServerErrorKind, Value,
 };
 use tokio::sync::mpsc;
 
-use super::redis::{
-    HANDOFF, Holder, RedisSettings, acquire_confirmed, describe_error, lean_answer,
-    native_hand_off, release_answer, renew_comparing, settle_native, written_value,
-};
+use super::calls::Holder;
+use super::connection::{RedisSettings, describe_error};
+use super::feed::{self, ShardedFeed, Subscriptions};
 use super::replicas::{Pool, Replication};
-use super::subscriber::{self, Event, Feed, Subscriptions};
-use super::{
-    Acquire, Ask, Booking, BoxFuture, HandOff, Release, Renewal, Store, StoreError, acquire_answer,
-    hand_off_answer,
+use super::steps::{Link, Replicated, Steps, acquire_replicated, renew_comparing, written_value};
+use crate::backend::{
+    Acquire, Ask, Booking, BoxFuture, HandOff, Release, Renewal, Store, StoreError,
 };
 use crate::background::{Background, Lifeline, Revivable};
 use crate::deployment::{Deployment, DeploymentKind};
 use crate::error::LockError;
 use crate::key::Key;
 use crate::lease::Lease;
-use crate::protocol::scripts::{invoke, is_noscript};
+use crate::protocol::scripts::is_noscript;
 use crate::protocol::waits::WaitsUpdate;
-use crate::protocol::{Announce, Capabilities, lean, millis};
+use crate::protocol::{Announce, Capabilities};
 use crate::shape::Shape;
 use crate::tls::Certificates;
 use crate::url;
@@ -56,7 +54,6 @@ use crate::waiters::Waiters;
 
 pub(crate) struct ClusterBackend {
     conn: Arc<Commands>,
-    client: ClusterClient,
     server: String,
     describe: String,
     holder: Holder,
@@ -65,7 +62,10 @@ pub(crate) struct ClusterBackend {
     /// requests with errors, and the scripts take over).
     capabilities: Capabilities,
     /// With `wait_for_replicas`: the policy, and the connections acquires wait on.
-    replication: Option<(Replication, Pool<(ClusterConnection, Lifeline)>)>,
+    replication: Option<Replicated<ClusterConnection>>,
+    /// What opens those connections: its response timeout covers a `WAIT` (see
+    /// [`ReplicaAcks::response_timeout`](super::replicas::ReplicaAcks::response_timeout)).
+    wait_client: ClusterClient,
     subscriptions: Subscriptions,
     background: Background,
 }
@@ -143,6 +143,12 @@ impl ClusterBackend {
         let background = settings.background.clone();
         let tls = settings.tls;
         let commands_client = build_client(&seeds, settings.url, timeout, tls, |builder| builder)?;
+        let wait_timeout = settings
+            .replica_acks
+            .map_or(timeout, |acks| acks.response_timeout(timeout));
+        let wait_client = build_client(&seeds, settings.url, timeout, tls, |builder| {
+            builder.response_timeout(wait_timeout)
+        })?;
         // Fails now on a configuration it cannot use, rather than in the subscription task.
         build_client(&seeds, settings.url, timeout, tls, |builder| {
             builder
@@ -154,45 +160,8 @@ impl ClusterBackend {
             .run(async move { connecting.get_async_connection().await })
             .await
             .map_err(|err| LockError::from_failure("connect", None, &seeds.shown, err.into()))?
-            .map_err(|err| super::connect_error(&seeds.shown, &err))?;
-        let subscriptions = {
-            let (seeds, url, background, tls) = (
-                seeds.clone(),
-                settings.url.to_owned(),
-                background.clone(),
-                tls.clone(),
-            );
-            Subscriptions::start(move |requests, watched| {
-                // Each task has a push channel of its own, so a client of its own.
-                let (pushes, pushed) = mpsc::unbounded_channel();
-                let client = build_client(&seeds, &url, timeout, &tls, |builder| {
-                    builder
-                        .use_protocol(ProtocolVersion::RESP3)
-                        .push_sender(pushes)
-                });
-                match client {
-                    Ok(client) => {
-                        let feed = ShardedFeed {
-                            client,
-                            conn: None,
-                            pushes: pushed,
-                            server: seeds.shown.clone(),
-                        };
-                        background.spawn(subscriber::run(
-                            feed,
-                            requests,
-                            watched,
-                            waiters.clone(),
-                            seeds.shown.clone(),
-                        ));
-                    }
-                    // Checked at connect; should it fail anyway, waiters wait on leases.
-                    Err(err) => {
-                        tracing::warn!(error = %err, "cannot start the release subscription")
-                    }
-                }
-            })
-        };
+            .map_err(|err| crate::backend::connect_error(&seeds.shown, &err))?;
+        let subscriptions = sharded_subscriptions(&seeds, &settings, waiters);
         let replication = settings.replica_acks.map(|acks| {
             (
                 Replication::new(acks, &seeds.shown, Announce::Sharded),
@@ -201,7 +170,7 @@ impl ClusterBackend {
         });
         let commands = Arc::new(Commands {
             conn: Revivable::new(conn, background.lifeline()),
-            client: commands_client.clone(),
+            client: commands_client,
             background: background.clone(),
             reconnecting: tokio::sync::Mutex::new(()),
         });
@@ -219,11 +188,11 @@ impl ClusterBackend {
             conn: commands,
             capabilities,
             background,
-            client: commands_client,
             describe: format!("redis cluster {}", seeds.shown),
             server: seeds.shown,
             holder: Holder::new(&settings),
             replication,
+            wait_client,
             subscriptions,
         })
     }
@@ -235,6 +204,52 @@ impl ClusterBackend {
             route: Route::with_key(key, SlotAddr::Master),
         }
     }
+}
+
+/// The subscription task of a Cluster: a RESP3 cluster connection of its own, whose pushes
+/// tell of sharded messages, dropped node connections and channels whose slot moved.
+fn sharded_subscriptions(
+    seeds: &Seeds,
+    settings: &RedisSettings<'_>,
+    waiters: Arc<Waiters>,
+) -> Subscriptions {
+    let (seeds, url, background, tls) = (
+        seeds.clone(),
+        settings.url.to_owned(),
+        settings.background.clone(),
+        settings.tls.clone(),
+    );
+    let timeout = settings.request_timeout;
+    Subscriptions::start(move |requests, watched| {
+        // Each task has a push channel of its own, so a client of its own.
+        let (pushes, pushed) = mpsc::unbounded_channel();
+        let client = build_client(&seeds, &url, timeout, &tls, |builder| {
+            builder
+                .use_protocol(ProtocolVersion::RESP3)
+                .push_sender(pushes)
+        });
+        match client {
+            Ok(client) => {
+                let feed = ShardedFeed {
+                    client,
+                    conn: None,
+                    pushes: pushed,
+                    server: seeds.shown.clone(),
+                };
+                background.spawn(feed::run(
+                    feed,
+                    requests,
+                    watched,
+                    waiters.clone(),
+                    seeds.shown.clone(),
+                ));
+            }
+            // Checked at connect; should it fail anyway, waiters wait on leases.
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot start the release subscription")
+            }
+        }
+    })
 }
 
 fn build_client(
@@ -309,6 +324,13 @@ impl ConnectionLike for SlotConnection {
     }
 }
 
+/// A script the node forgot again is told as a slot that moved (see [`settle_noscript`]).
+impl Link for SlotConnection {
+    fn settle<T>(answer: RedisResult<T>) -> RedisResult<T> {
+        settle_noscript(answer)
+    }
+}
+
 /// A NOSCRIPT that survived loading the script means the slot moved between the load and the
 /// retry (a failover in progress): say so as TRYAGAIN, which callers retry like any other
 /// transient cluster error.
@@ -327,53 +349,24 @@ fn settle_noscript<T>(answer: RedisResult<T>) -> RedisResult<T> {
 }
 
 impl ClusterBackend {
-    /// Takes a free plain lock in one transaction on the master of its slot (see
-    /// [`lean::take`]); `None` where the script must be asked.
-    async fn acquire_lean(
-        &self,
-        conn: &mut SlotConnection,
-        key: &Key,
-        token: &str,
-        ttl: Duration,
-        ask: Ask,
-    ) -> Result<Option<Acquire>, StoreError> {
-        let value = self.holder.attempt_value(token, ask);
-        let counter = key.counter();
-        let (waits, joins) = (ask.waits, ask.joins());
-        let took = lean::take(
-            conn,
-            key,
-            &counter,
-            token,
-            &value,
-            millis(ttl),
-            waits,
-            joins,
-        )
-        .await?;
-        let answer = lean_answer(&took);
-        if took == lean::Took::GiveBack {
-            self.give_back_lean(conn, key, token, &value).await?;
+    /// The steps of a lock on the master of its slot, whose releases are announced on the
+    /// lock's own sharded channel.
+    fn steps(&self) -> Steps<'_> {
+        Steps {
+            holder: &self.holder,
+            capabilities: &self.capabilities,
+            announce: Announce::Sharded,
         }
-        Ok(answer)
     }
 
-    /// Gives back what a transaction of `token` may have taken as `value` (see
-    /// [`RedisBackend::give_back_lean`](super::redis::RedisBackend)): deleted if it still holds
-    /// that value, else released by the script.
-    async fn give_back_lean(
-        &self,
-        conn: &mut SlotConnection,
-        key: &Key,
-        token: &str,
-        value: &str,
-    ) -> Result<bool, StoreError> {
-        let native = self.capabilities.native_delete;
-        if lean::release(conn, &key.lock, value, native).await? {
-            return Ok(true);
-        }
-        let released = self.release(key, token, Duration::ZERO).await?;
-        Ok(released == Release::Released)
+    /// A connection of its own for an acquire that waits for replicas.
+    async fn wait_connection(&self) -> Result<(ClusterConnection, Lifeline), StoreError> {
+        let client = self.wait_client.clone();
+        let conn = self
+            .background
+            .run(async move { client.get_async_connection().await })
+            .await??;
+        Ok((conn, self.background.lifeline()))
     }
 
     /// Renews the leases of `batch` at `indices`, which share one slot, in one pipeline sent to
@@ -439,50 +432,16 @@ impl Store for ClusterBackend {
         Box::pin(async move {
             // Every key carries the same hash tag, so they share the slot the call is routed by.
             self.subscriptions.revive();
-            let Some((replication, pool)) = &self.replication else {
+            let Some(replicated) = &self.replication else {
                 let mut conn = self.routed(&key.lock);
-                if self.holder.takes_lean(&self.capabilities, key, ask)
-                    && let Some(answer) = self.acquire_lean(&mut conn, key, token, ttl, ask).await?
-                {
-                    return Ok(answer);
-                }
-                let invocation = self.holder.acquire(key, token, ttl, ask, Announce::Sharded);
-                let answer = settle_noscript(invocation.run(&mut conn).await)?;
-                return acquire_answer(key, answer);
+                return self.steps().acquire(&mut conn, key, token, ttl, ask).await;
             };
-            let invocation = self.holder.acquire(key, token, ttl, ask, Announce::Sharded);
-            // WAIT blocks the node connection it is sent on: never the shared one. An idle one
-            // whose runtime shut down is dropped.
-            let idle = std::iter::from_fn(|| pool.take()).find(|(_, lifeline)| !lifeline.is_cut());
-            let (conn, lifeline) = match idle {
-                Some(idle) => idle,
-                None => {
-                    let client = self.client.clone();
-                    let conn = self
-                        .background
-                        .run(async move { client.get_async_connection().await })
-                        .await??;
-                    (conn, self.background.lifeline())
-                }
-            };
-            let mut routed = SlotConnection {
+            let open = self.wait_connection();
+            let routed = |conn: &ClusterConnection| SlotConnection {
                 conn: SlotConn::Own(conn.clone()),
                 route: Route::with_key(&key.lock, SlotAddr::Master),
             };
-            let answer = acquire_confirmed(
-                &mut routed,
-                &self.holder,
-                &invocation,
-                key,
-                token,
-                ttl,
-                replication,
-            )
-            .await;
-            if answer.is_ok() {
-                pool.put((conn, lifeline));
-            }
-            answer
+            acquire_replicated(replicated, open, routed, &self.holder, key, token, ttl, ask).await
         })
     }
 
@@ -516,11 +475,8 @@ impl Store for ClusterBackend {
         keep: Duration,
     ) -> BoxFuture<'a, Result<Release, StoreError>> {
         Box::pin(async move {
-            let keep_ms = if keep.is_zero() { 0 } else { millis(keep) };
             let mut conn = self.routed(&key.lock);
-            let invocation = self.holder.release(key, token, keep_ms, Announce::Sharded);
-            let answer: i64 = settle_noscript(invocation.run(&mut conn).await)?;
-            Ok(release_answer(answer))
+            self.steps().release(&mut conn, key, token, keep).await
         })
     }
 
@@ -530,29 +486,15 @@ impl Store for ClusterBackend {
         keep: Duration,
     ) -> BoxFuture<'a, Result<Release, StoreError>> {
         Box::pin(async move {
-            // A lock nobody waited for is deleted by comparing the whole value its acquire
-            // wrote; anything else goes to the script.
-            if keep.is_zero()
-                && lease.stored.shape.compares_its_value()
-                && let Some(since_ms) = lease.written_plain()
-            {
-                let value = self.holder.held_value(&lease.token, '0', since_ms);
-                let mut conn = self.routed(&lease.stored.lock);
-                let native = self.capabilities.native_delete;
-                if lean::release(&mut conn, &lease.stored.lock, &value, native).await? {
-                    return Ok(Release::Released);
-                }
-            }
-            self.release(&lease.stored, &lease.token, keep).await
+            let mut conn = self.routed(&lease.stored.lock);
+            self.steps().release_lease(&mut conn, lease, keep).await
         })
     }
 
     fn leave<'a>(&'a self, key: &'a Key, token: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
         Box::pin(async move {
             let mut conn = self.routed(&key.lock);
-            let invocation = self.holder.leave(key, token, Announce::Sharded);
-            let _: i64 = settle_noscript(invocation.run(&mut conn).await)?;
-            Ok(())
+            self.steps().leave(&mut conn, key, token).await
         })
     }
 
@@ -578,23 +520,8 @@ impl Store for ClusterBackend {
         to: &'a Lease,
     ) -> BoxFuture<'a, Result<HandOff, StoreError>> {
         Box::pin(async move {
-            let key = &from.stored;
-            let mut conn = self.routed(&key.lock);
-            let native =
-                native_hand_off(&self.capabilities, &self.holder, from, to, &mut conn).await?;
-            let routed = &mut conn;
-            let give_back = move |to_value: String| async move {
-                self.give_back_lean(routed, key, &to.token, &to_value).await
-            };
-            if let Some(answer) = settle_native(native, give_back).await? {
-                return Ok(answer);
-            }
-            let ttl = to.options.ttl;
-            let invocation =
-                self.holder
-                    .hand_off(key, &from.token, &to.token, ttl, Announce::Sharded);
-            let answer = settle_noscript(invoke(&invocation, &HANDOFF, &mut conn).await)?;
-            hand_off_answer(answer)
+            let mut conn = self.routed(&from.stored.lock);
+            self.steps().hand_off(&mut conn, from, to).await
         })
     }
 
@@ -604,108 +531,6 @@ impl Store for ClusterBackend {
 
     fn unwatch(&self, key: &str) {
         self.subscriptions.unwatch(key);
-    }
-}
-
-/// The subscription connection of a Cluster (`SSUBSCRIBE`, routed by each channel's slot), for
-/// [`subscriber::run`]. The client tells of messages, dropped node connections and channels
-/// the server dropped through `pushes`.
-struct ShardedFeed {
-    client: ClusterClient,
-    conn: Option<ClusterConnection>,
-    pushes: mpsc::UnboundedReceiver<PushInfo>,
-    server: String,
-}
-
-impl Feed for ShardedFeed {
-    /// Resolves once the node serving the channel's slot confirmed the subscription.
-    async fn subscribe(&mut self, channel: &str) -> RedisResult<()> {
-        connection(&self.client, &mut self.conn)
-            .await?
-            .ssubscribe(channel)
-            .await
-    }
-
-    async fn unsubscribe(&mut self, channel: &str) -> bool {
-        if let Some(conn) = self.conn.as_mut() {
-            // A node that does not answer drops the channel with its connection anyway.
-            let _ = conn.sunsubscribe(channel).await;
-        }
-        true
-    }
-
-    /// All at once (SSUBSCRIBE is idempotent, and one command cannot span slots).
-    async fn resubscribe(&mut self, channels: &HashSet<String>) -> RedisResult<()> {
-        let conn = connection(&self.client, &mut self.conn).await?;
-        future::try_join_all(channels.iter().map(|channel| {
-            let mut conn = conn.clone();
-            async move { conn.ssubscribe(channel).await }
-        }))
-        .await?;
-        Ok(())
-    }
-
-    async fn next(&mut self) -> Event {
-        loop {
-            let Some(push) = self.pushes.recv().await else {
-                return std::future::pending().await;
-            };
-            match push.kind {
-                PushKind::SMessage => {
-                    if let Some(channel) = channel_of(&push) {
-                        let id = release_id(&push).map(<[u8]>::to_vec);
-                        return Event::Release { channel, id };
-                    }
-                }
-                PushKind::Disconnection => {
-                    tracing::debug!(
-                        server = self.server,
-                        "a subscription connection dropped; resubscribing"
-                    );
-                    return Event::Lost;
-                }
-                // Unrequested: the node no longer serves the channel's slot.
-                PushKind::SUnsubscribe => {
-                    if let Some(channel) = channel_of(&push) {
-                        return Event::Moved(channel);
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-
-    fn connected(&self) -> bool {
-        self.conn.is_some()
-    }
-}
-
-/// The channel a pub/sub push is about: its first element.
-fn channel_of(push: &PushInfo) -> Option<String> {
-    match push.data.first() {
-        Some(Value::BulkString(bytes)) => Some(String::from_utf8_lossy(bytes).into_owned()),
-        _ => None,
-    }
-}
-
-/// The release id a sharded message carries: its second element (see release.lua).
-fn release_id(push: &PushInfo) -> Option<&[u8]> {
-    match push.data.get(1) {
-        Some(Value::BulkString(bytes)) => Some(bytes),
-        _ => None,
-    }
-}
-
-async fn connection<'a>(
-    client: &ClusterClient,
-    conn: &'a mut Option<ClusterConnection>,
-) -> RedisResult<&'a mut ClusterConnection> {
-    if conn.is_none() {
-        *conn = Some(client.get_async_connection().await?);
-    }
-    match conn.as_mut() {
-        Some(conn) => Ok(conn),
-        None => unreachable!("connected just above"),
     }
 }
 
@@ -787,6 +612,6 @@ mod tests {
             "NOSCRIPT No matching script",
         ));
         let settled = settle_noscript::<()>(Err(noscript)).expect_err("still an error");
-        assert!(super::super::is_transient(&settled));
+        assert!(crate::backend::is_transient(&settled));
     }
 }

@@ -21,8 +21,11 @@ use futures_util::FutureExt;
 use futures_util::future::join_all;
 use tokio::time::Instant;
 
-use super::redis::{RedisBackend, RedisSettings};
-use super::{Acquire, Ask, Booking, BoxFuture, Line, Release, Renewal, Store, StoreError, whole};
+use super::connection::RedisSettings;
+use super::single::RedisBackend;
+use crate::backend::{
+    Acquire, Ask, Booking, BoxFuture, Line, Release, Renewal, Store, StoreError, whole,
+};
 use crate::background::Background;
 use crate::backoff::jitter;
 use crate::deployment::{Deployment, DeploymentKind};

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use redis::aio::ConnectionLike;
 
-use super::StoreError;
+use crate::backend::StoreError;
 use crate::protocol::{Announce, millis};
 
 /// What to do when fewer replicas are connected to the master than
@@ -46,6 +46,13 @@ pub(crate) struct ReplicaAcks {
 pub(crate) const MAX_REPLICA_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl ReplicaAcks {
+    /// How long a connection that waits for these acknowledgements waits for an answer: a
+    /// request's time and the `WAIT`'s own. A connection that gave up sooner would fail an
+    /// acquire the replicas are still answering, and not with their answer.
+    pub(crate) fn response_timeout(&self, request_timeout: Duration) -> Duration {
+        request_timeout + self.timeout
+    }
+
     /// Checks the settings at build time, with the reason when they cannot work.
     pub(crate) fn validate(&self) -> Result<(), String> {
         if self.timeout.is_zero() {
