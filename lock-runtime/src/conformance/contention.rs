@@ -10,7 +10,7 @@ use crate::guard::LockGuard;
 use crate::manager::LockManager;
 use crate::options::LockOptions;
 
-use super::{LONG_TTL, PATIENCE};
+use super::bounds::{LONG_TTL, PATIENCE};
 
 /// Tasks per manager.
 const TASKS: usize = 3;

@@ -8,8 +8,8 @@ use crate::error::LockError;
 use crate::manager::LockManager;
 use crate::options::LockOptions;
 
+use super::bounds::{LONG_TTL, PATIENCE, SOON, Verdict};
 use super::process::Processes;
-use super::{LONG_TTL, PATIENCE, SOON, Verdict};
 
 /// How far into an uncontended acquire it is dropped: before its first answer, and at a few
 /// moments after.

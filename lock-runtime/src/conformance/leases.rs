@@ -7,8 +7,8 @@ use crate::guard::LockGuard;
 use crate::manager::LockManager;
 use crate::options::LockOptions;
 
+use super::bounds::{LONG_TTL, PATIENCE, SHORT_TTL, SOON, Verdict};
 use super::process::{Processes, Stallable};
-use super::{LONG_TTL, PATIENCE, SHORT_TTL, SOON, Verdict};
 
 /// How much earlier than our clock says a store may end a lease (its clock, the millisecond
 /// granularity of its expiry).

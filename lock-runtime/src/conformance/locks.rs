@@ -5,9 +5,9 @@ use std::time::{Duration, Instant};
 
 use crate::options::LockOptions;
 
+use super::bounds::{LONG_TTL, PATIENCE, SOON, Verdict};
 use super::contention::{Take, contend, holds};
 use super::process::Processes;
-use super::{LONG_TTL, PATIENCE, SOON, Verdict};
 
 /// Managers contending in the mutual exclusion and fencing checks.
 const MANAGERS: usize = 4;

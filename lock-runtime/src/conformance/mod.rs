@@ -58,6 +58,7 @@
 //! # }
 //! ```
 
+mod bounds;
 mod contention;
 mod endings;
 mod leases;
@@ -74,23 +75,9 @@ use crate::manager::LockManager;
 
 pub use report::{CheckResult, Outcome, Report};
 
+use bounds::{CHECK_LIMIT, Verdict};
 use process::{Factory, Processes};
 use shapes::{Kind, Support};
-
-/// A lease no check sees run out.
-const LONG_TTL: Duration = Duration::from_secs(30);
-/// The lease of the checks that wait for an expiry.
-const SHORT_TTL: Duration = Duration::from_secs(1);
-/// How soon "at once" must be on a loaded machine.
-const SOON: Duration = Duration::from_secs(5);
-/// The longest a check waits for something that must come.
-const PATIENCE: Duration = Duration::from_secs(10);
-/// The longest one check may run.
-const CHECK_LIMIT: Duration = Duration::from_secs(60);
-
-/// What a check found: `Ok` with a note on what it saw, or `Err` with what was seen and what
-/// was expected.
-type Verdict = Result<String, String>;
 
 /// One run under way: the report so far, the factory, the run's id.
 struct Runner<'a> {

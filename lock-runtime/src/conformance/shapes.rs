@@ -7,9 +7,9 @@ use crate::guard::LockGuard;
 use crate::manager::LockManager;
 use crate::options::LockOptions;
 
+use super::bounds::{LONG_TTL, SOON, Verdict};
 use super::contention::{Take, contend, holds};
 use super::process::Processes;
-use super::{LONG_TTL, SOON, Verdict};
 
 /// The shapes a store may refuse.
 #[derive(Clone, Copy)]
