@@ -36,7 +36,10 @@ const SCHEMA: &str = "
 pub(crate) enum Failure {
     Sqlite(rusqlite::Error),
     /// A semaphore declared with another number of permits than its holders declared.
-    PermitsDiffer { held: i64, asked: u32 },
+    PermitsDiffer {
+        held: i64,
+        asked: u32,
+    },
     /// A shape this store does not keep (the noun of it).
     Unsupported(&'static str),
 }
@@ -67,7 +70,7 @@ pub(crate) fn open(path: &Path, busy: Duration) -> Step<Connection> {
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| ms(since))
+        .map_or(0, ms)
 }
 
 fn ms(duration: Duration) -> i64 {
@@ -96,7 +99,12 @@ fn next_fence(tx: &Transaction<'_>, name: &str) -> rusqlite::Result<u64> {
 }
 
 /// One step: take `key` for `token` for `ttl`, or say who holds it and for how long.
-pub(crate) fn acquire(conn: &mut Connection, key: &Key, token: &str, ttl: Duration) -> Step<Acquire> {
+pub(crate) fn acquire(
+    conn: &mut Connection,
+    key: &Key,
+    token: &str,
+    ttl: Duration,
+) -> Step<Acquire> {
     let tx = immediate(conn)?;
     let now = now_ms();
     tx.execute("DELETE FROM holders WHERE expires_ms <= ?1", params![now])?;
@@ -110,7 +118,13 @@ pub(crate) fn acquire(conn: &mut Connection, key: &Key, token: &str, ttl: Durati
     Ok(answer)
 }
 
-fn take_lock(tx: &Transaction<'_>, name: &str, token: &str, ttl: Duration, now: i64) -> Step<Acquire> {
+fn take_lock(
+    tx: &Transaction<'_>,
+    name: &str,
+    token: &str,
+    ttl: Duration,
+    now: i64,
+) -> Step<Acquire> {
     let held: Option<(String, i64, i64)> = tx
         .query_row(
             "SELECT token, fence, expires_ms FROM holders WHERE name = ?1",
@@ -141,7 +155,12 @@ fn take_lock(tx: &Transaction<'_>, name: &str, token: &str, ttl: Duration, now: 
             let fence = next_fence(tx, name)?;
             tx.execute(
                 "INSERT INTO holders (name, token, fence, expires_ms) VALUES (?1, ?2, ?3, ?4)",
-                params![name, token, i64::try_from(fence).unwrap_or(i64::MAX), expires],
+                params![
+                    name,
+                    token,
+                    i64::try_from(fence).unwrap_or(i64::MAX),
+                    expires
+                ],
             )?;
             Ok(Acquire::Acquired { fence })
         }
@@ -196,14 +215,22 @@ fn take_permit(
     tx.execute(
         "INSERT INTO holders (name, token, fence, expires_ms) VALUES (?1, ?2, ?3, ?4)
          ON CONFLICT (name, token) DO UPDATE SET fence = excluded.fence",
-        params![name, token, i64::try_from(fence).unwrap_or(i64::MAX), expires],
+        params![
+            name,
+            token,
+            i64::try_from(fence).unwrap_or(i64::MAX),
+            expires
+        ],
     )?;
     Ok(Acquire::Acquired { fence })
 }
 
 /// One step for a whole batch of renewals, `(key name, owner token, ttl)`: for each, whether
 /// the token still held its key (and now holds it for its ttl from now).
-pub(crate) fn renew(conn: &mut Connection, batch: &[(String, String, Duration)]) -> Step<Vec<bool>> {
+pub(crate) fn renew(
+    conn: &mut Connection,
+    batch: &[(String, String, Duration)],
+) -> Step<Vec<bool>> {
     let tx = immediate(conn)?;
     let now = now_ms();
     let mut renewed = Vec::with_capacity(batch.len());
@@ -223,14 +250,18 @@ pub(crate) fn renew(conn: &mut Connection, batch: &[(String, String, Duration)])
 
 /// One step: give `token`'s hold of `key` back, or with `keep > 0` leave it held (by nobody)
 /// that much longer.
-pub(crate) fn release(conn: &mut Connection, key: &Key, token: &str, keep: Duration) -> Step<Release> {
+pub(crate) fn release(
+    conn: &mut Connection,
+    key: &Key,
+    token: &str,
+    keep: Duration,
+) -> Step<Release> {
     let tx = immediate(conn)?;
     let now = now_ms();
     let name = key.name();
     let holders: Vec<String> = {
-        let mut live = tx.prepare_cached(
-            "SELECT token FROM holders WHERE name = ?1 AND expires_ms > ?2",
-        )?;
+        let mut live =
+            tx.prepare_cached("SELECT token FROM holders WHERE name = ?1 AND expires_ms > ?2")?;
         let rows = live.query_map(params![name, now], |row| row.get(0))?;
         rows.collect::<rusqlite::Result<_>>()?
     };
@@ -249,7 +280,11 @@ pub(crate) fn release(conn: &mut Connection, key: &Key, token: &str, keep: Durat
     } else {
         // A plain lock is kept for nobody (no owner may renew or release it again); a
         // semaphore's permit stays its holder's until it ends.
-        let kept_by = if key.shape() == Shape::Lock { "" } else { token };
+        let kept_by = if key.shape() == Shape::Lock {
+            ""
+        } else {
+            token
+        };
         tx.execute(
             "UPDATE holders SET token = ?3, expires_ms = ?4 WHERE name = ?1 AND token = ?2",
             params![name, token, kept_by, now.saturating_add(ms(keep))],

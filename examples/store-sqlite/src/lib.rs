@@ -5,12 +5,12 @@
 //! ```no_run
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
-//! use lock_runtime::LockManager;
+//! use lock_runtime::{LockManager, LockOptions};
 //! use lock_store_sqlite::SqliteStore;
 //!
 //! let store = Arc::new(SqliteStore::open("/var/lib/shop/locks.db").await?);
 //! let manager = LockManager::builder().store(store).build().await?;
-//! let guard = manager.lock("order:42").await?;
+//! let guard = manager.lock("order:42", LockOptions::new()).await?;
 //! // ... the work the lock protects, with `guard.fencing_token()` for the writes it makes.
 //! guard.release().await?;
 //! # Ok(())
@@ -105,7 +105,11 @@ impl SqliteStore {
         let conn = match opened {
             Ok(Ok(conn)) => conn,
             Ok(Err(failure)) => return Err(error(&shown, "open", None, failure)),
-            Err(gone) => return Err(StoreError::permanent(format!("sqlite {shown}: open: {gone}"))),
+            Err(gone) => {
+                return Err(StoreError::permanent(format!(
+                    "sqlite {shown}: open: {gone}"
+                )));
+            }
         };
         Ok(SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
