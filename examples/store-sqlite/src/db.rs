@@ -4,7 +4,9 @@
 //! `holders` has one row per owner token holding a key (one at most for a plain lock, up to the
 //! permits for a semaphore), `fences` the last fencing token handed out per key, and
 //! `semaphores` the number of permits a semaphore's holders declared. A row whose `expires_ms`
-//! has passed holds nothing; each acquire deletes those it finds.
+//! has passed holds nothing; each acquire deletes those it finds. `releases` is the feed of
+//! recent releases, numbered in commit order, that every store over the file reads (see
+//! `feed`); each release deletes the entries older than a minute.
 
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -29,7 +31,17 @@ const SCHEMA: &str = "
         name TEXT PRIMARY KEY,
         permits INTEGER NOT NULL
     ) WITHOUT ROWID;
+    CREATE TABLE IF NOT EXISTS releases (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        name TEXT NOT NULL,
+        by_store TEXT NOT NULL,
+        at_ms INTEGER NOT NULL
+    );
+    CREATE INDEX IF NOT EXISTS releases_by_time ON releases (at_ms);
 ";
+
+/// How long a release stays in `releases` for the other stores' feeds to read.
+const RELEASE_KEPT_MS: i64 = 60_000;
 
 /// Why a step failed, before the store adds the key and file to the message.
 #[derive(Debug)]
@@ -68,9 +80,7 @@ pub(crate) fn open(path: &Path, busy: Duration) -> Step<Connection> {
 /// The wall clock in ms since the Unix epoch: the one clock every process on this machine
 /// shares. Read inside the write transaction, so that steps are judged in the order they commit.
 fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, ms)
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, ms)
 }
 
 fn ms(duration: Duration) -> i64 {
@@ -249,12 +259,13 @@ pub(crate) fn renew(
 }
 
 /// One step: give `token`'s hold of `key` back, or with `keep > 0` leave it held (by nobody)
-/// that much longer.
+/// that much longer; a release is written to the feed as the store `by`'s.
 pub(crate) fn release(
     conn: &mut Connection,
     key: &Key,
     token: &str,
     keep: Duration,
+    by: &str,
 ) -> Step<Release> {
     let tx = immediate(conn)?;
     let now = now_ms();
@@ -291,6 +302,49 @@ pub(crate) fn release(
         )?;
         Release::Released
     };
+    if answer == Release::Released {
+        tx.execute(
+            "INSERT INTO releases (name, by_store, at_ms) VALUES (?1, ?2, ?3)",
+            params![name, by, now],
+        )?;
+        tx.execute(
+            "DELETE FROM releases WHERE at_ms < ?1",
+            params![now.saturating_sub(RELEASE_KEPT_MS)],
+        )?;
+    }
     tx.commit()?;
     Ok(answer)
+}
+
+/// A connection for reading the feed of releases, and the number of the last release in it.
+pub(crate) fn open_feed(path: &Path, busy: Duration) -> Step<(Connection, i64)> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(busy)?;
+    // The last number handed out, even if its entry is gone from the feed.
+    let last = conn
+        .query_row(
+            "SELECT seq FROM sqlite_sequence WHERE name = 'releases'",
+            [],
+            |row| row.get(0),
+        )
+        .optional()?;
+    Ok((conn, last.unwrap_or(0)))
+}
+
+/// A number that changes whenever another connection commits to the file.
+pub(crate) fn data_version(conn: &Connection) -> rusqlite::Result<i64> {
+    conn.query_row("PRAGMA data_version", [], |row| row.get(0))
+}
+
+/// The releases after number `seen`, in order: `(number, key name, releasing store)`.
+pub(crate) fn releases_after(
+    conn: &Connection,
+    seen: i64,
+) -> rusqlite::Result<Vec<(i64, String, String)>> {
+    let mut after = conn
+        .prepare_cached("SELECT seq, name, by_store FROM releases WHERE seq > ?1 ORDER BY seq")?;
+    let rows = after.query_map(params![seen], |row| {
+        Ok((row.get(0)?, row.get(1)?, row.get(2)?))
+    })?;
+    rows.collect()
 }

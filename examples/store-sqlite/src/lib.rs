@@ -37,10 +37,14 @@
 //!   [`HolderId::of_token`](lock_runtime::store::HolderId::of_token).
 //! - **Shapes**: the plain lock and semaphores (their holders counted in one table); read-write
 //!   locks are refused ([`Store::supports`]).
-//! - **Releases in this process are told** to every manager built over the same
-//!   `Arc<SqliteStore>` ([`Store::notifies`]): a waiter tries again at once. A release in
-//!   another process is not told here: waiters there learn of it when the lease they were told
-//!   of ends, and try again then. Use one store per process, shared by its managers.
+//! - **Releases are told** ([`Store::notifies`]): a waiter tries again at once rather than
+//!   at the end of the holder's lease. A release through this store is told at once to every
+//!   manager built over it; each release is also written, in the same transaction, to a feed
+//!   of releases in the file, which a thread of every store over the file reads every
+//!   [`POLL`] (20 ms): a release in another process wakes a waiter here within about that.
+//!   An expiry is not told: the first waiter watches the lease it was told of, and tries again
+//!   when it ends. Share one store between the managers of a process: a thread and a
+//!   connection per store.
 //! - **Not kept**: a fair line of waiters (`fair = true` is refused), handing a lock straight
 //!   to a waiter, published waits for cross-process deadlock detection (each process sees its
 //!   own waits).
@@ -59,8 +63,12 @@ use lock_runtime::store::{
 use rusqlite::{Connection, ErrorCode};
 
 mod db;
+mod feed;
 
 use db::Failure;
+use feed::Told;
+
+pub use feed::POLL;
 
 /// How long a step waits for another connection's write transaction by default.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -73,8 +81,9 @@ pub struct SqliteStore {
     /// The file, as messages name it.
     path: String,
     describe: String,
-    /// Where releases are told: one per manager built over this store.
-    changes: Mutex<Vec<Changes>>,
+    /// The managers over this store, told of releases; the feed's thread holds it weakly and
+    /// ends with the store.
+    told: Arc<Told>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -101,9 +110,13 @@ impl SqliteStore {
     ) -> Result<SqliteStore, StoreError> {
         let file: PathBuf = path.as_ref().to_owned();
         let shown = file.display().to_string();
-        let opened = tokio::task::spawn_blocking(move || db::open(&file, busy)).await;
-        let conn = match opened {
-            Ok(Ok(conn)) => conn,
+        let opened = tokio::task::spawn_blocking(move || {
+            let conn = db::open(&file, busy)?;
+            Ok((conn, db::open_feed(&file, busy)?))
+        })
+        .await;
+        let (conn, (feed, seen)) = match opened {
+            Ok(Ok(opened)) => opened,
             Ok(Err(failure)) => return Err(error(&shown, "open", None, failure)),
             Err(gone) => {
                 return Err(StoreError::permanent(format!(
@@ -111,11 +124,17 @@ impl SqliteStore {
                 )));
             }
         };
+        let told = Arc::new(Told::new());
+        feed::start(feed, seen, Arc::downgrade(&told)).map_err(|err| {
+            StoreError::permanent(format!(
+                "sqlite {shown}: open: cannot start the thread that reads releases: {err}"
+            ))
+        })?;
         Ok(SqliteStore {
             conn: Arc::new(Mutex::new(conn)),
             describe: format!("sqlite {shown}"),
             path: shown,
-            changes: Mutex::default(),
+            told,
         })
     }
 
@@ -142,14 +161,6 @@ impl SqliteStore {
                 self.path,
                 of_key(key)
             ))),
-        }
-    }
-
-    /// Tells every manager over this store that the lock named `name` was released.
-    fn tell_released(&self, name: &str) {
-        let changes = self.changes.lock().unwrap_or_else(PoisonError::into_inner);
-        for manager in changes.iter() {
-            manager.released(name);
         }
     }
 }
@@ -211,10 +222,7 @@ impl Store for SqliteStore {
     }
 
     fn attach(&self, changes: &Changes) {
-        self.changes
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(changes.clone());
+        self.told.attach(changes);
     }
 
     /// No line is kept, so what the caller asks besides the lock changes nothing here: every
@@ -260,16 +268,17 @@ impl Store for SqliteStore {
         token: &'a str,
         keep: Duration,
     ) -> BoxFuture<'a, Result<Release, StoreError>> {
-        let (owned, token) = (key.clone(), token.to_owned());
+        let (owned, token, me) = (key.clone(), token.to_owned(), self.told.me().to_owned());
         Box::pin(async move {
             let answer = self
                 .run("release", Some(key.name()), move |conn| {
-                    db::release(conn, &owned, &token, keep)
+                    db::release(conn, &owned, &token, keep, &me)
                 })
                 .await?;
             if answer == Release::Released {
                 // Kept by `hold_at_least` too: waiters look again and learn the shorter lease.
-                self.tell_released(key.name());
+                // Other stores over the file read it from the feed.
+                self.told.released(key.name());
             }
             Ok(answer)
         })

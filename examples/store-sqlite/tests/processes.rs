@@ -3,7 +3,7 @@
 mod common;
 
 use std::process::Stdio;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::{TempDb, manager};
 use lock_runtime::LockOptions;
@@ -111,4 +111,32 @@ async fn a_crashed_processs_lock_is_free_once_its_lease_ends() {
         .expect("free once the dead holder's lease ended");
     assert!(ours.fencing_token() > theirs);
     ours.release().await.expect("released");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_in_another_process_wakes_a_waiter_here() {
+    let db = TempDb::new("procs-wake");
+    // Renewed by its process's watchdog, this lease never ends by itself: only a release read
+    // from the file's feed lets the waiter in before its 30 s wait is out.
+    let mut other = Other::start(&db, "order:4", Duration::from_secs(20), "hold");
+    let theirs = other.held().await;
+    let locks = manager(&db.store().await).await;
+    let waiter = tokio::spawn(async move {
+        let taken = locks
+            .lock("order:4", LockOptions::new().wait(Duration::from_secs(30)))
+            .await;
+        taken.map(|guard| guard.fencing_token())
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    other.release().await;
+    let released = Instant::now();
+    let ours = waiter
+        .await
+        .expect("the waiter ran")
+        .expect("taken after the release");
+    assert!(ours > theirs);
+    assert!(
+        released.elapsed() < Duration::from_secs(10),
+        "the waiter waited out the lease instead of being woken"
+    );
 }
