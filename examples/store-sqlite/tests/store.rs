@@ -89,6 +89,36 @@ async fn release_checks_the_owner_token() {
 }
 
 #[tokio::test]
+async fn a_release_that_keeps_the_lock_leaves_it_busy_for_nobody_until_then() {
+    let db = TempDb::new("keep");
+    let store = db.store().await;
+    let key = key("order:9");
+    fence(&acquire(&*store, &key, "owner-a", Duration::from_secs(30)).await);
+    let keep = Duration::from_millis(500);
+    let kept = store.release(&key, "owner-a", keep).await;
+    assert_eq!(kept.expect("answered"), Release::Released);
+    match acquire(&*store, &key, "owner-b", Duration::from_secs(10)).await {
+        Acquire::Busy {
+            remaining: Some(remaining),
+            holder: None,
+            ..
+        } => assert!(remaining <= keep, "{remaining:?}"),
+        other => panic!("expected busy for nobody, got {other:?}"),
+    }
+    // Its former owner no longer holds it.
+    let again = store.release(&key, "owner-a", Duration::ZERO).await;
+    assert_eq!(again.expect("answered"), Release::NotOwner);
+    let until = Instant::now() + Duration::from_secs(10);
+    while matches!(
+        acquire(&*store, &key, "owner-b", Duration::from_secs(10)).await,
+        Acquire::Busy { .. }
+    ) {
+        assert!(Instant::now() < until, "still kept after {keep:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
 async fn a_retried_acquire_of_the_holder_keeps_its_fencing_token() {
     let db = TempDb::new("retry");
     let store = db.store().await;
