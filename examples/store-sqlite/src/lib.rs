@@ -23,8 +23,10 @@
 //!   epoch), read inside each step's write transaction: every process that opens the file runs
 //!   on the machine that holds it and reads the same clock. SQLite's file locks do not hold
 //!   over a network file system, and two machines' clocks disagree: do not share the file
-//!   between machines. A step of the wall clock (a manual change; NTP slews it) moves every
-//!   lease's end by as much.
+//!   between machines. A step of the wall clock (set by hand; NTP slews it instead) moves
+//!   every lease's end by as much: backwards, leases last longer; forwards, they end early,
+//!   and another process may take a lock whose holder has not yet learnt it lost it (the
+//!   fencing token is what the protected writes check).
 //! - **Every step is one `BEGIN IMMEDIATE` transaction**: acquire, the renewal of a whole
 //!   batch, release. Renew and release check the owner token. Blocking SQLite calls run on
 //!   tokio's blocking pool ([`tokio::task::spawn_blocking`]), one at a time per store over its
@@ -43,8 +45,8 @@
 //!   of releases in the file, which a thread of every store over the file reads every
 //!   [`POLL`] (20 ms): a release in another process wakes a waiter here within about that.
 //!   An expiry is not told: the first waiter watches the lease it was told of, and tries again
-//!   when it ends. Share one store between the managers of a process: a thread and a
-//!   connection per store.
+//!   when it ends. Share one store between the managers of a process: each store has a
+//!   thread and two connections.
 //! - **Not kept**: a fair line of waiters (`fair = true` is refused), handing a lock straight
 //!   to a waiter, published waits for cross-process deadlock detection (each process sees its
 //!   own waits).
