@@ -279,3 +279,38 @@ async fn a_read_write_lock_is_refused_with_a_clear_error() {
     assert!(matches!(refused, LockError::Config(_)), "{refused}");
     assert!(refused.to_string().contains("read-write"), "{refused}");
 }
+
+#[tokio::test]
+async fn a_database_kept_busy_by_another_connection_is_a_transient_failure() {
+    let db = TempDb::new("busy-db");
+    let store = lock_store_sqlite::SqliteStore::open_with_busy_timeout(
+        db.path(),
+        Duration::from_millis(100),
+    )
+    .await
+    .expect("open the database");
+    let other = rusqlite::Connection::open(db.path()).expect("open the file");
+    other
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("the write lock");
+    let failed = store
+        .acquire(
+            &key("order:10"),
+            "owner-a",
+            Duration::from_secs(10),
+            Ask::default(),
+        )
+        .await
+        .expect_err("the file's write lock is held elsewhere");
+    assert!(failed.is_transient(), "{failed}");
+    let shown = failed.to_string();
+    assert!(
+        shown.contains("lock:{order:10}") && !shown.contains("owner-a"),
+        "{shown}"
+    );
+    other
+        .execute_batch("ROLLBACK")
+        .expect("the write lock let go");
+    let after = acquire(&store, &key("order:10"), "owner-a", Duration::from_secs(10)).await;
+    fence(&after);
+}
