@@ -132,28 +132,7 @@ pub fn scan_pattern(prefix: &str, pattern: &str) -> String {
 }
 
 /// What a key this crate stores belongs to (see [`stored_name`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-pub enum Kind {
-    /// The exclusive lock, `<prefix>{<name>}`.
-    Lock,
-    /// The semaphore, `<prefix>{<name>}:sem` (and the `:sem:fence` 0.2 kept).
-    Semaphore,
-    /// The read-write lock, `<prefix>{<name>}:rw:readers`, `:rw:writer` (and the `:rw:fence`
-    /// 0.2 kept).
-    ReadWrite,
-}
-
-impl Kind {
-    /// `lock`, `semaphore` or `rwlock`: how tools name it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Lock => "lock",
-            Kind::Semaphore => "semaphore",
-            Kind::ReadWrite => "rwlock",
-        }
-    }
-}
+pub use crate::store::Kind;
 
 /// The Redis names of the semaphore `key` under `prefix` (see docs/STORED_LAYOUT.md).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -39,6 +39,20 @@ pub fn newest_copies(fields: impl IntoIterator<Item = (String, String)>) -> Vec<
         .collect()
 }
 
+/// The records standing at `now_ms` among the fields of every copy read (see
+/// [`newest_copies`]), each waiter once, in waiter id order; fields that are no record are
+/// skipped.
+pub(crate) fn standing(
+    fields: impl IntoIterator<Item = (String, String)>,
+    now_ms: u64,
+) -> Vec<WaitRecord> {
+    newest_copies(fields)
+        .into_iter()
+        .filter_map(|(waiter, text)| WaitRecord::parse(&waiter, &text))
+        .filter(|record| record.stands_at(now_ms))
+        .collect()
+}
+
 /// The hash every waiter of the managers under `prefix` publishes to: `<prefix>waits:{waits}`.
 /// No lock is stored under it (a lock's name begins with `{` after the prefix), and its hash
 /// tag is constant, so it lies in one Redis Cluster slot per prefix.
