@@ -12,8 +12,8 @@
 //! found a deadlock (0 when it found none). Errors go to stderr; no password and no owner
 //! token is ever printed.
 
+mod deployment;
 mod failure;
-mod nodes;
 mod read;
 mod render;
 mod unlock;
@@ -23,9 +23,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-
+use deployment::Deployment;
 use failure::Failure;
-use nodes::Nodes;
 
 /// The exit code of `deadlocks` when it found a deadlock: not an error (1), nor a usage error
 /// (2), and not "none" (0), so that a script or a probe can tell them apart.
@@ -36,7 +35,8 @@ const DEADLOCK_FOUND: u8 = 3;
 #[command(name = "lockctl", version, about)]
 struct Cli {
     /// The lock deployment, as the library takes it: redis://, rediss://, redis+unix://,
-    /// redis+cluster://h1:p1,h2:p2, redis+sentinel://s1,s2/master, redlock://h1,h2,h3.
+    /// redis+cluster://h1:p1,h2:p2, redis+sentinel://s1,s2/master, redlock://h1,h2,h3, or the
+    /// URL of a store whose scheme the library was given.
     #[arg(long, env = "REDIS_URL", global = true, hide_env_values = true)]
     url: Option<String>,
 
@@ -155,7 +155,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
             "no deployment given: pass --url redis://host:port or set REDIS_URL",
         ));
     };
-    let nodes = Nodes::connect(url, cli.timeout).await?;
+    let nodes = Deployment::connect(url, cli.timeout).await?;
     let prefix = cli.prefix.as_str();
     let done = match cli.command {
         Command::List(args) => {
@@ -190,7 +190,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
     done.map(|()| ExitCode::SUCCESS)
 }
 
-async fn watch(nodes: &Nodes, prefix: &str, args: &WatchArgs) -> Result<(), Failure> {
+async fn watch(nodes: &Deployment, prefix: &str, args: &WatchArgs) -> Result<(), Failure> {
     if args.interval.is_zero() {
         return Err(Failure::usage("--interval must be longer than zero"));
     }

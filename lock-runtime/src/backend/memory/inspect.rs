@@ -79,7 +79,7 @@ impl State {
             line.first(now);
             info.line_length = line.waiting.len() as u64;
             info.announced = info.line_length > 0;
-            if with_line {
+            if with_line && !line.waiting.is_empty() {
                 let entries = line.waiting.iter().enumerate();
                 info.line = Some(
                     entries
