@@ -288,3 +288,167 @@ impl Inspect for MemoryBackend {
         answer(Ok(self.waits_now(prefix)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::manager::LockManager;
+    use crate::options::LockOptions;
+    use crate::store::{Holds, Inspect, Kind, LockState, Unlocked};
+
+    fn inspect(locks: &LockManager) -> &dyn Inspect {
+        locks.inspect().expect("memory can be inspected")
+    }
+
+    #[tokio::test]
+    async fn a_held_lock_is_listed_shown_and_unlocked() {
+        let locks = LockManager::memory();
+        let guard = locks
+            .lock("order:42", LockOptions::new())
+            .await
+            .expect("free");
+        let _other = locks.lock("job", LockOptions::new()).await.expect("free");
+        let listed = inspect(&locks)
+            .list("lock:", "order:*")
+            .await
+            .expect("read");
+        assert_eq!(listed.len(), 1, "the pattern keeps `job` out: {listed:?}");
+        let lock = &listed[0];
+        assert_eq!((lock.key.as_str(), lock.kind), ("order:42", Kind::Lock));
+        assert_eq!(lock.state, LockState::Held);
+        assert_eq!(lock.stored_as, "lock:{order:42}");
+        assert_eq!(lock.fence, Some(guard.fencing_token()));
+        assert!(lock.lease_ms.is_some_and(|lease| lease > 0), "{lock:?}");
+        assert_eq!(inspect(&locks).places().await.expect("one"), ["memory"]);
+
+        let shown = inspect(&locks)
+            .show("lock:", "order:42")
+            .await
+            .expect("read");
+        assert_eq!(shown, listed, "one lock, no line");
+        let unlocked = inspect(&locks).unlock("lock:", &shown[0]).await;
+        let Ok(Unlocked::Released {
+            removed: Some(removed),
+        }) = unlocked
+        else {
+            panic!("released: {unlocked:?}");
+        };
+        assert_eq!(removed.holder_id, lock.holder_id);
+        let after = inspect(&locks)
+            .show("lock:", "order:42")
+            .await
+            .expect("read");
+        assert_eq!(after[0].state, LockState::Absent, "{after:?}");
+        let again = inspect(&locks).unlock("lock:", &shown[0]).await;
+        assert_eq!(again.expect("answered"), Unlocked::AlreadyFree);
+        locks
+            .lock("order:42", LockOptions::new())
+            .await
+            .expect("free again");
+    }
+
+    #[tokio::test]
+    async fn a_holder_that_took_the_lock_meanwhile_is_left_alone() {
+        let locks = LockManager::memory();
+        let first = locks.lock("hot", LockOptions::new()).await.expect("free");
+        let seen = inspect(&locks).show("lock:", "hot").await.expect("read");
+        first.release().await.expect("released");
+        let second = locks.lock("hot", LockOptions::new()).await.expect("free");
+        let unlocked = inspect(&locks).unlock("lock:", &seen[0]).await;
+        assert!(
+            matches!(unlocked, Ok(Unlocked::Changed { now: Some(_) })),
+            "{unlocked:?}"
+        );
+        assert!(second.is_held());
+        let now = inspect(&locks).show("lock:", "hot").await.expect("read");
+        assert_eq!(now[0].state, LockState::Held, "{now:?}");
+    }
+
+    #[tokio::test]
+    async fn semaphores_and_read_write_locks_show_their_holders_and_are_not_unlocked() {
+        let locks = LockManager::memory();
+        let mut held = Vec::new();
+        for _ in 0..2 {
+            held.push(
+                locks
+                    .semaphore("exports", 3, LockOptions::new())
+                    .await
+                    .expect("a permit"),
+            );
+            held.push(
+                locks
+                    .read_lock("catalog", LockOptions::new())
+                    .await
+                    .expect("a share"),
+            );
+        }
+        let listed = inspect(&locks).list("lock:", "*").await.expect("read");
+        let kinds: Vec<(&str, Kind)> = listed
+            .iter()
+            .map(|info| (info.key.as_str(), info.kind))
+            .collect();
+        assert_eq!(
+            kinds,
+            [("catalog", Kind::ReadWrite), ("exports", Kind::Semaphore)]
+        );
+        let (catalog, exports) = (&listed[0], &listed[1]);
+        assert_eq!(catalog.mode(), Some(Holds::Read));
+        assert_eq!(catalog.holders.as_ref().map(Vec::len), Some(2));
+        assert_eq!(catalog.writer_waiting, Some(false));
+        assert_eq!(exports.permits, Some(3));
+        assert_eq!(exports.mode(), Some(Holds::Permit));
+        assert_eq!(exports.state, LockState::Held);
+        let shown = inspect(&locks)
+            .show("lock:", "exports")
+            .await
+            .expect("read");
+        assert_eq!(
+            shown.len(),
+            1,
+            "the semaphore alone, no absent lock: {shown:?}"
+        );
+        let refused = inspect(&locks).unlock("lock:", &shown[0]).await;
+        assert_eq!(refused.expect("answered"), Unlocked::NotALock);
+        assert!(held.iter().all(|guard| guard.is_held()));
+    }
+
+    #[tokio::test]
+    async fn unlock_serves_the_first_fair_waiter_in_line() {
+        let locks = LockManager::memory();
+        let _holder = locks.lock("line", LockOptions::new()).await.expect("free");
+        let waiter = {
+            let locks = locks.clone();
+            tokio::spawn(async move {
+                let options = LockOptions::new().fair(true).wait(Duration::from_secs(30));
+                locks.lock("line", options).await
+            })
+        };
+        // Until the waiter stands in line, as the table shows it.
+        let in_line = async {
+            loop {
+                let shown = inspect(&locks).show("lock:", "line").await.expect("read");
+                if shown[0].line_length == 1 {
+                    break shown;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        let shown = tokio::time::timeout(Duration::from_secs(10), in_line)
+            .await
+            .expect("the waiter stands in line");
+        let line = shown[0].line.as_ref().expect("the line, in show");
+        assert_eq!(line[0].position, 1);
+        let unlocked = inspect(&locks).unlock("lock:", &shown[0]).await;
+        assert!(
+            matches!(unlocked, Ok(Unlocked::ServedNext { .. })),
+            "{unlocked:?}"
+        );
+        let served = tokio::time::timeout(Duration::from_secs(10), waiter).await;
+        let guard = served
+            .expect("served in time")
+            .expect("ran")
+            .expect("took it");
+        assert!(guard.is_held());
+    }
+}
