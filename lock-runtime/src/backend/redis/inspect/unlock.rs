@@ -30,11 +30,13 @@ pub(super) async fn unlock(nodes: &Nodes, seen: &LockInfo) -> Result<Unlocked, S
         )));
     };
     let stored = seen.stored_as.as_str();
-    let script = redis::Script::new(names::UNLOCK_SCRIPT);
-    let mut invocation = script.key(stored);
-    invocation
-        .key(names::queue_key(stored))
-        .key(names::queue_expiry_key(stored))
+    // EVAL, not EVALSHA: a force-release is rare, and needs no right to load scripts.
+    let mut eval = redis::cmd("EVAL");
+    eval.arg(names::UNLOCK_SCRIPT)
+        .arg(3)
+        .arg(stored)
+        .arg(names::queue_key(stored))
+        .arg(names::queue_expiry_key(stored))
         // Unused since 0.3 (it kept the last fencing token this long): a released lock
         // leaves no key, its tokens come from the fence counter of its slot.
         .arg("0")
@@ -42,13 +44,8 @@ pub(super) async fn unlock(nodes: &Nodes, seen: &LockInfo) -> Result<Unlocked, S
         .arg(names::FAIR_TURN_MS)
         // The holder confirmed: one that took the lock meanwhile is left alone.
         .arg(seen.unlock_id.as_deref().unwrap_or_default());
-    let mut conn = node.conn.clone();
     let (status, before): (i64, String) = nodes
-        .within(
-            &node.server,
-            &format!("force-releasing `{stored}`"),
-            invocation.invoke_async(&mut conn),
-        )
+        .query(node, &format!("force-releasing `{stored}`"), &eval)
         .await?;
     let removed = recorded(seen, &before);
     Ok(match status {
