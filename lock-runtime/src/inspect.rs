@@ -1,6 +1,8 @@
-//! Reading locks from outside a [`LockManager`](crate::LockManager): what an operator's tool
-//! (`lockctl`) or a test needs to find, read and force-release the locks this crate stores,
-//! without repeating how they are stored.
+//! The Redis layout of the locks this crate stores, for tools and tests that read the keys
+//! themselves, without repeating how they are stored. To list, show and force-release locks
+//! whatever the store, as `lockctl` does, use a manager's inspection side instead
+//! ([`LockManager::inspect`](crate::LockManager::inspect), [`Inspect`](crate::store::Inspect)),
+//! which reads this layout on Redis.
 //!
 //! - [`lock_key`], [`queue_key`], [`queue_expiry_key`], [`lock_name`] and [`scan_pattern`]: the
 //!   Redis names of a lock; [`semaphore_keys`], [`read_write_keys`], [`stored_name`] and
