@@ -342,10 +342,8 @@ mod tests {
         assert_eq!(after[0].state, LockState::Absent, "{after:?}");
         let again = inspect(&locks).unlock("lock:", &shown[0]).await;
         assert_eq!(again.expect("answered"), Unlocked::AlreadyFree);
-        locks
-            .lock("order:42", LockOptions::new())
-            .await
-            .expect("free again");
+        let again = locks.lock("order:42", LockOptions::new()).await;
+        assert!(again.expect("free again").is_held());
     }
 
     #[tokio::test]
