@@ -222,6 +222,18 @@ async fn builder(url: &str) -> Result<(), AnyError> {
     Ok(())
 }
 
+// ---- docs/LOCKCTL.md
+
+/// A tool of one's own lists locks as lockctl does, whatever the store.
+async fn list_orders(url: &str) -> Result<(), AnyError> {
+    let locks = LockManager::connect(url).await?;
+    let inspect = locks.inspect().ok_or("this store cannot be inspected")?;
+    for lock in inspect.list("lock:", "order:*").await? {
+        println!("{} {} {:?}", lock.key, lock.state.as_str(), lock.lease_ms);
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_guide_s_code_runs_on_memory() -> Result<(), AnyError> {
     let locks = set_up("memory://guide").await?;
@@ -244,6 +256,7 @@ async fn the_guide_s_code_runs_on_memory() -> Result<(), AnyError> {
 
     builder("memory://guide").await?;
     shutdown_on_sigterm("memory://guide").await?;
+    list_orders("memory://guide").await?;
     locks.shutdown().await?;
     Ok(())
 }

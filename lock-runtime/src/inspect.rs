@@ -1,6 +1,8 @@
-//! Reading locks from outside a [`LockManager`](crate::LockManager): what an operator's tool
-//! (`lockctl`) or a test needs to find, read and force-release the locks this crate stores,
-//! without repeating how they are stored.
+//! The Redis layout of the locks this crate stores, for tools and tests that read the keys
+//! themselves, without repeating how they are stored. To list, show and force-release locks
+//! whatever the store, as `lockctl` does, use a manager's inspection side instead
+//! ([`LockManager::inspect`](crate::LockManager::inspect), [`Inspect`](crate::store::Inspect)),
+//! which reads this layout on Redis.
 //!
 //! - [`lock_key`], [`queue_key`], [`queue_expiry_key`], [`lock_name`] and [`scan_pattern`]: the
 //!   Redis names of a lock; [`semaphore_keys`], [`read_write_keys`], [`stored_name`] and
@@ -132,28 +134,7 @@ pub fn scan_pattern(prefix: &str, pattern: &str) -> String {
 }
 
 /// What a key this crate stores belongs to (see [`stored_name`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[non_exhaustive]
-pub enum Kind {
-    /// The exclusive lock, `<prefix>{<name>}`.
-    Lock,
-    /// The semaphore, `<prefix>{<name>}:sem` (and the `:sem:fence` 0.2 kept).
-    Semaphore,
-    /// The read-write lock, `<prefix>{<name>}:rw:readers`, `:rw:writer` (and the `:rw:fence`
-    /// 0.2 kept).
-    ReadWrite,
-}
-
-impl Kind {
-    /// `lock`, `semaphore` or `rwlock`: how tools name it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Lock => "lock",
-            Kind::Semaphore => "semaphore",
-            Kind::ReadWrite => "rwlock",
-        }
-    }
-}
+pub use crate::store::Kind;
 
 /// The Redis names of the semaphore `key` under `prefix` (see docs/STORED_LAYOUT.md).
 #[derive(Debug, Clone, PartialEq, Eq)]

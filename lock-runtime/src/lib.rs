@@ -270,9 +270,10 @@
 //!
 //! # Seen from outside
 //!
-//! A lock is one string key that `GET` shows (holder host, pid, app, since when). The
-//! [`inspect`] module reads and force-releases locks from outside a manager, as the `lockctl`
-//! command line does.
+//! [`LockManager::inspect`] lists, shows and force-releases the locks of a manager's store
+//! whatever the store, as the `lockctl` command line does (see [`store::Inspect`]). On Redis a
+//! lock is one string key that `GET` shows (holder host, pid, app, since when); the [`inspect`]
+//! module names that layout for tools that read the keys themselves.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 

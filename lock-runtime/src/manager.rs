@@ -187,6 +187,13 @@ impl LockManager {
         self.inner.backend.describe()
     }
 
+    /// The inspection side of this manager's store: what `lockctl` lists, shows and
+    /// force-releases locks through (see [`Inspect`](crate::store::Inspect)). `None` where the
+    /// store cannot be inspected.
+    pub fn inspect(&self) -> Option<&dyn crate::store::Inspect> {
+        self.inner.backend.inspect()
+    }
+
     /// Shuts the manager down for a graceful exit (SIGTERM in a rolling deploy): stops every
     /// renewal, releases every lock held through it (and through its clones), wakes every task
     /// waiting for a lock, and makes every later `lock()` fail with [`LockError::ShutDown`].

@@ -26,17 +26,24 @@ impl Failure {
         }
     }
 
-    /// `what` failed on `server`: a Redis error with its context, and where the server's
-    /// answer was not Redis's protocol at all, what to check.
-    pub(crate) fn redis(what: &str, server: &str, err: &redis::RedisError) -> Self {
-        if err.kind() == redis::ErrorKind::Parse {
-            return Failure::failed(format!(
-                "{what} on {server}: the server did not answer as Redis does ({err}): check \
-                 that the URL's port is the Redis server's, and that TLS matches (rediss:// for \
-                 a server that speaks TLS, redis:// for one that does not)"
-            ));
+    /// A store's inspection side failed: a usage error where the request was wrong (an empty
+    /// key), else a failure (its message names the server).
+    pub(crate) fn store(err: lock_runtime::store::StoreError) -> Self {
+        if err.is_config() {
+            Failure::usage(err.to_string())
+        } else {
+            Failure::failed(err.to_string())
         }
-        Failure::failed(format!("{what} on {server}: {err}"))
+    }
+
+    /// The deployment could not be connected to: a usage error for a URL or setting that
+    /// cannot work, else a failure.
+    pub(crate) fn lock(err: lock_runtime::LockError) -> Self {
+        if matches!(err, lock_runtime::LockError::Config(_)) {
+            Failure::usage(err.to_string())
+        } else {
+            Failure::failed(err.to_string())
+        }
     }
 
     pub(crate) fn exit_code(&self) -> u8 {

@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::deployment::Deployment;
 use crate::failure::Failure;
-use crate::nodes::Nodes;
 use crate::read::{HolderEntry, LockView};
 use crate::waits::{CycleView, WaiterView};
 
@@ -28,14 +28,18 @@ struct ShowJson<'a> {
     waiters: Option<&'a [WaiterView]>,
 }
 
-pub(crate) fn print_list(nodes: &Nodes, locks: &[LockView], json: bool) -> Result<(), Failure> {
+pub(crate) fn print_list(
+    deployment: &Deployment,
+    locks: &[LockView],
+    json: bool,
+) -> Result<(), Failure> {
     if json {
         return print_json(&ListJson {
-            deployment: nodes.shown(),
+            deployment: deployment.shown().to_owned(),
             locks,
         });
     }
-    let with_server = nodes.nodes.len() > 1;
+    let with_server = deployment.several();
     let mut rows = vec![{
         let mut header = vec![
             "KEY", "KIND", "STATE", "HOLDER", "APP", "AGE", "LEASE", "FENCE", "WAITERS", "LINE",
@@ -72,7 +76,7 @@ pub(crate) fn print_list(nodes: &Nodes, locks: &[LockView], json: bool) -> Resul
 }
 
 pub(crate) fn print_show(
-    nodes: &Nodes,
+    deployment: &Deployment,
     key: &str,
     locks: &[LockView],
     waiters: Option<&[WaiterView]>,
@@ -80,7 +84,7 @@ pub(crate) fn print_show(
 ) -> Result<(), Failure> {
     if json {
         return print_json(&ShowJson {
-            deployment: nodes.shown(),
+            deployment: deployment.shown().to_owned(),
             key,
             locks,
             waiters,

@@ -4,23 +4,23 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::SystemTime;
 
-use lock_runtime::inspect::{self, StoredLock};
+use lock_runtime::store::{Recorded, Unlocked};
 
+use crate::deployment::Deployment;
 use crate::failure::Failure;
-use crate::nodes::Nodes;
 use crate::read::{self, LockView};
 
-/// Force-releases `key` on every server that holds it (after asking, unless `yes`), and prints
-/// one audit line per server on stderr. Only the holder read (and confirmed) is removed: one
+/// Force-releases `key` in every place that holds it (after asking, unless `yes`), and prints
+/// one audit line per place on stderr. Only the holder read (and confirmed) is removed: one
 /// that took the lock meanwhile is left alone.
 pub(crate) async fn unlock(
-    nodes: &Nodes,
+    deployment: &Deployment,
     prefix: &str,
     key: &str,
     yes: bool,
 ) -> Result<(), Failure> {
-    let stored = inspect::lock_key(prefix, key).map_err(|err| Failure::usage(err.to_string()))?;
-    let views = read::show(nodes, prefix, key).await?;
+    let inspect = deployment.inspect()?;
+    let views = read::show(deployment, prefix, key).await?;
     let (locks, shared): (Vec<&LockView>, Vec<&LockView>) =
         views.iter().partition(|view| view.holders.is_none());
     let busy: Vec<&LockView> = locks
@@ -54,52 +54,32 @@ pub(crate) async fn unlock(
     if !yes {
         confirm(key, &busy)?;
     }
-    let script = redis::Script::new(inspect::UNLOCK_SCRIPT);
     let mut unlocked = 0;
     for view in busy {
-        let Some(node) = nodes.nodes.iter().find(|node| node.server == view.server) else {
-            continue;
-        };
-        let mut invocation = script.key(&stored);
-        invocation
-            .key(inspect::queue_key(&stored))
-            .key(inspect::queue_expiry_key(&stored))
-            // Unused since 0.3 (it kept the last fencing token this long): a released lock
-            // leaves no key, its tokens come from the fence counter of its slot.
-            .arg("0")
-            .arg(nodes.announce())
-            .arg(inspect::FAIR_TURN_MS)
-            // The holder confirmed: one that took the lock meanwhile is left alone.
-            .arg(view.unlock_id.as_deref().unwrap_or_default());
-        let mut conn = node.conn.clone();
-        let (status, before): (i64, String) = nodes
-            .within(
-                &node.server,
-                &format!("force-releasing `{stored}`"),
-                invocation.invoke_async(&mut conn),
-            )
-            .await?;
-        let removed = StoredLock::parse(&before);
-        let outcome = match status {
-            1 => "released, waiters told",
-            2 => "freed for the first fair waiter in line, who was told",
-            -1 => {
-                eprintln!("lockctl: `{key}` on {} was released meanwhile", node.server);
+        let server = &view.server;
+        let done = inspect.unlock(prefix, &view.info).await;
+        let (removed, outcome) = match done.map_err(Failure::store)? {
+            Unlocked::Released { removed } => (removed, "released, waiters told"),
+            Unlocked::ServedNext { removed } => (
+                removed,
+                "freed for the first fair waiter in line, who was told",
+            ),
+            Unlocked::AlreadyFree => {
+                eprintln!("lockctl: `{key}` on {server} was released meanwhile");
                 continue;
             }
-            -2 => {
+            Unlocked::Changed { now } => {
                 eprintln!(
-                    "lockctl: `{key}` on {} changed meanwhile (now {}): left as it is; run unlock \
-                     again to remove that holder",
-                    node.server,
-                    removed.map_or("?".into(), |lock| describe_stored(&lock))
+                    "lockctl: `{key}` on {server} changed meanwhile (now {}): left as it is; run \
+                     unlock again to remove that holder",
+                    now.map_or("?".into(), |now| describe_recorded(&now))
                 );
                 continue;
             }
             _ => {
                 return Err(Failure::failed(format!(
-                    "`{stored}` on {} does not hold a lock: left untouched",
-                    node.server
+                    "`{}` on {server} does not hold a lock: left untouched",
+                    view.stored_key
                 )));
             }
         };
@@ -108,12 +88,12 @@ pub(crate) async fn unlock(
             "lockctl audit: {} {} force-released `{key}` on {}: {}; {outcome}",
             humantime::format_rfc3339_seconds(SystemTime::now()),
             operator(),
-            node.server,
+            server,
             removed
                 .as_ref()
-                .map_or_else(|| describe(view), describe_stored),
+                .map_or_else(|| describe(view), describe_recorded),
         );
-        println!("unlocked `{key}` on {}", node.server);
+        println!("unlocked `{key}` on {server}");
     }
     if unlocked == 0 {
         return Err(Failure::failed(format!("lock `{key}` was not unlocked")));
@@ -164,20 +144,15 @@ fn describe(view: &LockView) -> String {
     )
 }
 
-fn describe_stored(lock: &StoredLock) -> String {
+fn describe_recorded(holder: &Recorded) -> String {
     format!(
         "{} holder host={} pid={} app={} fence={} id={}",
-        lock.state,
-        lock.holder_field("host").unwrap_or("-"),
-        lock.holder_field("pid").unwrap_or("-"),
-        lock.holder_field("app")
-            .filter(|app| !app.is_empty())
-            .unwrap_or("-"),
-        match lock.fence {
-            0 => "-".into(),
-            fence => fence.to_string(),
-        },
-        lock.token_id().as_deref().unwrap_or("-"),
+        holder.state,
+        holder.host.as_deref().unwrap_or("-"),
+        holder.pid.map_or("-".into(), |pid| pid.to_string()),
+        holder.app.as_deref().unwrap_or("-"),
+        holder.fence.map_or("-".into(), |fence| fence.to_string()),
+        holder.holder_id.as_deref().unwrap_or("-"),
     )
 }
 

@@ -1,72 +1,23 @@
-//! Who waits for which lock, as waiting calls publish it (`lock_runtime::inspect::waits_key`),
-//! and the deadlocks among them.
-//!
-//! The records live in one hash per prefix: on a cluster on the master of its slot, on every
-//! Redlock master a copy of its own (of two copies of one record the one written last counts),
-//! elsewhere on the one server. A record stands while its process keeps writing it; one whose
-//! deadline has passed (its process died, or its wait ended and it was not removed yet) is
-//! left out, as the runtime leaves it out.
+//! Who waits for which lock, as waiting calls publish them (`lock_runtime::inspect::waits_key`),
+//! read through the store's inspection side, and the deadlocks among them. A record stands
+//! while its process keeps writing it; the store leaves out one whose deadline has passed (its
+//! process died, or its wait ended and it was not removed yet), as the runtime leaves it out.
 
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
-use lock_runtime::inspect::{self, DeploymentKind, WaitRecord};
+use lock_runtime::inspect::{self, WaitRecord};
 use serde::Serialize;
 
+use crate::deployment::Deployment;
 use crate::failure::Failure;
-use crate::nodes::Nodes;
 
 /// The standing records of the waits published under `prefix`, in waiter id order.
-pub(crate) async fn standing(nodes: &Nodes, prefix: &str) -> Result<Vec<WaitRecord>, Failure> {
-    let key = inspect::waits_key(prefix);
-    let mut copies = Vec::new();
-    let mut why = Vec::new();
-    for node in nodes.for_key(&key).await? {
-        let read: Result<Vec<(String, String)>, Failure> = nodes
-            .query(
-                node,
-                &format!("reading the published waits `{key}`"),
-                redis::cmd("HGETALL").arg(&key),
-            )
-            .await;
-        match read {
-            Ok(fields) => copies.push(fields),
-            Err(err) => why.push(err),
-        }
-    }
-    // Every Redlock master has a copy: one that answers is enough, as for the runtime.
-    if copies.is_empty() || (nodes.kind() != DeploymentKind::Redlock && !why.is_empty()) {
-        let mut why = why.into_iter();
-        return Err(why
-            .next()
-            .unwrap_or_else(|| Failure::failed(format!("no server holds `{key}`"))));
-    }
-    for err in why {
-        eprintln!("lockctl: {err}; read the other masters' copies");
-    }
-    Ok(standing_at(merge(copies), now_ms()))
-}
-
-/// The records of every copy read, each waiter once (see [`inspect::newest_copies`]). Fields
-/// that are no record are skipped.
-fn merge(copies: Vec<Vec<(String, String)>>) -> Vec<WaitRecord> {
-    inspect::newest_copies(copies.into_iter().flatten())
-        .into_iter()
-        .filter_map(|(waiter, text)| WaitRecord::parse(&waiter, &text))
-        .collect()
-}
-
-/// The records still standing at `now_ms` (this machine's clock).
-fn standing_at(records: Vec<WaitRecord>, now_ms: u64) -> Vec<WaitRecord> {
-    records
-        .into_iter()
-        .filter(|record| record.stands_at(now_ms))
-        .collect()
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |since| since.as_millis() as u64)
+pub(crate) async fn standing(
+    deployment: &Deployment,
+    prefix: &str,
+) -> Result<Vec<WaitRecord>, Failure> {
+    let read = deployment.inspect()?.waits(prefix).await;
+    read.map_err(Failure::store)
 }
 
 /// One deadlock, as `lockctl deadlocks --json` prints it. The field names are stable: scripts
@@ -183,36 +134,6 @@ mod tests {
             text.push_str(&format!(" hold={held}#abc"));
         }
         text
-    }
-
-    #[test]
-    fn copies_of_one_record_merge_to_the_one_written_last() {
-        let older = vec![
-            ("01".to_owned(), text("lock:{a}", 2000, &[])),
-            ("02".to_owned(), text("lock:{b}", 2000, &[])),
-        ];
-        let newer = vec![
-            ("01".to_owned(), text("lock:{a}", 2400, &["lock:{c}"])),
-            ("03".to_owned(), "not a record".to_owned()),
-        ];
-        let merged = merge(vec![newer.clone(), older.clone()]);
-        assert_eq!(merged.len(), 2, "{merged:?}");
-        assert_eq!(merged[0].waiter, "01");
-        assert_eq!(merged[0].at_ms, 2400);
-        assert_eq!(merged[0].holds.len(), 1);
-        assert_eq!(merge(vec![older, newer]), merged, "whatever the order read");
-    }
-
-    #[test]
-    fn records_past_their_deadline_and_the_skew_are_left_out() {
-        let records = merge(vec![vec![
-            ("01".to_owned(), text("lock:{a}", 10_000, &[])),
-            ("02".to_owned(), text("lock:{a}", 1_000, &[])),
-        ]]);
-        // 01 stands until 15 000, 02 until 6 000; each 5 s more for the clocks' skew.
-        let kept = standing_at(records, 12_000);
-        assert_eq!(kept.len(), 1, "{kept:?}");
-        assert_eq!(kept[0].waiter, "01");
     }
 
     #[test]

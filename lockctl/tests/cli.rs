@@ -1310,6 +1310,50 @@ async fn show_without_the_right_to_read_the_waits_shows_the_rest() {
     assert!(!shown.contains(PASSWORD), "{shown}");
 }
 
+/// The ACL user docs/LOCKCTL.md gives an operator, as it is written there: it may list, show
+/// and force-release (it holds no right to load scripts, and needs none).
+#[tokio::test(flavor = "multi_thread")]
+async fn the_rights_the_docs_grant_are_enough_to_list_show_and_unlock() {
+    if lock_tests::server_version() < (6, 2, 0) {
+        eprintln!("skipped: this server has no ACL channel rights");
+        return;
+    }
+    let page = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/LOCKCTL.md"))
+        .expect("docs/LOCKCTL.md");
+    let line = page
+        .lines()
+        .find(|line| line.starts_with("ACL SETUSER ops"))
+        .expect("the page gives the operator's user");
+    let password = format!(">{PASSWORD}");
+    let setuser: Vec<&str> = line
+        .split_whitespace()
+        .map(|word| {
+            if word == ">PASSWORD" {
+                password.as_str()
+            } else {
+                word
+            }
+        })
+        .collect();
+    let server = RedisServer::start();
+    server.cmd(&setuser);
+    let url = format!("redis://ops:{PASSWORD}@127.0.0.1:{}", server.port());
+    let locks = manager(&server.url(), "app").await;
+    let _held = locks
+        .lock("rights", LockOptions::new().ttl(LONG_LEASE))
+        .await
+        .expect("free");
+
+    for args in [&["list"][..], &["show", "rights"]] {
+        let output = lockctl(&url, args);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {}", text(&output));
+    }
+    let output = lockctl(&url, &["unlock", "rights", "--yes"]);
+    let shown = text(&output);
+    assert_eq!(output.status.code(), Some(0), "{shown}");
+    assert_eq!(server.stored_lock("lock:{rights}"), None, "{shown}");
+}
+
 /// The variable that makes [`deadlock_child_process`] a child of
 /// [`a_deadlock_between_two_processes_is_reported`]: `<url> <app> <first> <second>`.
 const CHILD: &str = "LOCKCTL_DEADLOCK_CHILD";

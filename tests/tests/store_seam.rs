@@ -2,7 +2,8 @@
 //! `lock_runtime::store` API only, given to `LockManagerBuilder::store`. Several managers over
 //! one store stand for several processes. What the engine does with a store that declares few
 //! capabilities: refusals that name what is missing, waiting on the lease where nobody is told
-//! of releases, and waking at once where the store tells [`Changes`].
+//! of releases, and waking at once where the store tells [`Changes`]. Its inspection side
+//! ([`Inspect`]): what `lockctl` lists, shows and force-releases through, written here too.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -10,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lock_runtime::store::{
-    Acquire, Ask, Booking, BoxFuture, Changes, HolderId, Key, Release, Renewal, Store, StoreError,
-    whole,
+    Acquire, Ask, Booking, BoxFuture, Changes, HolderId, Inspect, Key, Kind, LockInfo, LockState,
+    Recorded, Release, Renewal, Shape, Store, StoreError, Unlocked, WaitRecord, whole,
 };
 use lock_runtime::{LockError, LockManager, LockOptions};
 use tokio::time::Instant;
@@ -34,6 +35,8 @@ struct TableStore {
     asked: AtomicUsize,
     /// Made to fail every request transiently.
     down: AtomicBool,
+    /// Whether it offers its inspection side.
+    inspectable: bool,
 }
 
 impl TableStore {
@@ -156,6 +159,108 @@ impl Store for TableStore {
             .lock()
             .expect("not poisoned")
             .push(changes.clone());
+    }
+
+    fn inspect(&self) -> Option<&dyn Inspect> {
+        self.inspectable.then_some(self as &dyn Inspect)
+    }
+}
+
+/// The table's inspection side: a lock is its row, named as the engine's `Key` names it.
+impl TableStore {
+    /// The lock stored as `name`, as a tool sees it; `None` if no live row holds it.
+    fn info(&self, key: &str, name: &str) -> Option<LockInfo> {
+        let now = Instant::now();
+        let table = self.table();
+        let (token, end) = table.locks.get(name).filter(|(_, end)| *end > now)?;
+        let mut info = LockInfo::new(key, Kind::Lock, name, "test:0");
+        info.state = LockState::Held;
+        info.fence = table.fences.get(name).copied();
+        // Any id of the owner token that is not the token itself.
+        info.holder_id = Some(format!("{:x}", HolderId::of_token(token).get()));
+        info.lease_ms = Some((*end - now).as_millis() as i64);
+        info.unlock_id = info.holder_id.clone();
+        Some(info)
+    }
+
+    fn force_release(&self, seen: &LockInfo) -> Unlocked {
+        let Some(now) = self.info(&seen.key, &seen.stored_as) else {
+            return Unlocked::AlreadyFree;
+        };
+        if now.unlock_id != seen.unlock_id {
+            return Unlocked::Changed {
+                now: Some(Recorded::of(&now)),
+            };
+        }
+        self.table().locks.remove(&seen.stored_as);
+        for changes in self.managers.lock().expect("not poisoned").iter() {
+            changes.released(&seen.stored_as);
+        }
+        Unlocked::Released {
+            removed: Some(Recorded::of(&now)),
+        }
+    }
+}
+
+impl Inspect for TableStore {
+    fn places(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
+        ready(Ok(vec!["test:0".to_owned()]))
+    }
+
+    fn list<'a>(
+        &'a self,
+        prefix: &'a str,
+        pattern: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<LockInfo>, StoreError>> {
+        // `*` and a name or a name's beginning (`order:*`) are globs enough for this table.
+        let matches = |key: &str| match pattern.strip_suffix('*') {
+            Some(start) => key.starts_with(start),
+            None => key == pattern,
+        };
+        let mut names: Vec<(String, String)> = (self.table().locks.keys())
+            .filter_map(|name| {
+                Some((
+                    lock_runtime::inspect::lock_name(prefix, name)?,
+                    name.clone(),
+                ))
+            })
+            .filter(|(key, _)| matches(key))
+            .collect();
+        names.sort();
+        let listed = names
+            .iter()
+            .filter_map(|(key, name)| self.info(key, name))
+            .collect();
+        ready(Ok(listed))
+    }
+
+    fn show<'a>(
+        &'a self,
+        prefix: &'a str,
+        key: &'a str,
+    ) -> BoxFuture<'a, Result<Vec<LockInfo>, StoreError>> {
+        let name = match Key::new(prefix, key, Shape::Lock) {
+            Ok(stored) => stored.name().to_owned(),
+            Err(err) => return ready(Err(StoreError::config(err.to_string()))),
+        };
+        let info = self.info(key, &name);
+        ready(Ok(vec![info.unwrap_or_else(|| {
+            LockInfo::new(key, Kind::Lock, name, "test:0")
+        })]))
+    }
+
+    fn unlock<'a>(
+        &'a self,
+        _prefix: &'a str,
+        seen: &'a LockInfo,
+    ) -> BoxFuture<'a, Result<Unlocked, StoreError>> {
+        ready(Ok(self.force_release(seen)))
+    }
+
+    fn waits<'a>(&'a self, _prefix: &'a str) -> BoxFuture<'a, Result<Vec<WaitRecord>, StoreError>> {
+        ready(Err(StoreError::permanent(
+            "the table at test:0 keeps no published waits",
+        )))
     }
 }
 
@@ -289,6 +394,7 @@ async fn a_store_failure_keeps_its_kind_and_names_the_server() {
 static SHARED: std::sync::LazyLock<Arc<TableStore>> = std::sync::LazyLock::new(|| {
     Arc::new(TableStore {
         tells: true,
+        inspectable: true,
         ..TableStore::default()
     })
 });
@@ -381,4 +487,77 @@ async fn a_store_can_tell_that_a_manager_it_tells_is_gone() {
     let gone = lock_tests::wait_until_async(PATIENCE, || changes.is_gone()).await;
     assert!(gone, "the manager's waiters outlive it");
     changes.released("lock:{k}");
+}
+
+/// What `lockctl` does through a store's inspection side, on a store written outside the
+/// crate and reached by its registered scheme: list, show, force-release (a waiter is woken at
+/// once), and none where the store offers none.
+#[tokio::test]
+async fn a_store_s_inspection_side_lists_shows_and_unlocks_its_locks() {
+    register_table_scheme();
+    let holder = LockManager::connect("tablestore://inspect")
+        .await
+        .expect("connected");
+    let ttl = Duration::from_secs(60);
+    let held = holder
+        .lock("inspect:order:7", LockOptions::new().ttl(ttl))
+        .await
+        .expect("free");
+    let inspect = holder.inspect().expect("the table store can be inspected");
+    let listed = inspect.list("lock:", "inspect:*").await.expect("listed");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].key, "inspect:order:7");
+    assert_eq!(listed[0].state, LockState::Held);
+    assert_eq!(listed[0].fence, Some(held.fencing_token()));
+    assert!(
+        listed[0].lease_ms.is_some_and(|lease| lease > 0),
+        "{listed:?}"
+    );
+    let shown = inspect
+        .show("lock:", "inspect:order:7")
+        .await
+        .expect("shown");
+    assert_eq!(shown, listed);
+    let empty = inspect.show("lock:", "").await.expect_err("no empty key");
+    assert!(empty.is_config(), "{empty}");
+
+    let other = LockManager::connect("tablestore://inspect")
+        .await
+        .expect("connected");
+    let waiter = tokio::spawn(async move {
+        let started = Instant::now();
+        let guard = other
+            .lock(
+                "inspect:order:7",
+                LockOptions::new().wait(Duration::from_secs(120)),
+            )
+            .await
+            .expect("taken after the force-release");
+        (started.elapsed(), guard.release().await)
+    });
+    let unlocked = inspect.unlock("lock:", &shown[0]).await.expect("unlocked");
+    assert!(
+        matches!(unlocked, Unlocked::Released { removed: Some(_) }),
+        "{unlocked:?}"
+    );
+    let (waited, released) = tokio::time::timeout(PATIENCE, waiter)
+        .await
+        .expect("woken by the force-release, not the lease's end")
+        .expect("no panic");
+    released.expect("released");
+    assert!(waited < ttl / 2, "waited {waited:?}");
+    let gone = inspect
+        .show("lock:", "inspect:order:7")
+        .await
+        .expect("shown");
+    assert_eq!(gone[0].state, LockState::Absent, "{gone:?}");
+    drop(held);
+
+    // The test kit's layer hands the store's inspection side on.
+    let kit = lock_runtime::testing::TestLocks::over_url("tablestore://inspect")
+        .await
+        .expect("a kit over the store");
+    assert!(kit.manager().inspect().is_some());
+    let plain = manager_over(&Arc::new(TableStore::default())).await;
+    assert!(plain.inspect().is_none(), "a store without it offers none");
 }

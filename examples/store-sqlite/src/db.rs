@@ -348,3 +348,91 @@ pub(crate) fn releases_after(
     })?;
     rows.collect()
 }
+
+/// One live row of `holders`, as the inspection side reads it.
+pub(crate) struct Held {
+    /// The key name the engine gave (`Key::name`).
+    pub(crate) name: String,
+    /// Empty while kept only by `hold_at_least`.
+    pub(crate) token: String,
+    pub(crate) fence: u64,
+    /// Its lease left.
+    pub(crate) left: Duration,
+    /// A semaphore's declared permits.
+    pub(crate) permits: Option<u32>,
+}
+
+/// Every live hold, by key name and lease end.
+pub(crate) fn held(conn: &mut Connection) -> Step<Vec<Held>> {
+    let now = now_ms();
+    let mut live = conn.prepare_cached(
+        "SELECT h.name, h.token, h.fence, h.expires_ms, s.permits
+         FROM holders h LEFT JOIN semaphores s ON s.name = h.name
+         WHERE h.expires_ms > ?1 ORDER BY h.name, h.expires_ms",
+    )?;
+    let rows = live.query_map(params![now], |row| {
+        Ok(Held {
+            name: row.get(0)?,
+            token: row.get(1)?,
+            fence: u64::try_from(row.get::<_, i64>(2)?).unwrap_or(0),
+            left: remaining(row.get(3)?, now),
+            permits: row
+                .get::<_, Option<i64>>(4)?
+                .and_then(|permits| u32::try_from(permits).ok()),
+        })
+    })?;
+    Ok(rows.collect::<rusqlite::Result<_>>()?)
+}
+
+/// What a force-release found.
+pub(crate) enum Forced {
+    /// The hold `holder` names was deleted (and the release written to the feed).
+    Removed,
+    /// Nothing holds the lock.
+    Free,
+    /// Another hold than `holder` names holds it: left alone.
+    Other,
+}
+
+/// One step: deletes the hold of the plain lock `name` if `holder` (see
+/// [`holder_name`]) names it, whatever its owner token, and writes the release to the feed as
+/// the store `by`'s, so that waiters in every process try again.
+pub(crate) fn force_release(
+    conn: &mut Connection,
+    name: &str,
+    holder: &str,
+    by: &str,
+) -> Step<Forced> {
+    let tx = immediate(conn)?;
+    let now = now_ms();
+    let held: Option<(String, i64)> = tx
+        .query_row(
+            "SELECT token, fence FROM holders WHERE name = ?1 AND expires_ms > ?2",
+            params![name, now],
+            |row| Ok((row.get(0)?, row.get(1)?)),
+        )
+        .optional()?;
+    let Some((token, fence)) = held else {
+        return Ok(Forced::Free);
+    };
+    if holder_name(&token, u64::try_from(fence).unwrap_or(0)) != holder {
+        return Ok(Forced::Other);
+    }
+    tx.execute("DELETE FROM holders WHERE name = ?1", params![name])?;
+    tx.execute(
+        "INSERT INTO releases (name, by_store, at_ms) VALUES (?1, ?2, ?3)",
+        params![name, by, now],
+    )?;
+    tx.commit()?;
+    Ok(Forced::Removed)
+}
+
+/// What names one hold to a force-release: an id of its owner token (never the token), or for
+/// a lock kept by `hold_at_least` (no token) its fencing token.
+pub(crate) fn holder_name(token: &str, fence: u64) -> String {
+    if token.is_empty() {
+        format!("kept:{fence}")
+    } else {
+        format!("{:013x}", HolderId::of_token(token).get())
+    }
+}

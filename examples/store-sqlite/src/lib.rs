@@ -47,6 +47,10 @@
 //!   An expiry is not told: the first waiter watches the lease it was told of, and tries again
 //!   when it ends. Share one store between the managers of a process: each store has a
 //!   thread and two connections.
+//! - **Inspection** ([`Store::inspect`]): its locks and semaphores are listed, shown and
+//!   force-released through `lockctl` (the `lockctl-sqlite` binary of this package, which
+//!   registers the `sqlite://` scheme), its fencing token and lease read from the table; a
+//!   force-release is written to the feed, so waiters in every process try again.
 //! - **Not kept**: a fair line of waiters (`fair = true` is refused), handing a lock straight
 //!   to a waiter, published waits for cross-process deadlock detection (each process sees its
 //!   own waits).
@@ -59,13 +63,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use lock_runtime::store::{
-    Acquire, Ask, Booking, BoxFuture, Changes, Key, Release, Renewal, Shape, Store, StoreError,
-    whole,
+    Acquire, Ask, Booking, BoxFuture, Changes, Inspect, Key, Release, Renewal, Shape, Store,
+    StoreError, whole,
 };
 use rusqlite::{Connection, ErrorCode};
 
 mod db;
 mod feed;
+mod inspect;
 
 use db::Failure;
 use feed::Told;
@@ -225,6 +230,11 @@ impl Store for SqliteStore {
 
     fn attach(&self, changes: &Changes) {
         self.told.attach(changes);
+    }
+
+    /// Its locks and semaphores as `lockctl` lists, shows and force-releases them.
+    fn inspect(&self) -> Option<&dyn Inspect> {
+        Some(self)
     }
 
     /// No line is kept, so what the caller asks besides the lock changes nothing here: every

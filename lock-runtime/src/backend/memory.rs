@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+mod inspect;
+
 use super::{
     Acquire, Ask, Booking, BoxFuture, FAIR_TURN, Line, Release, Renewal, Store, StoreError,
     permits_differ, whole,
@@ -483,6 +485,11 @@ impl Store for MemoryBackend {
 
     fn server(&self) -> &str {
         "memory"
+    }
+
+    /// The table read as it is now ([`Inspect`](crate::store::Inspect)).
+    fn inspect(&self) -> Option<&dyn crate::store::Inspect> {
+        Some(self)
     }
 
     fn acquire<'a>(

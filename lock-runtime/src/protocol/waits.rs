@@ -39,6 +39,20 @@ pub fn newest_copies(fields: impl IntoIterator<Item = (String, String)>) -> Vec<
         .collect()
 }
 
+/// The records standing at `now_ms` among the fields of every copy read (see
+/// [`newest_copies`]), each waiter once, in waiter id order; fields that are no record are
+/// skipped.
+pub(crate) fn standing(
+    fields: impl IntoIterator<Item = (String, String)>,
+    now_ms: u64,
+) -> Vec<WaitRecord> {
+    newest_copies(fields)
+        .into_iter()
+        .filter_map(|(waiter, text)| WaitRecord::parse(&waiter, &text))
+        .filter(|record| record.stands_at(now_ms))
+        .collect()
+}
+
 /// The hash every waiter of the managers under `prefix` publishes to: `<prefix>waits:{waits}`.
 /// No lock is stored under it (a lock's name begins with `{` after the prefix), and its hash
 /// tag is constant, so it lies in one Redis Cluster slot per prefix.
@@ -363,6 +377,48 @@ fn unescape(value: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn text(waits: &str, at: u64, holds: &[&str]) -> String {
+        let mut text = format!(
+            "waits={waits} since=1000 at={at} until={} fail=0",
+            at + 5000
+        );
+        for held in holds {
+            text.push_str(&format!(" hold={held}#abc"));
+        }
+        text
+    }
+
+    #[test]
+    fn copies_of_one_record_stand_as_the_one_written_last() {
+        let older = vec![
+            ("01".to_owned(), text("lock:{a}", 2000, &[])),
+            ("02".to_owned(), text("lock:{b}", 2000, &[])),
+        ];
+        let newer = vec![
+            ("01".to_owned(), text("lock:{a}", 2400, &["lock:{c}"])),
+            ("03".to_owned(), "not a record".to_owned()),
+        ];
+        let merged = standing(newer.iter().chain(&older).cloned(), 0);
+        assert_eq!(merged.len(), 2, "{merged:?}");
+        assert_eq!(merged[0].waiter, "01");
+        assert_eq!(merged[0].at_ms, 2400);
+        assert_eq!(merged[0].holds.len(), 1);
+        let other_order = standing(older.into_iter().chain(newer), 0);
+        assert_eq!(other_order, merged, "whatever the order read");
+    }
+
+    #[test]
+    fn records_past_their_deadline_and_the_skew_do_not_stand() {
+        let fields = vec![
+            ("01".to_owned(), text("lock:{a}", 10_000, &[])),
+            ("02".to_owned(), text("lock:{a}", 1_000, &[])),
+        ];
+        // 01 stands until 15 000, 02 until 6 000; each 5 s more for the clocks' skew.
+        let kept = standing(fields, 12_000);
+        assert_eq!(kept.len(), 1, "{kept:?}");
+        assert_eq!(kept[0].waiter, "01");
+    }
 
     fn record(waiter: &str, waits: &str, by: Option<&str>, holds: &[(&str, &str)]) -> WaitRecord {
         WaitRecord {

@@ -79,8 +79,9 @@ impl StoreError {
         }
     }
 
-    /// Whether this failure is the caller's settings' doing, not the server's.
-    pub(crate) fn is_config(&self) -> bool {
+    /// Whether this failure is the caller's settings' doing, not the server's (made with
+    /// [`config`](Self::config)).
+    pub fn is_config(&self) -> bool {
         self.kind == Kind::Config
     }
 

@@ -28,6 +28,9 @@
 //! detector reads ([`Store::waits`]). Failures are [`StoreError`]s, transient (sending the
 //! request again may help) or permanent.
 //!
+//! Its inspection side ([`Store::inspect`], an [`Inspect`]) lists, shows and force-releases
+//! locks in the same words, for operators' tools.
+//!
 //! The conformance kit (`lock_runtime::conformance`, feature `conformance`) checks a store
 //! against this contract; `docs/STORES.md` walks through writing one.
 //!
@@ -61,9 +64,13 @@ pub use crate::shape::Shape;
 use crate::waiters::Waiters;
 
 pub(crate) mod error;
+mod inspect;
 pub(crate) mod scheme;
 
 pub use error::StoreError;
+pub use inspect::{
+    HolderInfo, Holds, InLine, Inspect, Kind, LockInfo, LockState, Recorded, Unlocked, WaitRecord,
+};
 pub use scheme::register_scheme;
 
 /// A boxed future, as the trait's methods return them (the trait is used as `dyn Store`).
@@ -462,5 +469,12 @@ pub trait Store: Send + Sync + 'static {
     /// that grant.
     fn retry_with_same_token(&self) -> bool {
         true
+    }
+
+    /// The inspection side of this store ([`Inspect`]): what an operator's tool (`lockctl`)
+    /// lists, shows and force-releases locks through. `None` (the default) for a store that
+    /// cannot be inspected; a layer around a store passes its store's on.
+    fn inspect(&self) -> Option<&dyn Inspect> {
+        None
     }
 }

@@ -456,6 +456,10 @@ impl Store for FaultLayer {
         self.inner.server()
     }
 
+    fn inspect(&self) -> Option<&dyn crate::store::Inspect> {
+        self.inner.inspect()
+    }
+
     fn acquire<'a>(
         &'a self,
         key: &'a Key,

@@ -53,6 +53,8 @@ use crate::url::enable_tls;
 use crate::waiters::Waiters;
 
 pub(crate) struct ClusterBackend {
+    /// The inspection side, connected on first use.
+    inspect: super::inspect::RedisInspect,
     conn: Arc<Commands>,
     server: String,
     describe: String,
@@ -185,6 +187,7 @@ impl ClusterBackend {
         .await;
         tracing::debug!(server = %seeds.shown, protocol = %capabilities.describe(), "lock protocol");
         Ok(ClusterBackend {
+            inspect: super::inspect::RedisInspect::new(&settings),
             conn: commands,
             capabilities,
             background,
@@ -392,6 +395,11 @@ impl ClusterBackend {
 }
 
 impl Store for ClusterBackend {
+    /// Read through connections of its own (see [`RedisInspect`](super::inspect::RedisInspect)).
+    fn inspect(&self) -> Option<&dyn crate::store::Inspect> {
+        Some(&self.inspect)
+    }
+
     /// Every shape: one server counts a semaphore's holders and sees a read-write lock's.
     fn supports(&self, shape: Shape) -> Result<(), &'static str> {
         match shape {

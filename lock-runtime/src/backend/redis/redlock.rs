@@ -52,6 +52,8 @@ const PROBE_INTERVAL: Duration = Duration::from_millis(50);
 const BACKGROUND_LIMIT: Duration = Duration::from_secs(10);
 
 pub(crate) struct RedlockBackend {
+    /// The inspection side, connected on first use.
+    inspect: super::inspect::RedisInspect,
     nodes: Vec<Arc<Node>>,
     quorum: usize,
     describe: String,
@@ -208,6 +210,7 @@ impl RedlockBackend {
             );
         }
         Ok(RedlockBackend {
+            inspect: super::inspect::RedisInspect::new(&settings),
             describe: format!("redlock over {} masters {server}", nodes.len()),
             nodes,
             quorum,
@@ -376,6 +379,11 @@ impl RedlockBackend {
 }
 
 impl Store for RedlockBackend {
+    /// Read through connections of its own (see [`RedisInspect`](super::inspect::RedisInspect)).
+    fn inspect(&self) -> Option<&dyn crate::store::Inspect> {
+        Some(&self.inspect)
+    }
+
     /// Published waits are kept beside the locks.
     fn keeps_waits(&self) -> bool {
         true

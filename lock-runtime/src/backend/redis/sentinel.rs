@@ -50,6 +50,8 @@ use crate::waiters::Waiters;
 const REFRESH_INTERVAL: Duration = Duration::from_millis(100);
 
 pub(crate) struct SentinelBackend {
+    /// The inspection side, connected on first use.
+    inspect: super::inspect::RedisInspect,
     shared: Arc<Shared>,
     /// The `+switch-master` listeners, one per sentinel; stopped when the backend is dropped,
     /// started again on the caller's runtime when the runtime they ran on shut down.
@@ -232,6 +234,7 @@ impl SentinelBackend {
             })
             .collect();
         Ok(SentinelBackend {
+            inspect: super::inspect::RedisInspect::new(&settings),
             shared,
             listeners: Mutex::new(listeners),
         })
@@ -482,6 +485,11 @@ fn resolve_may_pass(err: &BoxError) -> bool {
 }
 
 impl Store for SentinelBackend {
+    /// Read through connections of its own (see [`RedisInspect`](super::inspect::RedisInspect)).
+    fn inspect(&self) -> Option<&dyn crate::store::Inspect> {
+        Some(&self.inspect)
+    }
+
     /// Every shape: one server counts a semaphore's holders and sees a read-write lock's.
     fn supports(&self, shape: Shape) -> Result<(), &'static str> {
         match shape {

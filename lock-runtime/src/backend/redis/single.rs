@@ -33,6 +33,8 @@ use crate::url::enable_tls;
 use crate::waiters::Waiters;
 
 pub(crate) struct RedisBackend {
+    /// The inspection side, connected on first use.
+    inspect: super::inspect::RedisInspect,
     conn: Arc<SharedConn>,
     background: Background,
     client: Client,
@@ -246,6 +248,7 @@ impl RedisBackend {
             )
         });
         Ok(RedisBackend {
+            inspect: super::inspect::RedisInspect::new(&settings),
             conn,
             background,
             client,
@@ -268,6 +271,11 @@ impl Link for Resending {}
 impl Link for MultiplexedConnection {}
 
 impl Store for RedisBackend {
+    /// Read through connections of its own (see [`RedisInspect`](super::inspect::RedisInspect)).
+    fn inspect(&self) -> Option<&dyn crate::store::Inspect> {
+        Some(&self.inspect)
+    }
+
     /// Every shape: one server counts a semaphore's holders and sees a read-write lock's.
     fn supports(&self, shape: Shape) -> Result<(), &'static str> {
         match shape {

@@ -1,51 +1,69 @@
-//! The data servers behind a lock URL, one connection each: the server, the master a Sentinel
-//! names, every master of a Redis Cluster (each holds the locks of its slots), or every Redlock
-//! master.
+//! The data servers behind a lock URL, one connection each, for inspection: the server, the
+//! master a Sentinel names, every master of a Redis Cluster (each holds the locks of its slots),
+//! or every Redlock master.
 
 use std::future::Future;
 use std::time::Duration;
 
-use lock_runtime::inspect::{Deployment, DeploymentKind};
+use redis::RedisError;
 use redis::aio::MultiplexedConnection;
 
-use crate::failure::Failure;
+use crate::deployment::{Deployment, DeploymentKind};
+use crate::store::StoreError;
+use crate::tls::Certificates;
 
 /// One data server.
-pub(crate) struct Node {
-    /// `host:port` (a socket path for redis+unix://): how it is named in output, without
-    /// credentials.
-    pub(crate) server: String,
-    pub(crate) conn: MultiplexedConnection,
+pub(super) struct Node {
+    /// `host:port` (a socket path for redis+unix://): how it is named, without credentials.
+    pub(super) server: String,
+    pub(super) conn: MultiplexedConnection,
     /// The slot ranges it serves, on a Redis Cluster.
     slots: Vec<(u16, u16)>,
 }
 
 /// The data servers of a deployment.
-pub(crate) struct Nodes {
+pub(super) struct Nodes {
     deployment: Deployment,
-    pub(crate) nodes: Vec<Node>,
+    pub(super) nodes: Vec<Node>,
     timeout: Duration,
+    tls: Certificates,
+}
+
+/// `what` failed on `server`: a Redis error with its context, and where the server's answer
+/// was not Redis's protocol at all, what to check.
+pub(super) fn failed(what: &str, server: &str, err: &RedisError) -> StoreError {
+    if err.kind() == redis::ErrorKind::Parse {
+        return StoreError::permanent(format!(
+            "{what} on {server}: the server did not answer as Redis does ({err}): check that \
+             the URL's port is the Redis server's, and that TLS matches (rediss:// for a server \
+             that speaks TLS, redis:// for one that does not)"
+        ));
+    }
+    let message = format!("{what} on {server}: {err}");
+    if crate::backend::is_transient(err) {
+        StoreError::transient(message)
+    } else {
+        StoreError::permanent(message)
+    }
 }
 
 impl Nodes {
     /// Connects to every data server behind `url`.
-    pub(crate) async fn connect(url: &str, timeout: Duration) -> Result<Nodes, Failure> {
-        let deployment = Deployment::parse(url).map_err(|err| Failure::usage(err.to_string()))?;
-        deployment
-            .prepare_tls()
-            .map_err(|err| Failure::usage(err.to_string()))?;
+    pub(super) async fn connect(
+        url: &str,
+        timeout: Duration,
+        tls: Certificates,
+    ) -> Result<Nodes, StoreError> {
+        let deployment =
+            Deployment::parse(url).map_err(|err| StoreError::config(err.to_string()))?;
         let mut nodes = Nodes {
             deployment,
             nodes: Vec::new(),
             timeout,
+            tls,
         };
         let deployment = &nodes.deployment;
         match deployment.kind() {
-            DeploymentKind::Single => {
-                let server = deployment.servers()[0].clone();
-                let node = nodes.open(&server, &deployment.node_url(&server)).await?;
-                nodes.nodes.push(node);
-            }
             DeploymentKind::Redlock => {
                 for server in deployment.servers().to_vec() {
                     let url = nodes.deployment.node_url(&server);
@@ -60,34 +78,22 @@ impl Nodes {
                 nodes.nodes.push(node);
             }
             DeploymentKind::Cluster => nodes.connect_cluster().await?,
-            DeploymentKind::Memory => {
-                return Err(Failure::usage(
-                    "memory:// locks live inside one process: there is nothing to look at from \
-                     outside; give the Redis deployment the application uses",
-                ));
-            }
             _ => {
-                return Err(Failure::usage(format!(
-                    "`{}` is a deployment lockctl does not know",
-                    nodes.deployment.shown()
-                )));
+                let server = deployment.servers()[0].clone();
+                let node = nodes.open(&server, &deployment.node_url(&server)).await?;
+                nodes.nodes.push(node);
             }
         }
         Ok(nodes)
     }
 
-    /// The URL as it may be shown.
-    pub(crate) fn shown(&self) -> String {
-        self.deployment.shown()
-    }
-
-    pub(crate) fn kind(&self) -> DeploymentKind {
+    pub(super) fn kind(&self) -> DeploymentKind {
         self.deployment.kind()
     }
 
-    /// How a release is announced: SPUBLISH on a cluster (sharded pub/sub, as the runtime's
-    /// cluster backend listens), PUBLISH elsewhere.
-    pub(crate) fn announce(&self) -> &'static str {
+    /// How a release is announced: SPUBLISH on a cluster (sharded pub/sub, as the cluster
+    /// store listens), PUBLISH elsewhere.
+    pub(super) fn announce(&self) -> &'static str {
         if self.kind() == DeploymentKind::Cluster {
             "sharded"
         } else {
@@ -95,9 +101,9 @@ impl Nodes {
         }
     }
 
-    /// The servers that may hold the lock stored at `stored_key`: on a cluster the master of
+    /// The servers that may hold the key stored at `stored_key`: on a cluster the master of
     /// its slot, elsewhere every node.
-    pub(crate) async fn for_key(&self, stored_key: &str) -> Result<Vec<&Node>, Failure> {
+    pub(super) async fn for_key(&self, stored_key: &str) -> Result<Vec<&Node>, StoreError> {
         if self.kind() != DeploymentKind::Cluster {
             return Ok(self.nodes.iter().collect());
         }
@@ -114,44 +120,56 @@ impl Nodes {
             .find(|node| node.slots.iter().any(|&(a, b)| a <= slot && slot <= b))
             .map(|node| vec![node])
             .ok_or_else(|| {
-                Failure::failed(format!(
+                StoreError::transient(format!(
                     "no master of the cluster serves slot {slot} of `{stored_key}`"
                 ))
             })
     }
 
     /// Sends `cmd` to `node` within the timeout; `what` names it in errors.
-    pub(crate) async fn query<T: redis::FromRedisValue>(
+    pub(super) async fn query<T: redis::FromRedisValue>(
         &self,
         node: &Node,
         what: &str,
         cmd: &redis::Cmd,
-    ) -> Result<T, Failure> {
+    ) -> Result<T, StoreError> {
         let mut conn = node.conn.clone();
         self.within(&node.server, what, cmd.query_async(&mut conn))
             .await
     }
 
     /// `request` within the timeout, its failure named as `what` on `server`.
-    pub(crate) async fn within<T>(
+    pub(super) async fn within<T>(
         &self,
         server: &str,
         what: &str,
         request: impl Future<Output = redis::RedisResult<T>>,
-    ) -> Result<T, Failure> {
-        match tokio::time::timeout(self.timeout, request).await {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(err)) => Err(Failure::redis(what, server, &err)),
-            Err(_) => Err(Failure::failed(format!(
-                "{what} on {server}: no answer within {}",
-                humantime::format_duration(self.timeout)
-            ))),
-        }
+    ) -> Result<T, StoreError> {
+        self.within_raw(server, what, request)
+            .await?
+            .map_err(|err| failed(what, server, &err))
     }
 
-    async fn open(&self, server: &str, url: &str) -> Result<Node, Failure> {
-        let client = redis::Client::open(url).map_err(|err| {
-            Failure::usage(format!("cannot use `{}`: {err}", self.deployment.shown()))
+    /// `request` within the timeout: its Redis error as it came, for the caller to read.
+    pub(super) async fn within_raw<T>(
+        &self,
+        server: &str,
+        what: &str,
+        request: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<redis::RedisResult<T>, StoreError> {
+        tokio::time::timeout(self.timeout, request)
+            .await
+            .map_err(|_| {
+                StoreError::transient(format!(
+                    "{what} on {server}: no answer within {}",
+                    humantime::format_duration(self.timeout)
+                ))
+            })
+    }
+
+    async fn open(&self, server: &str, url: &str) -> Result<Node, StoreError> {
+        let client = self.tls.client(url).map_err(|err| {
+            StoreError::config(format!("cannot use `{}`: {err}", self.deployment.shown()))
         })?;
         let conn = self
             .within(
@@ -168,7 +186,7 @@ impl Nodes {
     }
 
     /// `host:port` of the master the first answering sentinel names.
-    async fn master_from_sentinels(&self) -> Result<String, Failure> {
+    async fn master_from_sentinels(&self) -> Result<String, StoreError> {
         let name = self.deployment.master_name().unwrap_or_default();
         let mut why = Vec::new();
         for sentinel in self.deployment.servers() {
@@ -186,7 +204,7 @@ impl Nodes {
                     )
                     .await?;
                 addr.ok_or_else(|| {
-                    Failure::failed(format!("sentinel {sentinel} knows no master `{name}`"))
+                    StoreError::transient(format!("sentinel {sentinel} knows no master `{name}`"))
                 })
             };
             match asked.await {
@@ -195,14 +213,14 @@ impl Nodes {
                 Err(err) => why.push(err.to_string()),
             }
         }
-        Err(Failure::failed(format!(
+        Err(StoreError::transient(format!(
             "no sentinel named the master `{name}`: {}",
             why.join("; ")
         )))
     }
 
     /// Connects to every master of the cluster, as the first answering seed lists them.
-    async fn connect_cluster(&mut self) -> Result<(), Failure> {
+    async fn connect_cluster(&mut self) -> Result<(), StoreError> {
         let mut why = Vec::new();
         let mut listing = None;
         for seed in self.deployment.servers() {
@@ -220,7 +238,7 @@ impl Nodes {
             }
         }
         let Some(listing) = listing else {
-            return Err(Failure::failed(format!(
+            return Err(StoreError::transient(format!(
                 "no cluster seed answered: {}",
                 why.join("; ")
             )));
@@ -232,7 +250,7 @@ impl Nodes {
             self.nodes.push(node);
         }
         if self.nodes.is_empty() {
-            return Err(Failure::failed(format!(
+            return Err(StoreError::transient(format!(
                 "the cluster at {} lists no master that serves slots",
                 self.deployment.servers().join(",")
             )));

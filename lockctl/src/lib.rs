@@ -1,0 +1,236 @@
+//! `lockctl`: the operator's command line for the locks of `lock-runtime`.
+//!
+//! ```text
+//! lockctl --url redis://127.0.0.1:6379 list 'order:*'
+//! lockctl show order:42 --json
+//! lockctl unlock order:42 --yes
+//! lockctl watch
+//! lockctl deadlocks --json
+//! ```
+//!
+//! Exit codes: 0 done, 1 an error (which key, which server), 2 a usage error, 3 `deadlocks`
+//! found a deadlock (0 when it found none). Errors go to stderr; no password and no owner
+//! token is ever printed.
+//!
+//! The command line is also a library, [`main`], for a binary of your own that reaches a store
+//! of your own: register its URL scheme ([`lock_runtime::store::register_scheme`]), then run
+//! lockctl, which lists, shows and force-releases its locks through its inspection side
+//! ([`lock_runtime::store::Inspect`]).
+//!
+//! ```no_run
+//! # use std::sync::Arc;
+//! # use lock_runtime::store::{Store, StoreError};
+//! # async fn open(url: String) -> Result<Arc<dyn Store>, StoreError> { unimplemented!() }
+//! fn main() -> std::process::ExitCode {
+//!     lock_runtime::store::register_scheme("mystore", open).expect("a scheme of its own");
+//!     lockctl::main()
+//! }
+//! ```
+
+mod deployment;
+mod failure;
+mod read;
+mod render;
+mod unlock;
+mod waits;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use deployment::Deployment;
+use failure::Failure;
+
+/// The exit code of `deadlocks` when it found a deadlock: not an error (1), nor a usage error
+/// (2), and not "none" (0), so that a script or a probe can tell them apart.
+const DEADLOCK_FOUND: u8 = 3;
+
+/// Lists, shows, watches and force-releases the distributed locks of lock-runtime.
+#[derive(Debug, Parser)]
+#[command(name = "lockctl", version, about)]
+struct Cli {
+    /// The lock deployment, as the library takes it: redis://, rediss://, redis+unix://,
+    /// redis+cluster://h1:p1,h2:p2, redis+sentinel://s1,s2/master, redlock://h1,h2,h3, or the
+    /// URL of a store whose scheme the library was given.
+    #[arg(long, env = "REDIS_URL", global = true, hide_env_values = true)]
+    url: Option<String>,
+
+    /// The key prefix the locks were taken with.
+    #[arg(long, default_value = "lock:", global = true)]
+    prefix: String,
+
+    /// How long to wait for a server to connect or answer.
+    #[arg(long, default_value = "5s", value_parser = humantime::parse_duration, global = true)]
+    timeout: Duration,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Lists held locks, semaphores and read-write locks (and kept locks, and those freed for a
+    /// fair waiter).
+    List(ListArgs),
+    /// Shows everything about one lock, the semaphore and read-write lock of its name, and the
+    /// calls waiting for it.
+    Show(ShowArgs),
+    /// Force-releases a lock whatever its holder, and wakes its waiters.
+    Unlock(UnlockArgs),
+    /// A live view of the locks, refreshed until Ctrl-C.
+    Watch(WatchArgs),
+    /// Deadlocks among waiting calls, from the waits they publish: who waits for which lock
+    /// while holding which, and who gives up.
+    Deadlocks(DeadlocksArgs),
+}
+
+#[derive(Debug, Args)]
+struct DeadlocksArgs {
+    /// JSON on stdout, for scripts: an array of cycles (`[]` when there is none).
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct ListArgs {
+    /// A glob on lock names (`*`, `order:*`, `job-?`), matched inside the prefix's braces.
+    #[arg(default_value = "*")]
+    pattern: String,
+    /// Also list free markers, which only version 0.2 left: the last fencing token of a
+    /// semaphore or read-write lock, and released locks (a lock, semaphore or read-write lock
+    /// released now leaves no key).
+    #[arg(long)]
+    all: bool,
+    /// JSON on stdout, for scripts.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct ShowArgs {
+    /// The lock's name, as the application renders it (`order:42`).
+    key: String,
+    /// JSON on stdout, for scripts.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct UnlockArgs {
+    /// The lock's name, as the application renders it (`order:42`).
+    key: String,
+    /// Do not ask for confirmation (required when stdin is not a terminal).
+    #[arg(long, short = 'y')]
+    yes: bool,
+    /// Deprecated and ignored: a released lock leaves no key now (its fencing tokens come from
+    /// a counter that never expires). Still accepted so that existing scripts keep working.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    fence_retention: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+struct WatchArgs {
+    /// A glob on lock names, as for `list`.
+    #[arg(default_value = "*")]
+    pattern: String,
+    /// Also show free markers.
+    #[arg(long)]
+    all: bool,
+    /// How often to refresh.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    interval: Duration,
+    /// One JSON document per refresh, one per line.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The whole command line: parses the process's arguments, runs the command on a runtime of
+/// its own, and gives the exit code (errors are said on stderr).
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(err) => return report(&Failure::failed(format!("cannot start a runtime: {err}"))),
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(failure) => report(&failure),
+    }
+}
+
+fn report(failure: &Failure) -> ExitCode {
+    eprintln!("lockctl: {failure}");
+    ExitCode::from(failure.exit_code())
+}
+
+async fn run(cli: Cli) -> Result<ExitCode, Failure> {
+    let Some(url) = cli.url.as_deref() else {
+        return Err(Failure::usage(
+            "no deployment given: pass --url redis://host:port or set REDIS_URL",
+        ));
+    };
+    let nodes = Deployment::connect(url, cli.timeout).await?;
+    let prefix = cli.prefix.as_str();
+    let done = match cli.command {
+        Command::List(args) => {
+            let locks = read::list(&nodes, prefix, &args.pattern, args.all).await?;
+            render::print_list(&nodes, &locks, args.json)
+        }
+        Command::Show(args) => {
+            let locks = read::show(&nodes, prefix, &args.key).await?;
+            let waiters = read::waiters(&nodes, prefix, &args.key).await?;
+            render::print_show(&nodes, &args.key, &locks, waiters.as_deref(), args.json)
+        }
+        Command::Unlock(args) => {
+            if args.fence_retention.is_some() {
+                eprintln!(
+                    "lockctl: --fence-retention is deprecated and ignored: a released lock \
+                     leaves no key"
+                );
+            }
+            unlock::unlock(&nodes, prefix, &args.key, args.yes).await
+        }
+        Command::Watch(args) => watch(&nodes, prefix, &args).await,
+        Command::Deadlocks(args) => {
+            let records = waits::standing(&nodes, prefix).await?;
+            let cycles = waits::deadlocks(prefix, &records);
+            render::print_deadlocks(&cycles, args.json)?;
+            if !cycles.is_empty() {
+                return Ok(ExitCode::from(DEADLOCK_FOUND));
+            }
+            Ok(())
+        }
+    };
+    done.map(|()| ExitCode::SUCCESS)
+}
+
+async fn watch(nodes: &Deployment, prefix: &str, args: &WatchArgs) -> Result<(), Failure> {
+    if args.interval.is_zero() {
+        return Err(Failure::usage("--interval must be longer than zero"));
+    }
+    let mut ticks = tokio::time::interval(args.interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+            _ = ticks.tick() => {}
+        }
+        let locks = read::list(nodes, prefix, &args.pattern, args.all).await?;
+        if args.json {
+            render::print_list(nodes, &locks, true)?;
+        } else {
+            // Clear the screen and go home, as watch(1) does.
+            print!("\x1b[2J\x1b[H");
+            println!(
+                "{} every {}: {} (Ctrl-C to stop)",
+                nodes.shown(),
+                humantime::format_duration(args.interval),
+                humantime::format_rfc3339_seconds(std::time::SystemTime::now()),
+            );
+            render::print_list(nodes, &locks, false)?;
+        }
+    }
+}
