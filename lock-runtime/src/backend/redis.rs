@@ -3,7 +3,7 @@
 //! release notifications, opened when the first waiter needs it.
 
 use std::collections::HashSet;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -23,7 +23,11 @@ use crate::background::{Background, Lifeline, Revivable};
 use crate::error::LockError;
 use crate::key::StoredKey;
 use crate::lease::Lease;
-use crate::protocol::scripts::{Lua, invoke, query_each_loading, query_loading};
+pub(super) use crate::protocol::scripts::HANDOFF;
+use crate::protocol::scripts::{
+    ACQUIRE, LEAVE, Lua, PERMIT_RELEASE, RELEASE, RENEW, RW_ACQUIRE, RW_LEAVE, RW_RELEASE,
+    SEMAPHORE, invoke, query_each_loading, query_loading,
+};
 use crate::protocol::waits::WaitsUpdate;
 use crate::protocol::{self, Announce, Capabilities, lean, millis};
 use crate::shape::Shape;
@@ -31,77 +35,6 @@ use crate::tls::Certificates;
 use crate::url;
 use crate::url::enable_tls;
 use crate::waiters::Waiters;
-
-// The scripts that touch the line of fair waiters start with its functions.
-pub(super) static ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
-    Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/acquire.lua")
-    ))
-});
-pub(super) static RENEW: LazyLock<Lua> = LazyLock::new(|| {
-    Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/renew.lua")
-    ))
-});
-pub(super) static RELEASE: LazyLock<Lua> = LazyLock::new(|| {
-    Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/release.lua")
-    ))
-});
-pub(super) static HANDOFF: LazyLock<Lua> = LazyLock::new(|| {
-    Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/handoff.lua")
-    ))
-});
-pub(super) static SEMAPHORE: LazyLock<Lua> = LazyLock::new(|| {
-    Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/semaphore.lua")
-    ))
-});
-pub(super) static PERMIT_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
-    Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/permit_release.lua")
-    ))
-});
-pub(super) static RW_ACQUIRE: LazyLock<Lua> = LazyLock::new(|| {
-    Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/rw_acquire.lua")
-    ))
-});
-pub(super) static RW_RELEASE: LazyLock<Lua> = LazyLock::new(|| {
-    Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/rw_release.lua")
-    ))
-});
-pub(super) static RW_LEAVE: LazyLock<Lua> = LazyLock::new(|| {
-    Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/rw_leave.lua")
-    ))
-});
-pub(super) static LEAVE: LazyLock<Lua> = LazyLock::new(|| {
-    Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/leave.lua")
-    ))
-});
 
 /// One script call, with the script it calls (to cache it when the server does not know it):
 /// a lock's and a semaphore's steps are different scripts behind the same backend calls.
@@ -206,25 +139,12 @@ pub(super) struct Holder {
 impl Holder {
     pub(super) fn new(settings: &RedisSettings<'_>) -> Self {
         let metadata = if settings.holder_metadata {
-            let host = gethostname::gethostname().to_string_lossy().into_owned();
-            // One word each but the app name, which comes last and may hold anything printable.
-            let word = |text: &str| -> String {
-                text.chars()
-                    .map(|c| {
-                        if c.is_whitespace() || c.is_control() {
-                            '_'
-                        } else {
-                            c
-                        }
-                    })
-                    .collect()
-            };
-            let app: String = settings
-                .app_name
-                .chars()
-                .map(|c| if c.is_control() { ' ' } else { c })
-                .collect();
-            format!(" host={} pid={} app={app}", word(&host), std::process::id())
+            let host = gethostname::gethostname();
+            protocol::holder_metadata(
+                &host.to_string_lossy(),
+                std::process::id(),
+                settings.app_name,
+            )
         } else {
             String::new()
         };
@@ -332,11 +252,7 @@ impl Holder {
     /// What a held lock's value says of its holder (see [`protocol::held_value`]): ` since=<ms>`
     /// and ` host=<h> pid=<p> app=<a>`, or nothing with holder metadata off.
     pub(super) fn holder(&self, since_ms: u64) -> String {
-        if self.metadata.is_empty() {
-            String::new()
-        } else {
-            format!(" since={since_ms}{}", self.metadata)
-        }
+        protocol::holder_part(since_ms, &self.metadata)
     }
 
     /// The value an attempt of `token` asking `ask` writes: marked as awaited if it waited.
