@@ -6,6 +6,8 @@
 //! contended, fair, kept and old-format locks, and of servers without these commands.
 
 pub(crate) mod lean;
+#[cfg(test)]
+mod round_trip;
 pub(crate) mod scripts;
 pub(crate) mod slots;
 pub(crate) mod value;
