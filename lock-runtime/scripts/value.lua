@@ -35,42 +35,44 @@ end
 -- when (`until_ms`), and `fence`, the fencing token after the state; nil if the value is not a
 -- lock.
 local function read_lock(value)
-  local state, rest = string.match(value, '^(%l+)(.*)$')
+  -- Read by positions (`()`), copying out only the fields: renew.lua reads a value per lease
+  -- per renewal.
+  local state, at = string.match(value, '^(%l+)()')
   if state ~= 'held' and state ~= 'kept' and state ~= 'free' then
     return nil
   end
-  local lock = {state = state}
-  local fence = string.match(rest, '^ fence=(%d+)')
+  local fence, after = string.match(value, '^ fence=(%d+)()', at)
   if fence then
-    lock.fence = fence
-    rest = string.sub(rest, #fence + 8)
+    at = after
   end
   if state == 'held' then
-    local tail
-    lock.owner, tail = string.match(rest, '^ token=(%S+)(.*)$')
-    if not lock.owner then
+    local owner, tail = string.match(value, '^ token=(%S+)()', at)
+    if not owner then
       return nil
     end
-    lock.waiting = string.match(tail, '^ waiting=(%d)')
-    if not lock.waiting and tail == '' and fence then
+    local waiting = string.match(value, '^ waiting=(%d)', tail)
+    if not waiting and fence and tail > #value then
       -- A read-write lock's writer as 0.2 and 0.3 wrote it.
-      lock.waiting = '0'
+      waiting = '0'
     end
-    if not lock.waiting then
+    if not waiting then
       return nil
     end
+    return {state = state, fence = fence, owner = owner, waiting = waiting}
   elseif state == 'kept' then
-    lock.waiting = string.match(rest, '^ waiting=(%d)')
-    if not lock.waiting then
+    local waiting = string.match(value, '^ waiting=(%d)', at)
+    if not waiting then
       return nil
     end
-  elseif rest ~= '' then
-    lock.next, lock.until_ms = string.match(rest, '^ next=(%S+) until=(%d+)$')
-    if not lock.next then
-      return nil
-    end
+    return {state = state, fence = fence, waiting = waiting}
+  elseif at > #value then
+    return {state = state, fence = fence}
   end
-  return lock
+  local head, until_ms = string.match(value, '^ next=(%S+) until=(%d+)$', at)
+  if not head then
+    return nil
+  end
+  return {state = state, fence = fence, next = head, until_ms = until_ms}
 end
 
 -- The lock at `lock` if `token` holds it: 'ours' and the lock as `read_lock` reads it; 'gone' if
