@@ -177,8 +177,9 @@ pub struct ReadWriteKeys {
     pub channel: String,
     /// A sorted set of `r:<owner token>` by lease end (server ms).
     pub readers: String,
-    /// `held fence=<F> token=<T>`, a lock's form as 0.2 wrote it ([`StoredLock::parse`]; `F` is
-    /// the writer's fencing token), expiring with the writer's lease.
+    /// `held fence=<F> token=<T> waiting=0`, a held lock's value with the writer's fencing token
+    /// `F` ([`StoredLock::parse`]; 0.2 and 0.3 wrote it without ` waiting=0`), expiring with the
+    /// writer's lease.
     pub writer: String,
     /// A waiting writer's owner token: while present, new readers wait.
     pub writer_waiting: String,
