@@ -13,7 +13,7 @@ use redis::{Connection, Value};
 
 use super::scripts::{
     ACQUIRE, HANDOFF, LEAVE, PERMIT_RELEASE, RELEASE, RENEW, RW_ACQUIRE, RW_LEAVE, RW_RELEASE,
-    SEMAPHORE, script_text,
+    SEMAPHORE,
 };
 use super::value::{
     StoredLock, held_value, holder_hex, holder_id, holder_metadata, holder_part, release_id,
@@ -110,7 +110,7 @@ impl Store {
 
     /// The force-release script (`inspect::UNLOCK_SCRIPT`) naming the holder by `id`.
     fn unlock(&mut self, id: &str) -> (i64, String) {
-        let script = redis::Script::new(script_text!("unlock.lua"));
+        let script = redis::Script::new(crate::inspect::UNLOCK_SCRIPT);
         let mut call = script.prepare_invoke();
         call.key(&self.key.lock)
             .key(self.key.queue())
