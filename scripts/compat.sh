@@ -22,8 +22,9 @@
 #
 # Each server runs, through the harness's LOCK_TESTS_REDIS_SERVER: tests/tests/behaviour.rs (every
 # behaviour on one server, Sentinel, Cluster and Redlock), tests/tests/compat.rs (the attribute,
-# cross-process wake-up, fair mode), lockctl's tests (lockctl/tests/cli.rs), and on one server the
-# suites of leader election, the multi-key lock, the semaphore and the read-write lock. Needs
+# cross-process wake-up, fair mode), lockctl's tests (lockctl/tests/cli.rs), on one server the
+# suites of leader election, the multi-key lock, the semaphore and the read-write lock, and the
+# round trip of the stored value between the runtime and its scripts. Needs
 # python3 with pip, curl, make and a C compiler; installs the missing ones with apt-get as
 # scripts/test.sh does.
 set -euo pipefail
@@ -203,9 +204,12 @@ suites=(--workspace --test behaviour --test compat --test cli)
 # The other primitives (leader election, several keys, semaphore, read-write lock): their
 # behaviours on one server, which run the same scripts as every other topology.
 primitives=(--workspace --test election --test multi --test semaphore --test rwlock)
+# The stored value between the runtime and every script (lock-runtime's protocol::round_trip).
+round_trip=(-p lock-runtime --lib)
 echo "compat.sh: building the test binaries once"
 cargo test "${suites[@]}" --no-run --quiet
 cargo test "${primitives[@]}" --no-run --quiet
+cargo test "${round_trip[@]}" --no-run --quiet
 
 declare -a lines
 failed=0
@@ -233,9 +237,11 @@ for name in "${servers[@]}"; do
         || status=FAILED
     run_suite "$logs/primitives.log" cargo test "${primitives[@]}" -- redis:: --test-threads 4 \
         || status=FAILED
+    run_suite "$logs/round_trip.log" cargo test "${round_trip[@]}" -- protocol::round_trip \
+        || status=FAILED
     unset LOCK_TESTS_REDIS_SERVER
     [ "$status" = ok ] || failed=1
-    cat "$logs/tests.log" "$logs/primitives.log" >"$logs/all.log"
+    cat "$logs/tests.log" "$logs/primitives.log" "$logs/round_trip.log" >"$logs/all.log"
     lines+=("$(printf '%-11s %-15s %-22s %s' "$name" "$version" "$(summary "$logs/all.log")" \
         "$status")")
 done

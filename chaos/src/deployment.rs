@@ -680,16 +680,14 @@ impl Deployment {
     }
 }
 
-/// The `pid=` of a held lock as acquire.lua stores it (`held fence=.. token=.. waiting=.. since=..
-/// host=.. pid=<pid> app=..`); `None` for a released one.
+/// The `pid` a held lock records of its holder (see `lock_runtime::inspect::StoredLock`); `None`
+/// for a released one, or one that records no holder.
 fn holder_pid_in(value: &str) -> Option<u32> {
-    if !value.starts_with("held ") {
+    let lock = lock_runtime::inspect::StoredLock::parse(value)?;
+    if lock.state != "held" {
         return None;
     }
-    value
-        .split(' ')
-        .find_map(|field| field.strip_prefix("pid="))
-        .and_then(|pid| pid.parse().ok())
+    lock.holder_field("pid")?.parse().ok()
 }
 
 /// A running failover watch (see [`Deployment::watch_failovers`]).
@@ -878,5 +876,21 @@ mod tests {
         assert_eq!(parse_slot_ranges(line), [(0, 5460), (6000, 6000)]);
         let replica = "e7d1eecce 127.0.0.1:30005@31005 myself,slave 07c37dfeb2 0 0 1 connected";
         assert!(parse_slot_ranges(replica).is_empty());
+    }
+
+    #[test]
+    fn the_holder_pid_is_read_from_a_held_lock_only() {
+        let held = "held token=t waiting=0 since=1 host=web-1 pid=42 app=chaos pid=7";
+        assert_eq!(holder_pid_in(held), Some(42));
+        let old = "held fence=5 token=t waiting=1 since=1 host=h pid=9 app=";
+        assert_eq!(holder_pid_in(old), Some(9));
+        for other in [
+            "held token=t waiting=0",
+            "kept waiting=0",
+            "free next=t until=5",
+            "x",
+        ] {
+            assert_eq!(holder_pid_in(other), None, "{other}");
+        }
     }
 }

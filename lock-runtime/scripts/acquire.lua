@@ -3,17 +3,9 @@
 -- usually taken without a script, in one transaction (see protocol/lean.rs), which writes the
 -- same value and takes its token from the same counter.
 --
--- KEYS[1]  the lock: a string that exists while the lock is held, in one of these forms
---            held token=<owner token> waiting=<0|1|2>[ since=<ms> host=<h> pid=<p> app=<a>]
---            kept waiting=<0|1|2>            released, busy until it expires (hold_at_least)
---            free next=<owner token> until=<ms>
---                                            released for the first in the line of fair waiters
---                                            alone, until then (server time; see queue.lua)
---          so that `GET` shows who holds it. `waiting=1` says that someone was told the lock is
---          busy since it was taken: only then does the release announce itself; `waiting=2`
---          that fair waiters are in line: the release frees it for the first of them.
---          The forms 0.2 wrote (`held fence=<F> token=...`, `kept fence=<F> ...`,
---          `free fence=<F>[ next=...]`) are read too: a held or kept one is busy until it
+-- KEYS[1]  the lock: a string that exists while the lock is held, in one of the forms value.lua
+--          reads and writes. The forms 0.2 wrote (`held fence=<F> token=...`, `kept fence=<F>
+--          ...`, `free fence=<F>[ next=...]`) are read too: a held or kept one is busy until it
 --          expires, a free one is taken over, and the counter is raised to its token first.
 -- KEYS[2]  the fencing token counter of the lock's slot (see queue.lua's next_token)
 -- KEYS[3]  the line of fair waiters, and KEYS[4] when their entries end (see queue.lua)
@@ -59,19 +51,6 @@ if #KEYS == 0 then
 end
 local LOCK, COUNTER, QUEUE, EXPIRY = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local TOKEN, MODE = ARGV[1], ARGV[5]
-
-local function holder_id(owner)
-  return tonumber(string.sub(redis.sha1hex(owner), 1, 12), 16)
-end
-
--- What a held lock's value records of its holder (see Returns): never its owner token, which
--- would let the caller release the lock.
-local function recorded(value)
-  if not string.find(value, ' since=', 1, true) then
-    return ''
-  end
-  return (string.gsub(value, ' token=%S+', '', 1))
-end
 
 -- Every path's rights, before anything is written (see rights.lua); the line's where a path
 -- touches it.
@@ -134,14 +113,14 @@ if value then
       join_line(QUEUE, EXPIRY, TOKEN, now_us, millis(time), tonumber(ARGV[2]))
       if waiting ~= '2' and pttl > 0 then
         -- From now on the release frees it for the first in line. (pcall: see below.)
-        redis.pcall('SET', LOCK, (string.gsub(value, ' waiting=%d', ' waiting=2', 1)), 'PX', pttl)
+        redis.pcall('SET', LOCK, with_waiting(value, '2'), 'PX', pttl)
       end
       return {0, pttl, holder_id(owner), 1, recorded(value)}
     end
     if pttl > 0 and waiting == '0' then
       -- From now on the release announces itself.
       -- (pcall: a server out of memory refuses it; waiters then wait for the lease.)
-      redis.pcall('SET', LOCK, (string.gsub(value, ' waiting=0', ' waiting=1', 1)), 'PX', pttl)
+      redis.pcall('SET', LOCK, with_waiting(value, '1'), 'PX', pttl)
     end
     return {0, pttl, holder_id(owner), 0, recorded(value)}
   end

@@ -73,7 +73,7 @@ end
 if waiting == '1' then
   -- Someone elsewhere waits: give them their chance, as a release does.
   redis.call('DEL', KEYS[1])
-  announce(KEYS[1], string.sub(redis.sha1hex(ARGV[1]), 1, 12), ARGV[5])
+  announce(KEYS[1], token_id(ARGV[1]), ARGV[5])
   return {2, 0}
 end
 

@@ -33,6 +33,6 @@ if not free_for_next(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[2]), ARGV[3]) then
   -- Nobody else in line: freed for anyone, which is told as a release is (the id of the waiter
   -- that left stands for the release's). Waiters without `fair` told the lock was busy would
   -- otherwise look again only when the turn would have ended.
-  announce(KEYS[1], string.sub(redis.sha1hex(ARGV[1]), 1, 12), ARGV[3])
+  announce(KEYS[1], token_id(ARGV[1]), ARGV[3])
 end
 return 1

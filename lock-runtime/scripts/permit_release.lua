@@ -47,6 +47,6 @@ else
 end
 -- The message is the release's id, as release.lua's: one waiter per process takes it.
 if redis.call('EXISTS', KEYS[2]) == 1 then
-  announce(KEYS[1], string.sub(redis.sha1hex(ARGV[1]), 1, 12), ARGV[4])
+  announce(KEYS[1], token_id(ARGV[1]), ARGV[4])
 end
 return 1

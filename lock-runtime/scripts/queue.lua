@@ -1,6 +1,6 @@
 -- Functions shared by the scripts that take, release, hand over, leave and force-release a lock
--- (this text is put in front of each of them): reading a lock, its fencing tokens, freeing it,
--- and the line of fair waiters (`fair = true`).
+-- (this text is put in front of each of them, after rights.lua and value.lua): its fencing
+-- tokens, freeing it, and the line of fair waiters (`fair = true`).
 --
 -- A lock's line is two sorted sets in the lock's cluster slot, holding the owner tokens of the
 -- waiters:
@@ -14,7 +14,7 @@
 -- While someone is in line the lock says so: `waiting=2` in a held or kept lock. A release then
 -- frees it for the first in line only, for a short while,
 --   free next=<owner token> until=<server time in ms>
--- and names that waiter on the lock's channel (`q:` and 12 hex digits of the SHA-1 of its token).
+-- and names that waiter on the lock's channel (`q:` and the `token_id` of its token).
 -- If it does not come in time (it died, or missed the message), the next caller takes it out of
 -- line and frees the lock for the one behind it: a dead waiter costs the others one such while,
 -- once.
@@ -63,72 +63,6 @@ local function may_take_over(counter, old)
     may(counter, 'GET')
     may(old, 'GET', 'DEL')
   end
-end
-
--- A lock's value, read: `state` ('held', 'kept' or 'free'), the `owner` token of a held lock,
--- the `waiting` flag of a held or kept one, the waiter a free one is kept for (`next`) and until
--- when (`until_ms`), and `fence`, the fencing token a value written by 0.2 carries after its
--- state (`held fence=<F> ...`); nil if the value is not a lock. This format keeps no token in the
--- value: tokens come from the slot's counter (see `next_token`).
-local function read_lock(value)
-  local state, rest = string.match(value, '^(%l+)(.*)$')
-  if state ~= 'held' and state ~= 'kept' and state ~= 'free' then
-    return nil
-  end
-  local lock = {state = state}
-  local old = string.match(rest, '^ fence=(%d+)')
-  if old then
-    lock.fence = old
-    rest = string.sub(rest, #old + 8)
-  end
-  if state == 'held' then
-    lock.owner, lock.waiting = string.match(rest, '^ token=(%S+) waiting=(%d)')
-    if not lock.owner then
-      return nil
-    end
-  elseif state == 'kept' then
-    lock.waiting = string.match(rest, '^ waiting=(%d)')
-    if not lock.waiting then
-      return nil
-    end
-  elseif rest ~= '' then
-    lock.next, lock.until_ms = string.match(rest, '^ next=(%S+) until=(%d+)$')
-    if not lock.next then
-      return nil
-    end
-  end
-  return lock
-end
-
--- The lock at `lock` if `token` holds it: 'ours' and the lock as `read_lock` reads it; 'gone' if
--- there is no lock (absent or free); 'other' if someone else holds or keeps it, or the key
--- holds data that is not a lock.
-local function held_by(lock, token)
-  local value = redis.pcall('GET', lock)
-  if other_type(value) then
-    return 'other'
-  end
-  if not value then
-    return 'gone'
-  end
-  local read = read_lock(value)
-  if not read then
-    return 'other'
-  end
-  if read.state == 'free' then
-    return 'gone'
-  end
-  if read.owner ~= token then
-    return 'other'
-  end
-  return 'ours', read
-end
-
--- The value of a held lock: `held token=<T> waiting=<W>` and what the client says of the holder
--- (` since=<ms> host=<h> pid=<p> app=<a>`, or nothing with holder metadata off). The client
--- builds the same text, so that a release compares the whole value and deletes it.
-local function held_value(token, waiting, holder)
-  return 'held token=' .. token .. ' waiting=' .. waiting .. holder
 end
 
 -- Tokens below this (10^15 µs: September 2001) come from a counter that was lost (never
@@ -232,7 +166,7 @@ local function free_for(lock, expiry, head, now_ms, window_ms, how)
   local until_ms = now_ms + window_ms
   -- Read before the lock is written (see rights.lua).
   local ends = tonumber(redis.call('ZSCORE', expiry, head))
-  local freed = redis.pcall('SET', lock, 'free next=' .. head .. ' until=' .. until_ms, 'PX', window_ms)
+  local freed = redis.pcall('SET', lock, free_value(head, until_ms), 'PX', window_ms)
   if type(freed) == 'table' and freed.err then
     -- Out of memory: free it for anyone (DEL needs no memory).
     redis.call('DEL', lock)
@@ -240,7 +174,7 @@ local function free_for(lock, expiry, head, now_ms, window_ms, how)
   if ends and ends > until_ms then
     redis.call('ZADD', expiry, until_ms, head)
   end
-  announce(lock, 'q:' .. string.sub(redis.sha1hex(head), 1, 12), how)
+  announce(lock, 'q:' .. token_id(head), how)
 end
 
 -- Frees the lock for the first in line of KEYS `queue` and `expiry` if anyone is in line, as

@@ -40,7 +40,7 @@ end
 if ARGV[2] ~= '0' then
   -- Nobody owns it any more (renewal and release stop matching), but it stays busy until it
   -- expires (and then the first in line has it, see acquire.lua).
-  local kept = redis.pcall('SET', KEYS[1], 'kept waiting=' .. waiting, 'PX', ARGV[2])
+  local kept = redis.pcall('SET', KEYS[1], kept_value(waiting), 'PX', ARGV[2])
   if type(kept) == 'table' and kept.err then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
   end
@@ -57,6 +57,6 @@ end
 -- into it): Redlock announces one release on every master, and a process hands each release to
 -- one waiter.
 if waiting ~= '0' then
-  announce(KEYS[1], string.sub(redis.sha1hex(ARGV[1]), 1, 12), ARGV[3])
+  announce(KEYS[1], token_id(ARGV[1]), ARGV[3])
 end
 return 1

@@ -40,9 +40,9 @@ end
 may(KEYS[1], 'GET', 'PEXPIRE')
 local value = redis.pcall('GET', KEYS[1])
 other_type(value)
--- A lock, or a read-write lock's writer, which keeps the form 0.2 wrote for locks.
-if type(value) == 'string' and (string.match(value, '^held token=(%S+)')
-    or string.match(value, '^held fence=%d+ token=(%S+)')) == ARGV[1] then
+-- A lock, or a read-write lock's writer, held by the caller (see value.lua).
+local lock = type(value) == 'string' and read_lock(value)
+if lock and lock.state == 'held' and lock.owner == ARGV[1] then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return 1
 end

@@ -3,8 +3,9 @@
 --
 -- KEYS[1]  the readers: a sorted set of `r:<owner token>` scored by the end of each share's
 --          lease (server time in ms); it expires with its longest lease
--- KEYS[2]  the writer: `held fence=<n> token=<owner token>` (the form 0.2 wrote for locks; n is
---          its fencing token), expiring with its lease
+-- KEYS[2]  the writer: `held fence=<n> token=<owner token> waiting=0`, a held lock's value with
+--          its fencing token n (see value.lua; 0.2 and 0.3 wrote it without ` waiting=0`, and
+--          read this form as theirs), expiring with its lease
 -- KEYS[3]  the waiting writer's marker: while it exists, new readers wait. It expires on its
 --          own (about a lease after the writer last asked), so a writer that dies while waiting
 --          holds nobody up for long
@@ -75,11 +76,11 @@ if other_type(writer) then
   return {-1, 0, 0, 0}
 end
 if writer then
-  local holder = string.match(writer, '^held fence=%d+ token=(%S+)')
-  if not holder then
+  local holder = read_lock(writer)
+  if not holder or holder.state ~= 'held' then
     return {-1, 0, 0, 0}
   end
-  if holder ~= TOKEN then
+  if holder.owner ~= TOKEN then
     if MODE == 'w' and ARGV[6] == '1' then
       redis.pcall('SET', WRITER_WAITING, TOKEN, 'PX', redis.call('PTTL', WRITER) + ttl)
       return busy(redis.call('PTTL', WRITER), 1)
@@ -120,10 +121,9 @@ if MODE == 'r' then
     redis.call('PEXPIRE', READERS, TTL)
   end
 else
-  -- The form 0.2 wrote, which its scripts and renew.lua read. (%.0f: Lua would write a
-  -- 16-digit number with an exponent.)
-  redis.call('SET', WRITER, 'held fence=' .. string.format('%.0f', fence) .. ' token=' .. TOKEN,
-    'PX', TTL)
+  -- A held lock's value with the writer's fencing token (see value.lua), which 0.2 and 0.3 read
+  -- as their own writers' form.
+  redis.call('SET', WRITER, held_value(TOKEN, '0', '', fence), 'PX', TTL)
   -- Its turn came: readers may queue behind the next waiting writer only.
   if redis.call('GET', WRITER_WAITING) == TOKEN then
     redis.call('DEL', WRITER_WAITING)

@@ -24,6 +24,6 @@ end
 redis.call('DEL', KEYS[1])
 if redis.call('EXISTS', KEYS[2]) == 1 then
   -- Not a release's id: every process's readers look again.
-  announce(ARGV[3], 'w:' .. string.sub(redis.sha1hex(ARGV[1]), 1, 12), ARGV[2])
+  announce(ARGV[3], 'w:' .. token_id(ARGV[1]), ARGV[2])
 end
 return 1

@@ -57,7 +57,8 @@ else
   if other_type(value) then
     return 0
   end
-  if not value or string.match(value, '^held fence=%d+ token=(%S+)') ~= ARGV[1] then
+  local writer = value and read_lock(value)
+  if not writer or writer.state ~= 'held' or writer.owner ~= ARGV[1] then
     return -1
   end
   if keep > 0 then
@@ -68,6 +69,6 @@ else
 end
 -- The message is the release's id, as release.lua's: one waiter per process takes it.
 if redis.call('EXISTS', KEYS[3]) == 1 then
-  announce(ARGV[5], string.sub(redis.sha1hex(ARGV[1]), 1, 12), ARGV[4])
+  announce(ARGV[5], token_id(ARGV[1]), ARGV[4])
 end
 return 1

@@ -43,7 +43,7 @@ if lock.state == 'free' then
 end
 -- The same id a release by the holder would announce (a hash of its owner token, which cannot
 -- be turned back into it); a kept lock has no token any more: its value stands in.
-local id = string.sub(redis.sha1hex(lock.owner or value), 1, 12)
+local id = token_id(lock.owner or value)
 if ARGV[4] ~= '' and ARGV[4] ~= id and ARGV[4] ~= lock.fence then
   return {-2, value}
 end

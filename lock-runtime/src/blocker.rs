@@ -5,6 +5,7 @@ use std::fmt;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::protocol::StoredLock;
+use crate::protocol::value::records_holder;
 
 /// The holder of a lock that an acquire found busy, as it recorded itself in the lock (see
 /// [`LockManagerBuilder::holder_metadata`](crate::LockManagerBuilder::holder_metadata), on by
@@ -71,9 +72,7 @@ impl Blocker {
     /// records, named by `holder_id` if given, else by its token's id; `None` if the value
     /// records no holder metadata, or is not a held lock.
     pub(crate) fn from_value(value: &str, holder_id: Option<String>) -> Option<Blocker> {
-        // The metadata always begins with ` since=`; most busy answers have none, and cost no
-        // parse.
-        if !value.contains(" since=") {
+        if !records_holder(value) {
             return None;
         }
         let lock = StoredLock::parse(value)?;

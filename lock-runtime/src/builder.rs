@@ -201,7 +201,7 @@ impl LockManagerBuilder {
 
     /// Whether each lock records who holds it (default `true`): ` since=<ms> host=<h> pid=<p>
     /// app=<a>` after its token, so that `GET lock:{key}` (or `lockctl`) names the holder. Off,
-    /// a lock is only `held fence=<F> token=<T> waiting=<0|1>`: about 60 bytes less to send and
+    /// a lock is only `held token=<T> waiting=<0|1>`: about 60 bytes less to send and
     /// store per acquisition, and the holder cannot be told apart but by its token.
     pub fn holder_metadata(mut self, record: bool) -> Self {
         self.holder_metadata = record;

@@ -42,24 +42,21 @@ use crate::key::Key;
 use crate::shape::Shape;
 use crate::url;
 
-/// The force-release script (`scripts/unlock.lua`, after the fair line's prelude
-/// `scripts/queue.lua`): removes the holder whatever its owner token, frees the lock for the
+/// The force-release script (`scripts/unlock.lua`, after the preludes the library's scripts
+/// share): removes the holder whatever its owner token, frees the lock for the
 /// first fair waiter in line if there is one and otherwise deletes it and announces the release
 /// on the lock's channel, so that waiters wake. Fencing tokens live on in the slot's counter
 /// ([`fence_counter_key`]), which it does not touch.
 ///
 /// KEYS: the lock, [`queue_key`], [`queue_expiry_key`]. ARGV: unused (0.2 took how long to keep
 /// the last fencing token; pass `0`), `"sharded"` on Redis Cluster (SPUBLISH) or `""`
-/// (PUBLISH), milliseconds a lock freed for the first in line waits for it, and the fencing
-/// token of the holder to remove (`""`: whoever holds it). The answer is `{status, value}`:
-/// 1 released, 2 freed for the first in line, -1 not held, -2 held by another holder than the
-/// fencing token names, 0 not a lock; `value` is what the key held before (it contains the owner
-/// token: never show it).
-pub const UNLOCK_SCRIPT: &str = concat!(
-    include_str!("../scripts/rights.lua"),
-    include_str!("../scripts/queue.lua"),
-    include_str!("../scripts/unlock.lua")
-);
+/// (PUBLISH), milliseconds a lock freed for the first in line waits for it, and the holder to
+/// remove: the [`StoredLock::token_id`] of its owner token (of the whole value for a kept lock,
+/// which has no token), or the fencing token of a lock 0.2 wrote (`""`: whoever holds it). The
+/// answer is `{status, value}`: 1 released, 2 freed for the first in line, -1 not held, -2 held
+/// by another holder than the one named, 0 not a lock; `value` is what the key held before (it
+/// contains the owner token: never show it).
+pub const UNLOCK_SCRIPT: &str = crate::protocol::scripts::script_text!("unlock.lua");
 
 /// How long a lock freed for the first fair waiter in line waits for it, in milliseconds: the
 /// third argument of [`UNLOCK_SCRIPT`], as the manager's own releases use it.
@@ -161,8 +158,9 @@ pub struct ReadWriteKeys {
     pub channel: String,
     /// A sorted set of `r:<owner token>` by lease end (server ms).
     pub readers: String,
-    /// `held fence=<F> token=<T>`, a lock's form as 0.2 wrote it ([`StoredLock::parse`]; `F` is
-    /// the writer's fencing token), expiring with the writer's lease.
+    /// `held fence=<F> token=<T> waiting=0`, a held lock's value with the writer's fencing token
+    /// `F` ([`StoredLock::parse`]; 0.2 and 0.3 wrote it without ` waiting=0`), expiring with the
+    /// writer's lease.
     pub writer: String,
     /// A waiting writer's owner token: while present, new readers wait.
     pub writer_waiting: String,

@@ -78,8 +78,9 @@ impl Key {
         self.with_suffix(":readers")
     }
 
-    /// A read-write lock's writer: `held fence=<n> token=<owner token>`, expiring with its
-    /// lease (the lock's own format, so renew.lua renews it as a lock).
+    /// A read-write lock's writer: `held fence=<n> token=<owner token> waiting=0`, expiring
+    /// with its lease (a held lock's value with its fencing token, so renew.lua renews it as a
+    /// lock).
     pub(crate) fn rw_writer(&self) -> String {
         self.with_suffix(":writer")
     }

@@ -8,7 +8,8 @@ use std::sync::LazyLock;
 
 use redis::{Cmd, Pipeline, RedisResult, Value};
 
-use super::scripts::{Lua, invoke, query_loading};
+use super::scripts::{Lua, SEED, invoke, query_loading};
+use super::value::held_owner;
 use super::{MAX_TOKEN, NativeDelete, SEEDED};
 use crate::blocker::Blocker;
 use crate::key::Key;
@@ -21,16 +22,6 @@ static COMPARE_DELETE: LazyLock<Lua> = LazyLock::new(|| {
          if redis.pcall('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end \
          return 0",
     )
-});
-
-/// Gives a lock the transaction took a token from a counter that had none to give (see
-/// seed.lua).
-static SEED: LazyLock<Lua> = LazyLock::new(|| {
-    Lua::new(concat!(
-        include_str!("../../scripts/rights.lua"),
-        include_str!("../../scripts/queue.lua"),
-        include_str!("../../scripts/seed.lua")
-    ))
 });
 
 /// What the acquire transaction found.
@@ -191,9 +182,9 @@ fn read(answers: &[Value]) -> Taken {
         },
         (Value::Nil, _, _, _) => Taken::GiveBack,
         (Value::BulkString(held), Value::Int(pttl), _, _) => {
-            match (held_by(held), u64::try_from(*pttl)) {
+            match (held_owner(held), u64::try_from(*pttl)) {
                 (Some((owner, waiting)), Ok(pttl)) => Taken::Held {
-                    owner,
+                    owner: owner.to_owned(),
                     waiting,
                     pttl,
                     // The value the `SET ... GET` answered is the whole of it: no request more.
@@ -207,15 +198,6 @@ fn read(answers: &[Value]) -> Taken {
         }
         _ => Taken::Script,
     }
-}
-
-/// The owner and waiting flag of a held lock's value in this format.
-fn held_by(value: &[u8]) -> Option<(String, char)> {
-    let value = std::str::from_utf8(value).ok()?;
-    let rest = value.strip_prefix("held token=")?;
-    let (owner, rest) = rest.split_once(' ')?;
-    let waiting = rest.strip_prefix("waiting=")?.chars().next()?;
-    Some((owner.to_owned(), waiting))
 }
 
 /// Hands the lock the transaction took as `value` a token from the counter, which starts again

@@ -1,10 +1,65 @@
-//! The Lua scripts as the server runs them: cached by an `EVAL` that does nothing, called by
-//! `EVALSHA`, and loaded again when the server forgot them.
+//! The Lua scripts as the server runs them: each script's text after the preludes it uses,
+//! cached by an `EVAL` that does nothing, called by `EVALSHA`, and loaded again when the server
+//! forgot them.
+
+use std::sync::LazyLock;
 
 use redis::{
     Cmd, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisResult, Script, ServerErrorKind,
     Value,
 };
+
+/// The text of a script of `scripts/` as the server runs it: the preludes every script starts
+/// with (rights.lua: the user's rights; value.lua: the stored value and the token's short id;
+/// queue.lua: fencing tokens and the line of fair waiters), then the script. `light` leaves
+/// queue.lua out, for the renewal: the watchdog's pipelines run it for every lease.
+macro_rules! script_text {
+    (light $file:literal) => {
+        concat!(
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/rights.lua")),
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/value.lua")),
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/", $file))
+        )
+    };
+    ($file:literal) => {
+        concat!(
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/rights.lua")),
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/value.lua")),
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/queue.lua")),
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/", $file))
+        )
+    };
+}
+pub(crate) use script_text;
+
+/// Takes a lock, or answers who holds it (acquire.lua).
+pub(crate) static ACQUIRE: LazyLock<Lua> = LazyLock::new(|| Lua::new(script_text!("acquire.lua")));
+/// Renews a lock's, a permit's, a read share's or a write hold's lease (renew.lua).
+pub(crate) static RENEW: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(script_text!(light "renew.lua")));
+/// Releases a lock (release.lua).
+pub(crate) static RELEASE: LazyLock<Lua> = LazyLock::new(|| Lua::new(script_text!("release.lua")));
+/// Hands a lock to a waiter of the same process (handoff.lua).
+pub(crate) static HANDOFF: LazyLock<Lua> = LazyLock::new(|| Lua::new(script_text!("handoff.lua")));
+/// Takes a semaphore's permit (semaphore.lua).
+pub(crate) static SEMAPHORE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(script_text!("semaphore.lua")));
+/// Gives a permit back (permit_release.lua).
+pub(crate) static PERMIT_RELEASE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(script_text!("permit_release.lua")));
+/// Takes a read share or the write hold (rw_acquire.lua).
+pub(crate) static RW_ACQUIRE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(script_text!("rw_acquire.lua")));
+/// Gives a read share or the write hold back (rw_release.lua).
+pub(crate) static RW_RELEASE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(script_text!("rw_release.lua")));
+/// A writer stops waiting (rw_leave.lua).
+pub(crate) static RW_LEAVE: LazyLock<Lua> =
+    LazyLock::new(|| Lua::new(script_text!("rw_leave.lua")));
+/// A fair waiter leaves the line (leave.lua).
+pub(crate) static LEAVE: LazyLock<Lua> = LazyLock::new(|| Lua::new(script_text!("leave.lua")));
+/// Hands a token to a lock the acquire's transaction took from a lost counter (seed.lua).
+pub(crate) static SEED: LazyLock<Lua> = LazyLock::new(|| Lua::new(script_text!("seed.lua")));
 
 /// One of the lock scripts, with its source kept for putting it in a server's cache.
 pub(crate) struct Lua {

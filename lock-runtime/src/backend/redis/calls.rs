@@ -6,12 +6,12 @@ use std::time::Duration;
 use redis::{FromRedisValue, RedisResult};
 
 use super::connection::RedisSettings;
-use super::scripts::{
+use crate::backend::{Ask, Line, Renewal};
+use crate::key::Key;
+use crate::protocol::scripts::{
     ACQUIRE, HANDOFF, LEAVE, PERMIT_RELEASE, RELEASE, RENEW, RW_ACQUIRE, RW_LEAVE, RW_RELEASE,
     SEMAPHORE,
 };
-use crate::backend::{Ask, Line, Renewal};
-use crate::key::Key;
 use crate::protocol::scripts::{Lua, invoke};
 use crate::protocol::{self, Announce, Capabilities, millis};
 use crate::shape::Shape;
@@ -77,25 +77,12 @@ pub(super) struct Holder {
 impl Holder {
     pub(super) fn new(settings: &RedisSettings<'_>) -> Self {
         let metadata = if settings.holder_metadata {
-            let host = gethostname::gethostname().to_string_lossy().into_owned();
-            // One word each but the app name, which comes last and may hold anything printable.
-            let word = |text: &str| -> String {
-                text.chars()
-                    .map(|c| {
-                        if c.is_whitespace() || c.is_control() {
-                            '_'
-                        } else {
-                            c
-                        }
-                    })
-                    .collect()
-            };
-            let app: String = settings
-                .app_name
-                .chars()
-                .map(|c| if c.is_control() { ' ' } else { c })
-                .collect();
-            format!(" host={} pid={} app={app}", word(&host), std::process::id())
+            let host = gethostname::gethostname();
+            crate::protocol::holder_metadata(
+                &host.to_string_lossy(),
+                std::process::id(),
+                settings.app_name,
+            )
         } else {
             String::new()
         };
@@ -201,11 +188,7 @@ impl Holder {
     /// What a held lock's value says of its holder (see [`protocol::held_value`]): ` since=<ms>`
     /// and ` host=<h> pid=<p> app=<a>`, or nothing with holder metadata off.
     pub(super) fn holder(&self, since_ms: u64) -> String {
-        if self.metadata.is_empty() {
-            String::new()
-        } else {
-            format!(" since={since_ms}{}", self.metadata)
-        }
+        crate::protocol::holder_part(since_ms, &self.metadata)
     }
 
     /// The value an attempt of `token` asking `ask` writes: marked as awaited if it waited.

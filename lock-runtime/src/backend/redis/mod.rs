@@ -16,7 +16,6 @@ mod inspect;
 mod probe;
 pub(crate) mod redlock;
 pub(crate) mod replicas;
-mod scripts;
 pub(crate) mod sentinel;
 pub(crate) mod single;
 mod steps;

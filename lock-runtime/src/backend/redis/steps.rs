@@ -9,7 +9,6 @@ use redis::{RedisError, RedisResult, Value};
 
 use super::calls::{Call, Holder, renew_invocation};
 use super::replicas::{Pool, Replication};
-use super::scripts::{HANDOFF, RENEW};
 use crate::backend::{
     Acquire, AcquireReply, Ask, HandOff, Release, Renewal, StoreError, acquire_answer,
     hand_off_answer,
@@ -17,6 +16,7 @@ use crate::backend::{
 use crate::background::Lifeline;
 use crate::key::Key;
 use crate::lease::Lease;
+use crate::protocol::scripts::{HANDOFF, RENEW};
 use crate::protocol::scripts::{invoke, query_each_loading, query_loading};
 use crate::protocol::{self, Announce, Capabilities, lean, millis};
 
