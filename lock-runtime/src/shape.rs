@@ -103,7 +103,7 @@ impl Shape {
     }
 
     /// Whether a holder of this shape that lets it go hands it straight to a waiter of this
-    /// process, where the store can (`Backend::hands_off`).
+    /// process, where the store can (`Store::hands_off`).
     ///
     /// - The lock: yes; its next holder is the one waiter first in line.
     /// - A semaphore's permit: no; its waiters may find another permit free, and always ask

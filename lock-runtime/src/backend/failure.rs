@@ -9,7 +9,7 @@ use crate::store::error::Kind;
 
 /// How a Redis error counts: transient for a dropped or refused connection, a timeout, or a
 /// server busy loading or failing over; permanent otherwise. A command the user may not run is
-/// told as such (see [`refused_command`]).
+/// told as such (see `refused_command`).
 impl From<RedisError> for StoreError {
     fn from(err: RedisError) -> Self {
         let kind = if err.is_timeout() {
