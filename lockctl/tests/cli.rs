@@ -1325,8 +1325,11 @@ async fn the_rights_the_docs_grant_are_enough_to_list_show_and_unlock() {
         .find(|line| line.starts_with("ACL SETUSER ops"))
         .expect("the page gives the operator's user");
     let password = format!(">{PASSWORD}");
+    // As the page says: a server before 7.0 has no SPUBLISH, and the line leaves it out there.
+    let sharded = lock_tests::server_version() >= (7, 0, 0);
     let setuser: Vec<&str> = line
         .split_whitespace()
+        .filter(|word| sharded || *word != "+spublish")
         .map(|word| {
             if word == ">PASSWORD" {
                 password.as_str()
