@@ -449,6 +449,17 @@ async fn a_hand_over_takes_the_cheapest_path_this_server_offers(d: Deployment) {
             server.cmd(&["DEL", &counter]);
         }
         let lease = if round == 2 { ttl } else { long };
+        // The last round's waiter unsubscribes when it leaves the line, without waiting for
+        // the server: until the server has dropped that subscription, the next waiter would
+        // be seen waiting before it joined the line, and the release could go before it.
+        let unsubscribed = wait_until_async(PATIENCE, || {
+            d.listeners(stored).is_none_or(|now| now < listeners.max(1))
+        })
+        .await;
+        assert!(
+            unsubscribed,
+            "round {round}: the last waiter stayed subscribed"
+        );
         let waiter = {
             let locks = d.locks.clone();
             async move {
