@@ -20,7 +20,10 @@
 //! ```no_run
 //! # use std::sync::Arc;
 //! # use lock_runtime::store::{Store, StoreError};
-//! # async fn open(url: String) -> Result<Arc<dyn Store>, StoreError> { unimplemented!() }
+//! # /// Opens the store the URL names (here: none, as a placeholder for your store's own).
+//! # async fn open(url: String) -> Result<Arc<dyn Store>, StoreError> {
+//! #     Err(StoreError::permanent(format!("no store behind {}", url.len())))
+//! # }
 //! fn main() -> std::process::ExitCode {
 //!     lock_runtime::store::register_scheme("mystore", open).expect("a scheme of its own");
 //!     lockctl::main()
