@@ -16,12 +16,16 @@ pub(crate) fn scheme(url: &str) -> Result<&str, LockError> {
 /// `url` split at its first `://`, if what comes before is a scheme: a letter, then letters,
 /// digits, `+`, `-` or `.`. Anything else before a `://` may be part of a password
 /// (`redis:/user:pa://ss@host`), so it is never taken for a scheme that messages would show.
-fn split_scheme(url: &str) -> Option<(&str, &str)> {
+pub(crate) fn split_scheme(url: &str) -> Option<(&str, &str)> {
     let (scheme, rest) = url.split_once("://")?;
+    is_scheme(scheme).then_some((scheme, rest))
+}
+
+/// Whether `scheme` reads as a URL scheme: a letter, then letters, digits, `+`, `-` or `.`.
+pub(crate) fn is_scheme(scheme: &str) -> bool {
     let mut chars = scheme.chars();
-    let valid = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
-    valid.then_some((scheme, rest))
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic())
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
 }
 
 /// `url` with any password replaced by `***`, safe for messages and logs.

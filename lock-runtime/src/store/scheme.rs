@@ -51,10 +51,7 @@ where
     Fut: Future<Output = Result<Arc<dyn Store>, StoreError>> + Send + 'static,
 {
     let scheme = scheme.to_ascii_lowercase();
-    let mut chars = scheme.chars();
-    let valid = chars.next().is_some_and(|c| c.is_ascii_alphabetic())
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'));
-    if !valid {
+    if !crate::url::is_scheme(&scheme) {
         return Err(LockError::Config(format!(
             "`{}` is not a URL scheme: a letter, then letters, digits, `+`, `-` or `.`",
             scheme.escape_debug()
@@ -76,7 +73,7 @@ where
 
 /// The store a registered scheme makes of `url`, if its scheme is registered.
 pub(crate) async fn connect(url: &str) -> Option<Result<Arc<dyn Store>, LockError>> {
-    let (scheme, _) = url.split_once("://")?;
+    let (scheme, _) = crate::url::split_scheme(url)?;
     let connect = SCHEMES
         .read()
         .unwrap_or_else(PoisonError::into_inner)
