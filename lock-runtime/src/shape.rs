@@ -117,6 +117,21 @@ impl Shape {
         }
     }
 
+    /// Whether a release of this shape announced to this process wakes every waiter of its
+    /// stored lock here, not only the first in line.
+    ///
+    /// - The lock: no; one waiter can take it, the first.
+    /// - A semaphore's permit: no; a release frees one permit, for the first waiter.
+    /// - A read share or the write hold: yes; after a writer every reader may go at once, and
+    ///   after a reader the writer waiting may be anywhere in line, behind readers that queue
+    ///   behind it.
+    pub(crate) fn release_wakes_every_waiter(self) -> bool {
+        match self {
+            Shape::Lock | Shape::Semaphore { .. } => false,
+            Shape::Read | Shape::Write => true,
+        }
+    }
+
     /// Whether, once a task of this process takes this shape, the next waiter here watches the
     /// taker's lease and looks again when it ends (nobody announces an expiry), rather than
     /// asking at once and learning when.

@@ -34,6 +34,7 @@ use tokio::time::Instant;
 
 use crate::lease::Lease;
 use crate::protocol::FAIR_TURN;
+use crate::shape::Shape;
 
 /// Release ids remembered per key, to recognise the same release announced again.
 const RECENT_RELEASES: usize = 8;
@@ -57,6 +58,9 @@ struct KeyWaiters {
     line: VecDeque<Arc<Slot>>,
     /// Set once the backend delivers notifications for the key.
     watched: Arc<OnceCell<()>>,
+    /// A release wakes every waiter of the key, not only the first (decided by the shape of
+    /// the key's first waiter; a stored name belongs to one shape's lock).
+    wakes_every_waiter: bool,
     /// Ids of the last releases announced, with how many announcements of each arrived.
     recent: VecDeque<(Vec<u8>, usize)>,
     /// Releases made in this process whose waiter was woken here, and releases announced whose
@@ -252,14 +256,16 @@ impl Waiters {
         self.keys.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Puts a waiter at the end of the line for `key`. Returns its slot, and the cell that says
-    /// whether notifications flow for the key (the first waiter of a key fills it).
-    pub(crate) fn join(&self, key: &str) -> (Arc<Slot>, Arc<OnceCell<()>>) {
+    /// Puts a waiter for `shape` at the end of the line for `key`. Returns its slot, and the
+    /// cell that says whether notifications flow for the key (the first waiter of a key fills
+    /// it).
+    pub(crate) fn join(&self, key: &str, shape: Shape) -> (Arc<Slot>, Arc<OnceCell<()>>) {
         let slot = Arc::new(Slot::default());
         let mut keys = self.keys();
         let entry = keys.entry(key.to_owned()).or_insert_with(|| KeyWaiters {
             line: VecDeque::new(),
             watched: Arc::new(OnceCell::new()),
+            wakes_every_waiter: shape.release_wakes_every_waiter(),
             recent: VecDeque::new(),
             released_here: VecDeque::new(),
             announced: VecDeque::new(),
@@ -369,7 +375,7 @@ impl Waiters {
                 return;
             }
         }
-        if key.ends_with(READ_WRITE_SUFFIX) {
+        if entry.wakes_every_waiter {
             // After a writer, every reader may go at once; after a reader, the writer waiting
             // may be anywhere in line, behind readers that queue behind it: all look again.
             for slot in &entry.line {
@@ -509,9 +515,6 @@ fn wake_named(entry: &mut KeyWaiters, name: &[u8], turn: Duration) {
 }
 
 /// Wakes the first waiter of a line that is not awake already.
-/// How the stored name of a read-write lock ends (see `key`): no lock's nor semaphore's does.
-const READ_WRITE_SUFFIX: &str = "}:rw";
-
 fn wake_first(entry: &KeyWaiters) {
     let next = entry
         .line
@@ -547,7 +550,7 @@ mod tests {
     #[tokio::test]
     async fn a_granted_offer_is_the_waiters_and_wakes_it() {
         let waiters = Waiters::default();
-        let (slot, _) = waiters.join("k");
+        let (slot, _) = waiters.join("k", Shape::Lock);
         slot.open_offer(a_lease());
         let (taken, _) = waiters.take_offer("k").expect("an open offer");
         assert!(Arc::ptr_eq(&taken, &slot));
@@ -564,7 +567,7 @@ mod tests {
     #[tokio::test]
     async fn a_declined_offer_leaves_the_waiter_to_try_itself() {
         let waiters = Waiters::default();
-        let (slot, _) = waiters.join("k");
+        let (slot, _) = waiters.join("k", Shape::Lock);
         slot.open_offer(a_lease());
         waiters.take_offer("k").expect("an open offer");
         assert!(!slot.settle(None));
@@ -575,8 +578,8 @@ mod tests {
     #[tokio::test]
     async fn a_fair_turn_wakes_the_waiter_of_that_name_only() {
         let waiters = Waiters::default();
-        let (first, _) = waiters.join("k");
-        let (named, _) = waiters.join("k");
+        let (first, _) = waiters.join("k", Shape::Lock);
+        let (named, _) = waiters.join("k", Shape::Lock);
         waiters.name("k", &first, b"aaaaaaaaaaaa".to_vec());
         waiters.name("k", &named, b"bbbbbbbbbbbb".to_vec());
         waiters.wake_one("k", Some(b"q:bbbbbbbbbbbb"));
@@ -587,7 +590,7 @@ mod tests {
     #[tokio::test]
     async fn a_turn_announced_before_the_waiter_took_its_name_is_kept_for_it() {
         let waiters = Waiters::default();
-        let (slot, _) = waiters.join("k");
+        let (slot, _) = waiters.join("k", Shape::Lock);
         waiters.wake_one("k", Some(b"q:cccccccccccc"));
         // Not its name (yet): the first waiter here watches the end of that turn instead.
         let woken = tokio::time::timeout(Duration::from_millis(20), slot.woken()).await;
@@ -599,7 +602,7 @@ mod tests {
     #[tokio::test]
     async fn a_withdrawn_offer_is_never_taken() {
         let waiters = Waiters::default();
-        let (slot, _) = waiters.join("k");
+        let (slot, _) = waiters.join("k", Shape::Lock);
         slot.open_offer(a_lease());
         assert!(matches!(slot.withdraw_offer(), Withdrawn::Nothing));
         assert!(waiters.take_offer("k").is_none());
@@ -608,14 +611,14 @@ mod tests {
     #[tokio::test]
     async fn a_lock_handed_to_a_waiter_that_left_goes_back_to_the_holder_to_release() {
         let waiters = Waiters::default();
-        let (slot, _) = waiters.join("k");
+        let (slot, _) = waiters.join("k", Shape::Lock);
         slot.open_offer(a_lease());
         waiters.take_offer("k").expect("an open offer");
         // The waiter is cancelled while the hand-off is on the wire.
         assert!(slot.abandon().is_none(), "nothing was handed over yet");
         assert!(slot.settle(Some(3)), "the holder must give it back");
         // Granted before the waiter left: the waiter gives it back itself.
-        let (slot, _) = waiters.join("k");
+        let (slot, _) = waiters.join("k", Shape::Lock);
         slot.open_offer(a_lease());
         waiters.take_offer("k").expect("an open offer");
         assert!(!slot.settle(Some(4)));
@@ -625,8 +628,8 @@ mod tests {
     #[tokio::test]
     async fn a_release_woken_here_is_not_woken_again_by_its_announcement_nor_the_reverse() {
         let waiters = Waiters::default();
-        let (first, _) = waiters.join("k");
-        let (second, _) = waiters.join("k");
+        let (first, _) = waiters.join("k", Shape::Lock);
+        let (second, _) = waiters.join("k", Shape::Lock);
         waiters.released_here("k", b"aaaaaaaaaaaa", true);
         assert!(is_woken(&first).await);
         waiters.wake_one("k", Some(b"aaaaaaaaaaaa"));
@@ -644,9 +647,32 @@ mod tests {
     #[tokio::test]
     async fn one_release_wakes_exactly_the_first_waiter() {
         let waiters = Waiters::default();
-        let (first, _) = waiters.join("k");
-        let (second, _) = waiters.join("k");
+        let (first, _) = waiters.join("k", Shape::Lock);
+        let (second, _) = waiters.join("k", Shape::Lock);
         waiters.wake_one("k", None);
+        assert!(is_woken(&first).await);
+        assert!(!is_woken(&second).await);
+    }
+
+    #[tokio::test]
+    async fn a_release_of_a_read_write_lock_wakes_every_waiter_whatever_its_name() {
+        for shape in [Shape::Read, Shape::Write] {
+            let waiters = Waiters::default();
+            let (first, _) = waiters.join("k", shape);
+            let (second, _) = waiters.join("k", Shape::Read);
+            waiters.wake_one("k", None);
+            assert!(is_woken(&first).await, "{shape:?}: the first");
+            assert!(is_woken(&second).await, "{shape:?}: and the one behind it");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_release_of_a_semaphore_wakes_its_first_waiter_only() {
+        let waiters = Waiters::default();
+        let semaphore = Shape::Semaphore { permits: 2 };
+        let (first, _) = waiters.join("lock:{k}:rw", semaphore);
+        let (second, _) = waiters.join("lock:{k}:rw", semaphore);
+        waiters.wake_one("lock:{k}:rw", None);
         assert!(is_woken(&first).await);
         assert!(!is_woken(&second).await);
     }
@@ -654,8 +680,8 @@ mod tests {
     #[tokio::test]
     async fn a_woken_waiter_keeps_its_place_and_the_next_release_goes_to_the_next() {
         let waiters = Waiters::default();
-        let (first, _) = waiters.join("k");
-        let (second, _) = waiters.join("k");
+        let (first, _) = waiters.join("k", Shape::Lock);
+        let (second, _) = waiters.join("k", Shape::Lock);
         waiters.wake_one("k", None);
         // `first` has not consumed its wake-up yet: the next release must go to `second`.
         waiters.wake_one("k", None);
@@ -669,8 +695,8 @@ mod tests {
     #[tokio::test]
     async fn the_last_waiter_to_leave_says_so() {
         let waiters = Waiters::default();
-        let (a, _) = waiters.join("k");
-        let (b, _) = waiters.join("k");
+        let (a, _) = waiters.join("k", Shape::Lock);
+        let (b, _) = waiters.join("k", Shape::Lock);
         let mut stopped = false;
         waiters.leave("k", &a, || stopped = true);
         assert!(!stopped);
@@ -682,8 +708,8 @@ mod tests {
     #[tokio::test]
     async fn a_wake_up_left_unused_goes_to_the_next_waiter() {
         let waiters = Waiters::default();
-        let (first, _) = waiters.join("k");
-        let (second, _) = waiters.join("k");
+        let (first, _) = waiters.join("k", Shape::Lock);
+        let (second, _) = waiters.join("k", Shape::Lock);
         waiters.wake_one("k", None);
         // `first` gives up (cancelled, or out of time) before it used the wake-up.
         waiters.leave("k", &first, || {});
@@ -694,8 +720,8 @@ mod tests {
     async fn the_same_release_announced_by_several_masters_wakes_one_waiter() {
         let waiters = Waiters::default();
         waiters.set_quorum(2);
-        let (first, _) = waiters.join("k");
-        let (second, _) = waiters.join("k");
+        let (first, _) = waiters.join("k", Shape::Lock);
+        let (second, _) = waiters.join("k", Shape::Lock);
         for _master in 0..3 {
             waiters.wake_one("k", Some(b"release-a"));
         }
@@ -711,8 +737,8 @@ mod tests {
     async fn with_a_quorum_a_release_wakes_once_a_majority_announced_it() {
         let waiters = Waiters::default();
         waiters.set_quorum(2);
-        let (first, _) = waiters.join("k");
-        let (second, _) = waiters.join("k");
+        let (first, _) = waiters.join("k", Shape::Lock);
+        let (second, _) = waiters.join("k", Shape::Lock);
         waiters.wake_one("k", Some(b"release-a"));
         assert!(!is_woken(&first).await, "woken before a majority released");
         waiters.wake_one("k", Some(b"release-a"));
@@ -727,9 +753,9 @@ mod tests {
     #[tokio::test]
     async fn only_the_first_waiter_watches_and_hands_the_watch_on() {
         let waiters = Waiters::default();
-        let (first, _) = waiters.join("k");
-        let (second, _) = waiters.join("k");
-        let (third, _) = waiters.join("k");
+        let (first, _) = waiters.join("k", Shape::Lock);
+        let (second, _) = waiters.join("k", Shape::Lock);
+        let (third, _) = waiters.join("k", Shape::Lock);
         assert!(waiters.is_first("k", &first));
         assert!(!waiters.is_first("k", &second));
         let until = Instant::now() + Duration::from_secs(1);
@@ -747,8 +773,8 @@ mod tests {
     #[tokio::test]
     async fn a_first_waiter_that_leaves_without_handing_over_wakes_the_next_to_look() {
         let waiters = Waiters::default();
-        let (first, _) = waiters.join("k");
-        let (second, _) = waiters.join("k");
+        let (first, _) = waiters.join("k", Shape::Lock);
+        let (second, _) = waiters.join("k", Shape::Lock);
         waiters.leave("k", &first, || {});
         assert!(is_woken(&second).await);
     }
@@ -759,16 +785,16 @@ mod tests {
     async fn the_watch_reaches_whoever_is_first_when_the_watcher_leaves() {
         let waiters = Waiters::default();
         // A lone waiter hands over; another joins before it leaves.
-        let (alone, _) = waiters.join("k");
+        let (alone, _) = waiters.join("k", Shape::Lock);
         let until = Instant::now() + Duration::from_secs(1);
         waiters.hand_over(&alone, until);
-        let (joined, _) = waiters.join("k");
+        let (joined, _) = waiters.join("k", Shape::Lock);
         waiters.leave("k", &alone, || {});
         let handed = tokio::time::timeout(Duration::from_millis(20), joined.woken()).await;
         assert_eq!(handed.ok(), Some(Wake::WatchUntil(until)));
         // The waiter right behind leaves between the hand-over and the leaving.
-        let (behind, _) = waiters.join("k");
-        let (last, _) = waiters.join("k");
+        let (behind, _) = waiters.join("k", Shape::Lock);
+        let (last, _) = waiters.join("k", Shape::Lock);
         waiters.hand_over(&joined, until);
         waiters.leave("k", &behind, || {});
         waiters.leave("k", &joined, || {});
@@ -782,7 +808,7 @@ mod tests {
     #[tokio::test]
     async fn without_a_quorum_every_announcement_wakes() {
         let waiters = Waiters::default();
-        let (waiter, _) = waiters.join("k");
+        let (waiter, _) = waiters.join("k", Shape::Lock);
         waiters.wake_one("k", Some(b"token-a"));
         assert!(is_woken(&waiter).await);
         waiters.wake_one("k", Some(b"token-a"));
@@ -795,8 +821,8 @@ mod tests {
     #[tokio::test]
     async fn a_release_outranks_a_handed_watch() {
         let waiters = Waiters::default();
-        let (first, _) = waiters.join("k");
-        let (second, _) = waiters.join("k");
+        let (first, _) = waiters.join("k", Shape::Lock);
+        let (second, _) = waiters.join("k", Shape::Lock);
         waiters.hand_over(&first, Instant::now() + Duration::from_secs(5));
         waiters.leave("k", &first, || {});
         waiters.wake_one("k", None);
@@ -809,7 +835,7 @@ mod tests {
     #[tokio::test]
     async fn releases_of_other_keys_wake_nobody() {
         let waiters = Waiters::default();
-        let (a, _) = waiters.join("k");
+        let (a, _) = waiters.join("k", Shape::Lock);
         waiters.wake_one("other", None);
         assert!(!is_woken(&a).await);
     }

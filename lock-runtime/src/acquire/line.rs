@@ -35,7 +35,7 @@ impl Waiting {
     /// does not yet.
     pub(super) async fn join(manager: &Arc<Inner>, lease: &Lease, give_up: Instant) -> Waiting {
         let key = lease.stored.lock.as_str();
-        let (slot, watched) = manager.waiters.join(key);
+        let (slot, watched) = manager.waiters.join(key, lease.stored.shape());
         let label = lease.options.label;
         crate::metrics::waiting(label, 1.0);
         let mut waiting = Waiting {

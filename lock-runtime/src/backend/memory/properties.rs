@@ -181,7 +181,7 @@ impl Run {
             }
             Op::Join { key } => {
                 let stored = &self.keys[key].lock;
-                let (slot, _) = self.waiters.join(stored);
+                let (slot, _) = self.waiters.join(stored, self.keys[key].shape());
                 self.backend
                     .watch(stored)
                     .await
