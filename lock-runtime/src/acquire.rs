@@ -159,6 +159,7 @@ impl Inner {
             line,
             waits: !lease.options.wait.is_zero(),
             since_ms,
+            label: lease.options.label,
         }
     }
 
@@ -505,7 +506,6 @@ impl Acquisition {
         let options = &self.options;
         // Never longer than the lease itself: an answer after that would be stale.
         let limit = (manager.request_timeout + manager.replica_wait).min(options.ttl);
-        let sent = Instant::now();
         let answer = tokio::time::timeout(
             limit,
             manager.backend.acquire(
@@ -516,10 +516,6 @@ impl Acquisition {
             ),
         )
         .await;
-        if let Ok(Ok(answered)) = &answer {
-            let busy = matches!(answered, Acquire::Busy { .. });
-            crate::metrics::acquire_request(options.label, || sent.elapsed(), busy);
-        }
         match answer {
             // Granted, but so late that the lease may be over already: retrying with the
             // same token refreshes it and gives it a fresh deadline.

@@ -514,6 +514,7 @@ impl LockManagerBuilder {
     }
 
     fn finish(self, backend: Arc<dyn Store>, waiters: Arc<Waiters>) -> LockManager {
+        let backend = crate::metrics::layer::measured(backend);
         backend.attach(&Changes::new(&waiters));
         tracing::info!(backend = backend.describe(), prefix = %self.prefix, "lock manager ready");
         let background = Background::pinned_to(self.runtime);
@@ -548,7 +549,8 @@ impl LockManagerBuilder {
 #[cfg(feature = "testing")]
 impl LockManager {
     /// A manager of its own (its id, watchdog and shutdown), with this one's settings, runtime
-    /// and waiters, over `backend`.
+    /// and waiters, over `backend`: a layer around this manager's store, which is measured
+    /// already (answers the layer scripts never reach the store and are not store calls).
     pub(crate) fn over_backend(&self, backend: Arc<dyn Store>) -> LockManager {
         let inner = self.client();
         let watchdog = Watchdog::new(backend.clone(), inner.background.clone());

@@ -177,18 +177,12 @@ impl Inner {
                 Ok(Release::Released)
             }
             Ok(Ok(release)) => Ok(release),
-            Ok(Err(failure)) => {
-                crate::metrics::release_failed(lease.options.label);
-                Err(self.error("release", lease, failure))
-            }
-            Err(_) => {
-                crate::metrics::release_failed(lease.options.label);
-                Err(self.error(
-                    "release",
-                    lease,
-                    StoreError::timed_out(self.request_timeout),
-                ))
-            }
+            Ok(Err(failure)) => Err(self.error("release", lease, failure)),
+            Err(_) => Err(self.error(
+                "release",
+                lease,
+                StoreError::timed_out(self.request_timeout),
+            )),
         }
     }
 

@@ -579,8 +579,6 @@ impl Shared {
     ) {
         let mut lost = Vec::new();
         let mut wake = false;
-        // Renewed, not ours, no answer.
-        let mut tally = (0, 0, 0);
         {
             let mut state = self.lock();
             let epoch = state.epoch;
@@ -597,11 +595,6 @@ impl Shared {
                     Ok(renewed) => renewed.get(k).copied().flatten(),
                     Err(_) => None,
                 };
-                match verdict {
-                    Some(true) => tally.0 += 1,
-                    Some(false) => tally.1 += 1,
-                    None => tally.2 += 1,
-                }
                 // "Not ours" is final whichever renewal says it: a token is never granted
                 // again once the lock was activated.
                 if verdict == Some(false) {
@@ -633,7 +626,6 @@ impl Shared {
                 state.reschedule(this.id, due);
             }
         }
-        crate::metrics::renewals(tally.0, tally.1, tally.2);
         if let Err(err) = &answer {
             tracing::warn!(
                 server = self.backend.server(),

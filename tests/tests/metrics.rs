@@ -232,4 +232,31 @@ async fn locked_calls_show_in_the_scraped_metrics() {
         "{}",
         exporter.render()
     );
+
+    // A release the server never answers (it is paused past the request timeout) is counted
+    // as unconfirmed, once.
+    let impatient = LockManager::builder()
+        .url(server.url())
+        .request_timeout(Duration::from_millis(300))
+        .build()
+        .await
+        .expect("connect");
+    let guard = impatient
+        .lock("unconfirmed:1", LockOptions::new().label("unconfirmed"))
+        .await
+        .expect("free");
+    server.pause();
+    let released = guard.release().await;
+    server.resume();
+    assert!(released.is_err(), "{released:?}");
+    assert_eq!(
+        value(
+            &exporter.render(),
+            "lock_release_failures",
+            "lock_name=\"unconfirmed\""
+        ),
+        Some(1.0),
+        "{}",
+        exporter.render()
+    );
 }

@@ -90,6 +90,10 @@ pub struct Ask {
     /// When this attempt began (wall clock, ms since the Unix epoch): what a store that records
     /// its holders keeps as the time the lock was asked for.
     pub since_ms: u64,
+    /// The lock's label ([`LockOptions::label`](crate::LockOptions::label): the attribute's
+    /// key template, or the label given), if it has one: the bounded name a layer that
+    /// measures or traces store calls files them under. Never the rendered key.
+    pub label: Option<&'static str>,
 }
 
 impl Ask {

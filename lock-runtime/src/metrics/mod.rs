@@ -8,6 +8,10 @@
 //! [`LockOptions::label`](crate::LockOptions::label), never the rendered key, so that the number
 //! of series stays bounded; without a label, `unlabelled`.
 //!
+//! The series of store calls (`lock.acquire.request.duration`, `lock.busy_answers`,
+//! `lock.renewals`, `lock.release.failures`) are counted by a layer around the manager's store
+//! ([`layer::measured`]), whatever the store; the others are the engine's own events.
+//!
 //! | metric | kind | attributes | what |
 //! |---|---|---|---|
 //! | `lock.acquire.duration` | histogram, s | `lock.name`, `lock.outcome` | a `lock()` call from start to end, waiting included: `acquired`, `busy`, `error`, `held_by_this_task`, `shut_down` |
@@ -24,6 +28,8 @@
 use std::time::Duration;
 
 use crate::error::LostReason;
+
+pub(crate) mod layer;
 
 /// The `lock.name` of a lock without a label.
 #[cfg(feature = "metrics")]
@@ -45,22 +51,13 @@ pub(crate) fn acquire(label: Option<&'static str>, outcome: &'static str, took: 
     }
 }
 
-/// One acquire request was answered after `took()`; `busy`: the lock was held by someone else.
-/// (`took` and `held_for` below are asked only with the feature on: reading the clock, and the
-/// lease's start behind its mutex, on every acquire and release is not free.)
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn acquire_request(
-    label: Option<&'static str>,
-    took: impl FnOnce() -> Duration,
-    busy: bool,
-) {
-    #[cfg(feature = "metrics")]
-    {
-        let labels = [("lock.name", name(label))];
-        metrics::histogram!("lock.acquire.request.duration", &labels).record(took().as_secs_f64());
-        if busy {
-            metrics::counter!("lock.busy_answers", &labels).increment(1);
-        }
+/// One acquire request was answered after `took`; `busy`: the lock was held by someone else.
+#[cfg(feature = "metrics")]
+fn acquire_request(label: Option<&'static str>, took: Duration, busy: bool) {
+    let labels = [("lock.name", name(label))];
+    metrics::histogram!("lock.acquire.request.duration", &labels).record(took.as_secs_f64());
+    if busy {
+        metrics::counter!("lock.busy_answers", &labels).increment(1);
     }
 }
 
@@ -78,7 +75,8 @@ pub(crate) fn waiting(label: Option<&'static str>, change: f64) {
     metrics::gauge!("lock.waiting", "lock.name" => name(label)).increment(change);
 }
 
-/// A lock handed to its caller was released or dropped after `held_for()`.
+/// A lock handed to its caller was released or dropped after `held_for()` (asked only with
+/// the feature on: the lease's start is behind its mutex).
 #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
 pub(crate) fn released(label: Option<&'static str>, held_for: impl FnOnce() -> Duration) {
     #[cfg(feature = "metrics")]
@@ -91,9 +89,8 @@ pub(crate) fn released(label: Option<&'static str>, held_for: impl FnOnce() -> D
 }
 
 /// Answers to one batch of renewals.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn renewals(renewed: u64, not_owner: u64, no_answer: u64) {
-    #[cfg(feature = "metrics")]
+#[cfg(feature = "metrics")]
+fn renewals(renewed: u64, not_owner: u64, no_answer: u64) {
     for (outcome, count) in [
         ("renewed", renewed),
         ("not_owner", not_owner),
@@ -133,8 +130,7 @@ pub(crate) fn deadlock(label: Option<&'static str>) {
 }
 
 /// A release was not confirmed by the server.
-#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-pub(crate) fn release_failed(label: Option<&'static str>) {
-    #[cfg(feature = "metrics")]
+#[cfg(feature = "metrics")]
+fn release_failed(label: Option<&'static str>) {
     metrics::counter!("lock.release.failures", "lock.name" => name(label)).increment(1);
 }
