@@ -7,10 +7,8 @@ use std::sync::Arc;
 use crate::store::Store;
 #[cfg(feature = "metrics")]
 use {
-    crate::store::{
-        Acquire, Ask, Booking, BoxFuture, Changes, HandOff, Inspect, Key, Lease, Release, Renewal,
-        Shape, StoreError, WaitsUpdate,
-    },
+    crate::store::forward::forward,
+    crate::store::{Acquire, Ask, Booking, BoxFuture, Key, Lease, Release, Renewal, StoreError},
     std::time::Duration,
     tokio::time::Instant,
 };
@@ -30,9 +28,9 @@ struct Measured {
     inner: Arc<dyn Store>,
 }
 
-#[cfg(feature = "metrics")]
 /// Counts a release as unconfirmed unless it is answered: a release whose future is dropped
 /// before its answer (its request timed out) was not confirmed either.
+#[cfg(feature = "metrics")]
 struct Unconfirmed {
     label: Option<&'static str>,
     answered: bool,
@@ -66,13 +64,9 @@ impl Measured {
 
 #[cfg(feature = "metrics")]
 impl Store for Measured {
-    fn describe(&self) -> &str {
-        self.inner.describe()
-    }
-
-    fn server(&self) -> &str {
-        self.inner.server()
-    }
+    forward!(inner; describe, server, gate, fair, supports, leave, release, hands_off,
+        hand_off, notifies, attach, watch, unwatch, keeps_waits, waits, retry_with_same_token,
+        inspect);
 
     fn acquire<'a>(
         &'a self,
@@ -92,22 +86,6 @@ impl Store for Measured {
         })
     }
 
-    fn gate<'a>(&'a self, key: &'a Key) -> Option<BoxFuture<'a, ()>> {
-        self.inner.gate(key)
-    }
-
-    fn fair(&self) -> bool {
-        self.inner.fair()
-    }
-
-    fn supports(&self, shape: Shape) -> Result<(), &'static str> {
-        self.inner.supports(shape)
-    }
-
-    fn leave<'a>(&'a self, key: &'a Key, token: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.inner.leave(key, token)
-    }
-
     fn renew<'a>(&'a self, batch: &'a [Renewal], book: Booking<'a>) -> BoxFuture<'a, ()> {
         Box::pin(async move {
             let counted = |indices: &[usize], answer: Result<Vec<Option<bool>>, StoreError>| {
@@ -118,15 +96,6 @@ impl Store for Measured {
         })
     }
 
-    fn release<'a>(
-        &'a self,
-        key: &'a Key,
-        token: &'a str,
-        keep: Duration,
-    ) -> BoxFuture<'a, Result<Release, StoreError>> {
-        self.inner.release(key, token, keep)
-    }
-
     fn release_lease<'a>(
         &'a self,
         lease: &'a Lease,
@@ -134,59 +103,11 @@ impl Store for Measured {
     ) -> BoxFuture<'a, Result<Release, StoreError>> {
         Box::pin(self.measure_release(lease, self.inner.release_lease(lease, keep)))
     }
-
-    fn hands_off(&self) -> bool {
-        self.inner.hands_off()
-    }
-
-    fn hand_off<'a>(
-        &'a self,
-        from: &'a Lease,
-        to: &'a Lease,
-    ) -> BoxFuture<'a, Result<HandOff, StoreError>> {
-        self.inner.hand_off(from, to)
-    }
-
-    fn notifies(&self) -> bool {
-        self.inner.notifies()
-    }
-
-    fn attach(&self, changes: &Changes) {
-        self.inner.attach(changes);
-    }
-
-    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.inner.watch(key)
-    }
-
-    fn unwatch(&self, key: &str) {
-        self.inner.unwatch(key);
-    }
-
-    fn keeps_waits(&self) -> bool {
-        self.inner.keeps_waits()
-    }
-
-    fn waits<'a>(
-        &'a self,
-        key: &'a str,
-        update: &'a WaitsUpdate,
-    ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
-        self.inner.waits(key, update)
-    }
-
-    fn retry_with_same_token(&self) -> bool {
-        self.inner.retry_with_same_token()
-    }
-
-    fn inspect(&self) -> Option<&dyn Inspect> {
-        self.inner.inspect()
-    }
 }
 
-#[cfg(feature = "metrics")]
 /// Counts one booked part of a renewal batch of `count` leases: each renewed, not the owner's,
 /// or without a verdict (the whole part, when it got no answer).
+#[cfg(feature = "metrics")]
 fn count_renewals(count: usize, answer: &Result<Vec<Option<bool>>, StoreError>) {
     let (mut renewed, mut not_owner, mut no_answer) = (0, 0, 0);
     for k in 0..count {

@@ -64,6 +64,8 @@ pub use crate::shape::Shape;
 use crate::waiters::Waiters;
 
 pub(crate) mod error;
+#[cfg(any(feature = "metrics", feature = "testing"))]
+pub(crate) mod forward;
 mod inspect;
 pub(crate) mod scheme;
 

@@ -11,9 +11,9 @@ use tokio::time::Instant;
 
 use super::{Event, Fault, Gate, Holder};
 use crate::error::LostReason;
+use crate::store::forward::forward;
 use crate::store::{
-    Acquire, Ask, Booking, BoxFuture, Changes, HandOff, Key, Release, Renewal, Shape, Store,
-    StoreError, WaitsUpdate,
+    Acquire, Ask, Booking, BoxFuture, HandOff, Key, Release, Renewal, Store, StoreError,
 };
 
 /// A key pattern: an exact key, a glob (`order:*`), or an attribute's template
@@ -448,16 +448,11 @@ impl FaultLayer {
 }
 
 impl Store for FaultLayer {
+    forward!(inner; server, inspect, fair, supports, leave, hands_off, waits, watch, unwatch,
+        notifies, keeps_waits, attach, retry_with_same_token);
+
     fn describe(&self) -> &str {
         &self.describe
-    }
-
-    fn server(&self) -> &str {
-        self.inner.server()
-    }
-
-    fn inspect(&self) -> Option<&dyn crate::store::Inspect> {
-        self.inner.inspect()
     }
 
     fn acquire<'a>(
@@ -517,18 +512,6 @@ impl Store for FaultLayer {
     fn gate<'a>(&'a self, key: &'a Key) -> Option<BoxFuture<'a, ()>> {
         let gate = self.gate_for(&key_of(&self.prefix, key))?;
         Some(Box::pin(self.pass(gate)))
-    }
-
-    fn fair(&self) -> bool {
-        self.inner.fair()
-    }
-
-    fn supports(&self, shape: Shape) -> Result<(), &'static str> {
-        self.inner.supports(shape)
-    }
-
-    fn leave<'a>(&'a self, key: &'a Key, token: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.inner.leave(key, token)
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal], book: Booking<'a>) -> BoxFuture<'a, ()> {
@@ -610,10 +593,6 @@ impl Store for FaultLayer {
         )
     }
 
-    fn hands_off(&self) -> bool {
-        self.inner.hands_off()
-    }
-
     fn hand_off<'a>(
         &'a self,
         from_lease: &'a crate::lease::Lease,
@@ -656,43 +635,12 @@ impl Store for FaultLayer {
             answer
         })
     }
-
-    fn waits<'a>(
-        &'a self,
-        key: &'a str,
-        update: &'a WaitsUpdate,
-    ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
-        self.inner.waits(key, update)
-    }
-
-    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
-        self.inner.watch(key)
-    }
-
-    fn unwatch(&self, key: &str) {
-        self.inner.unwatch(key);
-    }
-
-    fn notifies(&self) -> bool {
-        self.inner.notifies()
-    }
-
-    fn keeps_waits(&self) -> bool {
-        self.inner.keeps_waits()
-    }
-
-    fn attach(&self, changes: &Changes) {
-        self.inner.attach(changes);
-    }
-
-    fn retry_with_same_token(&self) -> bool {
-        self.inner.retry_with_same_token()
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Shape;
 
     #[test]
     fn patterns_match_keys_globs_and_templates() {
