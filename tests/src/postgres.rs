@@ -3,6 +3,7 @@
 use std::ffi::OsString;
 use std::fs::{self, OpenOptions};
 use std::io::{ErrorKind, Write};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -12,7 +13,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::port::free_port;
-use crate::server::{process_state, read_log, send_signal, signal_all};
+use crate::server::{ProcessState, process_state, read_log, send_signal, signal_all};
 use crate::tempdir::TempDir;
 use crate::wait::wait_until;
 
@@ -176,12 +177,21 @@ impl PostgresServer {
         self.port
     }
 
+    /// `127.0.0.1:<port>`, e.g. for a [`FaultProxy`](crate::FaultProxy) in front of the server
+    /// (connect to it with [`url_at`](Self::url_at)`(proxy.addr())`).
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
     /// `postgres://lock:<password>@127.0.0.1:<port>/lock`: the role and database [`POSTGRES_ROLE`].
     pub fn url(&self) -> String {
-        format!(
-            "postgres://{POSTGRES_ROLE}:{POSTGRES_PASSWORD}@127.0.0.1:{}/{POSTGRES_ROLE}",
-            self.port
-        )
+        Self::url_at(self.addr())
+    }
+
+    /// The URL of the role and database [`POSTGRES_ROLE`] at `addr`: a proxy or pooler in front
+    /// of a server.
+    pub fn url_at(addr: SocketAddr) -> String {
+        format!("postgres://{POSTGRES_ROLE}:{POSTGRES_PASSWORD}@{addr}/{POSTGRES_ROLE}")
     }
 
     /// The password of the role [`POSTGRES_ROLE`] (the same on every server: [`POSTGRES_PASSWORD`]).
@@ -241,6 +251,48 @@ impl PostgresServer {
     /// Runs each of `statements` in a transaction of its own as the superuser.
     fn try_admin_psql(&self, statements: &[&str]) -> Result<String, String> {
         admin_psql(&self.dir, self.port, statements, PSQL_TIMEOUT)
+    }
+
+    /// Ends every connection of the role [`POSTGRES_ROLE`] (`pg_terminate_backend`, as an
+    /// operator or a failover would): their clients get `terminating connection due to
+    /// administrator command` or find the connection closed; the server stays up. Returns how
+    /// many were ended.
+    ///
+    /// # Panics
+    ///
+    /// If the server does not answer.
+    pub fn terminate_connections(&self) -> usize {
+        let ended = self.admin_psql(&format!(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE usename = '{POSTGRES_ROLE}'"
+        ));
+        ended.parse().unwrap_or_else(|_| {
+            panic!(
+                "pg_terminate_backend counted {ended:?}, not a number\n{}",
+                self.log_section()
+            )
+        })
+    }
+
+    /// Whether the server runs, is paused or is down (killed or stopped), as far as this
+    /// harness knows: a server that crashed on its own still counts as running.
+    pub fn state(&self) -> ProcessState {
+        let process = self.process();
+        match (&process.child, process.paused) {
+            (None, _) => ProcessState::Killed,
+            (Some(_), true) => ProcessState::Paused,
+            (Some(_), false) => ProcessState::Running,
+        }
+    }
+
+    /// Brings the server back whatever this harness did to it: resumes it if paused, restarts
+    /// it if down, leaves it alone if running.
+    pub fn revive(&self) {
+        match self.state() {
+            ProcessState::Paused => self.resume(),
+            ProcessState::Killed => self.restart(),
+            ProcessState::Running => {}
+        }
     }
 
     /// Kills the postmaster and all its backends with SIGKILL (no shutdown checkpoint, no goodbye
