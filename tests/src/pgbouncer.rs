@@ -32,14 +32,14 @@ const PORT_ATTEMPTS: usize = 5;
 /// A `pgbouncer` on a free loopback port in front of a [`PostgresServer`], killed and cleaned up
 /// on drop.
 ///
-/// It serves the database [`POSTGRES_ROLE`](crate::postgres::POSTGRES_ROLE) of the server to the same role and
-/// password: clients authenticate to the pooler with SCRAM against an `auth_file` that holds the
-/// password in plain text (in the pooler's temp dir, readable by the server user only), which the
-/// pooler also uses to log in to the server. It runs as the `postgres` system user when the
-/// tests run as root (it refuses root). The role is also an admin of the pooler's console
-/// ([`admin`](Self::admin)). `server_login_retry = 1` so that it reaches a restarted
-/// server within a second or so, and `ignore_startup_parameters = extra_float_digits` as
-/// clients such as sqlx send it.
+/// It serves the database [`POSTGRES_ROLE`] of the server to the same role and password:
+/// clients authenticate to the pooler with SCRAM against an `auth_file` that holds the password
+/// in plain text (in the pooler's temp dir, readable by the server user only), which the pooler
+/// also uses to log in to the server. It runs as the `postgres` system user when the tests run
+/// as root (it refuses root). The role is also an admin of the pooler's console
+/// ([`admin`](Self::admin)). `server_login_retry = 1` so that it reaches a restarted server
+/// within a second or so, and `ignore_startup_parameters = extra_float_digits` as clients such
+/// as sqlx send it.
 ///
 /// Keep the server alive as long as the pooler: it only knows its port.
 #[derive(Debug)]
