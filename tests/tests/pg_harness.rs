@@ -294,7 +294,7 @@ fn standby_is_in_recovery_streams_and_refuses_writes() {
 }
 
 #[test]
-fn pgbouncer_answers_through_its_url_in_transaction_mode() {
+fn pgbouncer_answers_through_its_url_in_transaction_mode_with_the_same_password() {
     let server = PostgresServer::start();
     let pooler = PgBouncer::start(&server);
     assert_ne!(pooler.port(), server.port());
@@ -316,6 +316,9 @@ fn pgbouncer_answers_through_its_url_in_transaction_mode() {
             .any(|line| line.starts_with("pool_mode|transaction|")),
         "{config}"
     );
+    let wrong = pooler.url().replace("lock-test-password", "guess");
+    let output = psql_at(&wrong, "SELECT 1");
+    assert!(!output.status.success(), "{output:?}\n{}", pooler.log());
 }
 
 #[test]
