@@ -25,12 +25,19 @@
 //! - [`SentinelSetup`]: a master with replicas, watched by Redis Sentinels, with failover on
 //!   demand.
 //!
+//! For Postgres:
+//!
+//! - [`PostgresServer`]: a PostgreSQL cluster made with `initdb` in a temp dir, with a role and
+//!   database `lock`; [`PostgresServer::start_standby`] adds a streaming read-only standby.
+//! - [`PgBouncer`]: a `pgbouncer` in transaction pool mode (or session mode) in front of one.
+//!
 //! Every node of a deployment is a [`RedisServer`] of its own, so it can be killed, paused and
 //! resumed one at a time, and each deployment's `log()` gathers the logs of all its nodes.
 //!
-//! The servers never use port 6379, so a system Redis is neither needed nor touched. If
-//! `redis-server` is not installed, starting one panics with a line that says how to install it:
-//! tests never pass silently without a server.
+//! The servers never use port 6379 (nor 5432 and 6432 for Postgres and PgBouncer), so a system
+//! server is neither needed nor touched. If `redis-server` (or `postgres`, `pgbouncer`) is not
+//! installed, starting one panics with a line that says how to install it: tests never pass
+//! silently without a server.
 
 mod cluster;
 pub mod deadlocks;
@@ -38,7 +45,9 @@ mod deployment;
 pub mod fair;
 pub mod logs;
 mod masters;
+mod pgbouncer;
 mod port;
+mod postgres;
 pub mod prelude;
 mod probe;
 mod proxy;
@@ -55,7 +64,11 @@ mod waiting;
 pub use cluster::{RedisCluster, SLOT_COUNT, key_slot};
 pub use deployment::Deployment;
 pub use masters::Masters;
+pub use pgbouncer::{PGBOUNCER_BINARY_VAR, PgBouncer, pgbouncer_binary};
 pub use port::free_port;
+pub use postgres::{
+    PG_BIN_VAR, POSTGRES_PASSWORD, POSTGRES_ROLE, PostgresServer, pg_bin_dir, pg_major_version,
+};
 pub use probe::{busy_elsewhere, is_free};
 pub use proxy::FaultProxy;
 pub use resp::Reply;

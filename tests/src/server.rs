@@ -597,7 +597,7 @@ fn stop(process: &mut Process) {
 
 /// Sends a signal by name with the shell's `kill` builtin (the workspace forbids `unsafe`, so
 /// no direct `kill(2)`).
-fn send_signal(pid: u32, signal: &str) {
+pub(crate) fn send_signal(pid: u32, signal: &str) {
     let status = Command::new("sh")
         .args(["-c", r#"kill -s "$0" "$1""#, signal, &pid.to_string()])
         .status()
@@ -605,8 +605,20 @@ fn send_signal(pid: u32, signal: &str) {
     assert!(status.success(), "kill -s {signal} {pid} failed: {status}");
 }
 
+/// Sends a signal by name to each of `pids`, as [`send_signal`] does to one, ignoring those that
+/// have exited meanwhile.
+pub(crate) fn signal_all(pids: &[u32], signal: &str) {
+    if pids.is_empty() {
+        return;
+    }
+    let _ = Command::new("sh")
+        .args(["-c", r#"kill -s "$0" "$@" 2>/dev/null"#, signal])
+        .args(pids.iter().map(u32::to_string))
+        .status();
+}
+
 /// The state letter from `/proc/<pid>/stat` (`T` = stopped), or `None` where there is no procfs.
-fn process_state(pid: u32) -> Option<char> {
+pub(crate) fn process_state(pid: u32) -> Option<char> {
     let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, after_name) = stat.rsplit_once(')')?;
     after_name.trim_start().chars().next()
@@ -616,7 +628,8 @@ fn log_path(dir: &TempDir) -> PathBuf {
     dir.path().join("redis.log")
 }
 
-fn read_log(path: &std::path::Path) -> String {
+/// The file at `path` as text, or a line saying why it cannot be read: for logs.
+pub(crate) fn read_log(path: &std::path::Path) -> String {
     match fs::read(path) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(e) => format!("<cannot read {}: {e}>", path.display()),
