@@ -115,6 +115,9 @@ impl PostgresStore {
         let pool = PgPoolOptions::new()
             .max_connections(read.options.max_connections)
             .acquire_timeout(request_timeout)
+            // No ping before each statement: a broken connection fails the statement, which
+            // the engine sends again (transient).
+            .test_before_acquire(false)
             .connect_with(options.clone())
             .await
             .map_err(|err| errors::connect_failure(&shown, url, &err))?;
