@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_runtime::conformance::{self, Outcome};
-use lock_runtime::postgres::{PostgresOptions, PostgresStore, SCHEMA_SQL};
+use lock_runtime::postgres::{PostgresOptions, PostgresStore, SCHEMA_SQL, lock_in_transaction};
 use lock_runtime::store::{Acquire, Ask, Key, Release, Shape, Store};
 use lock_runtime::{LockError, LockManager, LockOptions, distributed_lock};
 use lock_tests::{PgBouncer, PostgresServer, wait_until_async};
@@ -426,4 +426,107 @@ async fn inspection_lists_shows_and_force_releases_a_lock() {
         held.release().await.is_err(),
         "the forced-out holder's release succeeded"
     );
+}
+
+/// A lock bound to the application's transaction and a manager's lock of the same key exclude
+/// each other; COMMIT releases it, and fencing tokens keep increasing across both kinds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_lock_excludes_managers_until_commit() {
+    let server = PostgresServer::start();
+    let locks = LockManager::connect(&server.url()).await.expect("connect");
+    let pool = sqlx::PgPool::connect(&server.url()).await.expect("pool");
+    let before = locks
+        .lock("order:7", LockOptions::new())
+        .await
+        .expect("free");
+    let first = before.fencing_token();
+    let mut tx = pool.begin().await.expect("begin");
+    let busy = lock_in_transaction(&mut tx, "order:7").await;
+    assert!(
+        busy.is_err_and(|err| err.is_busy()),
+        "the manager's lease was ignored"
+    );
+    tx.rollback().await.expect("rollback");
+    before.release().await.expect("release");
+
+    let mut tx = pool.begin().await.expect("begin");
+    let held = lock_in_transaction(&mut tx, "order:7").await.expect("free");
+    assert!(
+        held.fencing_token() > first,
+        "{} after {first}",
+        held.fencing_token()
+    );
+    let busy = locks.lock("order:7", LockOptions::new()).await;
+    assert!(
+        busy.is_err_and(|err| err.is_busy()),
+        "the transaction's lock was ignored"
+    );
+    let mut other = pool.begin().await.expect("begin");
+    let busy = lock_in_transaction(&mut other, "order:7").await;
+    assert!(
+        busy.is_err_and(|err| err.is_busy()),
+        "two transactions held it"
+    );
+    other.rollback().await.expect("rollback");
+    tx.commit().await.expect("commit");
+    let after = locks
+        .lock("order:7", LockOptions::new())
+        .await
+        .expect("free after COMMIT");
+    assert!(after.fencing_token() > held.fencing_token());
+    after.release().await.expect("release");
+}
+
+/// The `25P02` case: a statement fails in the transaction that holds the lock, so that every
+/// later statement is refused until ROLLBACK; the ROLLBACK leaves no lock behind (a session
+/// advisory lock would stay, its unlock refused with `25P02`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_statement_in_the_transaction_leaves_no_lock_behind() {
+    let server = PostgresServer::start();
+    let locks = LockManager::connect(&server.url()).await.expect("connect");
+    let pool = sqlx::PgPool::connect(&server.url()).await.expect("pool");
+    let mut tx = pool.begin().await.expect("begin");
+    lock_in_transaction(&mut tx, "migration")
+        .await
+        .expect("free");
+    let failed = sqlx::raw_sql("SELECT 1 / 0").execute(&mut *tx).await;
+    assert!(failed.is_err(), "division by zero succeeded");
+    let refused = sqlx::raw_sql("SELECT 1").execute(&mut *tx).await;
+    let code = refused.err().and_then(|err| {
+        err.as_database_error()
+            .and_then(|db| db.code().map(|code| code.into_owned()))
+    });
+    assert_eq!(
+        code.as_deref(),
+        Some("25P02"),
+        "the transaction was not aborted"
+    );
+    tx.rollback().await.expect("rollback");
+    let free = locks
+        .lock("migration", LockOptions::new())
+        .await
+        .expect("nothing left behind");
+    free.release().await.expect("release");
+}
+
+/// A waiter on a manager gets a lock that a transaction held once the transaction commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_waiter_gets_the_lock_when_the_transaction_commits() {
+    let server = PostgresServer::start();
+    let locks = LockManager::connect(&server.url()).await.expect("connect");
+    let pool = sqlx::PgPool::connect(&server.url()).await.expect("pool");
+    let mut tx = pool.begin().await.expect("begin");
+    lock_in_transaction(&mut tx, "report").await.expect("free");
+    let waiting = tokio::spawn(async move {
+        let got = locks
+            .lock("report", LockOptions::new().wait(Duration::from_secs(20)))
+            .await;
+        (got, Instant::now())
+    });
+    let committed = Instant::now();
+    tx.commit().await.expect("commit");
+    let (got, at) = waiting.await.expect("the waiting task");
+    let guard = got.expect("woken after COMMIT");
+    assert!(at.saturating_duration_since(committed) < SOON);
+    guard.release().await.expect("release");
 }

@@ -21,6 +21,7 @@ mod inspect;
 pub(crate) mod settings;
 pub(crate) mod sql;
 mod steps;
+pub(crate) mod transaction;
 
 use errors::failure;
 use feed::{Hearing, Stop, Told};

@@ -244,7 +244,6 @@ mod tests {
         let read = read(
             "postgres://u:p?w@h:1/db?sslmode=disable&listen_url=postgres%3A%2F%2Fu%40d%3A2%2Fdb&create_tables=false&poll_ms=50&application_name=x",
         )
-        .ok()
         .expect("valid");
         assert_eq!(
             read.url,
@@ -256,7 +255,7 @@ mod tests {
         );
         assert!(!read.options.create_tables);
         assert_eq!(read.options.poll_interval, Duration::from_millis(50));
-        let plain = super::read("postgresql://h/db").ok().expect("valid");
+        let plain = super::read("postgresql://h/db").expect("valid");
         assert_eq!(plain.url, "postgresql://h/db");
         assert!(plain.options.listen == Listen::Auto && plain.options.create_tables);
     }
