@@ -38,7 +38,7 @@ impl Db {
         loop {
             tried += 1;
             match sqlx::raw_sql(statement).fetch_all(&self.pool).await {
-                Err(sqlx::Error::Io(_)) if tried < most => {}
+                Err(err) if tried < most && errors::connection_gone(&err) => {}
                 done => return done.map_err(|err| failure(&self.describe, operation, key, err)),
             }
         }
