@@ -548,3 +548,38 @@ async fn a_manager_waiter_gets_the_lock_when_the_transaction_commits() {
     assert!(at.saturating_duration_since(committed) < SOON);
     guard.release().await.expect("release");
 }
+
+/// Several keys at once and an election, over two managers on one database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_all_and_election_work_over_postgres() {
+    use lock_runtime::ElectionOptions;
+
+    let server = PostgresServer::start();
+    let a = LockManager::connect(&server.url()).await.expect("connect");
+    let b = LockManager::connect(&server.url()).await.expect("connect");
+    let both = a
+        .lock_all(["account:1", "account:2"], LockOptions::new())
+        .await
+        .expect("free");
+    let busy = b.lock("account:2", LockOptions::new()).await;
+    assert!(
+        busy.is_err_and(|err| err.is_busy()),
+        "lock_all did not hold account:2"
+    );
+    both.release().await.expect("release");
+    let free = b.lock("account:2", LockOptions::new()).await.expect("free");
+    free.release().await.expect("release");
+
+    let options = ElectionOptions::new().ttl(Duration::from_secs(5));
+    let first = a.elect("scheduler", options.clone()).expect("elect");
+    let term = first.elected().await.expect("elected");
+    let second = b.elect("scheduler", options).expect("elect");
+    assert!(first.is_leader() && !second.is_leader());
+    first.step_down().await.expect("step down");
+    let next = tokio::time::timeout(Duration::from_secs(10), second.elected())
+        .await
+        .expect("the other manager took over within 10 s")
+        .expect("elected");
+    assert!(next > term, "term {next} after {term}");
+    second.step_down().await.expect("step down");
+}
