@@ -571,7 +571,7 @@ async fn lock_all_and_election_work_over_postgres() {
     free.release().await.expect("release");
 
     let options = ElectionOptions::new().ttl(Duration::from_secs(5));
-    let first = a.elect("scheduler", options.clone()).expect("elect");
+    let first = a.elect("scheduler", options).expect("elect");
     let term = first.elected().await.expect("elected");
     let second = b.elect("scheduler", options).expect("elect");
     assert!(first.is_leader() && !second.is_leader());
