@@ -39,6 +39,16 @@ fn host_list<I: IntoIterator<Item = S>, S: AsRef<str>>(hosts: I) -> String {
     hosts.join(",")
 }
 
+/// A PostgreSQL store that could not be made, as the caller sees it: a wrong setting as
+/// [`LockError::Config`], the rest as a backend error at `url` (shown without its password).
+#[cfg(feature = "postgres")]
+fn connect_error(url: &str, failure: crate::store::StoreError) -> LockError {
+    if failure.is_config() {
+        return LockError::Config(failure.to_string());
+    }
+    LockError::from_failure("connect", None, &url::redact(url), failure)
+}
+
 /// Settings for a [`LockManager`]. Start with [`LockManager::builder`].
 #[derive(Clone)]
 pub struct LockManagerBuilder {
@@ -58,6 +68,9 @@ pub struct LockManagerBuilder {
     tls: Option<TlsConfig>,
     /// A store given as is, instead of a URL.
     store: Option<Arc<dyn Store>>,
+    /// An application's PostgreSQL pool, instead of a URL.
+    #[cfg(feature = "postgres")]
+    postgres: Option<(sqlx::PgPool, crate::postgres::PostgresOptions)>,
 }
 
 impl std::fmt::Debug for LockManagerBuilder {
@@ -93,6 +106,8 @@ impl Default for LockManagerBuilder {
             runtime: None,
             tls: None,
             store: None,
+            #[cfg(feature = "postgres")]
+            postgres: None,
         }
     }
 }
@@ -123,6 +138,42 @@ impl LockManagerBuilder {
     /// ```
     pub fn store(mut self, store: Arc<dyn Store>) -> Self {
         self.store = Some(store);
+        self
+    }
+
+    /// Locks in the PostgreSQL database of the application's pool `pool`, with the default
+    /// [`PostgresOptions`](crate::postgres::PostgresOptions): the tables are created at build
+    /// if missing, and one connection of the pool is kept to LISTEN for releases. Through
+    /// PgBouncer in transaction mode, use [`postgres_with`](Self::postgres_with) and a direct
+    /// `listen_url`. See `docs/POSTGRES.md`.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// use lock_runtime::{LockManager, LockOptions};
+    ///
+    /// let pool = sqlx::PgPool::connect("postgres://app:secret@db-1/shop").await?;
+    /// let manager = LockManager::builder().postgres(pool).build().await?;
+    /// let guard = manager.lock("order:42", LockOptions::new()).await?;
+    /// guard.release().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    #[cfg(feature = "postgres")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+    pub fn postgres(self, pool: sqlx::PgPool) -> Self {
+        self.postgres_with(pool, crate::postgres::PostgresOptions::new())
+    }
+
+    /// Locks in the PostgreSQL database of `pool`, with `options` (a direct URL to LISTEN on,
+    /// tables left to migrations, ...).
+    #[cfg(feature = "postgres")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+    pub fn postgres_with(
+        mut self,
+        pool: sqlx::PgPool,
+        options: crate::postgres::PostgresOptions,
+    ) -> Self {
+        self.postgres = Some((pool, options));
         self
     }
 
@@ -377,6 +428,10 @@ impl LockManagerBuilder {
     /// Connects and returns the manager.
     pub async fn build(mut self) -> Result<LockManager, LockError> {
         self.validate()?;
+        #[cfg(feature = "postgres")]
+        if let Some((pool, options)) = self.postgres.take() {
+            return self.over_pool(pool, options).await;
+        }
         if let Some(store) = self.store.take() {
             if self.url.is_some() {
                 return Err(LockError::Config(format!(
@@ -393,6 +448,10 @@ impl LockManagerBuilder {
             .ok_or_else(|| LockError::Config("no URL given to LockManager::builder".into()))?;
         if let Some(store) = crate::store::scheme::connect(url).await {
             return self.over_store(store?);
+        }
+        if url::is_postgres(url) {
+            let url = url.to_owned();
+            return self.over_postgres_url(&url).await;
         }
         let deployment = Deployment::parse(url)?;
         if self.replicas.is_some() && deployment.kind() == DeploymentKind::Redlock {
@@ -445,6 +504,44 @@ impl LockManagerBuilder {
         }
         let waiters = Arc::new(Waiters::with_fair_turn(self.fair_turn));
         Ok(self.finish(store, waiters))
+    }
+
+    /// A manager over the PostgreSQL database at `url`.
+    #[cfg(feature = "postgres")]
+    async fn over_postgres_url(self, url: &str) -> Result<LockManager, LockError> {
+        let store = crate::postgres::PostgresStore::connect(url, self.request_timeout)
+            .await
+            .map_err(|failure| connect_error(url, failure))?;
+        self.over_store(Arc::new(store))
+    }
+
+    /// Without the feature, a `postgres://` URL is refused, naming the feature.
+    #[cfg(not(feature = "postgres"))]
+    async fn over_postgres_url(self, url: &str) -> Result<LockManager, LockError> {
+        Err(LockError::Config(format!(
+            "`{}` names a PostgreSQL database: enable the `postgres` feature of lock-runtime",
+            url::redact(url)
+        )))
+    }
+
+    /// A manager over the PostgreSQL database of an application's pool.
+    #[cfg(feature = "postgres")]
+    async fn over_pool(
+        self,
+        pool: sqlx::PgPool,
+        options: crate::postgres::PostgresOptions,
+    ) -> Result<LockManager, LockError> {
+        if self.url.is_some() || self.store.is_some() {
+            return Err(LockError::Config(
+                "the manager cannot be built: a PostgreSQL pool was given, and a URL or a store \
+                 too: give one of them"
+                    .into(),
+            ));
+        }
+        let store = crate::postgres::PostgresStore::from_pool(pool, options)
+            .await
+            .map_err(|failure| connect_error("postgres pool", failure))?;
+        self.over_store(Arc::new(store))
     }
 
     /// The settings that are wrong whatever the deployment, with the reason.
@@ -603,6 +700,44 @@ mod tests {
             let shown = err.to_string();
             assert!(!shown.contains("  "), "{shown}");
             assert!(!shown.contains("secret"), "{shown}");
+        }
+    }
+
+    #[cfg(not(feature = "postgres"))]
+    #[tokio::test]
+    async fn a_postgres_url_without_the_feature_names_the_feature() {
+        for url in [
+            "postgres://app:s3cret@db/shop",
+            "PostgreSQL://app:s3cret@db/shop",
+        ] {
+            let err = LockManager::connect(url).await.expect_err("not built in");
+            let shown = format!("{err} {err:?}");
+            assert!(matches!(err, LockError::Config(_)), "{shown}");
+            assert!(shown.contains("`postgres` feature"), "{shown}");
+            assert!(!shown.contains("s3cret"), "{shown}");
+        }
+    }
+
+    #[cfg(feature = "postgres")]
+    #[tokio::test]
+    async fn a_postgres_url_with_a_wrong_setting_is_a_config_error() {
+        let err = LockManager::connect("postgres://app:s3cret@db/shop?poll_ms=0")
+            .await
+            .expect_err("refused");
+        let shown = format!("{err} {err:?}");
+        assert!(matches!(err, LockError::Config(_)), "{shown}");
+        assert!(shown.contains("poll_ms"), "{shown}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn the_postgres_schemes_cannot_be_registered() {
+        for scheme in ["postgres", "PostgreSQL"] {
+            let taken = crate::store::register_scheme(scheme, |_url: String| async {
+                Err(crate::store::StoreError::permanent("never"))
+            });
+            assert!(taken.is_err(), "{scheme}");
         }
     }
 }

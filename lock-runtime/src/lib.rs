@@ -302,6 +302,9 @@ mod metrics;
 mod multi;
 mod options;
 mod pending;
+#[cfg(feature = "postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
+pub mod postgres;
 mod protocol;
 mod section;
 mod shape;

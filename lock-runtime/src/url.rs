@@ -28,10 +28,14 @@ pub(crate) fn is_scheme(scheme: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
 }
 
-/// `url` with any password replaced by `***`, safe for messages and logs.
-///
-/// Everything up to the last `@` counts as credentials, whatever characters the password holds
-/// (`/`, `?`, `#` included): showing a little less of a URL beats showing a password.
+/// Whether `url` names the PostgreSQL store (`postgres://`, `postgresql://`), whether or not
+/// the `postgres` feature is built in.
+pub(crate) fn is_postgres(url: &str) -> bool {
+    split_scheme(url).is_some_and(|(scheme, _)| {
+        scheme.eq_ignore_ascii_case("postgres") || scheme.eq_ignore_ascii_case("postgresql")
+    })
+}
+
 /// `url` with its scheme in lower case (`REDIS://` works like `redis://`), or why it cannot be
 /// used: a password in the query (`?password=`) is refused rather than ignored, since the
 /// connection would then go out without it.
@@ -124,6 +128,9 @@ pub(crate) fn host_list<'a>(
 const URL_SHOWN: usize = 256;
 
 /// `url` as it may be shown: without passwords, and at most [`URL_SHOWN`] characters.
+///
+/// Everything up to the last `@` counts as credentials, whatever characters the password holds
+/// (`/`, `?`, `#` included): showing a little less of a URL beats showing a password.
 pub(crate) fn redact(url: &str) -> String {
     let shown = redact_whole(url);
     match shown.char_indices().nth(URL_SHOWN) {

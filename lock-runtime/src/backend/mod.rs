@@ -3,6 +3,8 @@
 
 pub(crate) mod failure;
 pub(crate) mod memory;
+#[cfg(feature = "postgres")]
+pub(crate) mod postgres;
 pub(crate) mod redis;
 mod replies;
 

@@ -14,7 +14,8 @@ type Connect =
 
 static SCHEMES: LazyLock<RwLock<HashMap<String, Arc<Connect>>>> = LazyLock::new(Default::default);
 
-/// The schemes of the library's own stores, which no registration may take.
+/// The schemes of the library's own stores, which no registration may take (and `postgres`,
+/// `postgresql` where the `postgres` feature is built in).
 const OWN: [&str; 11] = [
     "redis",
     "rediss",
@@ -57,7 +58,9 @@ where
             scheme.escape_debug()
         )));
     }
-    if OWN.contains(&scheme.as_str()) {
+    let postgres =
+        cfg!(feature = "postgres") && matches!(scheme.as_str(), "postgres" | "postgresql");
+    if OWN.contains(&scheme.as_str()) || postgres {
         return Err(LockError::Config(format!(
             "the URL scheme `{scheme}` is the library's own and cannot be registered: choose \
              another name for the store's URLs"

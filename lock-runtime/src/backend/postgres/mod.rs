@@ -1,0 +1,381 @@
+//! Locks in a PostgreSQL table (feature `postgres`): leases judged by the database's clock,
+//! fencing tokens from a sequence, releases told by `NOTIFY`, every step one statement sent
+//! with the simple query protocol so that PgBouncer in transaction mode carries it
+//! (docs/POSTGRES.md).
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::Row;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+
+use crate::store::{
+    Acquire, Ask, Booking, BoxFuture, Changes, Inspect, Key, Release, Renewal, Shape, Store,
+    StoreError,
+};
+
+mod errors;
+mod feed;
+mod inspect;
+pub(crate) mod settings;
+pub(crate) mod sql;
+mod steps;
+pub(crate) mod transaction;
+
+use errors::failure;
+use feed::{Hearing, Stop, Told};
+use settings::Listen;
+use settings::PostgresOptions;
+use steps::Db;
+use tokio::sync::oneshot;
+
+/// The most leases one renewal statement renews; a larger batch is sent as several.
+const RENEW_CHUNK: usize = 500;
+
+/// Locks in a PostgreSQL table. Made by `LockManager::connect("postgres://...")`, by
+/// [`LockManagerBuilder::postgres`](crate::LockManagerBuilder::postgres) over a pool of the
+/// application's, or by [`PostgresStore::connect`] / [`PostgresStore::from_pool`] to share one
+/// store between several managers (through
+/// [`LockManagerBuilder::store`](crate::LockManagerBuilder::store)).
+pub struct PostgresStore {
+    db: Db,
+    server: String,
+    told: Arc<Told>,
+    hearing: Hearing,
+    /// Ends the listening or polling task with the store.
+    _feed: Stop,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("server", &self.server)
+            .field("hearing", &self.hearing)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Refuses a standby, makes the tables (or checks that they exist), and answers whether the
+/// server is reached directly: it answers on the port connected to (over TCP), or on none
+/// (over a unix socket).
+async fn prepare(pool: &PgPool, options: &PostgresOptions, at: &str) -> Result<bool, StoreError> {
+    let probe = sqlx::raw_sql(sql::PROBE)
+        .fetch_one(pool)
+        .await
+        .map_err(|err| failure(at, "connect", None, err))?;
+    if probe.try_get::<bool, _>("standby").unwrap_or(false) {
+        return Err(StoreError::permanent(format!(
+            "{at} is a read-only standby (pg_is_in_recovery() is true): locks are written, so \
+             connect to the primary"
+        )));
+    }
+    if options.create_tables {
+        sqlx::raw_sql(&sql::create_schema())
+            .execute(pool)
+            .await
+            .map_err(|err| failure(at, "create the tables", None, err))?;
+    } else if !probe.try_get::<bool, _>("tables").unwrap_or(false) {
+        return Err(StoreError::permanent(format!(
+            "{at}: the tables {} and {} are missing and create_tables is false: create them \
+             with the SQL in docs/POSTGRES.md (lock_runtime::postgres::SCHEMA_SQL), or let \
+             connect create them",
+            sql::TABLE,
+            sql::SEQUENCE
+        )));
+    }
+    let answered: Option<i32> = probe.try_get("port").ok().flatten();
+    let connected = pool.connect_options();
+    Ok(match connected.get_socket() {
+        Some(_) => answered.is_none(),
+        None => answered == Some(i32::from(connected.get_port())),
+    })
+}
+
+/// The connect options of `url` as this store uses them: no statement cache (nothing named is
+/// prepared) and no `extra_float_digits` startup parameter, which PgBouncer refuses unless it
+/// is told to ignore it.
+fn connect_options(url: &str, shown: &str) -> Result<PgConnectOptions, StoreError> {
+    let options =
+        PgConnectOptions::from_str(url).map_err(|err| errors::connect_failure(shown, url, &err))?;
+    Ok(options.statement_cache_capacity(0).extra_float_digits(None))
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://` or `postgresql://`, with the query
+    /// parameters of [`PostgresOptions`]), refuses a standby, creates the tables unless told
+    /// not to, and starts hearing releases. Requests wait at most `request_timeout` for a
+    /// connection of the pool.
+    pub async fn connect(
+        url: &str,
+        request_timeout: Duration,
+    ) -> Result<PostgresStore, StoreError> {
+        let shown = crate::url::redact(url);
+        let read = settings::read(url)?;
+        let options = connect_options(&read.url, &shown)?;
+        let pool = PgPoolOptions::new()
+            .max_connections(read.options.max_connections)
+            .acquire_timeout(request_timeout)
+            // No ping before each statement (one round trip per step): a connection the
+            // server closed fails its statement, which is sent again on another (Db::rows).
+            .test_before_acquire(false)
+            .connect_with(options.clone())
+            .await
+            .map_err(|err| errors::connect_failure(&shown, url, &err))?;
+        let listen = match &read.options.listen_url {
+            Some(listen_url) => connect_options(listen_url, &crate::url::redact(listen_url))?,
+            None => options,
+        };
+        // One connection, kept: the listener's (made again by the listener if it breaks).
+        let listen = PgPoolOptions::new()
+            .max_connections(1)
+            .max_lifetime(None)
+            .idle_timeout(None)
+            .connect_lazy_with(listen);
+        Self::open(pool, Some(listen), read.options, settings::server_of(url)).await
+    }
+
+    /// A store over a pool of the application's. The listening connection is taken from the
+    /// pool and kept, unless [`PostgresOptions::listen_url`] names another server.
+    pub async fn from_pool(
+        pool: PgPool,
+        options: PostgresOptions,
+    ) -> Result<PostgresStore, StoreError> {
+        let connected = pool.connect_options();
+        let server = format!("{}:{}", connected.get_host(), connected.get_port());
+        let listen = match &options.listen_url {
+            Some(listen_url) => {
+                let listen = connect_options(listen_url, &crate::url::redact(listen_url))?;
+                Some(
+                    PgPoolOptions::new()
+                        .max_connections(1)
+                        .connect_lazy_with(listen),
+                )
+            }
+            None => None,
+        };
+        Self::open(pool, listen, options, server).await
+    }
+
+    /// Checks the server, makes the tables, and starts hearing releases.
+    async fn open(
+        pool: PgPool,
+        listen: Option<PgPool>,
+        options: PostgresOptions,
+        server: String,
+    ) -> Result<PostgresStore, StoreError> {
+        let at = format!("postgres {server}");
+        let direct = prepare(&pool, &options, &at).await?;
+        let told = Arc::new(Told::default());
+        // A listen URL names a server to LISTEN on directly; without one, the store's own.
+        let listen_here =
+            options.listen_url.is_some() || options.listen == Listen::Always || direct;
+        let listen = match listen {
+            _ if options.listen == Listen::Never => None,
+            listen if listen_here => Some(listen.unwrap_or_else(|| pool.clone())),
+            _ => {
+                tracing::warn!(
+                    server = %server,
+                    "the server answers on another port than the one connected to (a pooler \
+                     between?): waiters poll every {:?} rather than LISTEN; give a direct \
+                     ?listen_url= to be told of releases",
+                    options.poll_interval
+                );
+                None
+            }
+        };
+        let heard = match listen {
+            Some(listen) => feed::listen(&pool, &listen, &told)
+                .await
+                .unwrap_or_else(|err| {
+                    tracing::warn!(
+                        server = %server,
+                        error = %failure(&at, "listen", None, err),
+                        "cannot LISTEN for lock releases: waiters poll every {:?}",
+                        options.poll_interval
+                    );
+                    None
+                }),
+            None => None,
+        };
+        let (hearing, feed) = match heard {
+            Some(stop) => (Hearing::Listen, stop),
+            None => (
+                Hearing::Poll(options.poll_interval),
+                feed::poll(pool.clone(), &told, options.poll_interval),
+            ),
+        };
+        Ok(PostgresStore {
+            db: Db {
+                pool,
+                describe: at.into(),
+            },
+            server,
+            told,
+            hearing,
+            _feed: feed,
+        })
+    }
+
+    /// Whether releases are heard by LISTEN (`true`) or by polling.
+    pub fn listens(&self) -> bool {
+        self.hearing == Hearing::Listen
+    }
+
+    /// Runs `statement` and answers its rows; a failure named with `operation` and `key`.
+    async fn rows(
+        &self,
+        operation: &str,
+        key: Option<&str>,
+        statement: &str,
+    ) -> Result<Vec<PgRow>, StoreError> {
+        self.db.rows(operation, key, statement).await
+    }
+
+    /// Sends the acquire from a task of its own, which finishes the statement even if the
+    /// caller stops waiting for it, and then gives back what it took: the statement runs on one
+    /// connection of the pool and the caller's give-back on another, which could otherwise
+    /// overtake it and find nothing to release.
+    fn acquire_in_task(
+        &self,
+        key: &Key,
+        token: &str,
+        ttl: Duration,
+    ) -> BoxFuture<'static, Result<Acquire, StoreError>> {
+        let (db, name, token) = (self.db.clone(), key.name().to_owned(), token.to_owned());
+        let (answer, answered) = oneshot::channel();
+        tokio::spawn(async move {
+            let got = db.acquire(&name, &token, ttl).await;
+            if let Err(Ok(Acquire::Acquired { .. })) = answer.send(got) {
+                // Nobody waits for it any more: give it back, after the grant.
+                let _ = db.release(&name, &token, Duration::ZERO).await;
+            }
+        });
+        let describe = self.db.describe.clone();
+        let name = key.name().to_owned();
+        Box::pin(async move {
+            answered.await.unwrap_or_else(|_| {
+                Err(StoreError::permanent(format!(
+                    "{describe}: acquire of `{name}`: the task that sent it ended without an answer \
+                     (the runtime is shutting down)"
+                )))
+            })
+        })
+    }
+
+    async fn release_now(
+        &self,
+        key: &Key,
+        token: &str,
+        keep: Duration,
+    ) -> Result<Release, StoreError> {
+        let answer = self.db.release(key.name(), token, keep).await?;
+        if answer == Release::Released && self.hearing != Hearing::Listen {
+            // Where the store polls, this manager's waiters need not wait for the next look.
+            self.told.released(key.name());
+        }
+        Ok(answer)
+    }
+
+    async fn renew_chunk(&self, batch: &[Renewal], from: usize, book: Booking<'_>) {
+        let indices: Vec<usize> = (from..from + batch.len()).collect();
+        let statement = sql::renew(
+            batch
+                .iter()
+                .enumerate()
+                .map(|(index, renewal)| (index, renewal.key(), renewal.token(), renewal.ttl())),
+        );
+        let renewed = self.rows("renew", None, &statement).await.map(|rows| {
+            let mut answers = vec![Some(false); batch.len()];
+            for row in rows {
+                let index = row
+                    .try_get::<i64, _>(0)
+                    .ok()
+                    .and_then(|index| usize::try_from(index).ok());
+                if let Some(answer) = index.and_then(|index| answers.get_mut(index)) {
+                    *answer = Some(true);
+                }
+            }
+            answers
+        });
+        book(&indices, renewed);
+    }
+}
+
+impl Store for PostgresStore {
+    fn describe(&self) -> &str {
+        &self.db.describe
+    }
+
+    fn server(&self) -> &str {
+        &self.server
+    }
+
+    /// The plain lock only: semaphores and read-write locks are refused, naming the shape.
+    fn supports(&self, shape: Shape) -> Result<(), &'static str> {
+        match shape {
+            Shape::Lock => Ok(()),
+            Shape::Semaphore { .. } => Err("the PostgreSQL store does not keep semaphores yet"),
+            Shape::Read | Shape::Write => {
+                Err("the PostgreSQL store does not keep read-write locks yet")
+            }
+        }
+    }
+
+    fn acquire<'a>(
+        &'a self,
+        key: &'a Key,
+        token: &'a str,
+        ttl: Duration,
+        _ask: Ask,
+    ) -> BoxFuture<'a, Result<Acquire, StoreError>> {
+        self.acquire_in_task(key, token, ttl)
+    }
+
+    /// No: an acquire whose caller stopped waiting gives back what it took once its statement
+    /// is done, which could remove a retry's grant under the same token.
+    fn retry_with_same_token(&self) -> bool {
+        false
+    }
+
+    fn renew<'a>(&'a self, batch: &'a [Renewal], book: Booking<'a>) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let chunks = batch
+                .chunks(RENEW_CHUNK)
+                .enumerate()
+                .map(|(at, chunk)| self.renew_chunk(chunk, at * RENEW_CHUNK, book));
+            futures_util::future::join_all(chunks).await;
+        })
+    }
+
+    fn release<'a>(
+        &'a self,
+        key: &'a Key,
+        token: &'a str,
+        keep: Duration,
+    ) -> BoxFuture<'a, Result<Release, StoreError>> {
+        Box::pin(self.release_now(key, token, keep))
+    }
+
+    /// Every release is told: by NOTIFY where the store listens, else found by polling.
+    fn notifies(&self) -> bool {
+        true
+    }
+
+    fn attach(&self, changes: &Changes) {
+        self.told.attach(changes);
+    }
+
+    fn watch<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.told.watch(key);
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn unwatch(&self, key: &str) {
+        self.told.unwatch(key);
+    }
+
+    fn inspect(&self) -> Option<&dyn Inspect> {
+        Some(self)
+    }
+}

@@ -1,0 +1,290 @@
+//! The statements of the PostgreSQL store, as text. Each step is one statement, sent with the
+//! simple query protocol (one `Query` message, one round trip), so that a pooler in
+//! transaction mode can carry it: no named or unnamed prepared statement outlives the message,
+//! no session state is set. Values go into the text as literals that no value can break out
+//! of: text as its UTF-8 bytes in hex, numbers formatted by Rust.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+/// The table of held locks.
+pub(crate) const TABLE: &str = "lock_runtime_locks";
+
+/// The sequence fencing tokens come from.
+pub(crate) const SEQUENCE: &str = "lock_runtime_fences";
+
+/// The channel releases are told on; the payload is the lock's stored name.
+pub(crate) const CHANNEL: &str = "lock_runtime_released";
+
+/// The advisory lock (`pg_advisory_xact_lock`) that makes two processes creating the tables at
+/// once take turns: `lock_rt` in ASCII.
+pub(crate) const SCHEMA_LOCK: i64 = 0x006c_6f63_6b5f_7274;
+
+/// The longest notification payload PostgreSQL takes is 8000 bytes; a longer name is told as
+/// an empty payload (every waiter of the manager tries again).
+const MAX_PAYLOAD: usize = 7900;
+
+/// The tables, created if missing; what `create_tables(false)` leaves to the user's migrations.
+pub(crate) const SCHEMA: &str = "\
+CREATE TABLE IF NOT EXISTS lock_runtime_locks (
+    name       text PRIMARY KEY,
+    token      text NOT NULL,
+    holder     bigint NOT NULL,
+    fence      bigint NOT NULL,
+    expires_at timestamptz NOT NULL
+);
+CREATE SEQUENCE IF NOT EXISTS lock_runtime_fences AS bigint;";
+
+/// The tables created in one transaction (one message: an implicit transaction, rolled back
+/// whole on an error) that takes the advisory lock first, so that processes starting at once
+/// take turns.
+pub(crate) fn create_schema() -> String {
+    format!("SELECT pg_advisory_xact_lock({SCHEMA_LOCK});\n{SCHEMA}")
+}
+
+/// Whether the connection is to a standby (`t`), the port the server answers on (NULL over a
+/// unix socket), and whether both tables exist.
+pub(crate) const PROBE: &str = "SELECT pg_is_in_recovery() AS standby, \
+    inet_server_port() AS port, \
+    to_regclass('lock_runtime_locks') IS NOT NULL AND to_regclass('lock_runtime_fences') IS NOT NULL AS tables";
+
+/// `text` as a literal that reads back as exactly `text`, whatever it holds.
+pub(crate) fn text(text: &str) -> String {
+    let mut hex = String::with_capacity(text.len() * 2 + 40);
+    hex.push_str("convert_from(decode('");
+    for byte in text.bytes() {
+        // Writing to a String does not fail.
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex.push_str("', 'hex'), 'UTF8')");
+    hex
+}
+
+/// `duration` in whole milliseconds, at least 1.
+pub(crate) fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis())
+        .unwrap_or(i64::MAX)
+        .max(1)
+}
+
+/// The milliseconds left of `expires_at`, rounded up, from the database's clock.
+const LEFT_MS: &str =
+    "greatest(0, ceil(extract(epoch FROM l.expires_at - clock_timestamp()) * 1000))::bigint";
+
+/// The payload a release of `name` is told with.
+pub(crate) fn payload(name: &str) -> String {
+    if name.len() > MAX_PAYLOAD {
+        text("")
+    } else {
+        text(name)
+    }
+}
+
+/// The first key of the advisory locks that transaction-bound locks hold
+/// (`pg_advisory_xact_lock(int4, int4)`, whose keys do not meet those of the one-`bigint` form):
+/// `lock` in ASCII.
+pub(crate) const ADVISORY_SPACE: i32 = 0x6c6f_636b;
+
+/// The second key of the advisory lock of `name`: the first 32 bits of its SHA-1 digest.
+pub(crate) fn advisory_key(name: &str) -> i32 {
+    let digest = sha1_smol::Sha1::from(name).digest().bytes();
+    i32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
+}
+
+/// Takes `name` for `token` (whose holder id is `holder`) for `ttl` by the database's clock: a
+/// free or expired lock, or one `token` holds already, unless a transaction holds it (its
+/// advisory lock, tried for the statement's own transaction). Rows: `(fence, NULL, NULL)` when
+/// taken; `(NULL, holder, left_ms)` of the row there when not; `(NULL, NULL, -1)` when a
+/// transaction holds it; none when busy and the holder's row is not in this statement's
+/// snapshot (it was inserted while the statement ran).
+pub(crate) fn acquire(name: &str, token: &str, holder: i64, ttl: Duration) -> String {
+    let advisory = advisory_key(name);
+    let (name, token, ttl) = (text(name), text(token), millis(ttl));
+    format!(
+        "WITH free AS (
+    SELECT pg_try_advisory_xact_lock({ADVISORY_SPACE}, {advisory}) AS ok
+), got AS (
+    INSERT INTO {TABLE} AS l (name, token, holder, fence, expires_at)
+    SELECT {name}, {token}, {holder}, nextval('{SEQUENCE}'),
+           clock_timestamp() + {ttl} * interval '1 millisecond'
+    FROM free WHERE free.ok
+    ON CONFLICT (name) DO UPDATE
+        SET token = excluded.token, holder = excluded.holder, fence = excluded.fence,
+            expires_at = excluded.expires_at
+        WHERE l.expires_at <= clock_timestamp() OR l.token = excluded.token
+    RETURNING l.fence
+)
+SELECT fence, NULL::bigint AS holder, NULL::bigint AS left_ms FROM got
+UNION ALL
+SELECT NULL::bigint, l.holder, {LEFT_MS} FROM {TABLE} l
+WHERE l.name = {name} AND NOT EXISTS (SELECT 1 FROM got)
+UNION ALL
+SELECT NULL::bigint, NULL::bigint, -1::bigint FROM free WHERE NOT free.ok"
+    )
+}
+
+/// The first step of a transaction-bound lock of `name`, in the caller's transaction: its
+/// isolation, and its advisory lock tried (held until the transaction ends if taken).
+pub(crate) fn lock_in_transaction(name: &str) -> String {
+    format!(
+        "SELECT current_setting('transaction_isolation') AS isolation,
+       pg_try_advisory_xact_lock({ADVISORY_SPACE}, {}) AS ok",
+        advisory_key(name)
+    )
+}
+
+/// The second step, once the advisory lock is held: whether a lease of the table holds `name`
+/// (`left_ms`), and if not, a fencing token from the sequence and the release told at the
+/// transaction's end (a notification is delivered at COMMIT, and dropped by ROLLBACK).
+pub(crate) fn fence_in_transaction(name: &str) -> String {
+    let (told, name) = (payload(name), text(name));
+    format!(
+        "WITH held AS (
+    SELECT {LEFT_MS} AS left_ms FROM {TABLE} l
+    WHERE l.name = {name} AND l.expires_at > clock_timestamp()
+), told AS (
+    SELECT pg_notify('{CHANNEL}', {told}) WHERE NOT EXISTS (SELECT 1 FROM held)
+)
+SELECT (SELECT left_ms FROM held LIMIT 1) AS left_ms,
+       CASE WHEN EXISTS (SELECT 1 FROM held) THEN NULL ELSE nextval('{SEQUENCE}') END AS fence,
+       (SELECT count(*) FROM told) AS told"
+    )
+}
+
+/// Renews the leases `(index, name, token, ttl)` whose token still holds a live lease, each
+/// for its ttl from now by the database's clock. Rows: the index of each lease renewed.
+pub(crate) fn renew<'a>(
+    leases: impl Iterator<Item = (usize, &'a str, &'a str, Duration)>,
+) -> String {
+    let mut values = String::new();
+    for (index, name, token, ttl) in leases {
+        if !values.is_empty() {
+            values.push_str(",\n    ");
+        }
+        let _ = write!(
+            values,
+            "({index}::bigint, {}, {}, {}::bigint)",
+            text(name),
+            text(token),
+            millis(ttl)
+        );
+    }
+    format!(
+        "UPDATE {TABLE} AS l SET expires_at = clock_timestamp() + b.ms * interval '1 millisecond'
+FROM (VALUES
+    {values}) AS b(i, name, token, ms)
+WHERE l.name = b.name AND l.token = b.token AND l.expires_at > clock_timestamp()
+RETURNING b.i"
+    )
+}
+
+/// Releases `name` if `token` holds it: deletes the row, or with `keep` leaves it ownerless
+/// until then; tells the release on [`CHANNEL`] in the same statement (delivered at commit).
+/// One row: `mine` (true: released; false: ours but its lease had ended; NULL: not ours) and
+/// `other` (another holder's live lease is there).
+pub(crate) fn release(name: &str, token: &str, keep: Duration) -> String {
+    let (told, name, token) = (payload(name), text(name), text(token));
+    let change = if keep.is_zero() {
+        format!(
+            "DELETE FROM {TABLE} l WHERE l.name = {name} AND l.token = {token}
+    RETURNING l.expires_at > clock_timestamp() AS live"
+        )
+    } else {
+        format!(
+            "UPDATE {TABLE} l SET token = '', holder = 0,
+        expires_at = clock_timestamp() + {} * interval '1 millisecond'
+    WHERE l.name = {name} AND l.token = {token} AND l.expires_at > clock_timestamp()
+    RETURNING true AS live",
+            millis(keep)
+        )
+    };
+    format!(
+        "WITH changed AS (
+    {change}
+), told AS (
+    SELECT pg_notify('{CHANNEL}', {told}) FROM changed
+)
+SELECT (SELECT live FROM changed LIMIT 1) AS mine,
+       (SELECT count(*) FROM told) AS told,
+       EXISTS (SELECT 1 FROM {TABLE} l WHERE l.name = {name} AND l.token <> {token}
+               AND l.expires_at > clock_timestamp()) AS other"
+    )
+}
+
+/// Which of `names` are held now (a live lease), by the database's clock. Rows: `name`.
+pub(crate) fn held<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    let listed: Vec<String> = names.map(text).collect();
+    format!(
+        "SELECT l.name FROM {TABLE} l WHERE l.expires_at > clock_timestamp() AND l.name IN ({})",
+        listed.join(", ")
+    )
+}
+
+/// Every live lease whose name starts with `prefix`, for inspection. Rows: `name`, `holder`,
+/// `fence`, `left_ms`, `kept` (released with `hold_at_least`, ownerless until it expires).
+pub(crate) fn live(prefix: &str) -> String {
+    format!(
+        "SELECT l.name, l.holder, l.fence, {LEFT_MS} AS left_ms, l.token = '' AS kept
+FROM {TABLE} l
+WHERE l.expires_at > clock_timestamp() AND left(l.name, {}) = {}
+ORDER BY l.name",
+        prefix.chars().count(),
+        text(prefix)
+    )
+}
+
+/// Deletes the lease of `name` whose fencing token is `fence` (whoever holds it) and tells the
+/// release. Rows: `removed` (the lease was there and live), `other` (another lease is there).
+pub(crate) fn force_release(name: &str, fence: i64) -> String {
+    let (told, name) = (payload(name), text(name));
+    format!(
+        "WITH gone AS (
+    DELETE FROM {TABLE} l WHERE l.name = {name} AND l.fence = {fence}
+    RETURNING l.expires_at > clock_timestamp() AS live
+), told AS (
+    SELECT pg_notify('{CHANNEL}', {told}) FROM gone
+)
+SELECT COALESCE((SELECT live FROM gone LIMIT 1), false) AS removed,
+       (SELECT count(*) FROM told) AS told,
+       EXISTS (SELECT 1 FROM {TABLE} l WHERE l.name = {name} AND l.fence <> {fence}
+               AND l.expires_at > clock_timestamp()) AS other"
+    )
+}
+
+/// Tells `payload` on [`CHANNEL`]: the listening connection's check that it hears.
+pub(crate) fn notify(payload: &str) -> String {
+    format!("SELECT pg_notify('{CHANNEL}', {})", text(payload))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_text_literal_is_hex_whatever_it_holds() {
+        let shown = text("a'); DROP TABLE x; --\\ é");
+        assert!(!shown.contains("DROP"), "{shown}");
+        assert!(
+            shown
+                .trim_start_matches("convert_from(decode('")
+                .trim_end_matches("', 'hex'), 'UTF8')")
+                .chars()
+                .all(|c| c.is_ascii_hexdigit()),
+            "{shown}"
+        );
+        assert_eq!(text(""), "convert_from(decode('', 'hex'), 'UTF8')");
+    }
+
+    #[test]
+    fn a_name_too_long_to_tell_is_told_empty() {
+        assert_eq!(payload(&"x".repeat(MAX_PAYLOAD + 1)), text(""));
+        assert_eq!(payload("lock:{a}"), text("lock:{a}"));
+    }
+
+    #[test]
+    fn durations_are_whole_milliseconds_at_least_one() {
+        assert_eq!(millis(Duration::from_micros(10)), 1);
+        assert_eq!(millis(Duration::from_millis(1500)), 1500);
+        assert_eq!(millis(Duration::MAX), i64::MAX);
+    }
+}

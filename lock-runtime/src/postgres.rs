@@ -1,0 +1,29 @@
+//! Locks in PostgreSQL (feature `postgres`): `LockManager::connect("postgres://...")`,
+//! [`LockManagerBuilder::postgres`](crate::LockManagerBuilder::postgres) over an application's
+//! `sqlx::PgPool`, or a [`PostgresStore`] shared by several managers. See `docs/POSTGRES.md`.
+//!
+//! - **Leases in a table** (`lock_runtime_locks`), judged by the database's clock
+//!   (`clock_timestamp()`); acquire, renew (a whole batch) and release are one statement each,
+//!   owner-checked; a released lock leaves no row.
+//! - **Fencing tokens** from a sequence (`lock_runtime_fences`): strictly increasing across
+//!   holders, restarts and crash recovery (not across a failover to an asynchronous replica
+//!   that missed the last commits).
+//! - **Waiting by notification**: a release does `pg_notify` in the same statement; one
+//!   listening connection per store. Through a pooler in transaction mode, give a direct
+//!   `listen_url`, or waiters poll.
+//! - **Pooler-safe**: the simple query protocol, no prepared statements, no session state.
+//! - **A lock bound to a transaction of the application's** ([`lock_in_transaction`]):
+//!   released by its COMMIT or ROLLBACK, its fencing token from the same transaction.
+//! - The plain lock only: semaphores and read-write locks are refused, naming the shape.
+
+pub use crate::backend::postgres::PostgresStore;
+pub use crate::backend::postgres::settings::{
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_POLL_INTERVAL, PostgresOptions,
+};
+pub use crate::backend::postgres::transaction::{
+    TransactionLock, lock_in_transaction, lock_in_transaction_under,
+};
+
+/// The tables, as `connect` creates them when missing: for migrations that own the schema
+/// (then connect with `create_tables=false`).
+pub const SCHEMA_SQL: &str = crate::backend::postgres::sql::SCHEMA;
