@@ -583,3 +583,41 @@ async fn lock_all_and_election_work_over_postgres() {
     assert!(next > term, "term {next} after {term}");
     second.step_down().await.expect("step down");
 }
+
+/// The test kit over a PostgreSQL URL: a scripted busy answer comes first, then the real
+/// lock in the table, recorded in order with its fencing token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_test_kit_scripts_faults_over_a_postgres_store() {
+    use lock_runtime::testing::TestLocks;
+
+    let server = PostgresServer::start();
+    let kit = TestLocks::over_url(&server.url()).await.expect("connects");
+    kit.on("report:*").busy(1, Duration::from_millis(50));
+    let options = LockOptions::new().wait(Duration::from_secs(10));
+    let guard = kit
+        .manager()
+        .lock("report:7", options)
+        .await
+        .expect("taken after the scripted busy answer");
+    kit.assert_acquired_in_order(&["report:7"]);
+    assert_eq!(kit.fencing_tokens("report:7"), vec![guard.fencing_token()]);
+    let rows = server.psql("SELECT count(*) FROM lock_runtime_locks");
+    assert_eq!(rows.trim(), "1", "the real lock is in the table");
+    guard.release().await.expect("release");
+    kit.assert_not_held("report:7");
+}
+
+/// Two tasks of one process that take two locks in opposite orders over PostgreSQL: with
+/// `Deadlock::Fail` one of them gives up (the store keeps no published waits, so detection
+/// sees the waits of this process).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadlock_in_one_process_is_detected_over_postgres() {
+    let server = PostgresServer::start();
+    let locks = LockManager::connect(&server.url()).await.expect("connect");
+    let fail = LockOptions::new()
+        .wait(Duration::from_secs(20))
+        .deadlock(lock_runtime::Deadlock::Fail);
+    let managers = [locks.clone(), locks.clone()];
+    let gave_up = lock_tests::deadlocks::opposite_orders(managers, "acct:1", "acct:2", fail).await;
+    assert_eq!(gave_up, 1);
+}
