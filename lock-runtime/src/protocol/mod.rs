@@ -15,7 +15,8 @@ pub(crate) mod waits;
 
 pub use value::StoredLock;
 pub(crate) use value::{
-    held_value, holder_hex, holder_id, holder_metadata, holder_part, release_id, token_id,
+    app_text, held_value, holder_hex, holder_id, holder_metadata, holder_part, host_word,
+    release_id, token_id,
 };
 
 use std::time::Duration;
