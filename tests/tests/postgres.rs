@@ -866,3 +866,31 @@ async fn a_renewal_keeps_the_holder_record() {
     assert_eq!(recorded_row(&server), recorded);
     held.release().await.expect("release");
 }
+
+/// A manager over an application's pool records its `app_name` too, and a waiter over the same
+/// pool is told who holds the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_over_an_applications_pool_records_its_app_name() {
+    let server = PostgresServer::start();
+    let pool = sqlx::PgPool::connect(&server.url()).await.expect("pool");
+    let holder = LockManager::builder()
+        .postgres(pool.clone())
+        .app_name("reports")
+        .build()
+        .await
+        .expect("build");
+    let waiter = LockManager::builder()
+        .postgres(pool)
+        .build()
+        .await
+        .expect("build");
+    let guard = holder
+        .lock("report:1", LockOptions::new())
+        .await
+        .expect("free");
+    let err = busy(&waiter, "report:1", LockOptions::new()).await;
+    let blocker = blocker_of(&err).unwrap_or_else(|| panic!("names its holder: {err:?}"));
+    assert_eq!(blocker.app.as_deref(), Some("reports"));
+    assert_eq!(blocker.pid, Some(std::process::id()));
+    guard.release().await.expect("release");
+}
