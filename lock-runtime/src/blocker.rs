@@ -1,4 +1,4 @@
-//! Who held a lock an acquire found busy, as the lock's value records it: what
+//! Who held a lock an acquire found busy, as the lock records it: what
 //! [`LockError::Busy`](crate::LockError::Busy) and the slow-acquire event carry.
 
 use std::fmt;
@@ -13,9 +13,11 @@ use crate::protocol::value::records_holder;
 /// records that.
 ///
 /// It comes with [`LockError::Busy`](crate::LockError::Busy) from the server's last busy answer,
-/// at no extra request: the acquire's answer carries it. There is none for a semaphore or a
-/// read-write lock (they have several holders), for a holder that recorded nothing (holder
-/// metadata off), and on `memory://`.
+/// at no extra request: the acquire's answer carries it, on Redis (every deployment) and on
+/// PostgreSQL (the row's `host`, `pid`, `app` and `since` columns). There is none for a
+/// semaphore or a read-write lock (they have several holders), for a holder that recorded
+/// nothing (holder metadata off), for a lock a PostgreSQL transaction holds
+/// (`postgres::lock_in_transaction`), and on `memory://`.
 ///
 /// Nothing in it lets anyone release the lock: [`holder_id`](Self::holder_id) is a digest of
 /// the holder's owner token, never the token.
@@ -55,17 +57,17 @@ pub struct Blocker {
     pub app: Option<String>,
     /// When the holder began the attempt that took the lock (its wall clock).
     pub since: Option<SystemTime>,
-    /// The holder's fencing token, where the lock's value records it: only values written by
-    /// 0.2 (`held fence=<F> token=...`) do. This format does not: a token comes from the
-    /// slot's counter, counted up in the same transaction that writes the value, so the value
-    /// cannot contain it, and reading the counter afterwards would name a later attempt's
-    /// token, not the holder's. `None` then.
+    /// The holder's fencing token, where the lock records it. A PostgreSQL row always does
+    /// (`Some`). On Redis only values written by 0.2 (`held fence=<F> token=...`) do; the
+    /// current format does not: a token comes from the slot's counter, counted up in the same
+    /// transaction that writes the value, so the value cannot contain it, and reading the
+    /// counter afterwards would name a later attempt's token, not the holder's. `None` then.
     pub fencing_token: Option<u64>,
 }
 
 /// Milliseconds since the Unix epoch from which a `since=` is not a time (year 10000): shown
 /// as nothing rather than as a date no one wrote.
-const SINCE_BOUND_MS: u64 = 253_402_300_800_000;
+pub(crate) const SINCE_BOUND_MS: u64 = 253_402_300_800_000;
 
 impl Blocker {
     /// The holder a lock's value (whole, or without its owner token as acquire.lua answers it)

@@ -211,7 +211,8 @@ impl LockManagerBuilder {
     }
 
     /// Recorded in each lock's value (with host, pid and acquisition time) so a person looking
-    /// at Redis can tell who holds a lock.
+    /// at Redis can tell who holds a lock; on PostgreSQL, in the lock's row (its `app`
+    /// column). A busy answer's [`Blocker`](crate::store::Blocker) and `lockctl` show it.
     pub fn app_name(mut self, name: impl Into<String>) -> Self {
         self.app_name = Some(name.into());
         self
@@ -253,7 +254,9 @@ impl LockManagerBuilder {
     /// Whether each lock records who holds it (default `true`): ` since=<ms> host=<h> pid=<p>
     /// app=<a>` after its token, so that `GET lock:{key}` (or `lockctl`) names the holder. Off,
     /// a lock is only `held token=<T> waiting=<0|1>`: about 60 bytes less to send and
-    /// store per acquisition, and the holder cannot be told apart but by its token.
+    /// store per acquisition, and the holder cannot be told apart but by its token. On
+    /// PostgreSQL the lock's row records them in its `host`, `pid`, `app` and `since` columns,
+    /// NULL when off.
     pub fn holder_metadata(mut self, record: bool) -> Self {
         self.holder_metadata = record;
         self
@@ -511,7 +514,8 @@ impl LockManagerBuilder {
     async fn over_postgres_url(self, url: &str) -> Result<LockManager, LockError> {
         let store = crate::postgres::PostgresStore::connect(url, self.request_timeout)
             .await
-            .map_err(|failure| connect_error(url, failure))?;
+            .map_err(|failure| connect_error(url, failure))?
+            .recording(self.app_name.as_deref(), self.holder_metadata);
         self.over_store(Arc::new(store))
     }
 
@@ -540,7 +544,8 @@ impl LockManagerBuilder {
         }
         let store = crate::postgres::PostgresStore::from_pool(pool, options)
             .await
-            .map_err(|failure| connect_error("postgres pool", failure))?;
+            .map_err(|failure| connect_error("postgres pool", failure))?
+            .recording(self.app_name.as_deref(), self.holder_metadata);
         self.over_store(Arc::new(store))
     }
 

@@ -8,6 +8,10 @@
 //! - **Fencing tokens** from a sequence (`lock_runtime_fences`): strictly increasing across
 //!   holders, restarts and crash recovery (not across a failover to an asynchronous replica
 //!   that missed the last commits).
+//! - **Holders named**: each row records its holder's host, pid, app name and since when; a
+//!   busy answer's [`Blocker`](crate::store::Blocker) names it with its fencing token, and
+//!   `lockctl` shows it (none with
+//!   [`holder_metadata(false)`](crate::LockManagerBuilder::holder_metadata)).
 //! - **Waiting by notification**: a release does `pg_notify` in the same statement; one
 //!   listening connection per store. Through a pooler in transaction mode, give a direct
 //!   `listen_url`, or waiters poll.

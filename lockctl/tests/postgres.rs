@@ -63,6 +63,23 @@ async fn lockctl_lists_shows_and_unlocks_a_postgres_lock() {
     assert_eq!(lock["fence"].as_u64(), Some(fence), "{listed}");
     let lease = lock["lease_ms"].as_i64().expect("a lease");
     assert!(lease > 0 && lease <= 60_000, "{listed}");
+    // What the holder recorded: its host and pid (no app_name set), and the holder id a busy
+    // answer gives, 12 hex digits of the owner token's digest.
+    assert_eq!(
+        lock["holder_id"].as_str(),
+        Some(lock_runtime::inspect::token_id(token).as_str()),
+        "{listed}"
+    );
+    let host = server.psql("SELECT host FROM lock_runtime_locks");
+    assert!(!host.trim().is_empty(), "no host recorded");
+    assert_eq!(lock["host"].as_str(), Some(host.trim()), "{listed}");
+    assert_eq!(
+        lock["pid"].as_u64(),
+        Some(u64::from(std::process::id())),
+        "{listed}"
+    );
+    assert!(lock["app"].is_null(), "{listed}");
+    assert!(lock["since_ms"].as_u64().is_some(), "{listed}");
     assert!(
         listed["deployment"]
             .as_str()
@@ -75,6 +92,16 @@ async fn lockctl_lists_shows_and_unlocks_a_postgres_lock() {
     assert_eq!(shown["key"], "order:42", "{shown}");
     assert_eq!(shown["locks"][0]["state"], "held", "{shown}");
     assert_eq!(shown["locks"][0]["fence"].as_u64(), Some(fence), "{shown}");
+    assert_eq!(
+        shown["locks"][0]["host"].as_str(),
+        Some(host.trim()),
+        "{shown}"
+    );
+    assert_eq!(
+        shown["locks"][0]["pid"].as_u64(),
+        Some(u64::from(std::process::id())),
+        "{shown}"
+    );
 
     // A waiter of another manager gets the lock once an operator unlocks it.
     let other = LockManager::connect(&url).await.expect("connect");

@@ -621,3 +621,276 @@ async fn a_deadlock_in_one_process_is_detected_over_postgres() {
     let gave_up = lock_tests::deadlocks::opposite_orders(managers, "acct:1", "acct:2", fail).await;
     assert_eq!(gave_up, 1);
 }
+
+/// The `Busy` of `waiter` asking for `key` under `options`, from a task of its own (the
+/// holding task would be told it waits for itself).
+async fn busy(waiter: &LockManager, key: &'static str, options: LockOptions) -> LockError {
+    let waiter = waiter.clone();
+    let err = tokio::spawn(async move { waiter.lock(key, options).await })
+        .await
+        .expect("task")
+        .expect_err("held by another");
+    assert!(err.is_busy(), "{err}");
+    err
+}
+
+fn blocker_of(err: &LockError) -> Option<&lock_runtime::store::Blocker> {
+    match err {
+        LockError::Busy { blocker, .. } => blocker.as_deref(),
+        other => panic!("expected Busy, got {other}"),
+    }
+}
+
+/// What the row of the one lock in the table records: `(token, host, pid, app, since_ms)`.
+fn recorded_row(server: &PostgresServer) -> Vec<String> {
+    server
+        .psql(
+            "SELECT concat_ws('|', token, coalesce(host, '-'), coalesce(pid::text, '-'), \
+             coalesce(app, '-'), coalesce((extract(epoch FROM since) * 1000)::bigint::text, '-')) \
+             FROM lock_runtime_locks",
+        )
+        .trim()
+        .split('|')
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A busy answer names the holder as its row records it: host, pid, app, since when, its
+/// fencing token, and the same 12-digit holder id a Redis lock and `lockctl` give.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_answer_names_the_holder_as_its_row_records_it() {
+    let server = PostgresServer::start();
+    let holder = LockManager::builder()
+        .url(server.url())
+        .app_name("billing")
+        .build()
+        .await
+        .expect("build");
+    let waiter = LockManager::connect(&server.url()).await.expect("connect");
+    let before = std::time::SystemTime::now();
+    let guard = holder
+        .lock("invoice:7", LockOptions::new())
+        .await
+        .expect("free");
+    let after = std::time::SystemTime::now();
+    let row = recorded_row(&server);
+    let [token, host, pid, app, since_ms] = row.as_slice() else {
+        panic!("one row: {row:?}");
+    };
+    assert_eq!(pid, &std::process::id().to_string());
+    assert_eq!(app, "billing");
+    for options in [
+        LockOptions::new(),
+        LockOptions::new().wait(Duration::from_millis(300)),
+    ] {
+        let err = busy(&waiter, "invoice:7", options).await;
+        let blocker = blocker_of(&err).unwrap_or_else(|| panic!("names its holder: {err:?}"));
+        assert_eq!(blocker.holder_id, lock_runtime::inspect::token_id(token));
+        assert_eq!(blocker.holder_id.len(), 12);
+        assert_eq!(blocker.host.as_ref(), Some(host));
+        assert!(host != "-" && !host.is_empty(), "{row:?}");
+        assert_eq!(blocker.pid, Some(std::process::id()));
+        assert_eq!(blocker.app.as_deref(), Some("billing"));
+        let since = blocker.since.expect("since");
+        let since_ms: u64 = since_ms.parse().expect("since recorded");
+        assert_eq!(
+            since,
+            std::time::UNIX_EPOCH + Duration::from_millis(since_ms)
+        );
+        // Recorded when the holder began its attempt, to the millisecond.
+        assert!(
+            since + Duration::from_millis(1) >= before && since <= after,
+            "{since:?}"
+        );
+        // The row keeps the holder's fencing token.
+        assert_eq!(blocker.fencing_token, Some(guard.fencing_token()));
+        let shown = err.to_string();
+        assert!(shown.contains("app \"billing\""), "{shown}");
+        assert!(
+            shown.contains(&format!("[fencing token {}]", guard.fencing_token())),
+            "{shown}"
+        );
+        for text in [&shown, &format!("{err:?}")] {
+            assert!(
+                !text.contains(token.as_str()),
+                "the owner token shown: {text}"
+            );
+        }
+    }
+    let inspect = holder.inspect().expect("an inspection side");
+    let listed = inspect.list("lock:", "invoice:*").await.expect("list");
+    let err = busy(&waiter, "invoice:7", LockOptions::new()).await;
+    assert_eq!(
+        listed[0].holder_id.as_ref(),
+        blocker_of(&err).map(|blocker| &blocker.holder_id)
+    );
+    guard.release().await.expect("release");
+}
+
+/// A holder built with `holder_metadata(false)` records nothing: a busy answer names nobody,
+/// the row's columns are NULL, and inspection shows no host, pid or app.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_answer_names_nobody_when_the_holder_records_nothing() {
+    let server = PostgresServer::start();
+    let holder = LockManager::builder()
+        .url(server.url())
+        .app_name("billing")
+        .holder_metadata(false)
+        .build()
+        .await
+        .expect("build");
+    let waiter = LockManager::connect(&server.url()).await.expect("connect");
+    let guard = holder
+        .lock("invoice:8", LockOptions::new())
+        .await
+        .expect("free");
+    let row = recorded_row(&server);
+    assert_eq!(row[1..], ["-", "-", "-", "-"], "{row:?}");
+    for options in [
+        LockOptions::new(),
+        LockOptions::new().wait(Duration::from_millis(300)),
+    ] {
+        let err = busy(&waiter, "invoice:8", options).await;
+        assert!(blocker_of(&err).is_none(), "{err:?}");
+        assert!(!err.to_string().contains("held by"), "{err}");
+    }
+    let inspect = holder.inspect().expect("an inspection side");
+    let listed = inspect.list("lock:", "invoice:*").await.expect("list");
+    let seen = &listed[0];
+    assert_eq!((&seen.host, seen.pid, &seen.app), (&None, None, &None));
+    assert_eq!(seen.since_ms, None);
+    assert!(seen.holder_id.is_some(), "{seen:?}");
+    guard.release().await.expect("release");
+}
+
+/// Inspection shows what the holder recorded (host, pid, app, since) and the holder id of 12
+/// hex digits that a Redis lock gives for the same owner token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspection_shows_what_the_holder_recorded() {
+    let server = PostgresServer::start();
+    let locks = LockManager::builder()
+        .url(server.url())
+        .app_name("orders")
+        .build()
+        .await
+        .expect("build");
+    let held = locks
+        .lock("order:43", LockOptions::new())
+        .await
+        .expect("free");
+    let row = recorded_row(&server);
+    let inspect = locks.inspect().expect("an inspection side");
+    let listed = inspect.list("lock:", "order:*").await.expect("list");
+    let shown = inspect.show("lock:", "order:43").await.expect("show");
+    for seen in [&listed[0], &shown[0]] {
+        assert_eq!(
+            seen.holder_id,
+            Some(lock_runtime::inspect::token_id(&row[0])),
+            "{seen:?}"
+        );
+        assert_eq!(seen.host.as_ref(), Some(&row[1]), "{seen:?}");
+        assert_eq!(seen.pid, Some(u64::from(std::process::id())), "{seen:?}");
+        assert_eq!(seen.app.as_deref(), Some("orders"), "{seen:?}");
+        assert_eq!(seen.since_ms.map(|ms| ms.to_string()), Some(row[4].clone()));
+        assert!(seen.age_ms.is_some_and(|age| age < 60_000), "{seen:?}");
+    }
+    held.release().await.expect("release");
+}
+
+/// A store made by `PostgresStore::connect` records this process's host and pid, no app, and
+/// the time the attempt began as the caller gave it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_made_directly_records_host_and_pid() {
+    let server = PostgresServer::start();
+    let store = PostgresStore::connect(&server.url(), Duration::from_secs(5))
+        .await
+        .expect("connect");
+    let k = key("direct");
+    let since_ms = 1_764_045_123_456;
+    let ask = Ask {
+        since_ms,
+        ..Ask::default()
+    };
+    let ttl = Duration::from_secs(30);
+    let fence = match store.acquire(&k, "mine", ttl, ask).await.expect("free") {
+        Acquire::Acquired { fence } => fence,
+        other => panic!("not taken: {other:?}"),
+    };
+    let busy = store
+        .acquire(&k, "theirs", ttl, Ask::default())
+        .await
+        .expect("ask");
+    let Acquire::Busy {
+        blocker: Some(blocker),
+        ..
+    } = busy
+    else {
+        panic!("names no holder: {busy:?}");
+    };
+    assert_eq!(blocker.holder_id, lock_runtime::inspect::token_id("mine"));
+    assert_eq!(blocker.pid, Some(std::process::id()));
+    assert!(blocker.host.is_some(), "{blocker:?}");
+    assert_eq!(blocker.app, None);
+    assert_eq!(
+        blocker.since,
+        Some(std::time::UNIX_EPOCH + Duration::from_millis(since_ms))
+    );
+    assert_eq!(blocker.fencing_token, Some(fence));
+}
+
+/// The watchdog's renewals move the lease's end and keep what the row records of its holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renewal_keeps_the_holder_record() {
+    let server = PostgresServer::start();
+    let locks = LockManager::builder()
+        .url(server.url())
+        .app_name("orders")
+        .build()
+        .await
+        .expect("build");
+    let held = locks
+        .lock("order:44", LockOptions::new().ttl(Duration::from_secs(2)))
+        .await
+        .expect("free");
+    let recorded = recorded_row(&server);
+    let ends = || -> i64 {
+        server
+            .psql("SELECT (extract(epoch FROM expires_at) * 1000)::bigint FROM lock_runtime_locks")
+            .trim()
+            .parse()
+            .expect("a number")
+    };
+    let first = ends();
+    let renewed = wait_until_async(Duration::from_secs(20), || ends() > first).await;
+    assert!(renewed, "the lease was never renewed");
+    assert_eq!(recorded_row(&server), recorded);
+    held.release().await.expect("release");
+}
+
+/// A manager over an application's pool records its `app_name` too, and a waiter over the same
+/// pool is told who holds the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_over_an_applications_pool_records_its_app_name() {
+    let server = PostgresServer::start();
+    let pool = sqlx::PgPool::connect(&server.url()).await.expect("pool");
+    let holder = LockManager::builder()
+        .postgres(pool.clone())
+        .app_name("reports")
+        .build()
+        .await
+        .expect("build");
+    let waiter = LockManager::builder()
+        .postgres(pool)
+        .build()
+        .await
+        .expect("build");
+    let guard = holder
+        .lock("report:1", LockOptions::new())
+        .await
+        .expect("free");
+    let err = busy(&waiter, "report:1", LockOptions::new()).await;
+    let blocker = blocker_of(&err).unwrap_or_else(|| panic!("names its holder: {err:?}"));
+    assert_eq!(blocker.app.as_deref(), Some("reports"));
+    assert_eq!(blocker.pid, Some(std::process::id()));
+    guard.release().await.expect("release");
+}

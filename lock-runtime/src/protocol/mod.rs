@@ -14,6 +14,8 @@ pub(crate) mod value;
 pub(crate) mod waits;
 
 pub use value::StoredLock;
+#[cfg(feature = "postgres")]
+pub(crate) use value::{app_text, host_word};
 pub(crate) use value::{
     held_value, holder_hex, holder_id, holder_metadata, holder_part, release_id, token_id,
 };

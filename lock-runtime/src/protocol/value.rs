@@ -11,8 +11,12 @@ use std::fmt::Write as _;
 /// app=<a>`. Host and pid are one word each; the app name comes last, runs to the end of the
 /// value and may hold anything printable but control characters.
 pub(crate) fn holder_metadata(host: &str, pid: u32, app: &str) -> String {
-    let host: String = host
-        .chars()
+    format!(" host={} pid={pid} app={}", host_word(host), app_text(app))
+}
+
+/// A host name as a holder records it: one word, each blank or control character made `_`.
+pub(crate) fn host_word(host: &str) -> String {
+    host.chars()
         .map(|c| {
             if c.is_whitespace() || c.is_control() {
                 '_'
@@ -20,12 +24,15 @@ pub(crate) fn holder_metadata(host: &str, pid: u32, app: &str) -> String {
                 c
             }
         })
-        .collect();
-    let app: String = app
-        .chars()
+        .collect()
+}
+
+/// An app name as a holder records it: each control character (a line break, a NUL) made a
+/// space.
+pub(crate) fn app_text(app: &str) -> String {
+    app.chars()
         .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
-    format!(" host={host} pid={pid} app={app}")
+        .collect()
 }
 
 /// What a held lock's value says of its holder: ` since=<since_ms>` and `metadata` (see

@@ -126,7 +126,7 @@ pub enum Line {
 pub struct HolderId(u64);
 
 impl HolderId {
-    /// The id of the owner token `token`: the first 52 bits of its SHA-1 digest, as every
+    /// The id of the owner token `token`: the first 48 bits of its SHA-1 digest, as every
     /// store of this crate computes it (and as its Lua scripts do, to fit a Lua number).
     pub fn of_token(token: &str) -> HolderId {
         HolderId(crate::protocol::holder_id(token))

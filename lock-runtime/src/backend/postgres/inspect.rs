@@ -7,6 +7,7 @@ use sqlx::postgres::PgRow;
 use super::PostgresStore;
 use super::sql;
 use crate::inspect::lock_name;
+use crate::protocol::holder_hex;
 use crate::store::{
     BoxFuture, Inspect, Key, Kind, LockInfo, LockState, Recorded, Shape, StoreError, Unlocked,
     WaitRecord,
@@ -26,11 +27,22 @@ fn info(store: &PostgresStore, prefix: &str, row: &PgRow) -> Option<LockInfo> {
         LockState::Held
     };
     info.fence = u64::try_from(fence).ok();
-    info.holder_id = (!kept).then(|| format!("{holder:013x}"));
+    // The same 12 hex digits a busy answer and a Redis lock give for the owner token.
+    info.holder_id = u64::try_from(holder).ok().filter(|_| !kept).map(holder_hex);
+    info.host = row.try_get("host").ok().flatten();
+    info.pid = optional(row, "pid").and_then(|pid| u64::try_from(pid).ok());
+    info.app = row.try_get("app").ok().flatten();
+    info.since_ms = optional(row, "since_ms").and_then(|ms| u64::try_from(ms).ok());
+    info.age_ms = optional(row, "age_ms").and_then(|ms| u64::try_from(ms).ok());
     info.lease_ms = row.try_get("left_ms").ok();
     // The fencing token names one hold: a force-release removes that hold and no later one.
     info.unlock_id = Some(fence.to_string());
     Some(info)
+}
+
+/// A nullable number of `row`.
+fn optional(row: &PgRow, column: &str) -> Option<i64> {
+    row.try_get(column).ok().flatten()
 }
 
 impl PostgresStore {
@@ -49,7 +61,9 @@ impl PostgresStore {
     }
 }
 
-/// One place, the server; no fair line, no holder records (host, pid, app), no published waits.
+/// One place, the server; no fair line, no published waits. A lock shows what its holder
+/// recorded (host, pid, app, since), unless the holder's manager was built with
+/// [`holder_metadata(false)`](crate::LockManagerBuilder::holder_metadata).
 impl Inspect for PostgresStore {
     fn places(&self) -> BoxFuture<'_, Result<Vec<String>, StoreError>> {
         Box::pin(std::future::ready(Ok(vec![self.server.clone()])))

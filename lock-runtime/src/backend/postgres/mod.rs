@@ -17,6 +17,7 @@ use crate::store::{
 
 mod errors;
 mod feed;
+mod holder;
 mod inspect;
 pub(crate) mod settings;
 pub(crate) mod sql;
@@ -25,6 +26,7 @@ pub(crate) mod transaction;
 
 use errors::failure;
 use feed::{Hearing, Stop, Told};
+use holder::Holder;
 use settings::Listen;
 use settings::PostgresOptions;
 use steps::Db;
@@ -38,6 +40,15 @@ const RENEW_CHUNK: usize = 500;
 /// application's, or by [`PostgresStore::connect`] / [`PostgresStore::from_pool`] to share one
 /// store between several managers (through
 /// [`LockManagerBuilder::store`](crate::LockManagerBuilder::store)).
+///
+/// Each lock it takes records its holder in the row: host, process id, app name, and when the
+/// holder began its attempt; a busy answer names that holder
+/// ([`Blocker`](crate::store::Blocker), with its fencing token) and `lockctl` shows it. A
+/// manager built over a URL or a pool records its
+/// [`app_name`](crate::LockManagerBuilder::app_name), or nothing with
+/// [`holder_metadata(false)`](crate::LockManagerBuilder::holder_metadata); a store made by
+/// [`connect`](Self::connect) or [`from_pool`](Self::from_pool) records host and pid, no app
+/// name.
 pub struct PostgresStore {
     db: Db,
     server: String,
@@ -209,12 +220,22 @@ impl PostgresStore {
             db: Db {
                 pool,
                 describe: at.into(),
+                holder: Some(Arc::new(Holder::here(None))),
             },
             server,
             told,
             hearing,
             _feed: feed,
         })
+    }
+
+    /// What the rows this store writes record of their holder: this process's host and pid,
+    /// and `app` (none if `None` or empty), or with `record` false nothing (the columns NULL).
+    /// A manager's builder passes its [`app_name`](crate::LockManagerBuilder::app_name) and
+    /// [`holder_metadata`](crate::LockManagerBuilder::holder_metadata).
+    pub(crate) fn recording(mut self, app: Option<&str>, record: bool) -> Self {
+        self.db.holder = record.then(|| Arc::new(Holder::here(app)));
+        self
     }
 
     /// Whether releases are heard by LISTEN (`true`) or by polling.
@@ -241,11 +262,12 @@ impl PostgresStore {
         key: &Key,
         token: &str,
         ttl: Duration,
+        since_ms: u64,
     ) -> BoxFuture<'static, Result<Acquire, StoreError>> {
         let (db, name, token) = (self.db.clone(), key.name().to_owned(), token.to_owned());
         let (answer, answered) = oneshot::channel();
         tokio::spawn(async move {
-            let got = db.acquire(&name, &token, ttl).await;
+            let got = db.acquire(&name, &token, ttl, since_ms).await;
             if let Err(Ok(Acquire::Acquired { .. })) = answer.send(got) {
                 // Nobody waits for it any more: give it back, after the grant.
                 let _ = db.release(&name, &token, Duration::ZERO).await;
@@ -327,9 +349,9 @@ impl Store for PostgresStore {
         key: &'a Key,
         token: &'a str,
         ttl: Duration,
-        _ask: Ask,
+        ask: Ask,
     ) -> BoxFuture<'a, Result<Acquire, StoreError>> {
-        self.acquire_in_task(key, token, ttl)
+        self.acquire_in_task(key, token, ttl, ask.since_ms)
     }
 
     /// No: an acquire whose caller stopped waiting gives back what it took once its statement

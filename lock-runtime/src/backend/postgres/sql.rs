@@ -7,6 +7,9 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use super::holder::Holder;
+use crate::blocker::SINCE_BOUND_MS;
+
 /// The table of held locks.
 pub(crate) const TABLE: &str = "lock_runtime_locks";
 
@@ -31,7 +34,11 @@ CREATE TABLE IF NOT EXISTS lock_runtime_locks (
     token      text NOT NULL,
     holder     bigint NOT NULL,
     fence      bigint NOT NULL,
-    expires_at timestamptz NOT NULL
+    expires_at timestamptz NOT NULL,
+    host       text,
+    pid        bigint,
+    app        text,
+    since      timestamptz
 );
 CREATE SEQUENCE IF NOT EXISTS lock_runtime_fences AS bigint;";
 
@@ -67,6 +74,32 @@ pub(crate) fn millis(duration: Duration) -> i64 {
         .max(1)
 }
 
+/// `since` of a row in milliseconds since the Unix epoch (NULL where not recorded).
+const SINCE_MS: &str = "(extract(epoch FROM l.since) * 1000)::bigint";
+
+/// What a row records of its holder (`host, pid, app, since`, in that order): `holder`'s, with
+/// `since_ms` (milliseconds since the Unix epoch) when it began its attempt; NULL each without
+/// one (holder metadata off), and `since` NULL where `since_ms` is no time (year 10000 on).
+fn holder_values(holder: Option<&Holder>, since_ms: u64) -> String {
+    let Some(holder) = holder else {
+        return "NULL::text, NULL::bigint, NULL::text, NULL::timestamptz".to_owned();
+    };
+    let app = holder
+        .app
+        .as_deref()
+        .map_or_else(|| "NULL::text".to_owned(), text);
+    let since = if since_ms < SINCE_BOUND_MS {
+        format!("timestamptz 'epoch' + {since_ms} * interval '1 millisecond'")
+    } else {
+        "NULL::timestamptz".to_owned()
+    };
+    format!(
+        "{}, {}::bigint, {app}, {since}",
+        text(&holder.host),
+        holder.pid
+    )
+}
+
 /// The milliseconds left of `expires_at`, rounded up, from the database's clock.
 const LEFT_MS: &str =
     "greatest(0, ceil(extract(epoch FROM l.expires_at - clock_timestamp()) * 1000))::bigint";
@@ -93,33 +126,49 @@ pub(crate) fn advisory_key(name: &str) -> i32 {
 
 /// Takes `name` for `token` (whose holder id is `holder`) for `ttl` by the database's clock: a
 /// free or expired lock, or one `token` holds already, unless a transaction holds it (its
-/// advisory lock, tried for the statement's own transaction). Rows: `(fence, NULL, NULL)` when
-/// taken; `(NULL, holder, left_ms)` of the row there when not; `(NULL, NULL, -1)` when a
-/// transaction holds it; none when busy and the holder's row is not in this statement's
-/// snapshot (it was inserted while the statement ran).
-pub(crate) fn acquire(name: &str, token: &str, holder: i64, ttl: Duration) -> String {
+/// advisory lock, tried for the statement's own transaction). The row records `recorded` (see
+/// [`holder_values`]). Rows (`fence, holder, left_ms, held_fence, host, pid, app, since_ms`):
+/// `fence` alone when taken; the row there when not: its `holder`, `left_ms`, its fencing token
+/// as `held_fence` and what it recorded of its holder; `left_ms` -1 alone when a transaction
+/// holds it; none when busy and the holder's row is not in this statement's snapshot (it was
+/// inserted while the statement ran).
+pub(crate) fn acquire(
+    name: &str,
+    token: &str,
+    holder: i64,
+    ttl: Duration,
+    recorded: Option<&Holder>,
+    since_ms: u64,
+) -> String {
     let advisory = advisory_key(name);
     let (name, token, ttl) = (text(name), text(token), millis(ttl));
+    let recorded = holder_values(recorded, since_ms);
     format!(
         "WITH free AS (
     SELECT pg_try_advisory_xact_lock({ADVISORY_SPACE}, {advisory}) AS ok
 ), got AS (
-    INSERT INTO {TABLE} AS l (name, token, holder, fence, expires_at)
+    INSERT INTO {TABLE} AS l (name, token, holder, fence, expires_at, host, pid, app, since)
     SELECT {name}, {token}, {holder}, nextval('{SEQUENCE}'),
-           clock_timestamp() + {ttl} * interval '1 millisecond'
+           clock_timestamp() + {ttl} * interval '1 millisecond', {recorded}
     FROM free WHERE free.ok
     ON CONFLICT (name) DO UPDATE
         SET token = excluded.token, holder = excluded.holder, fence = excluded.fence,
-            expires_at = excluded.expires_at
+            expires_at = excluded.expires_at, host = excluded.host, pid = excluded.pid,
+            app = excluded.app, since = excluded.since
         WHERE l.expires_at <= clock_timestamp() OR l.token = excluded.token
     RETURNING l.fence
 )
-SELECT fence, NULL::bigint AS holder, NULL::bigint AS left_ms FROM got
+SELECT fence, NULL::bigint AS holder, NULL::bigint AS left_ms, NULL::bigint AS held_fence,
+       NULL::text AS host, NULL::bigint AS pid, NULL::text AS app, NULL::bigint AS since_ms
+FROM got
 UNION ALL
-SELECT NULL::bigint, l.holder, {LEFT_MS} FROM {TABLE} l
+SELECT NULL::bigint, l.holder, {LEFT_MS}, l.fence, l.host, l.pid, l.app, {SINCE_MS}
+FROM {TABLE} l
 WHERE l.name = {name} AND NOT EXISTS (SELECT 1 FROM got)
 UNION ALL
-SELECT NULL::bigint, NULL::bigint, -1::bigint FROM free WHERE NOT free.ok"
+SELECT NULL::bigint, NULL::bigint, -1::bigint, NULL::bigint, NULL::text, NULL::bigint,
+       NULL::text, NULL::bigint
+FROM free WHERE NOT free.ok"
     )
 }
 
@@ -152,7 +201,8 @@ SELECT (SELECT left_ms FROM held LIMIT 1) AS left_ms,
 }
 
 /// Renews the leases `(index, name, token, ttl)` whose token still holds a live lease, each
-/// for its ttl from now by the database's clock. Rows: the index of each lease renewed.
+/// for its ttl from now by the database's clock, keeping what the row records of its holder.
+/// Rows: the index of each lease renewed.
 pub(crate) fn renew<'a>(
     leases: impl Iterator<Item = (usize, &'a str, &'a str, Duration)>,
 ) -> String {
@@ -179,7 +229,7 @@ RETURNING b.i"
 }
 
 /// Releases `name` if `token` holds it: deletes the row, or with `keep` leaves it ownerless
-/// until then; tells the release on [`CHANNEL`] in the same statement (delivered at commit).
+/// (no holder recorded) until then; tells the release on [`CHANNEL`] in the same statement (delivered at commit).
 /// One row: `mine` (true: released; false: ours but its lease had ended; NULL: not ours) and
 /// `other` (another holder's live lease is there).
 pub(crate) fn release(name: &str, token: &str, keep: Duration) -> String {
@@ -191,8 +241,8 @@ pub(crate) fn release(name: &str, token: &str, keep: Duration) -> String {
         )
     } else {
         format!(
-            "UPDATE {TABLE} l SET token = '', holder = 0,
-        expires_at = clock_timestamp() + {} * interval '1 millisecond'
+            "UPDATE {TABLE} l SET token = '', holder = 0, host = NULL, pid = NULL, app = NULL,
+        since = NULL, expires_at = clock_timestamp() + {} * interval '1 millisecond'
     WHERE l.name = {name} AND l.token = {token} AND l.expires_at > clock_timestamp()
     RETURNING true AS live",
             millis(keep)
@@ -221,10 +271,16 @@ pub(crate) fn held<'a>(names: impl Iterator<Item = &'a str>) -> String {
 }
 
 /// Every live lease whose name starts with `prefix`, for inspection. Rows: `name`, `holder`,
-/// `fence`, `left_ms`, `kept` (released with `hold_at_least`, ownerless until it expires).
+/// `fence`, `left_ms`, `kept` (released with `hold_at_least`, ownerless until it expires),
+/// and what the holder recorded: `host`, `pid`, `app`, `since_ms`, and `age_ms` since then by
+/// the database's clock.
 pub(crate) fn live(prefix: &str) -> String {
     format!(
-        "SELECT l.name, l.holder, l.fence, {LEFT_MS} AS left_ms, l.token = '' AS kept
+        "SELECT l.name, l.holder, l.fence, {LEFT_MS} AS left_ms, l.token = '' AS kept,
+       l.host, l.pid, l.app, {SINCE_MS} AS since_ms,
+       CASE WHEN l.since IS NOT NULL THEN
+           greatest(0, floor(extract(epoch FROM clock_timestamp() - l.since) * 1000))::bigint
+       END AS age_ms
 FROM {TABLE} l
 WHERE l.expires_at > clock_timestamp() AND left(l.name, {}) = {}
 ORDER BY l.name",
@@ -279,6 +335,33 @@ mod tests {
     fn a_name_too_long_to_tell_is_told_empty() {
         assert_eq!(payload(&"x".repeat(MAX_PAYLOAD + 1)), text(""));
         assert_eq!(payload("lock:{a}"), text("lock:{a}"));
+    }
+
+    #[test]
+    fn a_holder_is_recorded_only_with_metadata_and_a_since_that_is_a_time() {
+        assert_eq!(
+            holder_values(None, 5),
+            "NULL::text, NULL::bigint, NULL::text, NULL::timestamptz"
+        );
+        let holder = Holder {
+            host: "web-1".into(),
+            pid: 42,
+            app: None,
+        };
+        assert_eq!(
+            holder_values(Some(&holder), 1500),
+            format!(
+                "{}, 42::bigint, NULL::text, timestamptz 'epoch' + 1500 * interval '1 millisecond'",
+                text("web-1")
+            )
+        );
+        let named = Holder {
+            app: Some("orders".into()),
+            ..holder
+        };
+        let values = holder_values(Some(&named), u64::MAX);
+        assert!(values.contains(&text("orders")), "{values}");
+        assert!(values.ends_with("NULL::timestamptz"), "{values}");
     }
 
     #[test]

@@ -7,17 +7,20 @@ use std::time::Duration;
 use sqlx::postgres::{PgPool, PgRow};
 
 use super::errors::{self, failure};
+use super::holder::{Holder, Recorded};
 use super::sql;
 use crate::store::{Acquire, HolderId, Release, StoreError};
 
 /// How long a waiter for a lock that a transaction holds waits before it asks again.
 pub(crate) const IN_TRANSACTION_RETRY: Duration = Duration::from_millis(100);
 
-/// The pool, and how messages name the store (`postgres host:port`).
+/// The pool, how messages name the store (`postgres host:port`), and who its rows say holds
+/// a lock (`None`: holder metadata off).
 #[derive(Clone)]
 pub(crate) struct Db {
     pub(crate) pool: PgPool,
     pub(crate) describe: Arc<str>,
+    pub(crate) holder: Option<Arc<Holder>>,
 }
 
 impl Db {
@@ -44,21 +47,18 @@ impl Db {
         }
     }
 
-    /// Takes the lock `name` for `token` for `ttl`, or says who holds it for how long.
+    /// Takes the lock `name` for `token` for `ttl`, recording the holder as it began its
+    /// attempt at `since_ms`, or says who holds it for how long.
     pub(crate) async fn acquire(
         &self,
         name: &str,
         token: &str,
         ttl: Duration,
+        since_ms: u64,
     ) -> Result<Acquire, StoreError> {
         let holder = i64::try_from(HolderId::of_token(token).get()).unwrap_or(i64::MAX);
-        let rows = self
-            .rows(
-                "acquire",
-                Some(name),
-                &sql::acquire(name, token, holder, ttl),
-            )
-            .await?;
+        let statement = sql::acquire(name, token, holder, ttl, self.holder.as_deref(), since_ms);
+        let rows = self.rows("acquire", Some(name), &statement).await?;
         let mut busy = None;
         for row in &rows {
             let read =
@@ -74,12 +74,20 @@ impl Db {
                 // its ROLLBACK, so a waiter asks again every little while.
                 return Ok(Acquire::busy(Some(IN_TRANSACTION_RETRY), false));
             }
+            let holder = read("holder")?.unwrap_or(0);
+            let recorded = Recorded {
+                holder,
+                fence: read("held_fence")?,
+                host: errors::column(&self.describe, name, row, "host")?,
+                pid: read("pid")?,
+                app: errors::column(&self.describe, name, row, "app")?,
+                since_ms: read("since_ms")?,
+            };
             busy = Some(Acquire::Busy {
                 remaining: Some(Duration::from_millis(u64::try_from(left).unwrap_or(0))),
-                holder: read("holder")?
-                    .and_then(|holder| HolderId::from_raw(u64::try_from(holder).ok()?)),
+                holder: u64::try_from(holder).ok().and_then(HolderId::from_raw),
                 in_line: false,
-                blocker: None,
+                blocker: recorded.blocker().map(Box::new),
             });
         }
         // No row: the holder's row was made while the statement ran: ask again soon.
