@@ -182,18 +182,25 @@ fn redact_query(path: &str) -> String {
 
 /// `host:port` of a single-server URL, for naming the server in errors.
 pub(crate) fn server_of(url: &str) -> String {
+    host_port(url, 6379).unwrap_or_else(|rest| {
+        // redis+unix:///path: the socket path is the server.
+        rest.split('?').next().unwrap_or_default().to_owned()
+    })
+}
+
+/// `host:port` of a URL with one host (`default_port` where it names none), never its
+/// credentials; or, where it names no host, what follows its `scheme://[userinfo@]`.
+pub(crate) fn host_port(url: &str, default_port: u16) -> Result<String, &str> {
     let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
     let rest = rest.rsplit_once('@').map_or(rest, |(_, after)| after);
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let host = &rest[..end];
     if host.is_empty() {
-        // redis+unix:///path: the socket path is the server.
-        return rest.split('?').next().unwrap_or_default().to_owned();
-    }
-    if host.contains(':') && !host.ends_with(']') {
-        host.to_owned()
+        Err(rest)
+    } else if host.contains(':') && !host.ends_with(']') {
+        Ok(host.to_owned())
     } else {
-        format!("{host}:6379")
+        Ok(format!("{host}:{default_port}"))
     }
 }
 

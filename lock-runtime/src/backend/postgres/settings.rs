@@ -222,17 +222,7 @@ pub(crate) fn read(url: &str) -> Result<Read, StoreError> {
 
 /// `host:port` of `url` and its database, for messages: never credentials.
 pub(crate) fn server_of(url: &str) -> String {
-    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let rest = rest.rsplit_once('@').map_or(rest, |(_, after)| after);
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let host = &rest[..end];
-    if host.is_empty() {
-        "localhost:5432".to_owned()
-    } else if host.contains(':') && !host.ends_with(']') {
-        host.to_owned()
-    } else {
-        format!("{host}:5432")
-    }
+    crate::url::host_port(url, 5432).unwrap_or_else(|_| "localhost:5432".to_owned())
 }
 
 #[cfg(test)]
