@@ -33,7 +33,8 @@ usage: lock-bench [--quick] [--json PATH] [--svg PATH] [--markdown PATH] [--only
                      hand-rolled pub/sub (quote the list), rslock; read_heavy and
                      semaphore measure the library's read-write lock, lock and semaphore
                      whatever the list; on PostgreSQL: distributed_lock, LockManager::lock,
-                     lease floor, pg_try_advisory_lock, sqlx PgAdvisoryLock
+                     lease floor, lease floor + NOTIFY, pg_try_advisory_lock,
+                     sqlx PgAdvisoryLock
   --server PATH      the server binary to start instead of redis-server from PATH, with the
                      same arguments, e.g. valkey-server (default: $LOCK_BENCH_REDIS_SERVER)
   --store STORES     comma-separated: redis, postgres (default: both, Redis first)
@@ -134,8 +135,8 @@ fn parse(args: &[String]) -> Result<Args, String> {
                         let name = name.trim();
                         (contender::NAMES.contains(&name)
                             || contender::POSTGRES_NAMES.contains(&name))
-                            .then(|| name.to_owned())
-                            .ok_or_else(|| format!("no contender `{name}`"))
+                        .then(|| name.to_owned())
+                        .ok_or_else(|| format!("no contender `{name}`"))
                     })
                     .collect::<Result<_, _>>()?;
                 parsed.contenders = Some(names);
@@ -227,7 +228,10 @@ async fn run(args: Args) -> Result<ExitCode, BenchError> {
     };
     let pg_options = PgOptions {
         plan,
-        scenarios: args.pg_only.clone().unwrap_or_else(|| PgScenario::ALL.to_vec()),
+        scenarios: args
+            .pg_only
+            .clone()
+            .unwrap_or_else(|| PgScenario::ALL.to_vec()),
         contenders: pick(&contender::POSTGRES_NAMES),
         verbose: true,
     };
@@ -329,9 +333,10 @@ async fn start_postgres(args: &Args, header: &mut Vec<String>) -> Result<PgTarge
     header.push(format!(
         "postgres: PostgreSQL {version} at {}{}",
         target.shown(),
-        target
-            .binaries()
-            .map_or_else(String::new, |dir| format!(", started from {}", dir.display()))
+        target.binaries().map_or_else(String::new, |dir| format!(
+            ", started from {}",
+            dir.display()
+        ))
     ));
     Ok(target)
 }

@@ -244,14 +244,21 @@ pub fn check_postgres(results: &Results) -> Vec<Check> {
             ) {
                 add(
                     format!("postgres {what}: pairs/s >= {PG_FLOOR_SHARE}x the lease floor"),
-                    format!("{ratio:.3}x ({} vs {} pairs/s)", number(rate), number(floor)),
+                    format!(
+                        "{ratio:.3}x ({} vs {} pairs/s)",
+                        number(rate),
+                        number(floor)
+                    ),
                     ratio >= PG_FLOOR_SHARE,
                 );
             }
         }
         if let Some(p99) = median(PgScenario::Handover, "handover_p99") {
             add(
-                format!("postgres handover p99 <= {} ms", PG_HANDOVER_P99_US / 1000.0),
+                format!(
+                    "postgres handover p99 <= {} ms",
+                    PG_HANDOVER_P99_US / 1000.0
+                ),
                 format!("{} µs", number(p99)),
                 p99 <= PG_HANDOVER_P99_US,
             );

@@ -5,6 +5,10 @@
 //! them), and nothing else: one `INSERT ... ON CONFLICT ... RETURNING fence` to take a lock
 //! (a free or expired one), one `DELETE ... WHERE token` to give it back, a fixed retry interval
 //! while it is busy, no watchdog, no notification, no answer about the holder when busy.
+//!
+//! Its variant [`LeaseFloor::NOTIFY_NAME`] adds to the release what the store's release adds
+//! for waiters, and nothing else: `pg_notify` on the store's channel in the same statement. The
+//! two rows side by side show what telling releases costs, apart from the library.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -19,6 +23,8 @@ pub struct LeaseFloor {
     pool: PgPool,
     /// The `holder` column: one id per contender, as the store has one per manager.
     holder: i64,
+    /// Whether a release is told with `pg_notify`.
+    notify: bool,
 }
 
 /// `text` as a quoted SQL literal.
@@ -53,12 +59,25 @@ fn release(name: &str, token: &str) -> String {
     )
 }
 
+/// [`release`], and the release told on the store's channel with the name as payload.
+fn release_told(name: &str, token: &str) -> String {
+    format!(
+        "WITH gone AS ({})
+SELECT pg_notify('lock_runtime_released', {}) FROM gone",
+        release(name, token),
+        literal(name)
+    )
+}
+
 impl LeaseFloor {
     pub const NAME: &'static str = "lease floor";
+    /// The variant that tells releases by `pg_notify`.
+    pub const NOTIFY_NAME: &'static str = "lease floor + NOTIFY";
 
     /// A pool of at most `connections`, connected as the store connects (no statement cache,
-    /// no `extra_float_digits`), and the store's tables, made if missing.
-    pub async fn connect(url: &str, connections: u32) -> Result<Self, BenchError> {
+    /// no `extra_float_digits`), and the store's tables, made if missing; releases told by
+    /// `pg_notify` if `notify`.
+    pub async fn connect(url: &str, connections: u32, notify: bool) -> Result<Self, BenchError> {
         let options = PgConnectOptions::from_str(url)?
             .statement_cache_capacity(0)
             .extra_float_digits(None);
@@ -72,6 +91,7 @@ impl LeaseFloor {
         Ok(LeaseFloor {
             pool,
             holder: i64::from(uuid::Uuid::new_v4().as_fields().0),
+            notify,
         })
     }
 
@@ -84,13 +104,15 @@ impl LeaseFloor {
     }
 
     async fn give_back(&self, key: &str, token: &str) -> Result<(), BenchError> {
-        let rows = sqlx::raw_sql(&release(key, token))
-            .fetch_all(&self.pool)
-            .await?;
+        let statement = match self.notify {
+            true => release_told(key, token),
+            false => release(key, token),
+        };
+        let rows = sqlx::raw_sql(&statement).fetch_all(&self.pool).await?;
         if rows.is_empty() {
             return Err(BenchError::new(format!(
                 "{}: `{key}` was no longer ours at release",
-                Self::NAME
+                self.name()
             )));
         }
         Ok(())
@@ -104,13 +126,19 @@ fn token() -> String {
 #[async_trait]
 impl Contender for LeaseFloor {
     fn name(&self) -> &'static str {
-        Self::NAME
+        match self.notify {
+            true => Self::NOTIFY_NAME,
+            false => Self::NAME,
+        }
     }
 
     async fn pair(&self, key: &str) -> Result<(), BenchError> {
         let token = token();
         if !self.try_take(key, &token, LEASE).await? {
-            return Err(BenchError::new(format!("{}: `{key}` was busy", Self::NAME)));
+            return Err(BenchError::new(format!(
+                "{}: `{key}` was busy",
+                self.name()
+            )));
         }
         self.give_back(key, &token).await
     }
@@ -131,7 +159,10 @@ impl Contender for LeaseFloor {
         entered: &(dyn Fn() + Sync),
     ) -> Result<(), BenchError> {
         if !self.try_take(key, &token(), lease).await? {
-            return Err(BenchError::new(format!("{}: `{key}` was busy", Self::NAME)));
+            return Err(BenchError::new(format!(
+                "{}: `{key}` was busy",
+                self.name()
+            )));
         }
         entered();
         std::future::pending::<()>().await;
@@ -151,7 +182,7 @@ impl Contender for LeaseFloor {
     ) -> Result<(), BenchError> {
         Err(BenchError::new(format!(
             "{}: the hand-written lease has no watchdog to renew it",
-            Self::NAME
+            self.name()
         )))
     }
 }

@@ -12,7 +12,8 @@
 //! And on PostgreSQL, beside the library's two ways over a `postgres://` URL:
 //!
 //! - [`LeaseFloor`]: the store's lease written by hand with sqlx, `INSERT ... ON CONFLICT ...
-//!   RETURNING fence` and `DELETE ... WHERE token`, retried at a fixed interval: the floor,
+//!   RETURNING fence` and `DELETE ... WHERE token`, retried at a fixed interval: the floor; and
+//!   the same with `pg_notify` in the release, what telling releases costs apart from the library,
 //! - [`TryAdvisory`]: `pg_try_advisory_lock` and `pg_advisory_unlock` on one pooled connection
 //!   per pair, retried at a fixed interval,
 //! - [`SqlxAdvisory`]: sqlx's `PgAdvisoryLock` (`try_acquire`, `acquire`, `release_now`).
@@ -131,10 +132,11 @@ pub const NAMES: [&str; 5] = [
 ];
 
 /// The PostgreSQL contenders' names, in table order.
-pub const POSTGRES_NAMES: [&str; 5] = [
+pub const POSTGRES_NAMES: [&str; 6] = [
     Attribute::NAME,
     Manager::NAME,
     LeaseFloor::NAME,
+    LeaseFloor::NOTIFY_NAME,
     TryAdvisory::NAME,
     SqlxAdvisory::NAME,
 ];
@@ -156,7 +158,8 @@ pub async fn connect_postgres(
                 Arc::new(Manager::connect(&url).await?)
             }
         }
-        LeaseFloor::NAME => Arc::new(LeaseFloor::connect(url, connections).await?),
+        LeaseFloor::NAME => Arc::new(LeaseFloor::connect(url, connections, false).await?),
+        LeaseFloor::NOTIFY_NAME => Arc::new(LeaseFloor::connect(url, connections, true).await?),
         TryAdvisory::NAME => Arc::new(TryAdvisory::connect(url, connections).await?),
         SqlxAdvisory::NAME => Arc::new(SqlxAdvisory::connect(url, connections).await?),
         other => {

@@ -29,7 +29,7 @@ pub const LEASE_FLOOR: &str = contender::LeaseFloor::NAME;
 /// need one connection, a waiter of sqlx's `PgAdvisoryLock` holds one.
 const HANDOVER_CONNECTIONS: u32 = 2;
 
-/// Pairs before the clock starts: connections, allocator.
+/// Pairs before the clock starts (connections, allocator), or fewer if a slice is shorter.
 const WARM_UP_PAIRS: usize = 200;
 
 /// The PostgreSQL scenarios, in the order they run.
@@ -81,9 +81,8 @@ pub struct PgOptions {
 pub async fn run(target: &PgTarget, options: &PgOptions) -> Result<Report, BenchError> {
     let mut contenders = Vec::new();
     for name in &options.contenders {
-        contenders.push(
-            contender::connect_postgres(name, target.url(), DEFAULT_MAX_CONNECTIONS).await?,
-        );
+        contenders
+            .push(contender::connect_postgres(name, target.url(), DEFAULT_MAX_CONNECTIONS).await?);
     }
     let probe = target.probe().await?;
     let run_id = crate::run_id();
@@ -110,7 +109,11 @@ pub async fn run(target: &PgTarget, options: &PgOptions) -> Result<Report, Bench
                                 .await?;
                         }
                     }
-                    order.iter().map(|c| c.name()).zip(pairs.iter().map(Pairs::metrics)).collect()
+                    order
+                        .iter()
+                        .map(|c| c.name())
+                        .zip(pairs.iter().map(Pairs::metrics))
+                        .collect()
                 }
                 PgScenario::Parallel => {
                     let mut rates: Vec<Throughput> =
@@ -131,7 +134,8 @@ pub async fn run(target: &PgTarget, options: &PgOptions) -> Result<Report, Bench
                     let mut measured = Vec::new();
                     for contender in &order {
                         let key = key(contender.as_ref(), 0);
-                        let (metrics, seen) = handover(target, &probe, contender, &key, plan).await?;
+                        let (metrics, seen) =
+                            handover(target, &probe, contender, &key, plan).await?;
                         if seen > 0 {
                             eprintln!(
                                 "MUTUAL EXCLUSION VIOLATED: {} let {seen} sections overlap",
@@ -219,8 +223,13 @@ impl Pairs {
         duration: Duration,
     ) -> Result<(), BenchError> {
         if self.latencies.is_empty() {
+            // A short slice (the smoke test's) warms up for as long as it lasts at most.
+            let until = Instant::now() + duration;
             for _ in 0..WARM_UP_PAIRS {
                 contender.pair(key).await?;
+                if Instant::now() > until {
+                    break;
+                }
             }
         }
         let before = probe.cpu().await?;
@@ -246,8 +255,16 @@ impl Pairs {
                 "pairs/s",
                 pairs as f64 / self.elapsed.as_secs_f64(),
             ),
-            Metric::new("pair_p50", "µs", percentile(&micros, 0.50).unwrap_or(f64::NAN)),
-            Metric::new("pair_p99", "µs", percentile(&micros, 0.99).unwrap_or(f64::NAN)),
+            Metric::new(
+                "pair_p50",
+                "µs",
+                percentile(&micros, 0.50).unwrap_or(f64::NAN),
+            ),
+            Metric::new(
+                "pair_p99",
+                "µs",
+                percentile(&micros, 0.99).unwrap_or(f64::NAN),
+            ),
         ];
         metrics.extend(cpu_metric("server_cpu_per_pair", self.cpu_s, pairs));
         metrics
@@ -339,7 +356,11 @@ async fn handover(
     add_cpu(&mut cpu_s, before, probe.cpu().await?);
     let mut metrics = relayed.metrics;
     metrics.extend(cpu_metric("server_cpu_per_section", cpu_s, relayed.entries));
-    metrics.push(Metric::new("violations", "count", relayed.violations as f64));
+    metrics.push(Metric::new(
+        "violations",
+        "count",
+        relayed.violations as f64,
+    ));
     Ok((metrics, relayed.violations))
 }
 

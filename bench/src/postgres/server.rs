@@ -26,7 +26,10 @@ pub struct PgTarget {
 impl PgTarget {
     /// `url` if given, else `DATABASE_URL` if set, else a server of our own.
     pub async fn from_env(url: Option<&str>) -> Result<PgTarget, BenchError> {
-        match url.map(str::to_owned).or_else(|| std::env::var(URL_VAR).ok()) {
+        match url
+            .map(str::to_owned)
+            .or_else(|| std::env::var(URL_VAR).ok())
+        {
             Some(url) => Ok(PgTarget { url, own: None }),
             None => PgTarget::start().await,
         }
@@ -106,11 +109,10 @@ impl PgProbe {
         if !self.local {
             return Ok(None);
         }
-        let pids: Vec<i32> = sqlx::query_scalar(
-            "SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid()",
-        )
-        .fetch_all(&self.pool)
-        .await?;
+        let pids: Vec<i32> =
+            sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE pid <> pg_backend_pid()")
+                .fetch_all(&self.pool)
+                .await?;
         let used = pids
             .into_iter()
             .filter_map(|pid| Some((pid, cpu_ns(pid)?)))

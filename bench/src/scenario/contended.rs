@@ -139,7 +139,11 @@ pub async fn measure(
     let usage = probe.reading().await?.since(&before);
     let mut metrics = relayed.metrics;
     metrics.extend(usage.metrics(Per::Section, relayed.entries));
-    metrics.push(Metric::new("violations", "count", relayed.violations as f64));
+    metrics.push(Metric::new(
+        "violations",
+        "count",
+        relayed.violations as f64,
+    ));
     Ok(Outcome {
         metrics,
         violations: relayed.violations,
