@@ -261,15 +261,18 @@ fn a_tiny_postgres_run_reports_every_contender_against_the_lease_floor_without_v
     let report = runtime.block_on(async {
         let target = PgTarget::start().await.expect("PostgreSQL starts");
         let options = PgOptions {
-            // Slices long enough for a pair of every contender on a loaded machine.
+            // Slices long enough for a pair of every contender on a loaded machine; few tasks,
+            // as every task of the handover connects a contender (and pool) of its own.
             plan: Plan {
                 parallel: Duration::from_millis(200),
+                parallel_tasks: 4,
                 contended: Duration::from_millis(200),
+                contended_tasks: 2,
                 ..Plan::tiny()
             },
             scenarios: PgScenario::ALL.to_vec(),
             contenders: contender::POSTGRES_NAMES.map(str::to_owned).to_vec(),
-            verbose: true,
+            verbose: false,
         };
         lock_bench::postgres::run(&target, &options)
             .await

@@ -28,10 +28,12 @@ impl TryAdvisory {
     pub const NAME: &'static str = "pg_try_advisory_lock";
 
     /// A pool of at most `connections`, with sqlx's defaults (statements prepared and cached
-    /// per connection).
+    /// per connection) but for the ping before each use, which the store does not send either.
     pub async fn connect(url: &str, connections: u32) -> Result<Self, BenchError> {
         let pool = PgPoolOptions::new()
             .max_connections(connections)
+            // As the store: no ping before each use of a connection.
+            .test_before_acquire(false)
             .connect(url)
             .await?;
         Ok(TryAdvisory { pool })

@@ -83,6 +83,8 @@ impl LeaseFloor {
             .extra_float_digits(None);
         let pool = PgPoolOptions::new()
             .max_connections(connections)
+            // As the store: no ping before each use of a connection.
+            .test_before_acquire(false)
             .connect_with(options)
             .await?;
         sqlx::raw_sql(lock_runtime::postgres::SCHEMA_SQL)

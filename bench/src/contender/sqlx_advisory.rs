@@ -19,10 +19,13 @@ pub struct SqlxAdvisory {
 impl SqlxAdvisory {
     pub const NAME: &'static str = "sqlx PgAdvisoryLock";
 
-    /// A pool of at most `connections`, with sqlx's defaults.
+    /// A pool of at most `connections`, with sqlx's defaults but for the ping before each use,
+    /// which the store does not send either.
     pub async fn connect(url: &str, connections: u32) -> Result<Self, BenchError> {
         let pool = PgPoolOptions::new()
             .max_connections(connections)
+            // As the store: no ping before each use of a connection.
+            .test_before_acquire(false)
             .connect(url)
             .await?;
         Ok(SqlxAdvisory { pool })
