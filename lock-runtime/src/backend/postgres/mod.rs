@@ -116,8 +116,8 @@ impl PostgresStore {
         let pool = PgPoolOptions::new()
             .max_connections(read.options.max_connections)
             .acquire_timeout(request_timeout)
-            // No ping before each statement: a broken connection fails the statement, which
-            // the engine sends again (transient).
+            // No ping before each statement (one round trip per step): a connection the
+            // server closed fails its statement, which is sent again on another (Db::rows).
             .test_before_acquire(false)
             .connect_with(options.clone())
             .await

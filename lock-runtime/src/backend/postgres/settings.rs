@@ -120,7 +120,7 @@ impl PostgresOptions {
 
     /// Whether connect creates the tables when missing (the default), or leaves them to the
     /// application's migrations and only checks that they exist (`false`, same as
-    /// `?create_tables=false`). The SQL is in `docs/POSTGRES.md` and [`SCHEMA_SQL`](super::SCHEMA_SQL).
+    /// `?create_tables=false`). The SQL is in `docs/POSTGRES.md` and [`SCHEMA_SQL`](crate::postgres::SCHEMA_SQL).
     pub fn create_tables(mut self, create: bool) -> Self {
         self.create_tables = create;
         self

@@ -28,10 +28,20 @@ impl Db {
         key: Option<&str>,
         statement: &str,
     ) -> Result<Vec<PgRow>, StoreError> {
-        sqlx::raw_sql(statement)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|err| failure(&self.describe, operation, key, err))
+        // A connection the server closed (a restart, a terminated backend, a pooler's
+        // restart) fails the statement sent on it and is dropped from the pool; the statement
+        // goes again on another one, until every connection the pool held was tried. Sending
+        // a step again is safe: an acquire with the same token takes its own lock again, a
+        // renewal renews again, and a release whose first answer was lost answers `Gone`.
+        let most = self.pool.options().get_max_connections().saturating_add(1);
+        let mut tried = 0;
+        loop {
+            tried += 1;
+            match sqlx::raw_sql(statement).fetch_all(&self.pool).await {
+                Err(err) if tried < most && errors::connection_gone(&err) => {}
+                done => return done.map_err(|err| failure(&self.describe, operation, key, err)),
+            }
+        }
     }
 
     /// Takes the lock `name` for `token` for `ttl`, or says who holds it for how long.
