@@ -42,6 +42,12 @@ impl From<redis::RedisError> for BenchError {
     }
 }
 
+impl From<sqlx::Error> for BenchError {
+    fn from(err: sqlx::Error) -> Self {
+        BenchError(format!("postgres: {err}"))
+    }
+}
+
 impl From<std::io::Error> for BenchError {
     fn from(err: std::io::Error) -> Self {
         BenchError(err.to_string())

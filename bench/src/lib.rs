@@ -1,6 +1,7 @@
 //! The load benchmark of `lock-runtime`: this library (through `#[distributed_lock]` and through
 //! `LockManager::lock`) against the hand-rolled `SET NX PX` lock of the blog posts (the
-//! round-trip floor) and the `rslock` crate, all on the same Redis in the same run.
+//! round-trip floor) and the `rslock` crate, all on the same Redis in the same run; and on
+//! PostgreSQL ([`postgres`]) against the store's lease written by hand and advisory locks.
 //!
 //! `cargo run --release -p lock-bench -- [--quick] [--json PATH]`; see `--help` and
 //! `docs/BENCHMARKS.md`.
@@ -8,6 +9,7 @@
 pub mod chart;
 pub mod contender;
 mod error;
+pub mod postgres;
 pub mod process;
 pub mod report;
 pub mod scenario;
@@ -582,7 +584,7 @@ pub async fn hold_many_child(args: &[String]) -> Result<String, BenchError> {
     serde_json::to_string(&figures).map_err(|err| BenchError::new(err.to_string()))
 }
 
-fn run_id() -> String {
+pub(crate) fn run_id() -> String {
     let since_epoch = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();

@@ -1,20 +1,23 @@
 //! `lock-bench`: starts its own redis-server (or `--server PATH`) on a free port, or uses
-//! `REDIS_URL`, runs every scenario for every contender, prints one table per scenario and writes
-//! the same as JSON.
+//! `REDIS_URL`, and its own PostgreSQL, or uses `--postgres-url` / `DATABASE_URL`; runs every
+//! scenario for every contender, prints one table per scenario and writes the same as JSON.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use lock_bench::chart::{Bars, handover_svg};
-use lock_bench::report::{Document, Row};
-use lock_bench::server::Target;
+use lock_bench::postgres::server::PgTarget;
+use lock_bench::postgres::{PgOptions, PgScenario};
+use lock_bench::report::{Document, Results, Row};
+use lock_bench::server::{ServerInfo, Target};
 use lock_bench::{
     BenchError, CHILD_FLAG, HoldManyIn, Options, Plan, Scenario, contender, machine, targets,
 };
 
 const USAGE: &str = "\
 usage: lock-bench [--quick] [--json PATH] [--svg PATH] [--markdown PATH] [--only SCENARIOS]
-                  [--repetitions N] [--contenders NAMES] [--server PATH]
+                  [--repetitions N] [--contenders NAMES] [--server PATH] [--store STORES]
+                  [--postgres-url URL]
 
   --quick            every scenario in reduced form, under a minute (CI smoke runs)
   --json PATH        results as JSON (default target/lock-bench/results.json)
@@ -22,17 +25,25 @@ usage: lock-bench [--quick] [--json PATH] [--svg PATH] [--markdown PATH] [--only
   --markdown PATH    machine, tables and targets as markdown (default: not written)
   --replot JSON      run nothing: draw the chart (--svg) from the results of an earlier run
   --only SCENARIOS   comma-separated: uncontended, parallel, contended, natural_contention,
-                     read_heavy, semaphore, expiry_takeover, hold_many, redis_benchmark
+                     read_heavy, semaphore, expiry_takeover, hold_many, redis_benchmark;
+                     on PostgreSQL: postgres_uncontended, postgres_parallel,
+                     postgres_handover, postgres_expiry_takeover
   --repetitions N    repetitions of every scenario (default 5, hold_many 2; quick 1)
   --contenders NAMES comma-separated: distributed_lock, LockManager::lock, hand-rolled,
                      hand-rolled pub/sub (quote the list), rslock; read_heavy and
                      semaphore measure the library's read-write lock, lock and semaphore
-                     whatever the list
+                     whatever the list; on PostgreSQL: distributed_lock, LockManager::lock,
+                     lease floor, lease floor + NOTIFY, pg_try_advisory_lock,
+                     sqlx PgAdvisoryLock
   --server PATH      the server binary to start instead of redis-server from PATH, with the
                      same arguments, e.g. valkey-server (default: $LOCK_BENCH_REDIS_SERVER)
+  --store STORES     comma-separated: redis, postgres (default: both, Redis first)
+  --postgres-url URL the PostgreSQL to use (default: $DATABASE_URL, else one of our own)
 
-Starts redis-server (or --server) on a free loopback port, or uses the server REDIS_URL names.
-The report's header names the server and its version (INFO server), binary included.
+Starts redis-server (or --server) on a free loopback port, or uses the server REDIS_URL names;
+starts PostgreSQL (initdb in a temp dir, a free loopback port, as the test suite does), or uses
+the one --postgres-url or DATABASE_URL names. The report's header names each server and its
+version, binary included.
 Build with --release: cargo run --release -p lock-bench -- --quick";
 
 struct Args {
@@ -45,6 +56,10 @@ struct Args {
     contenders: Option<Vec<String>>,
     replot: Option<PathBuf>,
     server: Option<PathBuf>,
+    redis: bool,
+    postgres: bool,
+    postgres_url: Option<String>,
+    pg_only: Option<Vec<PgScenario>>,
 }
 
 fn parse(args: &[String]) -> Result<Args, String> {
@@ -58,6 +73,10 @@ fn parse(args: &[String]) -> Result<Args, String> {
         contenders: None,
         replot: None,
         server: None,
+        redis: true,
+        postgres: true,
+        postgres_url: None,
+        pg_only: None,
     };
     let mut args = args.iter();
     while let Some(arg) = args.next() {
@@ -73,16 +92,31 @@ fn parse(args: &[String]) -> Result<Args, String> {
             "--markdown" => parsed.markdown = Some(value()?.into()),
             "--replot" => parsed.replot = Some(value()?.into()),
             "--server" => parsed.server = Some(value()?.into()),
-            "--only" => {
+            "--postgres-url" => parsed.postgres_url = Some(value()?),
+            "--store" => {
                 let names = value()?;
-                let scenarios = names
-                    .split(',')
-                    .map(|name| {
-                        Scenario::from_name(name.trim())
-                            .ok_or_else(|| format!("no scenario `{name}`"))
-                    })
-                    .collect::<Result<_, _>>()?;
+                (parsed.redis, parsed.postgres) = (false, false);
+                for name in names.split(',') {
+                    match name.trim() {
+                        "redis" => parsed.redis = true,
+                        "postgres" => parsed.postgres = true,
+                        other => return Err(format!("no store `{other}` (redis, postgres)")),
+                    }
+                }
+            }
+            "--only" => {
+                let (mut scenarios, mut pg_scenarios) = (Vec::new(), Vec::new());
+                for name in value()?.split(',').map(str::trim) {
+                    if let Some(scenario) = Scenario::from_name(name) {
+                        scenarios.push(scenario);
+                    } else if let Some(scenario) = PgScenario::from_name(name) {
+                        pg_scenarios.push(scenario);
+                    } else {
+                        return Err(format!("no scenario `{name}`"));
+                    }
+                }
                 parsed.only = Some(scenarios);
+                parsed.pg_only = Some(pg_scenarios);
             }
             "--repetitions" => {
                 let n = value()?;
@@ -99,10 +133,10 @@ fn parse(args: &[String]) -> Result<Args, String> {
                     .split(',')
                     .map(|name| {
                         let name = name.trim();
-                        contender::NAMES
-                            .contains(&name)
-                            .then(|| name.to_owned())
-                            .ok_or_else(|| format!("no contender `{name}`"))
+                        (contender::NAMES.contains(&name)
+                            || contender::POSTGRES_NAMES.contains(&name))
+                        .then(|| name.to_owned())
+                        .ok_or_else(|| format!("no contender `{name}`"))
                     })
                     .collect::<Result<_, _>>()?;
                 parsed.contenders = Some(names);
@@ -175,30 +209,47 @@ async fn run(args: Args) -> Result<ExitCode, BenchError> {
     }
     let exe = std::env::current_exe()
         .map_err(|err| BenchError::new(format!("cannot find this program's path: {err}")))?;
+    let pick = |names: &[&str]| -> Vec<String> {
+        match &args.contenders {
+            Some(chosen) => chosen
+                .iter()
+                .filter(|name| names.contains(&name.as_str()))
+                .cloned()
+                .collect(),
+            None => names.iter().map(|&name| name.to_owned()).collect(),
+        }
+    };
     let options = Options {
-        plan,
+        plan: plan.clone(),
         scenarios: args.only.clone().unwrap_or_else(|| Scenario::ALL.to_vec()),
         hold_many_in: HoldManyIn::Child(exe),
-        contenders: args
-            .contenders
-            .clone()
-            .unwrap_or_else(|| contender::NAMES.map(str::to_owned).to_vec()),
+        contenders: pick(&contender::NAMES),
         verbose: true,
     };
+    let pg_options = PgOptions {
+        plan,
+        scenarios: args
+            .pg_only
+            .clone()
+            .unwrap_or_else(|| PgScenario::ALL.to_vec()),
+        contenders: pick(&contender::POSTGRES_NAMES),
+        verbose: true,
+    };
+    // A store runs when it has scenarios to run, and contenders unless none were asked for.
+    let chosen = |contenders: &[String]| args.contenders.is_none() || !contenders.is_empty();
+    let run_redis = args.redis && !options.scenarios.is_empty() && chosen(&options.contenders);
+    let run_postgres =
+        args.postgres && !pg_options.scenarios.is_empty() && chosen(&pg_options.contenders);
 
-    let target = Target::from_env(args.server.as_deref())?;
-    let mut server = target.probe().await?.server().await?;
-    server.binary = target.binary().map(|binary| binary.display().to_string());
     let mut header = machine();
-    header.push(format!(
-        "server: {server} at {}:{}{}",
-        target.host(),
-        target.port(),
-        server
-            .binary
-            .as_ref()
-            .map_or_else(String::new, |binary| format!(", started from {binary}"))
-    ));
+    let redis = match run_redis {
+        true => Some(start_redis(&args, &mut header).await?),
+        false => None,
+    };
+    let postgres = match run_postgres {
+        true => Some(start_postgres(&args, &mut header).await?),
+        false => None,
+    };
     header.push(format!(
         "command: lock-bench {}",
         std::env::args().skip(1).collect::<Vec<_>>().join(" ")
@@ -213,36 +264,27 @@ async fn run(args: Args) -> Result<ExitCode, BenchError> {
     println!();
 
     let started = std::time::Instant::now();
-    let report = lock_bench::run(&target, &options).await?;
+    let mut results = Results::default();
+    let mut violations = 0;
+    if let Some((target, _)) = &redis {
+        let report = lock_bench::run(target, &options).await?;
+        results.append(report.results);
+        violations += report.violations;
+    }
+    if let Some(target) = &postgres {
+        let report = lock_bench::postgres::run(target, &pg_options).await?;
+        results.append(report.results);
+        violations += report.violations;
+    }
     let elapsed = started.elapsed();
-
-    let mut markdown = String::new();
-    markdown.push_str(
-        &header
-            .iter()
-            .map(|l| format!("- {l}\n"))
-            .collect::<String>(),
-    );
-    markdown.push_str(&format!(
-        "- finished in {:.0} s; load average at the end: {}\n\n",
-        elapsed.as_secs_f64(),
-        lock_bench::load_average()
-    ));
-    for scenario in report.results.scenarios() {
-        markdown.push_str(&report.results.table(&scenario));
-        markdown.push('\n');
-    }
-    let checks = targets::check(&report.results, targets::cpu_share_for(&server));
-    if !checks.is_empty() {
-        markdown.push_str("targets\n\n");
-        markdown.push_str(&targets::table(&checks));
-    }
+    let server = redis.map(|(_, server)| server);
+    let markdown = markdown(&header, elapsed, &results, server.as_ref());
     println!("{markdown}");
 
     let document = Document {
         server,
         header,
-        rows: report.results.rows(),
+        rows: results.rows(),
     };
     let json =
         serde_json::to_string_pretty(&document).map_err(|err| BenchError::new(err.to_string()))?;
@@ -250,21 +292,82 @@ async fn run(args: Args) -> Result<ExitCode, BenchError> {
     println!("JSON: {}", args.json.display());
 
     plot(&args.svg, |contender, metric| {
-        report.results.median("contended", contender, metric)
+        results.median("contended", contender, metric)
     })?;
     if let Some(path) = &args.markdown {
         write(path, &markdown)?;
         println!("markdown: {}", path.display());
     }
 
-    if report.violations > 0 {
-        eprintln!(
-            "FAILED: {} exclusion violations in the contention scenarios",
-            report.violations
-        );
+    if violations > 0 {
+        eprintln!("FAILED: {violations} exclusion violations in the contention scenarios");
         return Ok(ExitCode::FAILURE);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Starts (or finds) the Redis under test and adds its line to `header`.
+async fn start_redis(
+    args: &Args,
+    header: &mut Vec<String>,
+) -> Result<(Target, ServerInfo), BenchError> {
+    let target = Target::from_env(args.server.as_deref())?;
+    let mut server = target.probe().await?.server().await?;
+    server.binary = target.binary().map(|binary| binary.display().to_string());
+    header.push(format!(
+        "server: {server} at {}:{}{}",
+        target.host(),
+        target.port(),
+        server
+            .binary
+            .as_ref()
+            .map_or_else(String::new, |binary| format!(", started from {binary}"))
+    ));
+    Ok((target, server))
+}
+
+/// Starts (or finds) the PostgreSQL under test and adds its line to `header`.
+async fn start_postgres(args: &Args, header: &mut Vec<String>) -> Result<PgTarget, BenchError> {
+    let target = PgTarget::from_env(args.postgres_url.as_deref()).await?;
+    let version = target.probe().await?.version().await?;
+    header.push(format!(
+        "postgres: PostgreSQL {version} at {}{}",
+        target.shown(),
+        target.binaries().map_or_else(String::new, |dir| format!(
+            ", started from {}",
+            dir.display()
+        ))
+    ));
+    Ok(target)
+}
+
+/// The report: header, one table per scenario, the targets.
+fn markdown(
+    header: &[String],
+    elapsed: std::time::Duration,
+    results: &Results,
+    server: Option<&ServerInfo>,
+) -> String {
+    let mut markdown: String = header.iter().map(|l| format!("- {l}\n")).collect();
+    markdown.push_str(&format!(
+        "- finished in {:.0} s; load average at the end: {}\n\n",
+        elapsed.as_secs_f64(),
+        lock_bench::load_average()
+    ));
+    for scenario in results.scenarios() {
+        markdown.push_str(&results.table(&scenario));
+        markdown.push('\n');
+    }
+    let mut checks = match server {
+        Some(server) => targets::check(results, targets::cpu_share_for(server)),
+        None => Vec::new(),
+    };
+    checks.extend(targets::check_postgres(results));
+    if !checks.is_empty() {
+        markdown.push_str("targets\n\n");
+        markdown.push_str(&targets::table(&checks));
+    }
+    markdown
 }
 
 /// The handover chart from the medians of the contended scenario, if it was measured.

@@ -9,10 +9,12 @@ use crate::scenario::Metric;
 use crate::server::ServerInfo;
 use crate::stats::Summary;
 
-/// The JSON output: which server the run measured, the report's header lines, and the rows.
+/// The JSON output: which Redis the run measured (none when it measured PostgreSQL only), the
+/// report's header lines (naming the PostgreSQL too), and the rows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Document {
-    pub server: ServerInfo,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<ServerInfo>,
     pub header: Vec<String>,
     pub rows: Vec<Row>,
 }
@@ -81,6 +83,13 @@ impl Results {
                 values: vec![value],
             }),
         }
+    }
+
+    /// Adds everything `other` measured after what this one holds: the results of another
+    /// store's run.
+    pub fn append(&mut self, other: Results) {
+        self.series.extend(other.series);
+        self.unavailable.extend(other.unavailable);
     }
 
     /// Notes that `contender` could not be measured in `scenario`, and why: its table shows the
@@ -296,12 +305,12 @@ mod tests {
         results.record("s", "c", &Metric::new("rate", "1/s", 2.0));
         let rows = results.rows();
         let document = Document {
-            server: ServerInfo {
+            server: Some(ServerInfo {
                 name: "valkey".into(),
                 version: "9.0.0".into(),
                 redis_version: "7.2.4".into(),
                 binary: Some("valkey-server".into()),
-            },
+            }),
             header: vec!["server: valkey 9.0.0".into()],
             rows: rows.clone(),
         };

@@ -210,6 +210,70 @@ pub fn check(results: &Results, cpu_share: f64) -> Vec<Check> {
     checks
 }
 
+/// The PostgreSQL targets: throughput against the lease floor uncontended and with 64 tasks in
+/// parallel, ...
+const PG_FLOOR_SHARE: f64 = 0.9;
+/// ... handover p99 (µs), ...
+const PG_HANDOVER_P99_US: f64 = 2000.0;
+/// ... and the median expiry takeover (ms).
+const PG_TAKEOVER_MS: f64 = 20.0;
+
+/// The PostgreSQL targets of the library (both ways in) that the run measured.
+pub fn check_postgres(results: &Results) -> Vec<Check> {
+    use crate::postgres::{LEASE_FLOOR, PgScenario};
+    let mut checks = Vec::new();
+    for contender in OURS {
+        let mut add = |target: String, measured: String, met: bool| {
+            checks.push(Check {
+                target,
+                contender: contender.to_owned(),
+                measured,
+                status: Status::of(met),
+            });
+        };
+        let median =
+            |scenario: PgScenario, metric: &str| results.median(scenario.name(), contender, metric);
+        for (scenario, what) in [
+            (PgScenario::Uncontended, "uncontended"),
+            (PgScenario::Parallel, "64 in parallel"),
+        ] {
+            if let (Some(ratio), Some(rate), Some(floor)) = (
+                median(scenario, "pairs_per_s_vs_lease_floor"),
+                median(scenario, "pairs_per_s"),
+                results.median(scenario.name(), LEASE_FLOOR, "pairs_per_s"),
+            ) {
+                add(
+                    format!("postgres {what}: pairs/s >= {PG_FLOOR_SHARE}x the lease floor"),
+                    format!(
+                        "{ratio:.3}x ({} vs {} pairs/s)",
+                        number(rate),
+                        number(floor)
+                    ),
+                    ratio >= PG_FLOOR_SHARE,
+                );
+            }
+        }
+        if let Some(p99) = median(PgScenario::Handover, "handover_p99") {
+            add(
+                format!(
+                    "postgres handover p99 <= {} ms",
+                    PG_HANDOVER_P99_US / 1000.0
+                ),
+                format!("{} µs", number(p99)),
+                p99 <= PG_HANDOVER_P99_US,
+            );
+        }
+        if let Some(late) = median(PgScenario::ExpiryTakeover, "takeover_after_expiry") {
+            add(
+                format!("postgres expiry takeover median <= {PG_TAKEOVER_MS} ms"),
+                format!("{} ms", number_2(late)),
+                late <= PG_TAKEOVER_MS,
+            );
+        }
+    }
+    checks
+}
+
 /// The fair mode's targets in the natural scenario, for `LockManager::lock` in its fair mode.
 fn fair_mode(results: &Results) -> Vec<Check> {
     let scenario = Scenario::Natural.name();

@@ -245,3 +245,83 @@ fn semaphore_never_admits_more_holders_than_permits() {
     assert_eq!(row("violations").max, 0.0);
     assert!(row("redis_calls_per_permit").min >= 2.0);
 }
+
+/// The PostgreSQL rows in a tiny form, on a server of their own: every contender in every
+/// scenario it can run (expiry only for the leases), the ratios against the lease floor, the
+/// server's CPU, the targets checked, and no two holders in a section. A few seconds.
+#[test]
+fn a_tiny_postgres_run_reports_every_contender_against_the_lease_floor_without_violations() {
+    use lock_bench::postgres::server::PgTarget;
+    use lock_bench::postgres::{LEASE_FLOOR, PgOptions, PgScenario};
+
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let report = runtime.block_on(async {
+        let target = PgTarget::start().await.expect("PostgreSQL starts");
+        let options = PgOptions {
+            // Slices long enough for a pair of every contender on a loaded machine; few tasks,
+            // as every task of the handover connects a contender (and pool) of its own.
+            plan: Plan {
+                parallel: Duration::from_millis(200),
+                parallel_tasks: 4,
+                contended: Duration::from_millis(200),
+                contended_tasks: 2,
+                ..Plan::tiny()
+            },
+            scenarios: PgScenario::ALL.to_vec(),
+            contenders: contender::POSTGRES_NAMES.map(str::to_owned).to_vec(),
+            verbose: false,
+        };
+        lock_bench::postgres::run(&target, &options)
+            .await
+            .expect("the tiny PostgreSQL run completes")
+    });
+
+    assert_eq!(report.violations, 0, "mutual exclusion was violated");
+    let rows = report.results.rows();
+    let has = |scenario: PgScenario, contender: &str, metric: &str| {
+        rows.iter().any(|r| {
+            r.scenario == scenario.name() && r.contender == contender && r.metric == metric
+        })
+    };
+    let leased = [
+        contender::Attribute::NAME,
+        contender::Manager::NAME,
+        contender::LeaseFloor::NAME,
+        contender::LeaseFloor::NOTIFY_NAME,
+    ];
+    for name in contender::POSTGRES_NAMES {
+        for scenario in [PgScenario::Uncontended, PgScenario::Parallel] {
+            assert!(has(scenario, name, "pairs_per_s"), "{scenario:?} {name}");
+            assert!(
+                has(scenario, name, "server_cpu_per_pair"),
+                "{scenario:?} {name}"
+            );
+            if name != LEASE_FLOOR {
+                let ratio = "pairs_per_s_vs_lease_floor";
+                assert!(has(scenario, name, ratio), "{scenario:?} {name}");
+            }
+        }
+        // The percentiles only once a handover happened, which a loaded machine may not
+        // allow in 200 ms; the count always.
+        for metric in ["handovers", "violations", "server_cpu_per_section"] {
+            assert!(has(PgScenario::Handover, name, metric), "{name} {metric}");
+        }
+        let expiry = has(PgScenario::ExpiryTakeover, name, "takeover_after_expiry");
+        assert_eq!(
+            expiry,
+            leased.contains(&name),
+            "{name}: expiry only for leases"
+        );
+    }
+    for row in rows.iter().filter(|row| row.metric == "violations") {
+        assert_eq!(row.max, 0.0, "{} let sections overlap", row.contender);
+    }
+    // Both ways into the library, four targets each.
+    assert_eq!(
+        lock_bench::targets::check_postgres(&report.results).len(),
+        8
+    );
+}

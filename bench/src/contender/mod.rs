@@ -8,6 +8,15 @@
 //!   tries again on the release message or when the lease it saw runs out: the reference for
 //!   waiting,
 //! - [`Rslock`]: the `rslock` crate (Redlock) on one instance, at its defaults.
+//!
+//! And on PostgreSQL, beside the library's two ways over a `postgres://` URL:
+//!
+//! - [`LeaseFloor`]: the store's lease written by hand with sqlx, `INSERT ... ON CONFLICT ...
+//!   RETURNING fence` and `DELETE ... WHERE token`, retried at a fixed interval: the floor; and
+//!   the same with `pg_notify` in the release, what telling releases costs apart from the library,
+//! - [`TryAdvisory`]: `pg_try_advisory_lock` and `pg_advisory_unlock` on one pooled connection
+//!   per pair, retried at a fixed interval,
+//! - [`SqlxAdvisory`]: sqlx's `PgAdvisoryLock` (`try_acquire`, `acquire`, `release_now`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -18,17 +27,23 @@ use async_trait::async_trait;
 
 use crate::BenchError;
 
+mod advisory;
 mod attribute;
 mod hand_rolled;
 mod hand_rolled_pubsub;
+mod lease_floor;
 mod manager;
 mod rslock;
+mod sqlx_advisory;
 
+pub use advisory::TryAdvisory;
 pub use attribute::Attribute;
 pub use hand_rolled::{HandRolled, RETRY_INTERVAL};
 pub use hand_rolled_pubsub::HandRolledPubSub;
+pub use lease_floor::LeaseFloor;
 pub use manager::Manager;
 pub use rslock::Rslock;
+pub use sqlx_advisory::SqlxAdvisory;
 
 /// Work done while a lock is held, or the signal to stop holding it.
 pub type Work<'a> = Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
@@ -77,6 +92,12 @@ pub trait Contender: Send + Sync {
     /// Whether this lock keeps a held lease alive by itself.
     fn renews(&self) -> bool;
 
+    /// Whether a holder that never gives the lock back loses it when a lease runs out; false
+    /// for a session lock, held until its connection closes, which the expiry scenario skips.
+    fn leased(&self) -> bool {
+        true
+    }
+
     /// Takes `key` with a lease (one of [`RENEWED_LEASES`]) renewed while held, calls `held`,
     /// keeps the lock until `until` resolves, then gives it back.
     async fn hold_renewed(
@@ -109,6 +130,45 @@ pub const NAMES: [&str; 5] = [
     HandRolledPubSub::NAME,
     Rslock::NAME,
 ];
+
+/// The PostgreSQL contenders' names, in table order.
+pub const POSTGRES_NAMES: [&str; 6] = [
+    Attribute::NAME,
+    Manager::NAME,
+    LeaseFloor::NAME,
+    LeaseFloor::NOTIFY_NAME,
+    TryAdvisory::NAME,
+    SqlxAdvisory::NAME,
+];
+
+/// Connects the PostgreSQL contender called `name` (see [`POSTGRES_NAMES`]) to the database at
+/// `url`, with a pool of at most `connections`.
+pub async fn connect_postgres(
+    name: &str,
+    url: &str,
+    connections: u32,
+) -> Result<Arc<dyn Contender>, BenchError> {
+    Ok(match name {
+        Attribute::NAME | Manager::NAME => {
+            let separator = if url.contains('?') { '&' } else { '?' };
+            let url = format!("{url}{separator}max_connections={connections}");
+            if name == Attribute::NAME {
+                Arc::new(Attribute::connect(&url).await?)
+            } else {
+                Arc::new(Manager::connect(&url).await?)
+            }
+        }
+        LeaseFloor::NAME => Arc::new(LeaseFloor::connect(url, connections, false).await?),
+        LeaseFloor::NOTIFY_NAME => Arc::new(LeaseFloor::connect(url, connections, true).await?),
+        TryAdvisory::NAME => Arc::new(TryAdvisory::connect(url, connections).await?),
+        SqlxAdvisory::NAME => Arc::new(SqlxAdvisory::connect(url, connections).await?),
+        other => {
+            return Err(BenchError::new(format!(
+                "no PostgreSQL contender `{other}`; they are {POSTGRES_NAMES:?}"
+            )));
+        }
+    })
+}
 
 /// Connects the contender called `name` (see [`NAMES`]) to `url`.
 pub async fn connect(name: &str, url: &str) -> Result<Arc<dyn Contender>, BenchError> {

@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -33,10 +34,24 @@ use crate::stats::{percentile, sorted_micros};
 /// How long after the end of the run the tasks still waiting may take to get through.
 const DRAIN: Duration = Duration::from_secs(30);
 
+/// The work inside the lock: one round trip to the server on a side connection.
+#[async_trait]
+pub trait RoundTrip: Send + Sync {
+    async fn round_trip(&self) -> Result<(), BenchError>;
+}
+
+#[async_trait]
+impl RoundTrip for Probe {
+    /// One `PING`.
+    async fn round_trip(&self) -> Result<(), BenchError> {
+        self.clone().ping().await
+    }
+}
+
 struct Relay {
     tasks: usize,
     deadline: Instant,
-    probe: Probe,
+    side: Arc<dyn RoundTrip>,
     inside: AtomicU32,
     overlaps: AtomicU64,
     /// Incremented by read, PING, write: exact only under mutual exclusion.
@@ -94,7 +109,7 @@ impl Relay {
             let _ =
                 tokio::time::timeout_at(relay.deadline, competing.wait_for(|&n| n == all)).await;
             let seen = relay.counter.load(Ordering::SeqCst);
-            if relay.probe.clone().ping().await.is_err() {
+            if relay.side.round_trip().await.is_err() {
                 relay.failed_pings.fetch_add(1, Ordering::SeqCst);
             }
             relay.counter.store(seen + 1, Ordering::SeqCst);
@@ -119,10 +134,45 @@ pub async fn measure(
     duration: Duration,
 ) -> Result<Outcome, BenchError> {
     let before = probe.reading().await?;
+    let contenders = vec![contender.clone(); tasks];
+    let relayed = relay(&contenders, Arc::new(probe.clone()), key, duration).await?;
+    let usage = probe.reading().await?.since(&before);
+    let mut metrics = relayed.metrics;
+    metrics.extend(usage.metrics(Per::Section, relayed.entries));
+    metrics.push(Metric::new(
+        "violations",
+        "count",
+        relayed.violations as f64,
+    ));
+    Ok(Outcome {
+        metrics,
+        violations: relayed.violations,
+    })
+}
+
+/// What [`relay`] measured: sections per second and handover latency, without the server's
+/// counters, which the caller reads around it.
+pub struct Relayed {
+    pub metrics: Vec<Metric>,
+    /// Every section entered, the drain included.
+    pub entries: u64,
+    pub violations: u64,
+}
+
+/// The relay itself: one task per entry of `contenders` (the same lock shared, or one per task
+/// as separate processes would have), each competing for `key` with a body of one
+/// [`RoundTrip`] on `side`, for `duration`.
+pub async fn relay(
+    contenders: &[Arc<dyn Contender>],
+    side: Arc<dyn RoundTrip>,
+    key: &str,
+    duration: Duration,
+) -> Result<Relayed, BenchError> {
+    let tasks = contenders.len();
     let relay = Arc::new(Relay {
         tasks,
         deadline: Instant::now() + duration,
-        probe: probe.clone(),
+        side,
         inside: AtomicU32::new(0),
         overlaps: AtomicU64::new(0),
         counter: AtomicU64::new(0),
@@ -133,8 +183,10 @@ pub async fn measure(
         entered: watch::Sender::new(None),
         competing: watch::Sender::new(0),
     });
-    let handles: Vec<_> = (0..tasks)
-        .map(|task| {
+    let handles: Vec<_> = contenders
+        .iter()
+        .enumerate()
+        .map(|(task, contender)| {
             let contender = contender.clone();
             let relay = relay.clone();
             let key = key.to_owned();
@@ -162,18 +214,17 @@ pub async fn measure(
             .map_err(|_| BenchError::new("contended: tasks still waiting 30 s after the run"))?
             .map_err(|err| BenchError::new(format!("contended task: {err}")))??;
     }
-    let usage = probe.reading().await?.since(&before);
     let failed = relay.failed_pings.load(Ordering::SeqCst);
     if failed > 0 {
         return Err(BenchError::new(format!(
-            "contended: {failed} PINGs inside the lock failed"
+            "contended: {failed} round trips inside the lock failed"
         )));
     }
     let entries = relay.entries.load(Ordering::SeqCst);
     let lost_updates = entries - relay.counter.load(Ordering::SeqCst).min(entries);
     let violations = relay.overlaps.load(Ordering::SeqCst) + lost_updates;
     let handovers = sorted_micros(&relay.last().handovers);
-    let mut metrics = vec![
+    let metrics = vec![
         Metric::new(
             "sections_per_s",
             "sections/s",
@@ -191,10 +242,9 @@ pub async fn measure(
         ),
         Metric::new("handovers", "count", handovers.len() as f64),
     ];
-    metrics.extend(usage.metrics(Per::Section, entries));
-    metrics.push(Metric::new("violations", "count", violations as f64));
-    Ok(Outcome {
+    Ok(Relayed {
         metrics,
+        entries,
         violations,
     })
 }

@@ -28,6 +28,21 @@ pub async fn measure(
     lease: Duration,
 ) -> Result<Vec<Metric>, BenchError> {
     let before = probe.reading().await?;
+    let late_ms = takeover(contender, key, lease).await?;
+    let usage = probe.reading().await?.since(&before);
+    let mut metrics = vec![Metric::new("takeover_after_expiry", "ms", late_ms)];
+    metrics.extend(usage.metrics(Per::Takeover, 1));
+    Ok(metrics)
+}
+
+/// One takeover: how many milliseconds after the hung holder's lease ran out (negative: before)
+/// the waiter entered. Whatever the server, the holder's lease is `lease` from just before its
+/// acquire was sent.
+pub async fn takeover(
+    contender: &Arc<dyn Contender>,
+    key: &str,
+    lease: Duration,
+) -> Result<f64, BenchError> {
     let sent = Arc::new(OnceLock::new());
     let held = Arc::new(Notify::new());
     let holder = {
@@ -70,7 +85,7 @@ pub async fn measure(
         } else {
             -(expiry - entered).as_secs_f64() * 1e3
         };
-        Ok::<_, BenchError>(vec![Metric::new("takeover_after_expiry", "ms", late_ms)])
+        Ok::<_, BenchError>(late_ms)
     }
     .await;
     // The hung holder goes away; whatever it does on the way finds the lock no longer its own.
@@ -78,8 +93,5 @@ pub async fn measure(
     if let Ok(Err(err)) = holder.await {
         return Err(err);
     }
-    let usage = probe.reading().await?.since(&before);
-    let mut metrics = outcome?;
-    metrics.extend(usage.metrics(Per::Takeover, 1));
-    Ok(metrics)
+    outcome
 }
