@@ -134,7 +134,7 @@ impl Inspect for PostgresStore {
     }
 
     fn waits<'a>(&'a self, _prefix: &'a str) -> BoxFuture<'a, Result<Vec<WaitRecord>, StoreError>> {
-        let at = &self.describe;
+        let at = &self.db.describe;
         Box::pin(std::future::ready(Err(StoreError::permanent(format!(
             "{at}: the PostgreSQL store keeps no published waits"
         )))))

@@ -11,8 +11,8 @@ use sqlx::Row;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 
 use crate::store::{
-    Acquire, Ask, Booking, BoxFuture, Changes, HolderId, Inspect, Key, Release, Renewal, Shape,
-    Store, StoreError,
+    Acquire, Ask, Booking, BoxFuture, Changes, Inspect, Key, Release, Renewal, Shape, Store,
+    StoreError,
 };
 
 mod errors;
@@ -20,10 +20,14 @@ mod feed;
 mod inspect;
 pub(crate) mod settings;
 pub(crate) mod sql;
+mod steps;
 
 use errors::failure;
 use feed::{Hearing, Stop, Told};
+use settings::Listen;
 use settings::PostgresOptions;
+use steps::Db;
+use tokio::sync::oneshot;
 
 /// The most leases one renewal statement renews; a larger batch is sent as several.
 const RENEW_CHUNK: usize = 500;
@@ -34,8 +38,7 @@ const RENEW_CHUNK: usize = 500;
 /// store between several managers (through
 /// [`LockManagerBuilder::store`](crate::LockManagerBuilder::store)).
 pub struct PostgresStore {
-    pool: PgPool,
-    describe: String,
+    db: Db,
     server: String,
     told: Arc<Told>,
     hearing: Hearing,
@@ -50,6 +53,42 @@ impl std::fmt::Debug for PostgresStore {
             .field("hearing", &self.hearing)
             .finish_non_exhaustive()
     }
+}
+
+/// Refuses a standby, makes the tables (or checks that they exist), and answers whether the
+/// server is reached directly: it answers on the port connected to (over TCP), or on none
+/// (over a unix socket).
+async fn prepare(pool: &PgPool, options: &PostgresOptions, at: &str) -> Result<bool, StoreError> {
+    let probe = sqlx::raw_sql(sql::PROBE)
+        .fetch_one(pool)
+        .await
+        .map_err(|err| failure(at, "connect", None, err))?;
+    if probe.try_get::<bool, _>("standby").unwrap_or(false) {
+        return Err(StoreError::permanent(format!(
+            "{at} is a read-only standby (pg_is_in_recovery() is true): locks are written, so \
+             connect to the primary"
+        )));
+    }
+    if options.create_tables {
+        sqlx::raw_sql(&sql::create_schema())
+            .execute(pool)
+            .await
+            .map_err(|err| failure(at, "create the tables", None, err))?;
+    } else if !probe.try_get::<bool, _>("tables").unwrap_or(false) {
+        return Err(StoreError::permanent(format!(
+            "{at}: the tables {} and {} are missing and create_tables is false: create them \
+             with the SQL in docs/POSTGRES.md (lock_runtime::postgres::SCHEMA_SQL), or let \
+             connect create them",
+            sql::TABLE,
+            sql::SEQUENCE
+        )));
+    }
+    let answered: Option<i32> = probe.try_get("port").ok().flatten();
+    let connected = pool.connect_options();
+    Ok(match connected.get_socket() {
+        Some(_) => answered.is_none(),
+        None => answered == Some(i32::from(connected.get_port())),
+    })
 }
 
 /// The connect options of `url` as this store uses them: no statement cache (nothing named is
@@ -122,63 +161,51 @@ impl PostgresStore {
         server: String,
     ) -> Result<PostgresStore, StoreError> {
         let at = format!("postgres {server}");
-        let probe = sqlx::raw_sql(sql::PROBE)
-            .fetch_one(&pool)
-            .await
-            .map_err(|err| failure(&at, "connect", None, err))?;
-        if probe.try_get::<bool, _>("standby").unwrap_or(false) {
-            return Err(StoreError::permanent(format!(
-                "{at} is a read-only standby (pg_is_in_recovery() is true): locks are written, \
-                 so connect to the primary"
-            )));
-        }
-        let tables = probe.try_get::<bool, _>("tables").unwrap_or(false);
-        if options.create_tables {
-            sqlx::raw_sql(&sql::create_schema())
-                .execute(&pool)
-                .await
-                .map_err(|err| failure(&at, "create the tables", None, err))?;
-        } else if !tables {
-            return Err(StoreError::permanent(format!(
-                "{at}: the tables {} and {} are missing and create_tables is false: create them \
-                 with the SQL in docs/POSTGRES.md (lock_runtime::postgres::SCHEMA_SQL), or let \
-                 connect create them",
-                sql::TABLE,
-                sql::SEQUENCE
-            )));
-        }
+        let direct = prepare(&pool, &options, &at).await?;
         let told = Arc::new(Told::default());
-        let mut hearing = Hearing::Poll(options.poll_interval);
-        let mut feed = None;
-        if options.listen {
-            let listen = listen.unwrap_or_else(|| pool.clone());
-            match feed::listen(&pool, &listen, &told).await {
-                Ok(Some(stop)) => {
-                    hearing = Hearing::Listen;
-                    feed = Some(stop);
-                }
-                Ok(None) => tracing::warn!(
+        // A listen URL names a server to LISTEN on directly; without one, the store's own.
+        let listen_here =
+            options.listen_url.is_some() || options.listen == Listen::Always || direct;
+        let listen = match listen {
+            _ if options.listen == Listen::Never => None,
+            listen if listen_here => Some(listen.unwrap_or_else(|| pool.clone())),
+            _ => {
+                tracing::warn!(
                     server = %server,
-                    "a NOTIFY sent through the store's connections is not heard on its listening \
-                     connection (a pooler in transaction mode between?): waiters poll every {:?}; \
-                     give a direct ?listen_url= to be told of releases",
+                    "the server answers on another port than the one connected to (a pooler \
+                     between?): waiters poll every {:?} rather than LISTEN; give a direct \
+                     ?listen_url= to be told of releases",
                     options.poll_interval
-                ),
-                Err(err) => tracing::warn!(
-                    server = %server,
-                    error = %failure(&at, "listen", None, err),
-                    "cannot LISTEN for lock releases: waiters poll every {:?}",
-                    options.poll_interval
-                ),
+                );
+                None
             }
-        }
-        let feed = match feed {
-            Some(feed) => feed,
-            None => feed::poll(pool.clone(), &told, options.poll_interval),
+        };
+        let heard = match listen {
+            Some(listen) => feed::listen(&pool, &listen, &told)
+                .await
+                .unwrap_or_else(|err| {
+                    tracing::warn!(
+                        server = %server,
+                        error = %failure(&at, "listen", None, err),
+                        "cannot LISTEN for lock releases: waiters poll every {:?}",
+                        options.poll_interval
+                    );
+                    None
+                }),
+            None => None,
+        };
+        let (hearing, feed) = match heard {
+            Some(stop) => (Hearing::Listen, stop),
+            None => (
+                Hearing::Poll(options.poll_interval),
+                feed::poll(pool.clone(), &told, options.poll_interval),
+            ),
         };
         Ok(PostgresStore {
-            describe: format!("postgres {server}"),
-            pool,
+            db: Db {
+                pool,
+                describe: at.into(),
+            },
             server,
             told,
             hearing,
@@ -198,44 +225,37 @@ impl PostgresStore {
         key: Option<&str>,
         statement: &str,
     ) -> Result<Vec<PgRow>, StoreError> {
-        sqlx::raw_sql(statement)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|err| failure(&self.describe, operation, key, err))
+        self.db.rows(operation, key, statement).await
     }
 
-    async fn acquire_now(
+    /// Sends the acquire from a task of its own, which finishes the statement even if the
+    /// caller stops waiting for it, and then gives back what it took: the statement runs on one
+    /// connection of the pool and the caller's give-back on another, which could otherwise
+    /// overtake it and find nothing to release.
+    fn acquire_in_task(
         &self,
         key: &Key,
         token: &str,
         ttl: Duration,
-    ) -> Result<Acquire, StoreError> {
-        let name = key.name();
-        let holder = i64::try_from(HolderId::of_token(token).get()).unwrap_or(i64::MAX);
-        let rows = self
-            .rows(
-                "acquire",
-                Some(name),
-                &sql::acquire(name, token, holder, ttl),
-            )
-            .await?;
-        let Some(row) = rows.first() else {
-            // The holder's row was made while the statement ran: ask again soon.
-            return Ok(Acquire::busy(Some(Duration::from_millis(5)), false));
-        };
-        let read = |column: &str| errors::column::<Option<i64>>(&self.describe, name, row, column);
-        if let Some(fence) = read("fence")? {
-            return Ok(Acquire::Acquired {
-                fence: u64::try_from(fence).unwrap_or(0),
-            });
-        }
-        let left = read("left_ms")?.unwrap_or(0);
-        Ok(Acquire::Busy {
-            remaining: Some(Duration::from_millis(u64::try_from(left).unwrap_or(0))),
-            holder: read("holder")?
-                .and_then(|holder| HolderId::from_raw(u64::try_from(holder).ok()?)),
-            in_line: false,
-            blocker: None,
+    ) -> BoxFuture<'static, Result<Acquire, StoreError>> {
+        let (db, name, token) = (self.db.clone(), key.name().to_owned(), token.to_owned());
+        let (answer, answered) = oneshot::channel();
+        tokio::spawn(async move {
+            let got = db.acquire(&name, &token, ttl).await;
+            if let Err(Ok(Acquire::Acquired { .. })) = answer.send(got) {
+                // Nobody waits for it any more: give it back, after the grant.
+                let _ = db.release(&name, &token, Duration::ZERO).await;
+            }
+        });
+        let describe = self.db.describe.clone();
+        let name = key.name().to_owned();
+        Box::pin(async move {
+            answered.await.unwrap_or_else(|_| {
+                Err(StoreError::permanent(format!(
+                    "{describe}: acquire of `{name}`: the task that sent it ended without an answer \
+                     (the runtime is shutting down)"
+                )))
+            })
         })
     }
 
@@ -245,27 +265,10 @@ impl PostgresStore {
         token: &str,
         keep: Duration,
     ) -> Result<Release, StoreError> {
-        let name = key.name();
-        let rows = self
-            .rows("release", Some(name), &sql::release(name, token, keep))
-            .await?;
-        let row = rows.first().ok_or_else(|| {
-            StoreError::permanent(format!(
-                "{}: release of `{name}`: no answer row",
-                self.describe
-            ))
-        })?;
-        let mine = errors::column::<Option<bool>>(&self.describe, name, row, "mine")?;
-        let other = errors::column::<bool>(&self.describe, name, row, "other")?;
-        let answer = match mine {
-            Some(true) => Release::Released,
-            Some(false) => Release::Gone,
-            None if other => Release::NotOwner,
-            None => Release::Gone,
-        };
+        let answer = self.db.release(key.name(), token, keep).await?;
         if answer == Release::Released && self.hearing != Hearing::Listen {
             // Where the store polls, this manager's waiters need not wait for the next look.
-            self.told.released(name);
+            self.told.released(key.name());
         }
         Ok(answer)
     }
@@ -297,7 +300,7 @@ impl PostgresStore {
 
 impl Store for PostgresStore {
     fn describe(&self) -> &str {
-        &self.describe
+        &self.db.describe
     }
 
     fn server(&self) -> &str {
@@ -322,7 +325,13 @@ impl Store for PostgresStore {
         ttl: Duration,
         _ask: Ask,
     ) -> BoxFuture<'a, Result<Acquire, StoreError>> {
-        Box::pin(self.acquire_now(key, token, ttl))
+        self.acquire_in_task(key, token, ttl)
+    }
+
+    /// No: an acquire whose caller stopped waiting gives back what it took once its statement
+    /// is done, which could remove a retry's grant under the same token.
+    fn retry_with_same_token(&self) -> bool {
+        false
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal], book: Booking<'a>) -> BoxFuture<'a, ()> {

@@ -23,6 +23,18 @@ const OWN_PARAMS: [&str; 5] = [
     "max_connections",
 ];
 
+/// Whether the store LISTENs for releases on its own connections.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Listen {
+    /// Where the server says it is reached directly: the port it answers on is the one
+    /// connected to (a pooler in between listens on a port of its own).
+    Auto,
+    /// Always (`?listen=notify`): the user says nothing is in between.
+    Always,
+    /// Never (`?listen=poll`).
+    Never,
+}
+
 /// Settings of the PostgreSQL store besides its connection: where it listens for releases,
 /// whether it creates its tables, how often it polls where it cannot listen.
 ///
@@ -43,7 +55,7 @@ const OWN_PARAMS: [&str; 5] = [
 #[derive(Clone)]
 pub struct PostgresOptions {
     pub(crate) listen_url: Option<String>,
-    pub(crate) listen: bool,
+    pub(crate) listen: Listen,
     pub(crate) create_tables: bool,
     pub(crate) poll_interval: Duration,
     pub(crate) max_connections: u32,
@@ -65,7 +77,7 @@ impl Default for PostgresOptions {
     fn default() -> Self {
         PostgresOptions {
             listen_url: None,
-            listen: true,
+            listen: Listen::Auto,
             create_tables: true,
             poll_interval: DEFAULT_POLL_INTERVAL,
             max_connections: DEFAULT_MAX_CONNECTIONS,
@@ -74,8 +86,9 @@ impl Default for PostgresOptions {
 }
 
 impl PostgresOptions {
-    /// The defaults: LISTEN on the store's own connection (checked at connect; polling where it
-    /// is not heard), tables created at connect, polls every [`DEFAULT_POLL_INTERVAL`].
+    /// The defaults: LISTEN on the store's own connection where the server is reached directly
+    /// (polling where a pooler seems to be in between, or a check notification is not heard),
+    /// tables created at connect, polls every [`DEFAULT_POLL_INTERVAL`].
     pub fn new() -> Self {
         Self::default()
     }
@@ -91,7 +104,17 @@ impl PostgresOptions {
     /// Never LISTEN: a waiter learns of releases by polling every
     /// [`poll_interval`](Self::poll_interval). Same as `?listen=poll`.
     pub fn poll_only(mut self) -> Self {
-        self.listen = false;
+        self.listen = Listen::Never;
+        self
+    }
+
+    /// LISTEN on the store's own connection even where the server answers on another port
+    /// than the one connected to (a port mapping, a TCP proxy that is not a pooler in
+    /// transaction mode). Same as `?listen=notify`. Never through a pooler in transaction
+    /// mode: the LISTEN would stay on one of its server connections, and every client later
+    /// given that connection would receive notifications it did not ask for.
+    pub fn always_listen(mut self) -> Self {
+        self.listen = Listen::Always;
         self
     }
 
@@ -152,8 +175,8 @@ pub(crate) fn read(url: &str) -> Result<Read, StoreError> {
         match name {
             "listen_url" => options.listen_url = Some(value),
             "listen" => match value.as_str() {
-                "poll" => options.listen = false,
-                "notify" => options.listen = true,
+                "poll" => options.listen = Listen::Never,
+                "notify" => options.listen = Listen::Always,
                 _ => {
                     return Err(bad(format!(
                         "has listen=`{value}`: write listen=poll or listen=notify"
@@ -235,7 +258,7 @@ mod tests {
         assert_eq!(read.options.poll_interval, Duration::from_millis(50));
         let plain = super::read("postgresql://h/db").ok().expect("valid");
         assert_eq!(plain.url, "postgresql://h/db");
-        assert!(plain.options.listen && plain.options.create_tables);
+        assert!(plain.options.listen == Listen::Auto && plain.options.create_tables);
     }
 
     #[test]

@@ -42,8 +42,10 @@ pub(crate) fn create_schema() -> String {
     format!("SELECT pg_advisory_xact_lock({SCHEMA_LOCK});\n{SCHEMA}")
 }
 
-/// Whether the connection is to a standby (`t`), and whether both tables exist.
+/// Whether the connection is to a standby (`t`), the port the server answers on (NULL over a
+/// unix socket), and whether both tables exist.
 pub(crate) const PROBE: &str = "SELECT pg_is_in_recovery() AS standby, \
+    inet_server_port() AS port, \
     to_regclass('lock_runtime_locks') IS NOT NULL AND to_regclass('lock_runtime_fences') IS NOT NULL AS tables";
 
 /// `text` as a literal that reads back as exactly `text`, whatever it holds.

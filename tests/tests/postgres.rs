@@ -1,0 +1,429 @@
+//! The PostgreSQL store (lock-runtime's `postgres` feature) against real servers: a PostgreSQL
+//! of its own per test, and PgBouncer in transaction mode in front of it where the test says.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lock_runtime::conformance::{self, Outcome};
+use lock_runtime::postgres::{PostgresOptions, PostgresStore, SCHEMA_SQL};
+use lock_runtime::store::{Acquire, Ask, Key, Release, Shape, Store};
+use lock_runtime::{LockError, LockManager, LockOptions, distributed_lock};
+use lock_tests::{PgBouncer, PostgresServer, wait_until_async};
+
+/// A waiter woken by a release gets the lock within this of the release.
+const SOON: Duration = Duration::from_secs(5);
+
+/// `url` with `query` added (`listen_url=...`, `poll_ms=...`).
+fn with_query(url: &str, query: &str) -> String {
+    format!("{url}?{query}")
+}
+
+/// A URL percent-encoded for a query parameter's value.
+fn encoded(url: &str) -> String {
+    url.bytes()
+        .map(|byte| match byte {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (byte as char).to_string()
+            }
+            _ => format!("%{byte:02X}"),
+        })
+        .collect()
+}
+
+fn key(name: &str) -> Key {
+    Key::new("lock:", name, Shape::Lock).expect("a valid key")
+}
+
+/// The last value the fencing sequence handed out: every acquire attempt, granted or busy,
+/// takes one, so it moving says an attempt was made.
+fn last_fence(server: &PostgresServer) -> i64 {
+    server
+        .psql("SELECT last_value FROM lock_runtime_fences")
+        .parse()
+        .expect("a number")
+}
+
+async fn passes_the_kit(name: &str, url: &str, log: impl Fn() -> String) {
+    let report = conformance::run(name, || LockManager::connect(url)).await;
+    println!("{report}");
+    if !report.passed() {
+        panic!("{report}\n{}", log());
+    }
+    // The plain lock's eight checks pass; semaphores and read-write locks are refused by name.
+    assert!(report.count(Outcome::Passed) >= 10, "{report}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_conformance_kit_passes_on_a_direct_connection() {
+    let server = PostgresServer::start();
+    passes_the_kit("postgres", &server.url(), || server.log()).await;
+}
+
+/// Through PgBouncer in transaction mode, without a URL to LISTEN on: every statement goes
+/// through the pooler, and waiters are told of releases by polling.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_conformance_kit_passes_through_pgbouncer_in_transaction_mode() {
+    let server = PostgresServer::start();
+    let bouncer = PgBouncer::start(&server);
+    passes_the_kit("postgres through pgbouncer", &bouncer.url(), || {
+        format!("{}\n{}", server.log(), bouncer.log())
+    })
+    .await;
+}
+
+#[distributed_lock(key = "invoice:<id>", ttl = "30s", manager = locks)]
+async fn bill(locks: &LockManager, id: u32) -> Result<u32, LockError> {
+    Ok(id * 2)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_attribute_works_over_a_postgres_url() {
+    let server = PostgresServer::start();
+    let locks = LockManager::connect(&server.url()).await.expect("connect");
+    assert_eq!(bill(&locks, 21).await.expect("free"), 42);
+    let other = LockManager::connect(&server.url()).await.expect("connect");
+    let held = other
+        .lock("invoice:7", LockOptions::new())
+        .await
+        .expect("free");
+    let busy = bill(&locks, 7).await;
+    assert!(busy.is_err_and(|err| err.is_busy()), "not excluded");
+    held.release().await.expect("release");
+    assert_eq!(bill(&locks, 7).await.expect("free again"), 14);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_released_lock_leaves_no_row() {
+    let server = PostgresServer::start();
+    let locks = LockManager::connect(&server.url()).await.expect("connect");
+    let held = locks
+        .lock("order:1", LockOptions::new())
+        .await
+        .expect("free");
+    assert_eq!(
+        server.psql("SELECT count(*) FROM lock_runtime_locks WHERE name = 'lock:{order:1}'"),
+        "1"
+    );
+    held.release().await.expect("release");
+    assert_eq!(server.psql("SELECT count(*) FROM lock_runtime_locks"), "0");
+}
+
+/// The row's end, set on the database's clock, is what counts: a lease the database says has
+/// ended is taken over at once though its holder asked for a minute, and one it says runs on
+/// is busy, with the remaining lease the database's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_database_clock_decides_expiry() {
+    let server = PostgresServer::start();
+    let store = PostgresStore::connect(&server.url(), Duration::from_secs(5))
+        .await
+        .expect("connect");
+    let (ended, running) = (key("ended"), key("running"));
+    let ask = Ask::default();
+    let minute = Duration::from_secs(60);
+    let first = store.acquire(&ended, "a", minute, ask).await.expect("free");
+    assert!(matches!(first, Acquire::Acquired { .. }), "{first:?}");
+    server.psql(
+        "UPDATE lock_runtime_locks SET expires_at = clock_timestamp() - interval '1 millisecond' \
+         WHERE name = 'lock:{ended}'",
+    );
+    let taken = store.acquire(&ended, "b", minute, ask).await.expect("ask");
+    assert!(matches!(taken, Acquire::Acquired { .. }), "{taken:?}");
+
+    let short = Duration::from_millis(200);
+    store
+        .acquire(&running, "a", short, ask)
+        .await
+        .expect("free");
+    server.psql(
+        "UPDATE lock_runtime_locks SET expires_at = clock_timestamp() + interval '100 seconds' \
+         WHERE name = 'lock:{running}'",
+    );
+    tokio::time::sleep(short * 3).await;
+    match store.acquire(&running, "b", short, ask).await.expect("ask") {
+        Acquire::Busy {
+            remaining: Some(left),
+            holder,
+            ..
+        } => {
+            assert!(left > Duration::from_secs(90), "{left:?} left");
+            assert!(holder.is_some(), "no holder id");
+        }
+        other => panic!("expected busy, got {other:?}"),
+    }
+}
+
+/// Fencing tokens come from a sequence, which is written ahead to the WAL: a SIGKILL of the
+/// server and its crash recovery never hand out a token again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_tokens_keep_increasing_across_a_kill_and_restart() {
+    let server = PostgresServer::start();
+    let locks = LockManager::connect(&server.url()).await.expect("connect");
+    let mut last = 0;
+    for round in 0..3 {
+        // More than the 32 values a sequence logs ahead at once.
+        for _ in 0..40 {
+            let held = locks
+                .lock("ledger", LockOptions::new())
+                .await
+                .unwrap_or_else(|err| panic!("round {round}: {err}\n{}", server.log()));
+            let token = held.fencing_token();
+            assert!(token > last, "round {round}: {token} after {last}");
+            last = token;
+            held.release().await.expect("release");
+        }
+        server.kill();
+        server.restart();
+    }
+}
+
+/// Two stores that LISTEN and never poll (a poll interval of ten minutes): a waiter on one is
+/// woken by the other's release, long before the holder's lease would end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_is_woken_by_notify() {
+    let server = PostgresServer::start();
+    let url = with_query(&server.url(), "poll_ms=600000");
+    woken_on_release(&server, &url, &url, true).await;
+}
+
+/// Through PgBouncer in transaction mode with a direct URL to LISTEN on: still woken by NOTIFY.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_pgbouncer_a_listen_url_wakes_waiters_by_notify() {
+    let server = PostgresServer::start();
+    let bouncer = PgBouncer::start(&server);
+    let listen = encoded(&server.url());
+    let url = with_query(
+        &bouncer.url(),
+        &format!("listen_url={listen}&poll_ms=600000"),
+    );
+    woken_on_release(&server, &url, &url, true).await;
+}
+
+/// Through PgBouncer in transaction mode without a URL to LISTEN on, the store hears nothing
+/// and polls: the wait still ends soon after the release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_pgbouncer_without_a_listen_url_a_wait_ends_by_polling() {
+    let server = PostgresServer::start();
+    let bouncer = PgBouncer::start(&server);
+    woken_on_release(&server, &bouncer.url(), &bouncer.url(), false).await;
+}
+
+/// A holder on a store over `holder_url` releases a lock with a 30 s lease while a waiter on
+/// another store over `waiter_url` waits; the waiter gets it within [`SOON`].
+async fn woken_on_release(
+    server: &PostgresServer,
+    holder_url: &str,
+    waiter_url: &str,
+    listens: bool,
+) {
+    let timeout = Duration::from_secs(5);
+    let holder_store = PostgresStore::connect(holder_url, timeout)
+        .await
+        .expect("connect");
+    let waiter_store = PostgresStore::connect(waiter_url, timeout)
+        .await
+        .expect("connect");
+    assert_eq!(waiter_store.listens(), listens, "{}", server.log());
+    let holder = LockManager::builder()
+        .store(Arc::new(holder_store))
+        .build()
+        .await
+        .expect("build");
+    let waiter = LockManager::builder()
+        .store(Arc::new(waiter_store))
+        .build()
+        .await
+        .expect("build");
+    let long = LockOptions::new().ttl(Duration::from_secs(30));
+    let held = holder.lock("report", long).await.expect("free");
+    let before = last_fence(server);
+    let waiting = tokio::spawn(async move {
+        let got = waiter
+            .lock("report", long.wait(Duration::from_secs(20)))
+            .await;
+        (got, Instant::now(), waiter)
+    });
+    // The waiter's first attempt took a fencing value and found the lock busy: it waits now.
+    let asked = wait_until_async(Duration::from_secs(10), || last_fence(server) > before).await;
+    assert!(asked, "the waiter never asked\n{}", server.log());
+    let released = Instant::now();
+    held.release().await.expect("release");
+    let (got, at, _waiter) = waiting.await.expect("the waiting task");
+    let guard = got.unwrap_or_else(|err| panic!("not woken: {err}\n{}", server.log()));
+    assert!(
+        at - released < SOON,
+        "woken {:?} after the release",
+        at - released
+    );
+    guard.release().await.expect("release");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_is_refused_at_connect() {
+    let server = PostgresServer::start();
+    let standby = server.start_standby();
+    let err = LockManager::connect(&standby.url())
+        .await
+        .expect_err("a standby takes no writes");
+    let shown = err.to_string();
+    assert!(shown.contains("standby"), "{shown}");
+    assert!(shown.contains("pg_is_in_recovery"), "{shown}");
+    assert!(!shown.contains(standby.password()), "{shown}");
+}
+
+/// Whatever fails at connect (a wrong password, a server that is not there, a setting it
+/// refuses), the message and the error's debug form never show the password.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_password_never_appears_in_an_error() {
+    let server = PostgresServer::start();
+    let secret = "Wr0ng-s3cret";
+    let port = server.port();
+    let dead = lock_tests::free_port();
+    for url in [
+        format!("postgres://lock:{secret}@127.0.0.1:{port}/lock"),
+        format!("postgresql://lock:{secret}@127.0.0.1:{dead}/lock"),
+        format!("postgres://lock:{secret}@127.0.0.1:{port}/lock?create_tables=perhaps"),
+        format!("postgres://lock:{secret}@127.0.0.1:notaport/lock"),
+    ] {
+        let err = LockManager::connect(&url).await.expect_err(&url);
+        let shown = format!("{err} {err:?}");
+        assert!(!shown.contains(secret), "{shown}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
+}
+
+/// Several processes starting at once on an empty database all create the tables (one of them
+/// does; the others wait for it under the advisory lock and find them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tables_are_created_once_when_managers_start_at_once() {
+    let server = PostgresServer::start();
+    let url = server.url();
+    let starting: Vec<_> = (0..6)
+        .map(|_| {
+            let url = url.clone();
+            tokio::spawn(async move { LockManager::connect(&url).await })
+        })
+        .collect();
+    for started in starting {
+        started
+            .await
+            .expect("the task")
+            .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    }
+    assert_eq!(
+        server.psql("SELECT count(*) FROM pg_class WHERE relname LIKE 'lock_runtime_%'"),
+        // The table, its primary key's index, the sequence.
+        "3"
+    );
+}
+
+/// With `create_tables=false` the tables are the migrations' job: connect says so while they
+/// are missing, and works once the documented SQL made them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_table_creation_connect_needs_the_documented_schema() {
+    let server = PostgresServer::start();
+    let url = with_query(&server.url(), "create_tables=false");
+    let err = LockManager::connect(&url).await.expect_err("no tables yet");
+    assert!(err.to_string().contains("docs/POSTGRES.md"), "{err}");
+    server.psql(SCHEMA_SQL);
+    let locks = LockManager::connect(&url).await.expect("the tables exist");
+    let held = locks.lock("a", LockOptions::new()).await.expect("free");
+    held.release().await.expect("release");
+}
+
+/// A pool of the application's, given to the builder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_builder_takes_an_applications_pool() {
+    let server = PostgresServer::start();
+    let pool = sqlx::PgPool::connect(&server.url()).await.expect("pool");
+    let locks = LockManager::builder()
+        .postgres(pool.clone())
+        .build()
+        .await
+        .expect("build");
+    let other = LockManager::builder()
+        .postgres_with(pool, PostgresOptions::new().poll_only())
+        .build()
+        .await
+        .expect("build");
+    let held = locks.lock("a", LockOptions::new()).await.expect("free");
+    assert!(
+        other
+            .lock("a", LockOptions::new())
+            .await
+            .is_err_and(|err| err.is_busy())
+    );
+    held.release().await.expect("release");
+    let again = other
+        .lock("a", LockOptions::new())
+        .await
+        .expect("free again");
+    again.release().await.expect("release");
+}
+
+/// Release, renewal and inspection check the owner: another token's release leaves the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn release_checks_the_owner() {
+    let server = PostgresServer::start();
+    let store = PostgresStore::connect(&server.url(), Duration::from_secs(5))
+        .await
+        .expect("connect");
+    let k = key("owned");
+    let ttl = Duration::from_secs(30);
+    store
+        .acquire(&k, "mine", ttl, Ask::default())
+        .await
+        .expect("free");
+    let theirs = store
+        .release(&k, "theirs", Duration::ZERO)
+        .await
+        .expect("ask");
+    assert_eq!(theirs, Release::NotOwner);
+    let mine = store
+        .release(&k, "mine", Duration::ZERO)
+        .await
+        .expect("ask");
+    assert_eq!(mine, Release::Released);
+    let again = store
+        .release(&k, "mine", Duration::ZERO)
+        .await
+        .expect("ask");
+    assert_eq!(again, Release::Gone);
+}
+
+/// lockctl's side of the store: a held lock listed and shown with its fencing token, and
+/// force-released by the hold seen, which wakes a waiter on another manager.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn inspection_lists_shows_and_force_releases_a_lock() {
+    use lock_runtime::store::{LockState, Unlocked};
+
+    let server = PostgresServer::start();
+    let locks = LockManager::connect(&server.url()).await.expect("connect");
+    let held = locks
+        .lock("order:42", LockOptions::new().ttl(Duration::from_secs(30)))
+        .await
+        .expect("free");
+    let inspect = locks.inspect().expect("an inspection side");
+    let listed = inspect.list("lock:", "order:*").await.expect("list");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    let seen = &listed[0];
+    assert_eq!(seen.key, "order:42");
+    assert_eq!(seen.state, LockState::Held);
+    assert_eq!(seen.fence, Some(held.fencing_token()));
+    assert!(seen.lease_ms.is_some_and(|left| left > 20_000), "{seen:?}");
+    let shown = inspect.show("lock:", "order:42").await.expect("show");
+    assert_eq!(shown[0].fence, seen.fence);
+    let unlocked = inspect.unlock("lock:", seen).await.expect("unlock");
+    assert!(
+        matches!(unlocked, Unlocked::Released { .. }),
+        "{unlocked:?}"
+    );
+    assert_eq!(server.psql("SELECT count(*) FROM lock_runtime_locks"), "0");
+    let again = inspect.unlock("lock:", seen).await.expect("unlock");
+    assert!(matches!(again, Unlocked::AlreadyFree), "{again:?}");
+    let absent = inspect.show("lock:", "order:42").await.expect("show");
+    assert_eq!(absent[0].state, LockState::Absent);
+    assert!(
+        held.release().await.is_err(),
+        "the forced-out holder's release succeeded"
+    );
+}
