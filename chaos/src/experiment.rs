@@ -282,7 +282,9 @@ impl Run<'_> {
         let start = now_ns();
         let fault = self.deployment.terminate(slot)?;
         Ok(match fault.hit {
-            Hit::Worker(_) => self.worker_fault(FaultKind::Terminate, slot, pid, start, fault.detail),
+            Hit::Worker(_) => {
+                self.worker_fault(FaultKind::Terminate, slot, pid, start, fault.detail)
+            }
             _ => on_store(FaultKind::Terminate, fault),
         })
     }

@@ -500,8 +500,12 @@ mod tests {
         assert!(!direct.fault_kinds().contains(&FaultKind::PoolerRestart));
         let pooled = parse(&args("--topology pgbouncer --faults pooler-restart")).expect("valid");
         assert_eq!(pooled.fault_kinds(), [FaultKind::PoolerRestart]);
-        let err = parse(&args("--topology postgres --faults pooler-restart")).expect_err("no pooler");
-        assert!(err.contains("not a fault of the postgres topology"), "{err}");
+        let err =
+            parse(&args("--topology postgres --faults pooler-restart")).expect_err("no pooler");
+        assert!(
+            err.contains("not a fault of the postgres topology"),
+            "{err}"
+        );
         for extra in ["--mode rw", "--mode semaphore", "--fair"] {
             let err = parse(&args(&format!("--topology pgbouncer {extra}"))).expect_err(extra);
             assert!(err.contains("plain lock only"), "{err}");

@@ -3,7 +3,9 @@
 //! in between, and the faults only a database and its pooler have.
 //!
 //! - `postgres`: each worker's URL points at its own proxy to the server; its pool and its
-//!   listening connection (LISTEN/NOTIFY) both go through it.
+//!   listening connection (LISTEN/NOTIFY) both go through it. The server answers on another
+//!   port than the proxy's, which the store takes for a pooler it must not LISTEN through
+//!   unless told: the URL says `listen=notify`.
 //! - `pgbouncer`: each worker's URL points at its own proxy to the pooler, and its
 //!   `listen_url` at a second proxy of its own straight to the server (LISTEN cannot work
 //!   through a pooler in transaction mode): a connection fault hits both.
@@ -98,7 +100,7 @@ impl PgStore {
                 "{url}&listen_url={}",
                 percent_encode(&url_to(direct.addr(), slot))
             ),
-            None => url,
+            None => format!("{url}&listen=notify"),
         }
     }
 
