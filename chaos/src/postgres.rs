@@ -202,15 +202,15 @@ impl PgStore {
         })?;
         let end = now_ns();
         let whose = match hit {
-            Hit::Worker(_) => "the worker's",
-            _ => "every lock-role",
+            Hit::Worker(_) => "the worker's backends",
+            _ => "every backend of the lock role",
         };
         Ok(StoreFault {
             hit,
             start,
             end,
             serving: if hit == Hit::Store { end } else { start },
-            detail: format!("pg_terminate_backend on {whose} backends: {ended} ended"),
+            detail: format!("pg_terminate_backend on {whose}: {ended} ended"),
             slots: Vec::new(),
         })
     }
