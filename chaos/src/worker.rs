@@ -496,6 +496,11 @@ async fn task_loop(ctx: Arc<Ctx>, stop: Arc<AtomicBool>, task: usize, seed: u64,
                 // timeout: otherwise this is worth a line for the person reading.
                 eprintln!("task {task}: resource write failed: {e}");
             }
+            if error_kind(&err) == "backend" {
+                // What the store said (it names the server, never a password): the log has
+                // the kind only.
+                eprintln!("{} task {task}: {err:?}", now_ns());
+            }
             ctx.log(format!("error {task} {} {}", now_ns(), error_kind(&err)));
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
