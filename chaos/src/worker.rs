@@ -615,6 +615,13 @@ async fn connect_locks(url: &str) -> Result<LockManager, LockError> {
 }
 
 pub(crate) fn run(args: WorkerArgs) -> Result<(), String> {
+    // The runtime's warnings (a renewal that failed and why, a lease lost) go to the worker's
+    // stderr, with wall-clock times, for the person reading a run that failed.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(tracing_subscriber::EnvFilter::new("lock_runtime=warn"))
+        .try_init();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
