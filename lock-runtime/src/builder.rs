@@ -700,4 +700,42 @@ mod tests {
             assert!(!shown.contains("secret"), "{shown}");
         }
     }
+
+    #[cfg(not(feature = "postgres"))]
+    #[tokio::test]
+    async fn a_postgres_url_without_the_feature_names_the_feature() {
+        for url in [
+            "postgres://app:s3cret@db/shop",
+            "PostgreSQL://app:s3cret@db/shop",
+        ] {
+            let err = LockManager::connect(url).await.expect_err("not built in");
+            let shown = format!("{err} {err:?}");
+            assert!(matches!(err, LockError::Config(_)), "{shown}");
+            assert!(shown.contains("`postgres` feature"), "{shown}");
+            assert!(!shown.contains("s3cret"), "{shown}");
+        }
+    }
+
+    #[cfg(feature = "postgres")]
+    #[tokio::test]
+    async fn a_postgres_url_with_a_wrong_setting_is_a_config_error() {
+        let err = LockManager::connect("postgres://app:s3cret@db/shop?poll_ms=0")
+            .await
+            .expect_err("refused");
+        let shown = format!("{err} {err:?}");
+        assert!(matches!(err, LockError::Config(_)), "{shown}");
+        assert!(shown.contains("poll_ms"), "{shown}");
+        assert!(!shown.contains("s3cret"), "{shown}");
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn the_postgres_schemes_cannot_be_registered() {
+        for scheme in ["postgres", "PostgreSQL"] {
+            let taken = crate::store::register_scheme(scheme, |_url: String| async {
+                Err(crate::store::StoreError::permanent("never"))
+            });
+            assert!(taken.is_err(), "{scheme}");
+        }
+    }
 }

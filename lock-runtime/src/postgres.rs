@@ -12,11 +12,16 @@
 //!   listening connection per store. Through a pooler in transaction mode, give a direct
 //!   `listen_url`, or waiters poll.
 //! - **Pooler-safe**: the simple query protocol, no prepared statements, no session state.
+//! - **A lock bound to a transaction of the application's** ([`lock_in_transaction`]):
+//!   released by its COMMIT or ROLLBACK, its fencing token from the same transaction.
 //! - The plain lock only: semaphores and read-write locks are refused, naming the shape.
 
 pub use crate::backend::postgres::PostgresStore;
 pub use crate::backend::postgres::settings::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_POLL_INTERVAL, PostgresOptions,
+};
+pub use crate::backend::postgres::transaction::{
+    TransactionLock, lock_in_transaction, lock_in_transaction_under,
 };
 
 /// The tables, as `connect` creates them when missing: for migrations that own the schema

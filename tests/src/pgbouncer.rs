@@ -3,6 +3,7 @@
 use std::ffi::OsString;
 use std::fs::{self, OpenOptions};
 use std::io::{ErrorKind, Write};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
@@ -13,8 +14,9 @@ use crate::postgres::{
     POSTGRES_PASSWORD, POSTGRES_ROLE, PostgresServer, as_server_user, give_to_server_user,
     psql_over_tcp,
 };
-use crate::server::read_log;
+use crate::server::{process_state, read_log, send_signal};
 use crate::tempdir::TempDir;
+use crate::wait::wait_until;
 
 const NOT_FOUND: &str = "pgbouncer not found: install it with 'sudo apt-get install -y pgbouncer' (or run scripts/test.sh, which does)";
 /// The variable naming the `pgbouncer` binary the harness runs instead of the one on `PATH` or in
@@ -30,14 +32,14 @@ const PORT_ATTEMPTS: usize = 5;
 /// A `pgbouncer` on a free loopback port in front of a [`PostgresServer`], killed and cleaned up
 /// on drop.
 ///
-/// It serves the database [`POSTGRES_ROLE`](crate::postgres::POSTGRES_ROLE) of the server to the same role and
-/// password: clients authenticate to the pooler with SCRAM against an `auth_file` that holds the
-/// password in plain text (in the pooler's temp dir, readable by the server user only), which the
-/// pooler also uses to log in to the server. It runs as the `postgres` system user when the
-/// tests run as root (it refuses root). The role is also an admin of the pooler's console
-/// ([`admin`](Self::admin)). `server_login_retry = 1` so that it reaches a restarted
-/// server within a second or so, and `ignore_startup_parameters = extra_float_digits` as
-/// clients such as sqlx send it.
+/// It serves the database [`POSTGRES_ROLE`] of the server to the same role and password:
+/// clients authenticate to the pooler with SCRAM against an `auth_file` that holds the password
+/// in plain text (in the pooler's temp dir, readable by the server user only), which the pooler
+/// also uses to log in to the server. It runs as the `postgres` system user when the tests run
+/// as root (it refuses root). The role is also an admin of the pooler's console
+/// ([`admin`](Self::admin)). `server_login_retry = 1` so that it reaches a restarted server
+/// within a second or so, and `ignore_startup_parameters = extra_float_digits` as clients such
+/// as sqlx send it.
 ///
 /// Keep the server alive as long as the pooler: it only knows its port.
 #[derive(Debug)]
@@ -116,13 +118,15 @@ impl PgBouncer {
         self.port
     }
 
+    /// `127.0.0.1:<port>`.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
     /// `postgres://lock:<password>@127.0.0.1:<port>/lock`, as the server's own
     /// [`url`](PostgresServer::url) but through the pooler.
     pub fn url(&self) -> String {
-        format!(
-            "postgres://{POSTGRES_ROLE}:{POSTGRES_PASSWORD}@127.0.0.1:{}/{POSTGRES_ROLE}",
-            self.port
-        )
+        PostgresServer::url_at(self.addr())
     }
 
     /// Runs `sql` through the pooler, as [`PostgresServer::psql`] does on the server.
@@ -172,6 +176,42 @@ impl PgBouncer {
     /// connections it held end. Does nothing if it is already dead.
     pub fn kill(&self) {
         stop(&mut self.child());
+    }
+
+    /// Stops the pooler with SIGSTOP: its connections stay open and new ones are accepted by the
+    /// kernel, but nothing goes through until [`resume`](Self::resume).
+    ///
+    /// # Panics
+    ///
+    /// If the pooler was killed.
+    pub fn pause(&self) {
+        self.signal("STOP", |state| state == 'T');
+    }
+
+    /// Continues a pooler stopped by [`pause`](Self::pause) (SIGCONT).
+    ///
+    /// # Panics
+    ///
+    /// If the pooler was killed.
+    pub fn resume(&self) {
+        self.signal("CONT", |state| state != 'T');
+    }
+
+    /// Sends `signal` to the pooler and waits until its state letter satisfies `done`.
+    fn signal(&self, signal: &str, done: impl Fn(char) -> bool) {
+        let child = self.child();
+        let Some(pid) = child.as_ref().map(Child::id) else {
+            panic!(
+                "pgbouncer on port {} was killed; restart() it first\n{}",
+                self.port,
+                log_section(&self.dir)
+            );
+        };
+        send_signal(pid, signal);
+        // The signal is asynchronous; return only once the process is in the state asked for.
+        wait_until(Duration::from_secs(2), || {
+            process_state(pid).is_none_or(&done)
+        });
     }
 
     /// Kills the pooler if it runs, then starts it again on the same port and waits until a

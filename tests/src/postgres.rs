@@ -3,6 +3,7 @@
 use std::ffi::OsString;
 use std::fs::{self, OpenOptions};
 use std::io::{ErrorKind, Write};
+use std::net::{Ipv4Addr, SocketAddr};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -12,7 +13,7 @@ use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant};
 
 use crate::port::free_port;
-use crate::server::{process_state, read_log, send_signal, signal_all};
+use crate::server::{ProcessState, process_state, read_log, send_signal, signal_all};
 use crate::tempdir::TempDir;
 use crate::wait::wait_until;
 
@@ -47,8 +48,8 @@ const PORT_ATTEMPTS: usize = 5;
 /// `initdb` makes the cluster and `postgres` serves it, both as the `postgres` system user when
 /// the tests run as root (they refuse root), else as the current user. The server listens on
 /// `127.0.0.1` only (never port 5432) and on a unix socket in its temp dir; it has a role
-/// [`POSTGRES_ROLE`] with the password [`POSTGRES_PASSWORD`] and a database of the same name owned by it:
-/// [`url`](Self::url) connects as that role.
+/// [`POSTGRES_ROLE`] with the password [`POSTGRES_PASSWORD`] and a database of the same name
+/// owned by it: [`url`](Self::url) connects as that role.
 ///
 /// Durability: `fsync = off` (a test kills processes, never the machine, and the kernel keeps
 /// what was written), while `synchronous_commit = on` and `full_page_writes = on` stay as
@@ -56,8 +57,9 @@ const PORT_ATTEMPTS: usize = 5;
 /// [`kill`](Self::kill) is there after [`restart`](Self::restart), through real crash recovery.
 ///
 /// [`kill`](Self::kill) and [`pause`](Self::pause) reach the postmaster and every process it
-/// started (backends, checkpointer, WAL writer...), as a crash or a stalled host would. All methods take `&self`: the server can be shared with a thread that kills or pauses
-/// it. Put [`log`](Self::log) in every assertion message about it.
+/// started (backends, checkpointer, WAL writer...), as a crash or a stalled host would. All
+/// methods take `&self`: the server can be shared with a thread that kills or pauses it. Put
+/// [`log`](Self::log) in every assertion message about it.
 #[derive(Debug)]
 pub struct PostgresServer {
     port: u16,
@@ -82,8 +84,8 @@ enum LaunchError {
 }
 
 impl PostgresServer {
-    /// Makes a fresh cluster, starts it, creates the role and database [`POSTGRES_ROLE`] and waits until
-    /// it accepts connections.
+    /// Makes a fresh cluster, starts it, creates the role and database [`POSTGRES_ROLE`] and
+    /// waits until it accepts connections.
     ///
     /// # Panics
     ///
@@ -176,15 +178,25 @@ impl PostgresServer {
         self.port
     }
 
-    /// `postgres://lock:<password>@127.0.0.1:<port>/lock`: the role and database [`POSTGRES_ROLE`].
-    pub fn url(&self) -> String {
-        format!(
-            "postgres://{POSTGRES_ROLE}:{POSTGRES_PASSWORD}@127.0.0.1:{}/{POSTGRES_ROLE}",
-            self.port
-        )
+    /// `127.0.0.1:<port>`, e.g. for a [`FaultProxy`](crate::FaultProxy) in front of the server
+    /// (connect to it with [`url_at`](Self::url_at)`(proxy.addr())`).
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
     }
 
-    /// The password of the role [`POSTGRES_ROLE`] (the same on every server: [`POSTGRES_PASSWORD`]).
+    /// `postgres://lock:<password>@127.0.0.1:<port>/lock`: the role and database [`POSTGRES_ROLE`].
+    pub fn url(&self) -> String {
+        Self::url_at(self.addr())
+    }
+
+    /// The URL of the role and database [`POSTGRES_ROLE`] at `addr`: a proxy or pooler in front
+    /// of a server.
+    pub fn url_at(addr: SocketAddr) -> String {
+        format!("postgres://{POSTGRES_ROLE}:{POSTGRES_PASSWORD}@{addr}/{POSTGRES_ROLE}")
+    }
+
+    /// The password of the role [`POSTGRES_ROLE`] (the same on every server:
+    /// [`POSTGRES_PASSWORD`]).
     pub fn password(&self) -> &str {
         POSTGRES_PASSWORD
     }
@@ -195,11 +207,11 @@ impl PostgresServer {
         read_log(&log_path(&self.dir))
     }
 
-    /// Runs `sql` with `psql` as the role [`POSTGRES_ROLE`] over TCP, as a client of [`url`](Self::url)
-    /// would, and returns what it prints unaligned and without headers: one line per row, columns
-    /// separated by `|` (`SELECT 1, 'a'` gives `1|a`), the trailing newline removed. Several
-    /// statements separated by `;` run in one transaction and only the last one's rows are
-    /// printed.
+    /// Runs `sql` with `psql` as the role [`POSTGRES_ROLE`] over TCP, as a client of
+    /// [`url`](Self::url) would, and returns what it prints unaligned and without headers: one
+    /// line per row, columns separated by `|` (`SELECT 1, 'a'` gives `1|a`), the trailing
+    /// newline removed. Several statements separated by `;` run in one transaction and only the
+    /// last one's rows are printed.
     ///
     /// # Panics
     ///
@@ -222,8 +234,8 @@ impl PostgresServer {
     }
 
     /// Runs `sql` as the superuser `postgres` over the server's unix socket, as
-    /// [`psql`](Self::psql) does otherwise: for what the role [`POSTGRES_ROLE`] may not do (terminate
-    /// another role's backends, change settings).
+    /// [`psql`](Self::psql) does otherwise: for what the role [`POSTGRES_ROLE`] may not do
+    /// (terminate another role's backends, change settings).
     ///
     /// # Panics
     ///
@@ -241,6 +253,48 @@ impl PostgresServer {
     /// Runs each of `statements` in a transaction of its own as the superuser.
     fn try_admin_psql(&self, statements: &[&str]) -> Result<String, String> {
         admin_psql(&self.dir, self.port, statements, PSQL_TIMEOUT)
+    }
+
+    /// Ends every connection of the role [`POSTGRES_ROLE`] (`pg_terminate_backend`, as an
+    /// operator or a failover would): their clients get `terminating connection due to
+    /// administrator command` or find the connection closed; the server stays up. Returns how
+    /// many were ended.
+    ///
+    /// # Panics
+    ///
+    /// If the server does not answer.
+    pub fn terminate_connections(&self) -> usize {
+        let ended = self.admin_psql(&format!(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE usename = '{POSTGRES_ROLE}'"
+        ));
+        ended.parse().unwrap_or_else(|_| {
+            panic!(
+                "pg_terminate_backend counted {ended:?}, not a number\n{}",
+                self.log_section()
+            )
+        })
+    }
+
+    /// Whether the server runs, is paused or is down (killed or stopped), as far as this
+    /// harness knows: a server that crashed on its own still counts as running.
+    pub fn state(&self) -> ProcessState {
+        let process = self.process();
+        match (&process.child, process.paused) {
+            (None, _) => ProcessState::Killed,
+            (Some(_), true) => ProcessState::Paused,
+            (Some(_), false) => ProcessState::Running,
+        }
+    }
+
+    /// Brings the server back whatever this harness did to it: resumes it if paused, restarts
+    /// it if down, leaves it alone if running.
+    pub fn revive(&self) {
+        match self.state() {
+            ProcessState::Paused => self.resume(),
+            ProcessState::Killed => self.restart(),
+            ProcessState::Running => {}
+        }
     }
 
     /// Kills the postmaster and all its backends with SIGKILL (no shutdown checkpoint, no goodbye
@@ -471,6 +525,13 @@ fn launch(dir: &TempDir, port: u16) -> Result<Child, LaunchError> {
         .arg(format!("unix_socket_directories={}", dir.path().display()))
         .args(["-c", "fsync=off", "-c", "synchronous_commit=on"])
         .args(["-c", "full_page_writes=on", "-c", "shared_buffers=32MB"])
+        // Room for a 64-connection pool beside the test's own clients; who said what in the log.
+        .args([
+            "-c",
+            "max_connections=200",
+            "-c",
+            "log_line_prefix=%m [%p] %q%u@%d ",
+        ])
         .stdin(Stdio::null())
         .stdout(log_file)
         .stderr(stderr);
@@ -543,8 +604,8 @@ fn admin_psql(
     run(&mut command, timeout)
 }
 
-/// Runs `sql` with `psql` as [`POSTGRES_ROLE`] on the database `dbname` at `127.0.0.1:<port>`, the password in the environment
-/// (never on the command line, where `ps` would show it).
+/// Runs `sql` with `psql` as [`POSTGRES_ROLE`] on the database `dbname` at `127.0.0.1:<port>`,
+/// the password in the environment (never on the command line, where `ps` would show it).
 pub(crate) fn psql_over_tcp(port: u16, dbname: &str, sql: &str) -> Result<String, String> {
     let mut command = psql_command();
     command

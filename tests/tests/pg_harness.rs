@@ -8,7 +8,7 @@ use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use lock_tests::prelude::*;
-use lock_tests::{PgBouncer, PostgresServer, pg_bin_dir};
+use lock_tests::{PgBouncer, PostgresServer, ProcessState, pg_bin_dir};
 
 /// How long a test waits before it says that nothing came: a paused server never answers, so a
 /// short bound cannot fail a healthy run, however loaded the machine.
@@ -160,20 +160,103 @@ fn stop_and_restart_keep_data_after_a_clean_shutdown() {
 fn pause_stalls_queries_until_resume() {
     let server = Arc::new(PostgresServer::start());
     server.pause();
-    let (tx, rx) = mpsc::channel();
-    let client = Arc::clone(&server);
-    let query = std::thread::spawn(move || {
-        let _ = tx.send(client.try_psql("SELECT 'answered'"));
-    });
+    let answered = query_in_background(&server, "SELECT 'answered'");
     assert!(
-        rx.recv_timeout(STALL).is_err(),
+        answered.recv_timeout(STALL).is_err(),
         "answered while paused\n{}",
         server.log()
     );
     server.resume();
-    let answer = rx.recv_timeout(PATIENCE).expect("an answer after resume");
+    let answer = answered
+        .recv_timeout(PATIENCE)
+        .expect("an answer after resume");
     assert_eq!(answer.as_deref(), Ok("answered"), "{}", server.log());
-    query.join().expect("query thread");
+}
+
+/// Runs `sql` on `server` in a thread; the receiver gets its result.
+fn query_in_background(
+    server: &Arc<PostgresServer>,
+    sql: &'static str,
+) -> mpsc::Receiver<Result<String, String>> {
+    let (tx, rx) = mpsc::channel();
+    let client = Arc::clone(server);
+    std::thread::spawn(move || {
+        let _ = tx.send(client.try_psql(sql));
+    });
+    rx
+}
+
+/// True once `server` runs a query of the role `lock` other than the one asking.
+fn lock_role_query_runs(server: &PostgresServer) -> bool {
+    server.admin_psql(
+        "SELECT count(*) FROM pg_stat_activity WHERE usename = 'lock' AND state = 'active'",
+    ) != "0"
+}
+
+#[test]
+fn terminate_connections_ends_a_running_query_and_the_server_stays_up() {
+    let server = Arc::new(PostgresServer::start());
+    let sleeping = query_in_background(&server, "SELECT pg_sleep(60)");
+    assert!(
+        wait_until(PATIENCE, || lock_role_query_runs(&server)),
+        "{}",
+        server.log()
+    );
+    assert_eq!(server.terminate_connections(), 1, "{}", server.log());
+    let ended = sleeping.recv_timeout(PATIENCE).expect("the query ends");
+    let why = ended.expect_err("terminated");
+    assert!(
+        why.contains("terminating connection due to administrator command"),
+        "{why}"
+    );
+    assert_eq!(server.psql("SELECT 1"), "1");
+}
+
+#[test]
+fn state_and_revive_follow_what_the_harness_did() {
+    let server = PostgresServer::start();
+    assert_eq!(server.state(), ProcessState::Running);
+    server.pause();
+    assert_eq!(server.state(), ProcessState::Paused);
+    server.revive();
+    assert_eq!(server.state(), ProcessState::Running);
+    server.kill();
+    assert_eq!(server.state(), ProcessState::Killed);
+    server.revive();
+    assert_eq!(server.psql("SELECT 1"), "1", "{}", server.log());
+    server.stop();
+    assert_eq!(server.state(), ProcessState::Killed);
+}
+
+#[test]
+fn a_fault_proxy_in_front_of_a_server_forwards_and_cuts() {
+    let server = Arc::new(PostgresServer::start());
+    let proxy = FaultProxy::start(server.addr());
+    let url = PostgresServer::url_at(proxy.addr());
+    assert_eq!(
+        url,
+        format!("postgres://lock:lock-test-password@{}/lock", proxy.addr())
+    );
+    let output = psql_at(&url, "SELECT 'through the proxy'");
+    assert!(output.status.success(), "{output:?}\n{}", server.log());
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout).trim(),
+        "through the proxy"
+    );
+
+    let (tx, rx) = mpsc::channel();
+    let sleeping = std::thread::spawn(move || {
+        let _ = tx.send(psql_at(&url, "SELECT pg_sleep(60)"));
+    });
+    assert!(
+        wait_until(PATIENCE, || lock_role_query_runs(&server)),
+        "{}",
+        server.log()
+    );
+    proxy.cut();
+    let cut = rx.recv_timeout(PATIENCE).expect("the client sees the cut");
+    assert!(!cut.status.success(), "{cut:?}");
+    sleeping.join().expect("client thread");
 }
 
 #[test]
@@ -211,7 +294,7 @@ fn standby_is_in_recovery_streams_and_refuses_writes() {
 }
 
 #[test]
-fn pgbouncer_answers_through_its_url_in_transaction_mode() {
+fn pgbouncer_answers_through_its_url_in_transaction_mode_with_the_same_password() {
     let server = PostgresServer::start();
     let pooler = PgBouncer::start(&server);
     assert_ne!(pooler.port(), server.port());
@@ -233,6 +316,9 @@ fn pgbouncer_answers_through_its_url_in_transaction_mode() {
             .any(|line| line.starts_with("pool_mode|transaction|")),
         "{config}"
     );
+    let wrong = pooler.url().replace("lock-test-password", "guess");
+    let output = psql_at(&wrong, "SELECT 1");
+    assert!(!output.status.success(), "{output:?}\n{}", pooler.log());
 }
 
 #[test]
@@ -259,6 +345,27 @@ fn pgbouncer_kill_and_restart_keep_its_port() {
     pooler.restart();
     assert_eq!(pooler.port(), port);
     assert_eq!(pooler.psql("SELECT 1"), "1", "{}", pooler.log());
+}
+
+#[test]
+fn pgbouncer_pause_stalls_queries_until_resume() {
+    let server = PostgresServer::start();
+    let pooler = Arc::new(PgBouncer::start(&server));
+    pooler.pause();
+    let (tx, rx) = mpsc::channel();
+    let client = Arc::clone(&pooler);
+    let query = std::thread::spawn(move || {
+        let _ = tx.send(client.try_psql("SELECT 'answered'"));
+    });
+    assert!(
+        rx.recv_timeout(STALL).is_err(),
+        "answered while paused\n{}",
+        pooler.log()
+    );
+    pooler.resume();
+    let answer = rx.recv_timeout(PATIENCE).expect("an answer after resume");
+    assert_eq!(answer.as_deref(), Ok("answered"), "{}", pooler.log());
+    query.join().expect("query thread");
 }
 
 #[test]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lock_runtime::conformance::{self, Outcome};
-use lock_runtime::postgres::{PostgresOptions, PostgresStore, SCHEMA_SQL};
+use lock_runtime::postgres::{PostgresOptions, PostgresStore, SCHEMA_SQL, lock_in_transaction};
 use lock_runtime::store::{Acquire, Ask, Key, Release, Shape, Store};
 use lock_runtime::{LockError, LockManager, LockOptions, distributed_lock};
 use lock_tests::{PgBouncer, PostgresServer, wait_until_async};
@@ -182,7 +182,17 @@ async fn fencing_tokens_keep_increasing_across_a_kill_and_restart() {
 async fn a_waiter_is_woken_by_notify() {
     let server = PostgresServer::start();
     let url = with_query(&server.url(), "poll_ms=600000");
-    woken_on_release(&server, &url, &url, true).await;
+    woken_on_release(&server, &url, &url, true, false).await;
+}
+
+/// Every connection of the stores is cut by the server (`pg_terminate_backend`) once they are
+/// built: the next statements go on new connections, the listening connection is made again,
+/// and a waiter is still woken on release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_its_connections_are_cut_a_store_still_locks_and_hears_releases() {
+    let server = PostgresServer::start();
+    let url = with_query(&server.url(), "poll_ms=600000");
+    woken_on_release(&server, &url, &url, true, true).await;
 }
 
 /// Through PgBouncer in transaction mode with a direct URL to LISTEN on: still woken by NOTIFY.
@@ -195,7 +205,7 @@ async fn through_pgbouncer_a_listen_url_wakes_waiters_by_notify() {
         &bouncer.url(),
         &format!("listen_url={listen}&poll_ms=600000"),
     );
-    woken_on_release(&server, &url, &url, true).await;
+    woken_on_release(&server, &url, &url, true, false).await;
 }
 
 /// Through PgBouncer in transaction mode without a URL to LISTEN on, the store hears nothing
@@ -204,16 +214,18 @@ async fn through_pgbouncer_a_listen_url_wakes_waiters_by_notify() {
 async fn through_pgbouncer_without_a_listen_url_a_wait_ends_by_polling() {
     let server = PostgresServer::start();
     let bouncer = PgBouncer::start(&server);
-    woken_on_release(&server, &bouncer.url(), &bouncer.url(), false).await;
+    woken_on_release(&server, &bouncer.url(), &bouncer.url(), false, false).await;
 }
 
 /// A holder on a store over `holder_url` releases a lock with a 30 s lease while a waiter on
-/// another store over `waiter_url` waits; the waiter gets it within [`SOON`].
+/// another store over `waiter_url` waits; the waiter gets it within [`SOON`]. With `cut`, every
+/// connection to the server is terminated before the lock is taken.
 async fn woken_on_release(
     server: &PostgresServer,
     holder_url: &str,
     waiter_url: &str,
     listens: bool,
+    cut: bool,
 ) {
     let timeout = Duration::from_secs(5);
     let holder_store = PostgresStore::connect(holder_url, timeout)
@@ -233,8 +245,14 @@ async fn woken_on_release(
         .build()
         .await
         .expect("build");
+    if cut {
+        assert!(server.terminate_connections() > 0, "{}", server.log());
+    }
     let long = LockOptions::new().ttl(Duration::from_secs(30));
-    let held = holder.lock("report", long).await.expect("free");
+    let held = holder
+        .lock("report", long)
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
     let before = last_fence(server);
     let waiting = tokio::spawn(async move {
         let got = waiter
@@ -426,4 +444,142 @@ async fn inspection_lists_shows_and_force_releases_a_lock() {
         held.release().await.is_err(),
         "the forced-out holder's release succeeded"
     );
+}
+
+/// A lock bound to the application's transaction and a manager's lock of the same key exclude
+/// each other; COMMIT releases it, and fencing tokens keep increasing across both kinds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_transaction_lock_excludes_managers_until_commit() {
+    let server = PostgresServer::start();
+    let locks = LockManager::connect(&server.url()).await.expect("connect");
+    let pool = sqlx::PgPool::connect(&server.url()).await.expect("pool");
+    let before = locks
+        .lock("order:7", LockOptions::new())
+        .await
+        .expect("free");
+    let first = before.fencing_token();
+    let mut tx = pool.begin().await.expect("begin");
+    let busy = lock_in_transaction(&mut tx, "order:7").await;
+    assert!(
+        busy.is_err_and(|err| err.is_busy()),
+        "the manager's lease was ignored"
+    );
+    tx.rollback().await.expect("rollback");
+    before.release().await.expect("release");
+
+    let mut tx = pool.begin().await.expect("begin");
+    let held = lock_in_transaction(&mut tx, "order:7").await.expect("free");
+    assert!(
+        held.fencing_token() > first,
+        "{} after {first}",
+        held.fencing_token()
+    );
+    let busy = locks.lock("order:7", LockOptions::new()).await;
+    assert!(
+        busy.is_err_and(|err| err.is_busy()),
+        "the transaction's lock was ignored"
+    );
+    let mut other = pool.begin().await.expect("begin");
+    let busy = lock_in_transaction(&mut other, "order:7").await;
+    assert!(
+        busy.is_err_and(|err| err.is_busy()),
+        "two transactions held it"
+    );
+    other.rollback().await.expect("rollback");
+    tx.commit().await.expect("commit");
+    let after = locks
+        .lock("order:7", LockOptions::new())
+        .await
+        .expect("free after COMMIT");
+    assert!(after.fencing_token() > held.fencing_token());
+    after.release().await.expect("release");
+}
+
+/// The `25P02` case: a statement fails in the transaction that holds the lock, so that every
+/// later statement is refused until ROLLBACK; the ROLLBACK leaves no lock behind (a session
+/// advisory lock would stay, its unlock refused with `25P02`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_statement_in_the_transaction_leaves_no_lock_behind() {
+    let server = PostgresServer::start();
+    let locks = LockManager::connect(&server.url()).await.expect("connect");
+    let pool = sqlx::PgPool::connect(&server.url()).await.expect("pool");
+    let mut tx = pool.begin().await.expect("begin");
+    lock_in_transaction(&mut tx, "migration")
+        .await
+        .expect("free");
+    let failed = sqlx::raw_sql("SELECT 1 / 0").execute(&mut *tx).await;
+    assert!(failed.is_err(), "division by zero succeeded");
+    let refused = sqlx::raw_sql("SELECT 1").execute(&mut *tx).await;
+    let code = refused.err().and_then(|err| {
+        err.as_database_error()
+            .and_then(|db| db.code().map(|code| code.into_owned()))
+    });
+    assert_eq!(
+        code.as_deref(),
+        Some("25P02"),
+        "the transaction was not aborted"
+    );
+    tx.rollback().await.expect("rollback");
+    let free = locks
+        .lock("migration", LockOptions::new())
+        .await
+        .expect("nothing left behind");
+    free.release().await.expect("release");
+}
+
+/// A waiter on a manager gets a lock that a transaction held once the transaction commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_manager_waiter_gets_the_lock_when_the_transaction_commits() {
+    let server = PostgresServer::start();
+    let locks = LockManager::connect(&server.url()).await.expect("connect");
+    let pool = sqlx::PgPool::connect(&server.url()).await.expect("pool");
+    let mut tx = pool.begin().await.expect("begin");
+    lock_in_transaction(&mut tx, "report").await.expect("free");
+    let waiting = tokio::spawn(async move {
+        let got = locks
+            .lock("report", LockOptions::new().wait(Duration::from_secs(20)))
+            .await;
+        (got, Instant::now())
+    });
+    let committed = Instant::now();
+    tx.commit().await.expect("commit");
+    let (got, at) = waiting.await.expect("the waiting task");
+    let guard = got.expect("woken after COMMIT");
+    assert!(at.saturating_duration_since(committed) < SOON);
+    guard.release().await.expect("release");
+}
+
+/// Several keys at once and an election, over two managers on one database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lock_all_and_election_work_over_postgres() {
+    use lock_runtime::ElectionOptions;
+
+    let server = PostgresServer::start();
+    let a = LockManager::connect(&server.url()).await.expect("connect");
+    let b = LockManager::connect(&server.url()).await.expect("connect");
+    let both = a
+        .lock_all(["account:1", "account:2"], LockOptions::new())
+        .await
+        .expect("free");
+    let busy = b.lock("account:2", LockOptions::new()).await;
+    assert!(
+        busy.is_err_and(|err| err.is_busy()),
+        "lock_all did not hold account:2"
+    );
+    both.release().await.expect("release");
+    let free = b.lock("account:2", LockOptions::new()).await.expect("free");
+    free.release().await.expect("release");
+
+    let options = ElectionOptions::new().ttl(Duration::from_secs(5));
+    let first = a.elect("scheduler", options).expect("elect");
+    let term = first.elected().await.expect("elected");
+    let second = b.elect("scheduler", options).expect("elect");
+    assert!(first.is_leader() && !second.is_leader());
+    first.step_down().await.expect("step down");
+    let next = tokio::time::timeout(Duration::from_secs(10), second.elected())
+        .await
+        .expect("the other manager took over within 10 s")
+        .expect("elected");
+    assert!(next > term, "term {next} after {term}");
+    second.step_down().await.expect("step down");
 }

@@ -29,6 +29,19 @@ fn is_transient(err: &sqlx::Error) -> bool {
     }
 }
 
+/// Whether `err` says the connection was gone before the statement could run: the socket was
+/// closed, or the server ended the backend (`57P01` terminated by an administrator, `57P02`
+/// crash shutdown) and said so as the connection's last word.
+pub(crate) fn connection_gone(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Io(_) => true,
+        sqlx::Error::Database(db) => db
+            .code()
+            .is_some_and(|code| matches!(code.as_ref(), "57P01" | "57P02")),
+        _ => false,
+    }
+}
+
 /// `err` of `operation` (on the lock `key`) at `at` (`postgres host:port`).
 pub(crate) fn failure(
     at: &str,

@@ -21,6 +21,7 @@ mod inspect;
 pub(crate) mod settings;
 pub(crate) mod sql;
 mod steps;
+pub(crate) mod transaction;
 
 use errors::failure;
 use feed::{Hearing, Stop, Told};
@@ -115,6 +116,9 @@ impl PostgresStore {
         let pool = PgPoolOptions::new()
             .max_connections(read.options.max_connections)
             .acquire_timeout(request_timeout)
+            // No ping before each statement (one round trip per step): a connection the
+            // server closed fails its statement, which is sent again on another (Db::rows).
+            .test_before_acquire(false)
             .connect_with(options.clone())
             .await
             .map_err(|err| errors::connect_failure(&shown, url, &err))?;

@@ -120,7 +120,7 @@ impl PostgresOptions {
 
     /// Whether connect creates the tables when missing (the default), or leaves them to the
     /// application's migrations and only checks that they exist (`false`, same as
-    /// `?create_tables=false`). The SQL is in `docs/POSTGRES.md` and [`SCHEMA_SQL`](super::SCHEMA_SQL).
+    /// `?create_tables=false`). The SQL is in `docs/POSTGRES.md` and [`SCHEMA_SQL`](crate::postgres::SCHEMA_SQL).
     pub fn create_tables(mut self, create: bool) -> Self {
         self.create_tables = create;
         self
@@ -244,7 +244,6 @@ mod tests {
         let read = read(
             "postgres://u:p?w@h:1/db?sslmode=disable&listen_url=postgres%3A%2F%2Fu%40d%3A2%2Fdb&create_tables=false&poll_ms=50&application_name=x",
         )
-        .ok()
         .expect("valid");
         assert_eq!(
             read.url,
@@ -256,7 +255,7 @@ mod tests {
         );
         assert!(!read.options.create_tables);
         assert_eq!(read.options.poll_interval, Duration::from_millis(50));
-        let plain = super::read("postgresql://h/db").ok().expect("valid");
+        let plain = super::read("postgresql://h/db").expect("valid");
         assert_eq!(plain.url, "postgresql://h/db");
         assert!(plain.options.listen == Listen::Auto && plain.options.create_tables);
     }

@@ -80,17 +80,34 @@ pub(crate) fn payload(name: &str) -> String {
     }
 }
 
+/// The first key of the advisory locks that transaction-bound locks hold
+/// (`pg_advisory_xact_lock(int4, int4)`, whose keys do not meet those of the one-`bigint` form):
+/// `lock` in ASCII.
+pub(crate) const ADVISORY_SPACE: i32 = 0x6c6f_636b;
+
+/// The second key of the advisory lock of `name`: the first 32 bits of its SHA-1 digest.
+pub(crate) fn advisory_key(name: &str) -> i32 {
+    let digest = sha1_smol::Sha1::from(name).digest().bytes();
+    i32::from_be_bytes([digest[0], digest[1], digest[2], digest[3]])
+}
+
 /// Takes `name` for `token` (whose holder id is `holder`) for `ttl` by the database's clock: a
-/// free or expired lock, or one `token` holds already. Rows: `(fence, NULL, NULL)` when taken;
-/// `(NULL, holder, left_ms)` of the holder when busy; none when busy and the holder's row is
-/// not in this statement's snapshot (it was inserted while the statement ran).
+/// free or expired lock, or one `token` holds already, unless a transaction holds it (its
+/// advisory lock, tried for the statement's own transaction). Rows: `(fence, NULL, NULL)` when
+/// taken; `(NULL, holder, left_ms)` of the row there when not; `(NULL, NULL, -1)` when a
+/// transaction holds it; none when busy and the holder's row is not in this statement's
+/// snapshot (it was inserted while the statement ran).
 pub(crate) fn acquire(name: &str, token: &str, holder: i64, ttl: Duration) -> String {
+    let advisory = advisory_key(name);
     let (name, token, ttl) = (text(name), text(token), millis(ttl));
     format!(
-        "WITH got AS (
+        "WITH free AS (
+    SELECT pg_try_advisory_xact_lock({ADVISORY_SPACE}, {advisory}) AS ok
+), got AS (
     INSERT INTO {TABLE} AS l (name, token, holder, fence, expires_at)
-    VALUES ({name}, {token}, {holder}, nextval('{SEQUENCE}'),
-            clock_timestamp() + {ttl} * interval '1 millisecond')
+    SELECT {name}, {token}, {holder}, nextval('{SEQUENCE}'),
+           clock_timestamp() + {ttl} * interval '1 millisecond'
+    FROM free WHERE free.ok
     ON CONFLICT (name) DO UPDATE
         SET token = excluded.token, holder = excluded.holder, fence = excluded.fence,
             expires_at = excluded.expires_at
@@ -100,7 +117,37 @@ pub(crate) fn acquire(name: &str, token: &str, holder: i64, ttl: Duration) -> St
 SELECT fence, NULL::bigint AS holder, NULL::bigint AS left_ms FROM got
 UNION ALL
 SELECT NULL::bigint, l.holder, {LEFT_MS} FROM {TABLE} l
-WHERE l.name = {name} AND NOT EXISTS (SELECT 1 FROM got)"
+WHERE l.name = {name} AND NOT EXISTS (SELECT 1 FROM got)
+UNION ALL
+SELECT NULL::bigint, NULL::bigint, -1::bigint FROM free WHERE NOT free.ok"
+    )
+}
+
+/// The first step of a transaction-bound lock of `name`, in the caller's transaction: its
+/// isolation, and its advisory lock tried (held until the transaction ends if taken).
+pub(crate) fn lock_in_transaction(name: &str) -> String {
+    format!(
+        "SELECT current_setting('transaction_isolation') AS isolation,
+       pg_try_advisory_xact_lock({ADVISORY_SPACE}, {}) AS ok",
+        advisory_key(name)
+    )
+}
+
+/// The second step, once the advisory lock is held: whether a lease of the table holds `name`
+/// (`left_ms`), and if not, a fencing token from the sequence and the release told at the
+/// transaction's end (a notification is delivered at COMMIT, and dropped by ROLLBACK).
+pub(crate) fn fence_in_transaction(name: &str) -> String {
+    let (told, name) = (payload(name), text(name));
+    format!(
+        "WITH held AS (
+    SELECT {LEFT_MS} AS left_ms FROM {TABLE} l
+    WHERE l.name = {name} AND l.expires_at > clock_timestamp()
+), told AS (
+    SELECT pg_notify('{CHANNEL}', {told}) WHERE NOT EXISTS (SELECT 1 FROM held)
+)
+SELECT (SELECT left_ms FROM held LIMIT 1) AS left_ms,
+       CASE WHEN EXISTS (SELECT 1 FROM held) THEN NULL ELSE nextval('{SEQUENCE}') END AS fence,
+       (SELECT count(*) FROM told) AS told"
     )
 }
 

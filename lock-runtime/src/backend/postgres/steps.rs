@@ -10,6 +10,9 @@ use super::errors::{self, failure};
 use super::sql;
 use crate::store::{Acquire, HolderId, Release, StoreError};
 
+/// How long a waiter for a lock that a transaction holds waits before it asks again.
+pub(crate) const IN_TRANSACTION_RETRY: Duration = Duration::from_millis(100);
+
 /// The pool, and how messages name the store (`postgres host:port`).
 #[derive(Clone)]
 pub(crate) struct Db {
@@ -25,10 +28,20 @@ impl Db {
         key: Option<&str>,
         statement: &str,
     ) -> Result<Vec<PgRow>, StoreError> {
-        sqlx::raw_sql(statement)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(|err| failure(&self.describe, operation, key, err))
+        // A connection the server closed (a restart, a terminated backend, a pooler's
+        // restart) fails the statement sent on it and is dropped from the pool; the statement
+        // goes again on another one, until every connection the pool held was tried. Sending
+        // a step again is safe: an acquire with the same token takes its own lock again, a
+        // renewal renews again, and a release whose first answer was lost answers `Gone`.
+        let most = self.pool.options().get_max_connections().saturating_add(1);
+        let mut tried = 0;
+        loop {
+            tried += 1;
+            match sqlx::raw_sql(statement).fetch_all(&self.pool).await {
+                Err(err) if tried < most && errors::connection_gone(&err) => {}
+                done => return done.map_err(|err| failure(&self.describe, operation, key, err)),
+            }
+        }
     }
 
     /// Takes the lock `name` for `token` for `ttl`, or says who holds it for how long.
@@ -46,24 +59,31 @@ impl Db {
                 &sql::acquire(name, token, holder, ttl),
             )
             .await?;
-        let Some(row) = rows.first() else {
-            // The holder's row was made while the statement ran: ask again soon.
-            return Ok(Acquire::busy(Some(Duration::from_millis(5)), false));
-        };
-        let read = |column: &str| errors::column::<Option<i64>>(&self.describe, name, row, column);
-        if let Some(fence) = read("fence")? {
-            return Ok(Acquire::Acquired {
-                fence: u64::try_from(fence).unwrap_or(0),
+        let mut busy = None;
+        for row in &rows {
+            let read =
+                |column: &str| errors::column::<Option<i64>>(&self.describe, name, row, column);
+            if let Some(fence) = read("fence")? {
+                return Ok(Acquire::Acquired {
+                    fence: u64::try_from(fence).unwrap_or(0),
+                });
+            }
+            let left = read("left_ms")?.unwrap_or(0);
+            if left < 0 {
+                // A transaction holds it: it is told free at that transaction's COMMIT, not at
+                // its ROLLBACK, so a waiter asks again every little while.
+                return Ok(Acquire::busy(Some(IN_TRANSACTION_RETRY), false));
+            }
+            busy = Some(Acquire::Busy {
+                remaining: Some(Duration::from_millis(u64::try_from(left).unwrap_or(0))),
+                holder: read("holder")?
+                    .and_then(|holder| HolderId::from_raw(u64::try_from(holder).ok()?)),
+                in_line: false,
+                blocker: None,
             });
         }
-        let left = read("left_ms")?.unwrap_or(0);
-        Ok(Acquire::Busy {
-            remaining: Some(Duration::from_millis(u64::try_from(left).unwrap_or(0))),
-            holder: read("holder")?
-                .and_then(|holder| HolderId::from_raw(u64::try_from(holder).ok()?)),
-            in_line: false,
-            blocker: None,
-        })
+        // No row: the holder's row was made while the statement ran: ask again soon.
+        Ok(busy.unwrap_or_else(|| Acquire::busy(Some(Duration::from_millis(5)), false)))
     }
 
     /// Releases the lock `name` if `token` holds it (see [`sql::release`]).

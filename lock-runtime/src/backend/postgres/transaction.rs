@@ -1,0 +1,123 @@
+//! A lock bound to the application's own transaction: held until that transaction's COMMIT or
+//! ROLLBACK, whichever ends it, with a fencing token taken in the same transaction.
+
+use std::time::Duration;
+
+use sqlx::Row;
+use sqlx::postgres::PgConnection;
+
+use super::errors;
+use super::sql;
+use crate::error::LockError;
+use crate::store::{Key, Shape};
+
+/// A lock held by a transaction of the application's ([`lock_in_transaction`]): released when
+/// that transaction ends, by COMMIT or ROLLBACK, and only then; nothing to release by hand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransactionLock {
+    key: String,
+    fence: u64,
+}
+
+impl TransactionLock {
+    /// The lock key, as the caller named it.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The fencing token, taken in the transaction: above every token handed out for this key
+    /// before, by a manager or another transaction.
+    pub fn fencing_token(&self) -> u64 {
+        self.fence
+    }
+}
+
+/// Takes the lock `key` (under the default prefix `lock:`) for the transaction open on `conn`
+/// (`&mut *tx` of a `sqlx::Transaction<'_, Postgres>`), or fails at once with
+/// [`LockError::Busy`] if a manager's lease or another transaction holds it. The lock is the
+/// same one that managers over the same database take (`LockManager::lock(key)`): each
+/// excludes the other.
+///
+/// It is released when the transaction ends, by COMMIT or ROLLBACK, and a manager's waiter is
+/// told at COMMIT. A failed statement in the transaction (which then refuses everything with
+/// `25P02` until it is rolled back) leaves no lock behind once it is rolled back: the lock is
+/// the transaction's advisory lock (`pg_advisory_xact_lock`), never a session's.
+///
+/// The transaction must run at READ COMMITTED (PostgreSQL's default): at a stricter isolation
+/// its snapshot could miss a lease granted while it asked. A busy answer still holds the
+/// advisory lock until the transaction ends (PostgreSQL cannot release it sooner): end the
+/// transaction before trying again.
+///
+/// ```no_run
+/// # async fn run(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// use lock_runtime::postgres::lock_in_transaction;
+///
+/// let mut tx = pool.begin().await?;
+/// let lock = lock_in_transaction(&mut tx, "order:42").await?;
+/// sqlx::query("UPDATE orders SET state = 'paid', fence = $1 WHERE id = 42")
+///     .bind(lock.fencing_token() as i64)
+///     .execute(&mut *tx)
+///     .await?;
+/// tx.commit().await?; // releases the lock
+/// # Ok(())
+/// # }
+/// ```
+pub async fn lock_in_transaction(
+    conn: &mut PgConnection,
+    key: &str,
+) -> Result<TransactionLock, LockError> {
+    lock_in_transaction_under(conn, "lock:", key).await
+}
+
+/// [`lock_in_transaction`] under the key prefix `prefix` (the managers'
+/// [`key_prefix`](crate::LockManagerBuilder::key_prefix)).
+pub async fn lock_in_transaction_under(
+    conn: &mut PgConnection,
+    prefix: &str,
+    key: &str,
+) -> Result<TransactionLock, LockError> {
+    let stored = Key::new(prefix, key, Shape::Lock)?;
+    let name = stored.name();
+    let failed = |err: sqlx::Error| {
+        let failure = errors::failure("postgres transaction", "acquire", Some(name), err);
+        LockError::from_failure("acquire", Some(key), "postgres transaction", failure)
+    };
+    let first = sqlx::raw_sql(&sql::lock_in_transaction(name))
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(failed)?;
+    let isolation: String = first.try_get("isolation").map_err(failed)?;
+    if isolation != "read committed" {
+        return Err(LockError::Config(format!(
+            "lock `{key}` cannot be taken in a transaction at {isolation}: its snapshot could \
+             miss a lease granted while it asked; take it in a READ COMMITTED transaction"
+        )));
+    }
+    let busy = |retry_after: Option<Duration>| LockError::Busy {
+        key: key.to_owned(),
+        waited: Duration::ZERO,
+        retry_after,
+        blocker: None,
+        deadlock: None,
+    };
+    if !first.try_get::<bool, _>("ok").map_err(failed)? {
+        return Err(busy(None));
+    }
+    let second = sqlx::raw_sql(&sql::fence_in_transaction(name))
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(failed)?;
+    match second.try_get::<Option<i64>, _>("fence").map_err(failed)? {
+        Some(fence) => Ok(TransactionLock {
+            key: key.to_owned(),
+            fence: u64::try_from(fence).unwrap_or(0),
+        }),
+        None => {
+            let left: Option<i64> = second.try_get("left_ms").map_err(failed)?;
+            Err(busy(
+                left.and_then(|ms| u64::try_from(ms).ok())
+                    .map(Duration::from_millis),
+            ))
+        }
+    }
+}
