@@ -64,7 +64,11 @@ impl Run<'_> {
         let seed = self.config.seed ^ ((slot as u64) << 32) ^ (incarnation as u64) << 48;
         let child = Command::new(&self.exe)
             .arg("worker")
-            .args(["--lock-url", &self.deployment.worker_url(slot)])
+            // In the environment, not on the command line, where `ps` would show a password.
+            .env(
+                crate::worker::LOCK_URL_VAR,
+                self.deployment.worker_url(slot),
+            )
             .args(["--resource-url", &self.resource_proxies[slot].url()])
             .args(["--tasks", &self.config.tasks.to_string()])
             .arg("--log")

@@ -83,6 +83,10 @@ redis.call('RPUSH', KEYS[3], entry)
 return {accepted, seq, value}
 ";
 
+/// The variable a worker reads its lock URL from when `--lock-url` is not given: the
+/// experiment passes it so, since a PostgreSQL URL carries a password.
+pub(crate) const LOCK_URL_VAR: &str = "CHAOS_LOCK_URL";
+
 pub(crate) const RESOURCE_KEY: &str = "resource:last_token";
 pub(crate) const RESOURCE_SEQ: &str = "resource:seq";
 pub(crate) const RESOURCE_JOURNAL: &str = "resource:journal";
@@ -145,8 +149,13 @@ impl WorkerArgs {
                 other => return Err(format!("unknown worker option {other}")),
             }
         }
+        if parsed.lock_url.is_empty() {
+            parsed.lock_url = std::env::var(LOCK_URL_VAR).unwrap_or_default();
+        }
         if parsed.lock_url.is_empty() || parsed.resource_url.is_empty() || parsed.log.is_empty() {
-            return Err("worker needs --lock-url, --resource-url and --log".into());
+            return Err(format!(
+                "worker needs --lock-url (or {LOCK_URL_VAR}), --resource-url and --log"
+            ));
         }
         Ok(parsed)
     }
