@@ -28,10 +28,18 @@ pub(crate) enum FaultKind {
     /// One Cluster master, any of them, frozen for less than the failure detection (many-keys
     /// mode): only the leases in its slots may be lost.
     ShardStall,
+    /// PostgreSQL: the postmaster and every backend SIGKILLed, the server started again on its
+    /// data through crash recovery.
+    ServerCrash,
+    /// PostgreSQL: backends ended with `pg_terminate_backend` (a worker's own, found by its
+    /// `application_name`, or behind PgBouncer every backend of the lock role).
+    Terminate,
+    /// PgBouncer SIGKILLed and started again on its port: every client connection drops.
+    PoolerRestart,
 }
 
 impl FaultKind {
-    pub(crate) const ALL: [FaultKind; 13] = [
+    pub(crate) const ALL: [FaultKind; 16] = [
         FaultKind::Kill,
         FaultKind::Pause,
         FaultKind::RestartPersist,
@@ -45,6 +53,9 @@ impl FaultKind {
         FaultKind::FailoverPause,
         FaultKind::FailoverObserved,
         FaultKind::ShardStall,
+        FaultKind::ServerCrash,
+        FaultKind::Terminate,
+        FaultKind::PoolerRestart,
     ];
 
     pub(crate) fn parse(name: &str) -> Result<Self, String> {
@@ -85,6 +96,9 @@ impl FaultKind {
             FaultKind::FailoverPause => "failover-pause",
             FaultKind::FailoverObserved => "failover-observed",
             FaultKind::ShardStall => "shard-stall",
+            FaultKind::ServerCrash => "server-crash",
+            FaultKind::Terminate => "terminate",
+            FaultKind::PoolerRestart => "pooler-restart",
         }
     }
 }

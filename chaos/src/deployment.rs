@@ -5,6 +5,8 @@
 //! - `redlock`: `--masters` independent [`LockServer`]s, each behind one proxy per worker.
 //! - `sentinel`: the harness's [`SentinelSetup`] (a master, one replica, three sentinels).
 //! - `cluster`: the harness's [`RedisCluster`] (three masters with one replica each).
+//! - `postgres` and `pgbouncer`: the harness's PostgreSQL server, directly or through PgBouncer
+//!   in transaction mode (see [`crate::postgres`]).
 //!
 //! A `node-pause` freezes one node: a Redlock master for longer than the lease (the others are
 //! a majority), or the master that serves the lock on Sentinel and Cluster for less than their
@@ -26,6 +28,7 @@ use lock_tests::{FaultProxy, RedisCluster, RedisServer, Reply, SentinelSetup, re
 
 use crate::analyze::{FaultKind, Hit};
 use crate::lockserver::LockServer;
+use crate::postgres::PgStore;
 use crate::rng::Rng;
 use crate::{Config, Mode, now_ns, stored_key};
 
@@ -49,15 +52,26 @@ pub(crate) enum Topology {
     Sentinel,
     Cluster,
     Redlock,
+    /// One PostgreSQL server, reached directly.
+    Postgres,
+    /// The same server through PgBouncer in transaction mode.
+    PgBouncer,
 }
 
 impl Topology {
-    pub(crate) const ALL: [Topology; 4] = [
+    pub(crate) const ALL: [Topology; 6] = [
         Topology::Single,
         Topology::Sentinel,
         Topology::Cluster,
         Topology::Redlock,
+        Topology::Postgres,
+        Topology::PgBouncer,
     ];
+
+    /// The lock lives in a PostgreSQL table.
+    pub(crate) fn is_postgres(self) -> bool {
+        matches!(self, Topology::Postgres | Topology::PgBouncer)
+    }
 
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -65,6 +79,8 @@ impl Topology {
             Topology::Sentinel => "sentinel",
             Topology::Cluster => "cluster",
             Topology::Redlock => "redlock",
+            Topology::Postgres => "postgres",
+            Topology::PgBouncer => "pgbouncer",
         }
     }
 
@@ -73,7 +89,9 @@ impl Topology {
             .into_iter()
             .find(|t| t.name() == name)
             .ok_or_else(|| {
-                format!("unknown topology {name}: use single, sentinel, cluster or redlock")
+                format!(
+                    "unknown topology {name}: use single, sentinel, cluster, redlock, postgres or pgbouncer"
+                )
             })
     }
 
@@ -106,6 +124,29 @@ impl Topology {
             Topology::Sentinel | Topology::Cluster => {
                 &[Kill, Pause, NodePause, FailoverKill, FailoverPause]
             }
+            Topology::Postgres => &[
+                Kill,
+                Pause,
+                ServerCrash,
+                Terminate,
+                Stall,
+                Delay,
+                Cut,
+                Partition,
+                NodePause,
+            ],
+            Topology::PgBouncer => &[
+                Kill,
+                Pause,
+                ServerCrash,
+                PoolerRestart,
+                Terminate,
+                Stall,
+                Delay,
+                Cut,
+                Partition,
+                NodePause,
+            ],
         }
     }
 
@@ -119,7 +160,9 @@ impl Topology {
     pub(crate) fn node_pause_pct(self) -> (u64, u64) {
         match self {
             Topology::Sentinel | Topology::Cluster => (40, 85),
-            Topology::Single | Topology::Redlock => (130, 220),
+            Topology::Single | Topology::Redlock | Topology::Postgres | Topology::PgBouncer => {
+                (130, 220)
+            }
         }
     }
 
@@ -170,6 +213,8 @@ enum Store {
     },
     /// A harness deployment that fails over; shared with the failover watch.
     Replicated(Arc<dyn Replicated + Send + Sync>),
+    /// PostgreSQL, directly or through PgBouncer.
+    Postgres(PgStore),
 }
 
 /// Sentinel or Cluster: what a failover fault and the failover watch need.
@@ -310,7 +355,7 @@ fn parse_slot_ranges(line: &str) -> Vec<(u16, u16)> {
 
 /// Runs a harness step, whose failures are panics carrying the servers' logs, as a `Result`.
 /// The default hook has already printed the whole message; the error keeps its first line.
-fn harness<T>(what: &str, step: impl FnOnce() -> T) -> Result<T, String> {
+pub(crate) fn harness<T>(what: &str, step: impl FnOnce() -> T) -> Result<T, String> {
     panic::catch_unwind(AssertUnwindSafe(step)).map_err(|payload| {
         let message = payload
             .downcast_ref::<String>()
@@ -367,6 +412,10 @@ impl Deployment {
                 })?;
                 Store::Replicated(Arc::new(cluster))
             }
+            Topology::Postgres | Topology::PgBouncer => Store::Postgres(PgStore::start(
+                config.workers,
+                config.topology == Topology::PgBouncer,
+            )?),
         };
         Ok(Deployment {
             topology: config.topology,
@@ -385,6 +434,7 @@ impl Deployment {
                 servers.len()
             ),
             Store::Replicated(store) => store.describe(),
+            Store::Postgres(store) => store.describe(),
         }
     }
 
@@ -403,6 +453,7 @@ impl Deployment {
                 format!("{scheme}://{}", addrs.join(","))
             }
             Store::Replicated(store) => store.url(),
+            Store::Postgres(store) => store.worker_url(slot),
         }
     }
 
@@ -411,6 +462,7 @@ impl Deployment {
         match &self.store {
             Store::Servers { proxies, .. } => &proxies[slot],
             Store::Replicated(_) => &[],
+            Store::Postgres(store) => store.proxies(slot),
         }
     }
 
@@ -423,6 +475,7 @@ impl Deployment {
                 .serving_master()
                 .map(|master| vec![master])
                 .ok_or_else(|| "no node says it masters the lock now".to_owned()),
+            Store::Postgres(_) => Ok(Vec::new()),
         }
     }
 
@@ -448,6 +501,9 @@ impl Deployment {
     /// (`free next=..`, or a 0.2 `free fence=..` marker) is not one; a semaphore's or read-write lock's keys exist only while
     /// someone holds a lease (they expire with the longest).
     pub(crate) fn locks_left(&self, mode: Mode) -> Result<Vec<String>, String> {
+        if let Store::Postgres(store) = &self.store {
+            return store.locks_left();
+        }
         let mut left = Vec::new();
         for node in self.lock_nodes()? {
             for key in mode.held_keys() {
@@ -493,8 +549,34 @@ impl Deployment {
         })
     }
 
-    /// SIGSTOP one node for `pause`, then SIGCONT: a random Redlock master, or the master that
-    /// serves the lock on Sentinel and Cluster (see [`Topology::node_pause_pct`]).
+    /// SIGKILL the PostgreSQL server and start it again through crash recovery.
+    pub(crate) fn crash_server(&self) -> Result<StoreFault, String> {
+        self.postgres("server-crash")?.crash()
+    }
+
+    /// SIGKILL PgBouncer and start it again.
+    pub(crate) fn restart_pooler(&self) -> Result<StoreFault, String> {
+        self.postgres("pooler-restart")?.restart_pooler()
+    }
+
+    /// End worker `slot`'s backends (behind PgBouncer: every backend of the lock role).
+    pub(crate) fn terminate(&self, slot: usize) -> Result<StoreFault, String> {
+        self.postgres("terminate")?.terminate(slot)
+    }
+
+    fn postgres(&self, what: &str) -> Result<&PgStore, String> {
+        match &self.store {
+            Store::Postgres(store) => Ok(store),
+            Store::Servers { .. } | Store::Replicated(_) => Err(format!(
+                "{what} is not a fault of the {} topology",
+                self.topology.name()
+            )),
+        }
+    }
+
+    /// SIGSTOP one node for `pause`, then SIGCONT: a random Redlock master, the master that
+    /// serves the lock on Sentinel and Cluster (see [`Topology::node_pause_pct`]), or the
+    /// PostgreSQL server.
     pub(crate) fn pause_node(
         &mut self,
         pause: Duration,
@@ -527,6 +609,7 @@ impl Deployment {
                     format!("master {}: {what}", master.addr()),
                 )
             }
+            Store::Postgres(store) => return store.pause(pause),
         };
         let end = now_ns();
         Ok(StoreFault {
@@ -543,7 +626,11 @@ impl Deployment {
     fn slots_of(&self, master: &RedisServer) -> Vec<(u16, u16)> {
         match self.topology {
             Topology::Cluster => served_slots(master),
-            Topology::Single | Topology::Sentinel | Topology::Redlock => Vec::new(),
+            Topology::Single
+            | Topology::Sentinel
+            | Topology::Redlock
+            | Topology::Postgres
+            | Topology::PgBouncer => Vec::new(),
         }
     }
 
@@ -666,13 +753,14 @@ impl Deployment {
         match &self.store {
             Store::Servers { .. } => None,
             Store::Replicated(store) => Some(store.log()),
+            Store::Postgres(store) => Some(store.log()),
         }
     }
 
     fn servers_mut(&mut self, what: &str) -> Result<&mut Vec<LockServer>, String> {
         match &mut self.store {
             Store::Servers { servers, .. } => Ok(servers),
-            Store::Replicated(_) => Err(format!(
+            Store::Replicated(_) | Store::Postgres(_) => Err(format!(
                 "{what} is not a fault of the {} topology",
                 self.topology.name()
             )),
@@ -838,7 +926,7 @@ mod tests {
             let has = proxied
                 .iter()
                 .all(|kind| topology.fault_kinds().contains(kind));
-            let expected = matches!(topology, Topology::Single | Topology::Redlock);
+            let expected = !matches!(topology, Topology::Sentinel | Topology::Cluster);
             assert_eq!(has, expected, "{topology:?}");
         }
     }

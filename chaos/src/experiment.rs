@@ -64,7 +64,11 @@ impl Run<'_> {
         let seed = self.config.seed ^ ((slot as u64) << 32) ^ (incarnation as u64) << 48;
         let child = Command::new(&self.exe)
             .arg("worker")
-            .args(["--lock-url", &self.deployment.worker_url(slot)])
+            // In the environment, not on the command line, where `ps` would show a password.
+            .env(
+                crate::worker::LOCK_URL_VAR,
+                self.deployment.worker_url(slot),
+            )
             .args(["--resource-url", &self.resource_proxies[slot].url()])
             .args(["--tasks", &self.config.tasks.to_string()])
             .arg("--log")
@@ -103,8 +107,10 @@ impl Run<'_> {
     /// permits and a read-write lock's grants record no pid: there the workers' own logs say
     /// who is inside a section now, a writer before readers, and `pick` (a draw made whether
     /// it is needed or not, so the schedule does not depend on it) chooses among them.
+    /// The PostgreSQL store records no pid either (its rows hold a holder id made from the
+    /// owner token): there too the logs say.
     fn holder(&self, pick: u64) -> Option<usize> {
-        if self.config.mode != Mode::Exclusive {
+        if self.config.mode != Mode::Exclusive || self.config.topology.is_postgres() {
             let inside: Vec<(bool, usize)> = self
                 .workers
                 .iter()
@@ -131,7 +137,8 @@ impl Run<'_> {
         let random = self.rng.below(self.workers.len() as u64) as usize;
         if self.rng.below(4) < 3 {
             // Drawn only in the new modes: the exclusive mode's schedule of a seed stays.
-            let pick = if self.config.mode == Mode::Exclusive {
+            let pick = if self.config.mode == Mode::Exclusive && !self.config.topology.is_postgres()
+            {
                 0
             } else {
                 self.rng.below(1 << 16)
@@ -269,6 +276,23 @@ impl Run<'_> {
         Ok(self.worker_fault(kind, slot, pid, start, detail))
     }
 
+    /// Ends backends with `pg_terminate_backend`: directly, those of the worker the fault
+    /// targets (by the `application_name` in its URL), which is a fault on that worker; behind
+    /// PgBouncer, where a server connection serves whichever client the pooler lends it to,
+    /// every backend of the lock role, which is a fault on the store.
+    fn terminate(&mut self) -> Result<Fault, String> {
+        let slot = self.target();
+        let pid = self.workers[slot].record.pid;
+        let start = now_ns();
+        let fault = self.deployment.terminate(slot)?;
+        Ok(match fault.hit {
+            Hit::Worker(_) => {
+                self.worker_fault(FaultKind::Terminate, slot, pid, start, fault.detail)
+            }
+            _ => on_store(FaultKind::Terminate, fault),
+        })
+    }
+
     fn inject(&mut self, kind: FaultKind) -> Result<(), String> {
         let store = |fault| on_store(kind, fault);
         let fault = match kind {
@@ -292,6 +316,9 @@ impl Run<'_> {
                 let pause = self.ttl_times(lo, hi);
                 store(self.deployment.stall_shard(pause, &mut self.rng)?)
             }
+            FaultKind::ServerCrash => store(self.deployment.crash_server()?),
+            FaultKind::PoolerRestart => store(self.deployment.restart_pooler()?),
+            FaultKind::Terminate => self.terminate()?,
             FaultKind::FailoverKill => store(self.deployment.fail_over(Stop::Kill)?),
             FaultKind::FailoverPause => store(self.deployment.fail_over(Stop::Pause)?),
             FaultKind::FailoverObserved => {
@@ -440,7 +467,10 @@ fn budget(kind: FaultKind) -> Duration {
         | FaultKind::ShardStall => TTL * 22 / 10,
         FaultKind::Delay => TTL * 15 / 10,
         FaultKind::RestartPersist | FaultKind::RestartNoPersist => Duration::from_millis(500),
-        FaultKind::Kill | FaultKind::Cut => Duration::from_millis(100),
+        FaultKind::Kill | FaultKind::Cut | FaultKind::Terminate => Duration::from_millis(100),
+        // Crash recovery replays little WAL here; the time is the start and the first answer.
+        FaultKind::ServerCrash => Duration::from_secs(2),
+        FaultKind::PoolerRestart => Duration::from_secs(1),
         // Typically 2 to 3.5 s (promotion after the 1 s down-after / node timeout, then the old
         // master back as a replica).
         FaultKind::FailoverKill | FaultKind::FailoverPause => Duration::from_secs(5),

@@ -1,5 +1,6 @@
 //! `chaos`: a fenced-resource chaos experiment for `lock-runtime`, on a single Redis server, a
-//! Sentinel setup, a Redis Cluster or Redlock masters.
+//! Sentinel setup, a Redis Cluster, Redlock masters, or PostgreSQL (directly or through
+//! PgBouncer in transaction mode).
 //!
 //! Worker processes (this binary again, `chaos worker ...`) take one lock through
 //! `#[distributed_lock]` over and over and write their fencing token to a resource on a separate
@@ -18,14 +19,19 @@
 //!   than the failure detection, so every client stalls and no failover follows (clients follow
 //!   the addresses the servers announce, so no proxy sits in their path and there are no
 //!   per-worker connection faults); a watch thread also records failovers the deployment does
-//!   on its own.
+//!   on its own;
+//! - `postgres`, `pgbouncer`: kills the PostgreSQL server with SIGKILL and starts it again
+//!   through crash recovery, freezes it, ends a worker's backends (`pg_terminate_backend`;
+//!   behind the pooler every backend), restarts PgBouncer, and stalls, delays and cuts each
+//!   worker's connections through fault proxies (behind the pooler: its link to the pooler and
+//!   its direct listening connection at once).
 //!
 //! At the end the logs are checked: no stale token accepted, every overlap of two holders
 //! explained by a fault and caught by fencing, the lock taken again promptly after each fault, no
 //! panics, no section without the lock, no lock left behind. See `chaos/README.md`.
 //!
 //! ```text
-//! chaos [--topology single|sentinel|cluster|redlock] [--masters N] [--faults KIND,...]
+//! chaos [--topology single|sentinel|cluster|redlock|postgres|pgbouncer] [--masters N] [--faults KIND,...]
 //!       --quick [--seconds N] ...                      (at most a minute)
 //! chaos [--topology ...] [--minutes N] [--workers N] [--tasks N] [--seed N] [--json PATH]
 //!       [--svg PATH] [--dir PATH] [--margin-ms N]      (the full run, 30 minutes by default)
@@ -45,6 +51,7 @@ mod analyze;
 mod deployment;
 mod experiment;
 mod lockserver;
+mod postgres;
 mod rng;
 mod svg;
 mod worker;
@@ -220,12 +227,16 @@ impl Config {
     pub(crate) fn quorum(&self) -> usize {
         match self.topology {
             Topology::Redlock => self.masters / 2 + 1,
-            Topology::Single | Topology::Sentinel | Topology::Cluster => 1,
+            Topology::Single
+            | Topology::Sentinel
+            | Topology::Cluster
+            | Topology::Postgres
+            | Topology::PgBouncer => 1,
         }
     }
 }
 
-const USAGE: &str = "usage: chaos [--topology single|sentinel|cluster|redlock] [--masters N] \
+const USAGE: &str = "usage: chaos [--topology single|sentinel|cluster|redlock|postgres|pgbouncer] [--masters N] \
 [--faults KIND,KIND,...] [--quick] [--seconds N | --minutes N] [--workers N] [--tasks N] \
 [--seed N] [--json PATH] [--svg PATH] [--dir PATH] [--margin-ms N] [--takeover-margin-ms N] [--keys N] [--fair] \
 [--mode exclusive|rw|semaphore] [--reads PCT] [--permits N]";
@@ -342,6 +353,13 @@ fn parse(args: &[String]) -> Result<Config, String> {
 /// The rules of `--mode` and its options: what each mode can be combined with.
 fn check_mode(config: &mut Config, permits: Option<u64>, reads: Option<u64>) -> Result<(), String> {
     let mode = config.mode;
+    if config.topology.is_postgres() && (mode != Mode::Exclusive || config.fair) {
+        return Err(format!(
+            "--topology {}: the PostgreSQL store keeps the plain lock only (no semaphore, no \
+             read-write lock, no fair line yet): use --mode exclusive without --fair",
+            config.topology.name()
+        ));
+    }
     if permits.is_some() && mode != Mode::Semaphore {
         return Err(format!(
             "--permits is the semaphore's: use it with --mode semaphore\n{USAGE}"
@@ -473,6 +491,25 @@ mod tests {
             parse(&args("--mode semaphore")).expect("valid").permits,
             DEFAULT_PERMITS
         );
+    }
+
+    #[test]
+    fn postgres_topologies_take_their_own_faults_and_only_the_plain_lock() {
+        let direct = parse(&args("--topology postgres")).expect("valid");
+        assert!(direct.fault_kinds().contains(&FaultKind::ServerCrash));
+        assert!(!direct.fault_kinds().contains(&FaultKind::PoolerRestart));
+        let pooled = parse(&args("--topology pgbouncer --faults pooler-restart")).expect("valid");
+        assert_eq!(pooled.fault_kinds(), [FaultKind::PoolerRestart]);
+        let err =
+            parse(&args("--topology postgres --faults pooler-restart")).expect_err("no pooler");
+        assert!(
+            err.contains("not a fault of the postgres topology"),
+            "{err}"
+        );
+        for extra in ["--mode rw", "--mode semaphore", "--fair"] {
+            let err = parse(&args(&format!("--topology pgbouncer {extra}"))).expect_err(extra);
+            assert!(err.contains("plain lock only"), "{err}");
+        }
     }
 
     #[test]

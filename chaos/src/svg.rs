@@ -25,6 +25,9 @@ fn color(kind: FaultKind) -> &'static str {
         FaultKind::FailoverPause => "#393b79",
         FaultKind::FailoverObserved => "#000000",
         FaultKind::ShardStall => "#aec7e8",
+        FaultKind::ServerCrash => "#843c39",
+        FaultKind::Terminate => "#9edae5",
+        FaultKind::PoolerRestart => "#e7969c",
     }
 }
 

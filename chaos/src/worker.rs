@@ -83,6 +83,10 @@ redis.call('RPUSH', KEYS[3], entry)
 return {accepted, seq, value}
 ";
 
+/// The variable a worker reads its lock URL from when `--lock-url` is not given: the
+/// experiment passes it so, since a PostgreSQL URL carries a password.
+pub(crate) const LOCK_URL_VAR: &str = "CHAOS_LOCK_URL";
+
 pub(crate) const RESOURCE_KEY: &str = "resource:last_token";
 pub(crate) const RESOURCE_SEQ: &str = "resource:seq";
 pub(crate) const RESOURCE_JOURNAL: &str = "resource:journal";
@@ -145,8 +149,13 @@ impl WorkerArgs {
                 other => return Err(format!("unknown worker option {other}")),
             }
         }
+        if parsed.lock_url.is_empty() {
+            parsed.lock_url = std::env::var(LOCK_URL_VAR).unwrap_or_default();
+        }
         if parsed.lock_url.is_empty() || parsed.resource_url.is_empty() || parsed.log.is_empty() {
-            return Err("worker needs --lock-url, --resource-url and --log".into());
+            return Err(format!(
+                "worker needs --lock-url (or {LOCK_URL_VAR}), --resource-url and --log"
+            ));
         }
         Ok(parsed)
     }
@@ -496,6 +505,11 @@ async fn task_loop(ctx: Arc<Ctx>, stop: Arc<AtomicBool>, task: usize, seed: u64,
                 // timeout: otherwise this is worth a line for the person reading.
                 eprintln!("task {task}: resource write failed: {e}");
             }
+            if error_kind(&err) == "backend" {
+                // What the store said (it names the server, never a password): the log has
+                // the kind only.
+                eprintln!("{} task {task}: {err:?}", now_ns());
+            }
             ctx.log(format!("error {task} {} {}", now_ns(), error_kind(&err)));
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -610,6 +624,13 @@ async fn connect_locks(url: &str) -> Result<LockManager, LockError> {
 }
 
 pub(crate) fn run(args: WorkerArgs) -> Result<(), String> {
+    // The runtime's warnings (a renewal that failed and why, a lease lost) go to the worker's
+    // stderr, with wall-clock times, for the person reading a run that failed.
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(tracing_subscriber::EnvFilter::new("lock_runtime=warn"))
+        .try_init();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

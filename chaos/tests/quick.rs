@@ -1,7 +1,8 @@
 //! The chaos experiment in a very reduced form on every topology, so `cargo test --workspace`
 //! runs it: two workers, 15 s on a single Redis, 30 s on Sentinel and on Cluster (in the
-//! many-keys mode) and 20 s on Redlock, fixed seeds, every invariant checked by the binary
-//! itself. The read-write and semaphore modes run 15 s each on a single Redis only.
+//! many-keys mode), 20 s on Redlock and 13 s on PostgreSQL, directly and through PgBouncer,
+//! fixed seeds, every invariant checked by the binary itself. The read-write and semaphore
+//! modes run 15 s each on a single Redis only.
 //!
 //! The runs measure timing (1 s leases, the lock taken again within a lease and a margin of a
 //! fault) and each starts several servers and worker processes: on a two-core machine, two at
@@ -25,6 +26,10 @@ static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 /// The takeover margin on top of the lease: room for a loaded machine's scheduling. (The
 /// window in which a fault explains a lost lease or an overlap keeps the binary's default.)
 const TAKEOVER_MARGIN_MS: &str = "4000";
+
+/// Seeds whose schedule puts every kind of the short PostgreSQL runs in their 13 s.
+const POSTGRES_SEED: u64 = 1;
+const PGBOUNCER_SEED: u64 = 1;
 
 /// Runs `chaos --quick` on `topology` (plus `extra` arguments) and returns its JSON report after
 /// checking the invariants every topology shares.
@@ -210,4 +215,27 @@ fn a_short_run_on_redlock_faults_masters_and_keeps_every_invariant() {
     );
     assert!(faults(&report, &["node-pause"]) >= 1, "{stdout}");
     assert_eq!(report["redlock_masters"], 3, "{stdout}");
+}
+
+/// PostgreSQL reached directly: the server killed with SIGKILL and back through crash recovery,
+/// a holder frozen past its lease and a holder's backends ended with `pg_terminate_backend`.
+/// The lease rows and the fencing sequence survive the crash; a lease that ran out while the
+/// server was down is taken again within a lease and the margin of its return.
+#[test]
+fn a_short_run_on_postgres_crashes_the_server_and_keeps_every_invariant() {
+    let kinds = "server-crash,pause,terminate";
+    let (report, stdout) = quick_run("postgres", 13, POSTGRES_SEED, &["--faults", kinds]);
+    assert!(faults(&report, &["server-crash"]) >= 1, "{stdout}");
+    assert!(faults(&report, &["pause", "terminate"]) >= 1, "{stdout}");
+}
+
+/// The same server behind PgBouncer in transaction mode, the workers listening on a direct
+/// connection: the pooler killed and restarted, the server crashed, a worker's connections
+/// (to the pooler and the listening one) cut.
+#[test]
+fn a_short_run_through_pgbouncer_restarts_the_pooler_and_keeps_every_invariant() {
+    let kinds = "pooler-restart,server-crash,cut";
+    let (report, stdout) = quick_run("pgbouncer", 13, PGBOUNCER_SEED, &["--faults", kinds]);
+    assert!(faults(&report, &["pooler-restart"]) >= 1, "{stdout}");
+    assert!(faults(&report, &["server-crash"]) >= 1, "{stdout}");
 }
