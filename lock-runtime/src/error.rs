@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::blocker::Blocker;
 use crate::cycle::DeadlockCycle;
+use crate::fence::FenceError;
 use crate::shown::Shown;
 
 /// A boxed error from a backend (a Redis error, an I/O error, ...).
@@ -185,6 +186,11 @@ pub enum LockError {
         /// The lock key.
         key: String,
     },
+    /// A claim on a fenced resource, or a fenced write, was refused or could not be made
+    /// (see [`fence`](crate::fence)): so that `?` on a fence's answer works in a
+    /// `#[distributed_lock]` body returning this error.
+    #[error(transparent)]
+    Fence(#[from] FenceError),
 }
 
 impl LockError {
@@ -197,7 +203,7 @@ impl LockError {
             | LockError::Deadlock { key, .. }
             | LockError::HeldByThisTask { key } => Some(key),
             LockError::Backend { key, .. } => key.as_deref(),
-            LockError::Config(_) => None,
+            LockError::Config(_) | LockError::Fence(_) => None,
         }
     }
 
@@ -277,6 +283,7 @@ impl LockError {
             | LockError::Config(_)
             | LockError::HeldByThisTask { .. }
             | LockError::Deadlock { .. }
+            | LockError::Fence(_)
             | LockError::ShutDown { .. } => false,
         }
     }
@@ -336,6 +343,7 @@ impl LockError {
             LockError::HeldByThisTask { .. } => "HeldByThisTask",
             LockError::Deadlock { .. } => "Deadlock",
             LockError::ShutDown { .. } => "ShutDown",
+            LockError::Fence(_) => "Fence",
         }
     }
 
@@ -389,6 +397,7 @@ impl LockError {
                 .debug_struct("ShutDown")
                 .field("key", &KeyDebug(key))
                 .finish(),
+            LockError::Fence(err) => f.debug_tuple("Fence").field(err).finish(),
         }
     }
 }

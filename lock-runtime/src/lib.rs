@@ -293,6 +293,7 @@ mod deadlock;
 mod deployment;
 mod election;
 mod error;
+pub mod fence;
 mod guard;
 pub mod inspect;
 mod key;
