@@ -51,6 +51,14 @@
 //! ```
 
 mod error;
+#[cfg(feature = "fence-postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fence-postgres")))]
+pub mod postgres;
+#[cfg(feature = "fence-sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fence-sqlite")))]
+pub mod sqlite;
+#[cfg(any(feature = "fence-postgres", feature = "fence-sqlite"))]
+pub(crate) mod table;
 
 pub use error::FenceError;
 
