@@ -42,8 +42,8 @@
 
 use std::fmt::Write as _;
 
-use sqlx::Row;
 use sqlx::postgres::{PgConnection, PgRow};
+use sqlx::{Executor as _, Row};
 
 use super::table::{self, TableName};
 use super::{Fence, FenceError};
@@ -101,8 +101,7 @@ impl FenceTable {
 
     /// Creates the table if it does not exist (its schema must, for a qualified name).
     pub async fn create_if_missing(&self, conn: &mut PgConnection) -> Result<(), FenceError> {
-        sqlx::raw_sql(&self.schema())
-            .execute(conn)
+        conn.execute(sqlx::raw_sql(&self.schema()))
             .await
             .map_err(|err| {
                 FenceError::store(self.name(), "postgres: create the fence table", err)
@@ -173,6 +172,9 @@ RETURNING f.fence",
         )
     }
 
+    // The steps call the connection's `Executor` methods, whose futures are boxed and `Send`:
+    // `RawSql`'s own `fetch_one` would make every caller's future fail the check of
+    // `tokio::spawn` ("implementation of `Send` is not general enough").
     async fn one(
         &self,
         conn: &mut PgConnection,
@@ -180,8 +182,7 @@ RETURNING f.fence",
         fence: &Fence,
         step: &str,
     ) -> Result<PgRow, FenceError> {
-        sqlx::raw_sql(statement)
-            .fetch_one(conn)
+        conn.fetch_one(sqlx::raw_sql(statement))
             .await
             .map_err(|err| failed(fence, step, err))
     }
@@ -194,8 +195,8 @@ RETURNING f.fence",
         step: &str,
     ) -> Result<Option<i64>, FenceError> {
         // `RawSql::fetch_optional` of sqlx 0.8 fails on no row, as `fetch_one` does.
-        let rows = sqlx::raw_sql(statement)
-            .fetch_all(conn)
+        let rows = conn
+            .fetch_all(sqlx::raw_sql(statement))
             .await
             .map_err(|err| failed(fence, step, err))?;
         rows.first().map(|row| column(row, fence, step)).transpose()

@@ -92,7 +92,7 @@ impl FenceTable {
     /// Creates the table if it does not exist.
     pub async fn create_if_missing(&self, conn: &mut SqliteConnection) -> Result<(), FenceError> {
         sqlx::query(&self.schema())
-            .execute(conn)
+            .execute(&mut *conn)
             .await
             .map_err(|err| failed(self.name(), "create the fence table", err))?;
         Ok(())
@@ -117,7 +117,7 @@ RETURNING fence",
         let current: i64 = sqlx::query_scalar(&statement)
             .bind(fence.resource())
             .bind(token)
-            .fetch_one(conn)
+            .fetch_one(&mut *conn)
             .await
             .map_err(|err| failed(fence.resource(), "claim", err))?;
         table::claimed(fence, current)
@@ -140,7 +140,7 @@ RETURNING fence",
         );
         let current: Option<i64> = sqlx::query_scalar(&statement)
             .bind(fence.resource())
-            .fetch_optional(conn)
+            .fetch_optional(&mut *conn)
             .await
             .map_err(|err| failed(fence.resource(), "check", err))?;
         table::checked(fence, current)
@@ -159,7 +159,7 @@ RETURNING fence",
         );
         let current: Option<i64> = sqlx::query_scalar(&statement)
             .bind(resource)
-            .fetch_optional(conn)
+            .fetch_optional(&mut *conn)
             .await
             .map_err(|err| failed(resource, "read the fence", err))?;
         Ok(current.map(|value| u64::try_from(value).unwrap_or(0)))

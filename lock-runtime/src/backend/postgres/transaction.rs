@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use sqlx::Row;
 use sqlx::postgres::PgConnection;
+use sqlx::{Executor as _, Row};
 
 use super::errors;
 use super::sql;
@@ -151,8 +151,11 @@ async fn take(
     let claim_sql = claim.map(|(resource, table)| {
         table.claim_from(&format!("SELECT {}, fence FROM drawn", sql::text(resource)))
     });
-    let rows = sqlx::raw_sql(&sql::lock_in_transaction(name, claim_sql.as_deref()))
-        .fetch_all(&mut *conn)
+    let statement = sql::lock_in_transaction(name, claim_sql.as_deref());
+    // The connection's `Executor` method (a boxed `Send` future), not `RawSql::fetch_all`: with
+    // that, a caller's future could not be given to `tokio::spawn`.
+    let rows = conn
+        .fetch_all(sqlx::raw_sql(&statement))
         .await
         .map_err(failed)?;
     let [first, second] = rows.as_slice() else {
