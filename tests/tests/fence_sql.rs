@@ -8,6 +8,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use lock_runtime::fence::postgres::FenceTable;
 use lock_runtime::fence::{self, Fence, FenceError};
 use lock_runtime::postgres::{
     SCHEMA_SQL, lock_and_claim_in_transaction, lock_and_claim_in_transaction_under,
@@ -32,7 +33,7 @@ async fn pool(url: &str) -> PgPool {
         .expect("pool")
 }
 
-/// A server with the lock store's tables, the default fence table and an `accounts` table holding account 7 at 100.
+/// A server with the lock store's tables, the default fence table, an `outbox` and an `accounts` table holding account 7 at 100.
 async fn server_with_tables() -> (PostgresServer, PgPool) {
     let server = PostgresServer::start();
     let pool = pool(&server.url()).await;
@@ -48,7 +49,8 @@ async fn server_with_tables() -> (PostgresServer, PgPool) {
         .expect("lock tables");
     sqlx::raw_sql(
         "CREATE TABLE accounts (id bigint PRIMARY KEY, balance bigint NOT NULL, writer text);
-         INSERT INTO accounts VALUES (7, 100, NULL)",
+         INSERT INTO accounts VALUES (7, 100, NULL);
+         CREATE TABLE outbox (id bigserial PRIMARY KEY, topic text NOT NULL, payload text NOT NULL)",
     )
     .execute(&mut *conn)
     .await
@@ -238,7 +240,6 @@ async fn a_token_above_bigint_is_refused_before_reaching_the_database() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_name_that_could_reach_the_sql_is_refused_and_a_qualified_one_works() {
-    use fence::postgres::FenceTable;
     for bad in [
         "fences; DROP TABLE accounts",
         "\"fences\"",
@@ -495,6 +496,76 @@ async fn an_attribute_body_claims_with_the_current_fence() {
     assert_eq!(balance, 110);
 }
 
+/// A side effect (an email) fenced by way of an outbox: written in the fenced transaction, sent
+/// by another process from the table once committed.
+#[distributed_lock(key = "account:<id>", ttl = "30s", manager = locks)]
+async fn refund(
+    locks: &LockManager,
+    pool: &PgPool,
+    id: i64,
+    amount: i64,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    let mut tx = pool.begin().await?;
+    fence::postgres::claim(&mut tx, &Fence::current()?).await?;
+    sqlx::query("UPDATE accounts SET balance = balance + $1 WHERE id = $2")
+        .bind(amount)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    sqlx::query("INSERT INTO outbox (topic, payload) VALUES ('email', $1)")
+        .bind(format!("account {id}: refunded {amount}"))
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?; // the email is sent only if the refund committed
+    Ok(())
+}
+
+async fn outbox_rows(pool: &PgPool) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM outbox")
+        .fetch_one(pool)
+        .await
+        .expect("count")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outbox_row_commits_with_the_fenced_write_and_only_with_it() {
+    let (server, pool) = server_with_tables().await;
+    let locks = LockManager::connect(&server.url()).await.expect("connect");
+    refund(&locks, &pool, 7, 3).await.expect("refund");
+    assert_eq!(outbox_rows(&pool).await, 1);
+    claim_committed(&pool, &Fence::new("account:7", 1 << 40))
+        .await
+        .expect("claim");
+    refund(&locks, &pool, 7, 3).await.expect_err("stale");
+    assert_eq!(
+        outbox_rows(&pool).await,
+        1,
+        "a refused refund sends nothing"
+    );
+}
+
+/// The lock's own store: the lock, its token and the claim in one round trip.
+async fn pay(pool: &PgPool, id: i64) -> Result<u64, Box<dyn std::error::Error + Send + Sync>> {
+    let mut tx = pool.begin().await?;
+    let key = format!("account:{id}");
+    let lock = lock_and_claim_in_transaction(&mut tx, &key, &FenceTable::default()).await?;
+    sqlx::query("UPDATE accounts SET writer = 'pay' WHERE id = $1")
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?; // releases the lock; the fence stays at its token
+    Ok(lock.fencing_token())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_payment_under_a_transaction_lock_leaves_its_token_as_the_fence() {
+    let (_server, pool) = server_with_tables().await;
+    let first = pay(&pool, 7).await.expect("pay");
+    let second = pay(&pool, 7).await.expect("pay again");
+    assert!(second > first);
+    assert_eq!(current(&pool, "account:7").await, Some(second));
+}
+
 // ---- a real holder paused past its lease ----
 
 const HOLDER_URL: &str = "FENCE_HOLDER_URL";
@@ -702,6 +773,57 @@ async fn sqlite_with_table(name: &str) -> (Scratch, SqliteConnection) {
         .await
         .expect("fence table");
     (file, conn)
+}
+
+/// A fenced SQLite transaction: `BEGIN IMMEDIATE`, claim, read, write, commit.
+async fn take_one(
+    conn: &mut SqliteConnection,
+    fence: &Fence,
+) -> Result<i64, Box<dyn std::error::Error + Send + Sync>> {
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+    fence::sqlite::claim(&mut tx, fence).await?; // before the first read
+    let left: i64 = sqlx::query_scalar("SELECT quantity FROM stock WHERE sku = 'tea'")
+        .fetch_one(&mut *tx)
+        .await?;
+    sqlx::query("UPDATE stock SET quantity = ?1 WHERE sku = 'tea'")
+        .bind(left - 1)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(left - 1)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sqlite_a_fenced_transaction_commits_only_under_its_claim() {
+    let (_file, mut conn) = sqlite_with_table("take-one").await;
+    sqlx::raw_sql(
+        "CREATE TABLE stock (sku TEXT PRIMARY KEY, quantity INTEGER NOT NULL);
+         INSERT INTO stock VALUES ('tea', 5)",
+    )
+    .execute(&mut conn)
+    .await
+    .expect("stock");
+    assert_eq!(
+        take_one(&mut conn, &Fence::new("stock:tea", 2))
+            .await
+            .expect("take"),
+        4
+    );
+    let stale = take_one(&mut conn, &Fence::new("stock:tea", 1))
+        .await
+        .expect_err("stale");
+    assert!(
+        matches!(
+            stale.downcast_ref::<FenceError>(),
+            Some(FenceError::Stale { current: 2, .. })
+        ),
+        "{stale}"
+    );
+    let left: i64 = sqlx::query_scalar("SELECT quantity FROM stock")
+        .fetch_one(&mut conn)
+        .await
+        .expect("read");
+    assert_eq!(left, 4);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
