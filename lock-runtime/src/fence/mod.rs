@@ -139,13 +139,15 @@ mod tests {
 
     #[test]
     fn a_token_above_bigint_is_refused_for_sql_with_the_limit() {
-        let err = Fence::new("r", u64::MAX).sql_token().unwrap_err();
+        let err = Fence::new("r", u64::MAX)
+            .sql_token()
+            .expect_err("above BIGINT");
         assert!(
             matches!(err, FenceError::TokenRange { offered, limit, .. }
                 if offered == u64::MAX && limit == i64::MAX as u64),
             "{err}"
         );
-        assert_eq!(Fence::new("r", 7).sql_token().unwrap(), 7);
+        assert_eq!(Fence::new("r", 7).sql_token().expect("a BIGINT"), 7);
     }
 
     #[test]

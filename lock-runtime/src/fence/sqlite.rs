@@ -1,6 +1,6 @@
 //! Fences on SQLite (feature `fence-sqlite`): a claim on a resource and a check of it, made
 //! inside the application's own transaction through sqlx, as on PostgreSQL
-//! ([`fence::postgres`](super::postgres) says the rule); the same table, [`SCHEMA`].
+//! ([`fence`](super) says the rule); the same table, [`SCHEMA`].
 //!
 //! SQLite locks the whole database, not a row: a claim or a check is a write, so from it on the
 //! transaction holds the database's write lock until it ends, and no other claim gets between.

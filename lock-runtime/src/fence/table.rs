@@ -139,7 +139,7 @@ mod tests {
         assert_eq!(name.given(), "billing.fences");
         assert_eq!(
             TableName::default_table(),
-            TableName::parse(DEFAULT_TABLE, false).unwrap()
+            TableName::parse(DEFAULT_TABLE, false).expect("valid")
         );
     }
 
