@@ -166,38 +166,49 @@ mod tests {
 
     #[test]
     fn a_token_above_bigint_is_refused_for_sql_with_the_limit() {
-        let err = Fence::new("r", u64::MAX).sql_token().unwrap_err();
+        let err = Fence::new("r", u64::MAX)
+            .sql_token()
+            .expect_err("a refusal");
         assert!(
             matches!(err, FenceError::TokenRange { offered, limit, .. }
                 if offered == u64::MAX && limit == i64::MAX as u64),
             "{err}"
         );
-        assert_eq!(Fence::new("r", 7).sql_token().unwrap(), 7);
+        assert_eq!(
+            Fence::new("r", 7)
+                .sql_token()
+                .expect("as the test set it up"),
+            7
+        );
     }
 
     #[tokio::test]
     async fn a_held_lock_gives_its_key_token_and_a_holder_id_that_is_not_its_owner_token() {
-        let locks = crate::LockManager::connect("memory://").await.unwrap();
+        let locks = crate::LockManager::connect("memory://")
+            .await
+            .expect("as the test set it up");
         let guard = locks
             .lock("cart:7", crate::LockOptions::default())
             .await
-            .unwrap();
+            .expect("as the test set it up");
         let fence = Fence::of(&guard);
         assert_eq!(fence.resource(), "cart:7");
         assert_eq!(fence.token(), guard.fencing_token());
-        let holder = fence.holder().unwrap().to_owned();
+        let holder = fence.holder().expect("as the test set it up").to_owned();
         assert_eq!(holder.len(), 16);
         assert!(!guard.lease().token().contains(&holder));
-        let inside = guard.scope(async { Fence::current().unwrap() }).await;
+        let inside = guard
+            .scope(async { Fence::current().expect("as the test set it up") })
+            .await;
         assert_eq!(inside, fence, "the body sees the guard's fence");
         let other = locks
             .lock("cart:8", crate::LockOptions::default())
             .await
-            .unwrap();
+            .expect("as the test set it up");
         assert_ne!(Fence::of(&other).holder(), Some(holder.as_str()));
         assert_eq!(fence.clone().on("carts/7").holder(), Some(holder.as_str()));
-        guard.release().await.unwrap();
-        other.release().await.unwrap();
+        guard.release().await.expect("as the test set it up");
+        other.release().await.expect("as the test set it up");
     }
 
     #[test]
