@@ -103,6 +103,42 @@ async fn a_claim_raises_the_fence_and_a_lower_token_is_refused_as_stale() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_handed_out_twice_claims_once() {
+    let (_server, pool) = server_with_tables().await;
+    let first = Fence::new("account:7", 5).held_by("first");
+    let again = Fence::new("account:7", 5).held_by("again");
+    claim_committed(&pool, &first).await.expect("first claim");
+    claim_committed(&pool, &first)
+        .await
+        .expect("its own claim, again");
+    let refused = claim_committed(&pool, &again).await;
+    assert!(
+        matches!(
+            refused,
+            Err(FenceError::Stale {
+                current: 5,
+                offered: 5,
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    let mut tx = pool.begin().await.expect("begin");
+    fence::postgres::check(&mut tx, &first)
+        .await
+        .expect("the first's");
+    let refused = fence::postgres::check(&mut tx, &again).await;
+    assert!(
+        matches!(refused, Err(FenceError::Stale { .. })),
+        "{refused:?}"
+    );
+    tx.rollback().await.expect("rollback");
+    claim_committed(&pool, &Fence::new("account:7", 6).held_by("again"))
+        .await
+        .expect("a newer token takes it over");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_check_holds_only_at_the_claimed_token() {
     let (_server, pool) = server_with_tables().await;
     let check = |token: u64| {
@@ -339,7 +375,15 @@ async fn a_transaction_lock_claims_its_key_with_its_token() {
     let lock = lock_and_claim_in_transaction(&mut tx, "account:7", &table)
         .await
         .expect("free");
-    assert_eq!(lock.fence(), Fence::new("account:7", lock.fencing_token()));
+    let fence = lock.fence();
+    assert_eq!(
+        (fence.resource(), fence.token()),
+        ("account:7", lock.fencing_token())
+    );
+    assert!(
+        fence.holder().is_some_and(|id| id.starts_with("xact:")),
+        "{fence:?}"
+    );
     let busy = locks.lock("account:7", LockOptions::new()).await;
     assert!(
         busy.is_err_and(|err| err.is_busy()),
@@ -871,6 +915,23 @@ async fn sqlite_claims_and_checks_refuse_as_on_postgres() {
         ),
         "{higher:?}"
     );
+    let (mine, twice) = (check(7).held_by("a"), check(7).held_by("b"));
+    fence::sqlite::claim(&mut conn, &mine).await.expect("claim");
+    let refused = fence::sqlite::claim(&mut conn, &twice).await;
+    assert!(
+        matches!(
+            refused,
+            Err(FenceError::Stale {
+                current: 7,
+                offered: 7,
+                ..
+            })
+        ),
+        "a token handed out twice claims once: {refused:?}"
+    );
+    fence::sqlite::check(&mut conn, &mine)
+        .await
+        .expect("the first's");
     let huge = fence::sqlite::claim(&mut conn, &Fence::new("stock:tea", u64::MAX)).await;
     assert!(
         matches!(huge, Err(FenceError::TokenRange { .. })),
@@ -879,7 +940,7 @@ async fn sqlite_claims_and_checks_refuse_as_on_postgres() {
     let table = fence::sqlite::FenceTable::default();
     assert_eq!(
         table.current(&mut conn, "stock:tea").await.expect("read"),
-        Some(5)
+        Some(7)
     );
     assert!(fence::sqlite::FenceTable::new("main.fences").is_err());
 }

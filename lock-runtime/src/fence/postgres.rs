@@ -4,7 +4,7 @@
 //!
 //! The fences live in one table, `lock_fences` by default ([`SCHEMA`], for the application's
 //! migrations, or [`FenceTable::create_if_missing`]): one row per resource, its `fence` the
-//! highest token that claimed it.
+//! highest token that claimed it and `holder` the holder id of that claim (see [`Fence`]).
 //!
 //! * [`claim`] raises the resource's fence to the token, or refuses with
 //!   [`FenceError::Stale`] when it is already higher; either way the row stays locked
@@ -112,31 +112,36 @@ impl FenceTable {
     /// Claims `fence.resource()` for `fence.token()` in the transaction open on `conn`
     /// (`&mut *tx`): raises the resource's fence to the token, and keeps its row locked until the
     /// transaction ends. [`FenceError::Stale`] if the fence is higher: a newer holder claimed it;
-    /// roll back. A claim with the token the fence already has holds (the same holder, again).
+    /// roll back. A claim at the fence's own token holds for the holder that made it (its
+    /// holder id, see [`Fence`]; or either claim without one), and is refused as `Stale` with
+    /// `current == offered` for another holder given the same token again.
     pub async fn claim(&self, conn: &mut PgConnection, fence: &Fence) -> Result<(), FenceError> {
         let token = fence.sql_token()?;
         let statement = self.claim_from(&format!(
-            "VALUES ({}, {token}::bigint)",
-            text(fence.resource())
+            "VALUES ({}, {token}::bigint, {})",
+            text(fence.resource()),
+            holder_literal(fence.holder())
         ));
         let row = self.one(conn, &statement, fence, "claim").await?;
-        let current: i64 = column(&row, fence, "claim")?;
-        table::claimed(fence, current)
+        let (current, holder) = columns(&row, fence, "claim")?;
+        table::claimed(fence, current, holder.as_deref())
     }
 
     /// Checks in the transaction open on `conn` that `fence.resource()` is still claimed by
     /// `fence.token()`, and locks its row until the transaction ends, so that the transaction's
-    /// writes commit only under that fence. [`FenceError::Stale`] if the fence is higher,
-    /// [`FenceError::NotClaimed`] if lower or never claimed.
+    /// writes commit only under that fence. [`FenceError::Stale`] if the fence is higher (or
+    /// the token's claim is another holder's), [`FenceError::NotClaimed`] if lower or never
+    /// claimed.
     pub async fn check(&self, conn: &mut PgConnection, fence: &Fence) -> Result<(), FenceError> {
         fence.sql_token()?;
         let statement = format!(
-            "SELECT fence FROM {} WHERE resource = {} FOR UPDATE",
+            "SELECT fence, holder FROM {} WHERE resource = {} FOR UPDATE",
             self.name.quoted(),
             text(fence.resource())
         );
-        let current = self.optional(conn, &statement, fence, "check").await?;
-        table::checked(fence, current)
+        let found = self.optional(conn, &statement, fence, "check").await?;
+        let (current, holder) = found.map_or((None, None), |(fence, holder)| (Some(fence), holder));
+        table::checked(fence, current, holder.as_deref())
     }
 
     /// The fence of `resource` (the highest token that claimed it), `None` if never claimed; a
@@ -147,7 +152,7 @@ impl FenceTable {
         resource: &str,
     ) -> Result<Option<u64>, FenceError> {
         let statement = format!(
-            "SELECT fence FROM {} WHERE resource = {}",
+            "SELECT fence, holder FROM {} WHERE resource = {}",
             self.name.quoted(),
             text(resource)
         );
@@ -155,20 +160,22 @@ impl FenceTable {
         let current = self
             .optional(conn, &statement, &fence, "read the fence")
             .await?;
-        Ok(current.map(|value| u64::try_from(value).unwrap_or(0)))
+        Ok(current.map(|(value, _)| u64::try_from(value).unwrap_or(0)))
     }
 
-    /// The claim statement with `source` (`VALUES (resource, token)`, or a `SELECT` of them):
-    /// inserts the fence or raises it to the token, and returns it (higher than the token when
-    /// refused). The row is locked either way (an `ON CONFLICT DO UPDATE` locks the row it
+    /// The claim statement with `source` (`VALUES (resource, token, holder)`, or a `SELECT` of
+    /// them): inserts the fence or raises it to the token, and returns it (higher than the token
+    /// when refused) with the holder that claimed it. The row is locked either way (an `ON CONFLICT DO UPDATE` locks the row it
     /// meets), by its latest committed version: a claim waits for a concurrent claim's
     /// transaction to end, and then sees what it committed.
     pub(crate) fn claim_from(&self, source: &str) -> String {
         format!(
-            "INSERT INTO {} AS f (resource, fence) {source}
-ON CONFLICT (resource) DO UPDATE SET fence = greatest(f.fence, excluded.fence)
-RETURNING f.fence",
-            self.name.quoted()
+            "INSERT INTO {} AS f (resource, fence, holder) {source}
+ON CONFLICT (resource) DO UPDATE SET fence = greatest(f.fence, excluded.fence),
+    holder = {}
+RETURNING f.fence, f.holder",
+            self.name.quoted(),
+            table::holder_update("f.")
         )
     }
 
@@ -193,13 +200,15 @@ RETURNING f.fence",
         statement: &str,
         fence: &Fence,
         step: &str,
-    ) -> Result<Option<i64>, FenceError> {
+    ) -> Result<Option<(i64, Option<String>)>, FenceError> {
         // `RawSql::fetch_optional` of sqlx 0.8 fails on no row, as `fetch_one` does.
         let rows = conn
             .fetch_all(sqlx::raw_sql(statement))
             .await
             .map_err(|err| failed(fence, step, err))?;
-        rows.first().map(|row| column(row, fence, step)).transpose()
+        rows.first()
+            .map(|row| columns(row, fence, step))
+            .transpose()
     }
 }
 
@@ -236,9 +245,20 @@ fn failed(fence: &Fence, step: &str, err: sqlx::Error) -> FenceError {
     FenceError::store(fence.resource(), format!("postgres: {step}"), err)
 }
 
-fn column(row: &PgRow, fence: &Fence, step: &str) -> Result<i64, FenceError> {
-    row.try_get::<i64, _>("fence")
-        .map_err(|err| failed(fence, step, err))
+/// A fence row's `fence` and `holder`.
+fn columns(row: &PgRow, fence: &Fence, step: &str) -> Result<(i64, Option<String>), FenceError> {
+    let current = row
+        .try_get::<i64, _>("fence")
+        .map_err(|err| failed(fence, step, err))?;
+    let holder = row
+        .try_get::<Option<String>, _>("holder")
+        .map_err(|err| failed(fence, step, err))?;
+    Ok((current, holder))
+}
+
+/// A holder id as a literal, `NULL` without one.
+pub(crate) fn holder_literal(holder: Option<&str>) -> String {
+    holder.map_or_else(|| "NULL::text".to_owned(), text)
 }
 
 /// `text` as a literal that reads back as exactly `text`, whatever it holds: its UTF-8 bytes in

@@ -101,7 +101,8 @@ impl FenceTable {
     /// Claims `fence.resource()` for `fence.token()` in the transaction open on `conn`
     /// (`&mut *tx`, begun with `BEGIN IMMEDIATE`): raises the resource's fence to the token;
     /// the transaction holds the database's write lock from here. [`FenceError::Stale`] if the
-    /// fence is higher: a newer holder claimed it; roll back.
+    /// fence is higher: a newer holder claimed it (or, at the same token, another holder: a
+    /// token handed out twice, see [`Fence`]); roll back.
     pub async fn claim(
         &self,
         conn: &mut SqliteConnection,
@@ -109,18 +110,20 @@ impl FenceTable {
     ) -> Result<(), FenceError> {
         let token = fence.sql_token()?;
         let statement = format!(
-            "INSERT INTO {} (resource, fence) VALUES (?1, ?2)
-ON CONFLICT (resource) DO UPDATE SET fence = max(fence, excluded.fence)
-RETURNING fence",
-            self.name.quoted()
+            "INSERT INTO {} (resource, fence, holder) VALUES (?1, ?2, ?3)
+ON CONFLICT (resource) DO UPDATE SET fence = max(fence, excluded.fence), holder = {}
+RETURNING fence, holder",
+            self.name.quoted(),
+            table::holder_update("")
         );
-        let current: i64 = sqlx::query_scalar(&statement)
+        let (current, holder): (i64, Option<String>) = sqlx::query_as(&statement)
             .bind(fence.resource())
             .bind(token)
+            .bind(fence.holder())
             .fetch_one(&mut *conn)
             .await
             .map_err(|err| failed(fence.resource(), "claim", err))?;
-        table::claimed(fence, current)
+        table::claimed(fence, current, holder.as_deref())
     }
 
     /// Checks in the transaction open on `conn` that `fence.resource()` is still claimed by
@@ -135,15 +138,16 @@ RETURNING fence",
     ) -> Result<(), FenceError> {
         fence.sql_token()?;
         let statement = format!(
-            "UPDATE {} SET fence = fence WHERE resource = ?1 RETURNING fence",
+            "UPDATE {} SET fence = fence WHERE resource = ?1 RETURNING fence, holder",
             self.name.quoted()
         );
-        let current: Option<i64> = sqlx::query_scalar(&statement)
+        let found: Option<(i64, Option<String>)> = sqlx::query_as(&statement)
             .bind(fence.resource())
             .fetch_optional(&mut *conn)
             .await
             .map_err(|err| failed(fence.resource(), "check", err))?;
-        table::checked(fence, current)
+        let (current, holder) = found.map_or((None, None), |(fence, holder)| (Some(fence), holder));
+        table::checked(fence, current, holder.as_deref())
     }
 
     /// The fence of `resource` (the highest token that claimed it), `None` if never claimed; a

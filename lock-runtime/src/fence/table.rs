@@ -10,8 +10,19 @@ pub(crate) const DEFAULT_TABLE: &str = "lock_fences";
 /// The default fence table's SQL, on PostgreSQL and SQLite alike.
 pub(crate) const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS lock_fences (
     resource TEXT PRIMARY KEY,
-    fence    BIGINT NOT NULL
+    fence    BIGINT NOT NULL,
+    holder   TEXT
 )";
+
+/// What a claim sets the `holder` column to, in an `ON CONFLICT DO UPDATE` whose existing row
+/// is `row` (`f.` on PostgreSQL, empty on SQLite): the claimant's, where its token is above the
+/// fence or the fence's claim had no holder; the holder that claimed otherwise.
+pub(crate) fn holder_update(row: &str) -> String {
+    format!(
+        "CASE WHEN excluded.fence > {row}fence OR (excluded.fence = {row}fence AND {row}holder IS NULL) \
+         THEN excluded.holder ELSE {row}holder END"
+    )
+}
 
 /// The longest identifier PostgreSQL keeps whole (`NAMEDATALEN - 1`); SQLite takes it too.
 const MAX_IDENTIFIER: usize = 63;
@@ -77,7 +88,7 @@ impl TableName {
     /// (`SCHEMA`) with this name, quoted (the same table as unquoted, as the name is lowercase).
     pub(crate) fn schema(&self) -> String {
         format!(
-            "CREATE TABLE IF NOT EXISTS {} (\n    resource TEXT PRIMARY KEY,\n    fence    BIGINT NOT NULL\n)",
+            "CREATE TABLE IF NOT EXISTS {} (\n    resource TEXT PRIMARY KEY,\n    fence    BIGINT NOT NULL,\n    holder   TEXT\n)",
             self.quoted
         )
     }
@@ -93,11 +104,21 @@ fn is_identifier(part: &str) -> bool {
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
 }
 
-/// What a claim answers once the resource's fence is `current` (after the claim raised it to
-/// the token if it was not higher): the claim holds if the fence is the token.
-pub(crate) fn claimed(fence: &Fence, current: i64) -> Result<(), FenceError> {
+/// Whether the claim at the fence's own token recorded as `theirs` is this fence's: it is
+/// unless both have a holder id and the ids differ (the token was handed out twice).
+fn same_holder(fence: &Fence, theirs: Option<&str>) -> bool {
+    match (fence.holder(), theirs) {
+        (Some(mine), Some(theirs)) => mine == theirs,
+        _ => true,
+    }
+}
+
+/// What a claim answers once the resource's fence is `current`, claimed by `holder` (after
+/// the claim raised it to the token if it was lower): the claim holds if the fence is the
+/// token and the claim there is this holder's.
+pub(crate) fn claimed(fence: &Fence, current: i64, holder: Option<&str>) -> Result<(), FenceError> {
     let current = u64::try_from(current).unwrap_or(0);
-    if current > fence.token() {
+    if current > fence.token() || !same_holder(fence, holder) {
         return Err(FenceError::Stale {
             resource: fence.resource().to_owned(),
             current,
@@ -107,13 +128,17 @@ pub(crate) fn claimed(fence: &Fence, current: i64) -> Result<(), FenceError> {
     Ok(())
 }
 
-/// What a check answers when the resource's fence is `current` (`None`: no row): it holds only
-/// if the fence is the token.
-pub(crate) fn checked(fence: &Fence, current: Option<i64>) -> Result<(), FenceError> {
+/// What a check answers when the resource's fence is `current` (`None`: no row), claimed by
+/// `holder`: it holds only if the fence is the token, claimed by this holder.
+pub(crate) fn checked(
+    fence: &Fence,
+    current: Option<i64>,
+    holder: Option<&str>,
+) -> Result<(), FenceError> {
     let current = current.map(|value| u64::try_from(value).unwrap_or(0));
     match current {
-        Some(current) if current == fence.token() => Ok(()),
-        Some(current) if current > fence.token() => Err(FenceError::Stale {
+        Some(current) if current == fence.token() && same_holder(fence, holder) => Ok(()),
+        Some(current) if current >= fence.token() => Err(FenceError::Stale {
             resource: fence.resource().to_owned(),
             current,
             offered: fence.token(),

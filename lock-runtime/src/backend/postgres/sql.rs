@@ -178,17 +178,22 @@ const TAKEN: &str = "lock_runtime.xact_lock_taken";
 /// taken, goes on only if it was, at READ COMMITTED: whether a lease of the table holds `name`
 /// (`left_ms`), and if not a fencing token from the sequence (`fence`), the release told at the
 /// transaction's end (a notification is delivered at COMMIT, dropped by ROLLBACK), and the
-/// claim (`claimed`: the resource's fence after it). Rows: `isolation, ok`, then
-/// `left_ms, fence, told, claimed`.
+/// claim (`claimed`: the resource's fence after it, `claimed_by` its holder), the claim's holder
+/// id being the transaction's id (`holder`). Rows: `isolation, ok`, then
+/// `left_ms, fence, holder, told, claimed, claimed_by`.
 pub(crate) fn lock_in_transaction(name: &str, claim: Option<&str>) -> String {
     let advisory = advisory_key(name);
     let (told, name) = (payload(name), text(name));
     let (claim, claimed) = match claim {
         Some(claim) => (
             format!(", claimed AS (\n    {claim}\n)"),
-            "(SELECT fence FROM claimed LIMIT 1)",
+            "(SELECT fence FROM claimed LIMIT 1) AS claimed,
+       (SELECT holder FROM claimed LIMIT 1) AS claimed_by",
         ),
-        None => (String::new(), "NULL::bigint"),
+        None => (
+            String::new(),
+            "NULL::bigint AS claimed, NULL::text AS claimed_by",
+        ),
     };
     format!(
         "SELECT current_setting('transaction_isolation') AS isolation,
@@ -200,15 +205,16 @@ WITH mine AS (
     SELECT {LEFT_MS} AS left_ms FROM {TABLE} l, mine
     WHERE mine.ok AND l.name = {name} AND l.expires_at > clock_timestamp()
 ), drawn AS (
-    SELECT nextval('{SEQUENCE}') AS fence FROM mine
+    SELECT nextval('{SEQUENCE}') AS fence, 'xact:' || txid_current()::text AS holder FROM mine
     WHERE mine.ok AND NOT EXISTS (SELECT 1 FROM held)
 ), told AS (
     SELECT pg_notify('{CHANNEL}', {told}) FROM drawn
 ){claim}
 SELECT (SELECT left_ms FROM held LIMIT 1) AS left_ms,
        (SELECT fence FROM drawn) AS fence,
+       (SELECT holder FROM drawn) AS holder,
        (SELECT count(*) FROM told) AS told,
-       {claimed} AS claimed"
+       {claimed}"
     )
 }
 

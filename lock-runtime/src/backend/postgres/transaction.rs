@@ -19,6 +19,7 @@ pub struct TransactionLock {
     key: String,
     fence: u64,
     resource: String,
+    holder: String,
 }
 
 impl TransactionLock {
@@ -33,11 +34,12 @@ impl TransactionLock {
         self.fence
     }
 
-    /// The fencing token on the resource the lock guards: the resource
-    /// [`lock_and_claim_in_transaction_under`] claimed, or else the key. For
+    /// The fencing token on the resource the lock guards (the resource
+    /// [`lock_and_claim_in_transaction_under`] claimed, or else the key), with the
+    /// transaction's id as its holder id. For
     /// [`fence::postgres::check`](crate::fence::postgres::check) and the other fences.
     pub fn fence(&self) -> Fence {
-        Fence::new(self.resource.as_str(), self.fence)
+        Fence::new(self.resource.as_str(), self.fence).held_by(self.holder.as_str())
     }
 }
 
@@ -149,7 +151,10 @@ async fn take(
         LockError::from_failure("acquire", Some(key), "postgres transaction", failure)
     };
     let claim_sql = claim.map(|(resource, table)| {
-        table.claim_from(&format!("SELECT {}, fence FROM drawn", sql::text(resource)))
+        table.claim_from(&format!(
+            "SELECT {}, fence, holder FROM drawn",
+            sql::text(resource)
+        ))
     });
     let statement = sql::lock_in_transaction(name, claim_sql.as_deref());
     // The connection's `Executor` method (a boxed `Send` future), not `RawSql::fetch_all`: with
@@ -189,10 +194,12 @@ async fn take(
         ));
     };
     let token = u64::try_from(token).unwrap_or(0);
+    let holder: Option<String> = second.try_get("holder").map_err(failed)?;
     let lock = TransactionLock {
         key: key.to_owned(),
         fence: token,
         resource: claim.map_or(key, |(resource, _)| resource).to_owned(),
+        holder: holder.unwrap_or_default(),
     };
     if claim.is_some() {
         let claimed: Option<i64> = second.try_get("claimed").map_err(failed)?;
@@ -202,7 +209,8 @@ async fn take(
                 "the claim answered no fence".to_owned(),
             ))
         })?;
-        fence::table::claimed(&lock.fence(), claimed)?;
+        let claimed_by: Option<String> = second.try_get("claimed_by").map_err(failed)?;
+        fence::table::claimed(&lock.fence(), claimed, claimed_by.as_deref())?;
     }
     Ok(lock)
 }
