@@ -192,37 +192,78 @@ mod tests {
     }
 
     #[test]
-    fn a_claim_holds_unless_the_fence_is_higher() {
+    fn a_claim_holds_unless_the_fence_is_higher_or_anothers_at_the_same_token() {
         let fence = Fence::new("r", 5);
-        assert!(claimed(&fence, 5).is_ok());
-        assert!(matches!(
-            claimed(&fence, 6),
-            Err(FenceError::Stale {
-                current: 6,
-                offered: 5,
-                ..
-            })
-        ));
+        assert!(claimed(&fence, 5, None).is_ok());
+        assert!(
+            claimed(&fence, 5, Some("b")).is_ok(),
+            "no holder id: anyone's"
+        );
+        let higher = claimed(&fence, 6, None);
+        assert!(
+            matches!(
+                higher,
+                Err(FenceError::Stale {
+                    current: 6,
+                    offered: 5,
+                    ..
+                })
+            ),
+            "{higher:?}"
+        );
+        let mine = fence.held_by("a");
+        assert!(claimed(&mine, 5, Some("a")).is_ok());
+        assert!(claimed(&mine, 5, None).is_ok());
+        let twice = claimed(&mine, 5, Some("b"));
+        assert!(
+            matches!(
+                twice,
+                Err(FenceError::Stale {
+                    current: 5,
+                    offered: 5,
+                    ..
+                })
+            ),
+            "{twice:?}"
+        );
     }
 
     #[test]
-    fn a_check_holds_only_at_the_token() {
-        let fence = Fence::new("r", 5);
-        assert!(checked(&fence, Some(5)).is_ok());
-        assert!(matches!(
-            checked(&fence, Some(9)),
-            Err(FenceError::Stale { current: 9, .. })
-        ));
-        assert!(matches!(
-            checked(&fence, Some(4)),
-            Err(FenceError::NotClaimed {
-                current: Some(4),
-                ..
-            })
-        ));
-        assert!(matches!(
-            checked(&fence, None),
-            Err(FenceError::NotClaimed { current: None, .. })
-        ));
+    fn a_check_holds_only_at_the_token_and_its_holder() {
+        let fence = Fence::new("r", 5).held_by("a");
+        assert!(checked(&fence, Some(5), Some("a")).is_ok());
+        let twice = checked(&fence, Some(5), Some("b"));
+        assert!(
+            matches!(
+                twice,
+                Err(FenceError::Stale {
+                    current: 5,
+                    offered: 5,
+                    ..
+                })
+            ),
+            "{twice:?}"
+        );
+        let higher = checked(&fence, Some(9), Some("a"));
+        assert!(
+            matches!(higher, Err(FenceError::Stale { current: 9, .. })),
+            "{higher:?}"
+        );
+        let lower = checked(&fence, Some(4), None);
+        assert!(
+            matches!(
+                lower,
+                Err(FenceError::NotClaimed {
+                    current: Some(4),
+                    ..
+                })
+            ),
+            "{lower:?}"
+        );
+        let never = checked(&fence, None, None);
+        assert!(
+            matches!(never, Err(FenceError::NotClaimed { current: None, .. })),
+            "{never:?}"
+        );
     }
 }
