@@ -149,7 +149,10 @@ impl Fence {
     }
 
     /// The token as SQL's `BIGINT`, or [`FenceError::TokenRange`] above `i64::MAX`.
-    #[allow(dead_code)] // until the SQL fences land
+    #[cfg_attr(
+        not(any(feature = "fence-postgres", feature = "fence-sqlite")),
+        allow(dead_code)
+    )]
     pub(crate) fn sql_token(&self) -> Result<i64, FenceError> {
         i64::try_from(self.token).map_err(|_| FenceError::TokenRange {
             resource: self.resource.clone(),
