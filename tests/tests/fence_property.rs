@@ -223,7 +223,7 @@ struct Postgres(PgConnection);
 impl Resource for Postgres {
     async fn read(&mut self, fence: &Fence) -> Result<i64, FenceError> {
         let mut tx = self.0.begin().await.expect("BEGIN");
-        fence::postgres::claim(&mut *tx, fence).await?;
+        fence::postgres::claim(&mut tx, fence).await?;
         let value: Option<i64> =
             sqlx::query_scalar("SELECT value FROM balances WHERE resource = $1")
                 .bind(fence.resource())
@@ -236,7 +236,7 @@ impl Resource for Postgres {
 
     async fn write(&mut self, fence: &Fence, value: i64) -> Result<(), FenceError> {
         let mut tx = self.0.begin().await.expect("BEGIN");
-        fence::postgres::claim(&mut *tx, fence).await?;
+        fence::postgres::claim(&mut tx, fence).await?;
         pg_upsert(&mut tx, fence.resource(), value).await;
         tx.commit().await.expect("COMMIT");
         Ok(())
@@ -244,7 +244,7 @@ impl Resource for Postgres {
 
     async fn checked_write(&mut self, fence: &Fence, value: i64) -> Result<(), FenceError> {
         let mut tx = self.0.begin().await.expect("BEGIN");
-        fence::postgres::check(&mut *tx, fence).await?;
+        fence::postgres::check(&mut tx, fence).await?;
         pg_upsert(&mut tx, fence.resource(), value).await;
         tx.commit().await.expect("COMMIT");
         Ok(())
@@ -283,7 +283,7 @@ impl Sqlite {
 impl Resource for Sqlite {
     async fn read(&mut self, fence: &Fence) -> Result<i64, FenceError> {
         let mut tx = self.begin().await;
-        fence::sqlite::claim(&mut *tx, fence).await?;
+        fence::sqlite::claim(&mut tx, fence).await?;
         let value: Option<i64> =
             sqlx::query_scalar("SELECT value FROM balances WHERE resource = ?1")
                 .bind(fence.resource())
@@ -296,7 +296,7 @@ impl Resource for Sqlite {
 
     async fn write(&mut self, fence: &Fence, value: i64) -> Result<(), FenceError> {
         let mut tx = self.begin().await;
-        fence::sqlite::claim(&mut *tx, fence).await?;
+        fence::sqlite::claim(&mut tx, fence).await?;
         sqlite_upsert(&mut tx, fence.resource(), value).await;
         tx.commit().await.expect("COMMIT");
         Ok(())
@@ -304,7 +304,7 @@ impl Resource for Sqlite {
 
     async fn checked_write(&mut self, fence: &Fence, value: i64) -> Result<(), FenceError> {
         let mut tx = self.begin().await;
-        fence::sqlite::check(&mut *tx, fence).await?;
+        fence::sqlite::check(&mut tx, fence).await?;
         sqlite_upsert(&mut tx, fence.resource(), value).await;
         tx.commit().await.expect("COMMIT");
         Ok(())
