@@ -56,11 +56,12 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
-/// Refuses a standby, makes the tables (or checks that they exist), and answers whether the
+/// Refuses a standby, makes the tables and functions when one is missing (or checks that they
+/// exist), and answers whether the
 /// server is reached directly: it answers on the port connected to (over TCP), or on none
 /// (over a unix socket).
 async fn prepare(pool: &PgPool, options: &PostgresOptions, at: &str) -> Result<bool, StoreError> {
-    let probe = sqlx::raw_sql(sql::PROBE)
+    let probe = sqlx::raw_sql(&sql::probe())
         .fetch_one(pool)
         .await
         .map_err(|err| failure(at, "connect", None, err))?;
@@ -70,16 +71,18 @@ async fn prepare(pool: &PgPool, options: &PostgresOptions, at: &str) -> Result<b
              connect to the primary"
         )));
     }
-    if options.create_tables {
+    let schema = probe.try_get::<bool, _>("schema").unwrap_or(false);
+    if options.create_tables && !schema {
         sqlx::raw_sql(&sql::create_schema())
             .execute(pool)
             .await
             .map_err(|err| failure(at, "create the tables", None, err))?;
-    } else if !probe.try_get::<bool, _>("tables").unwrap_or(false) {
+    } else if !schema {
         return Err(StoreError::permanent(format!(
-            "{at}: the tables {} and {} are missing and create_tables is false: create them \
-             with the SQL in docs/POSTGRES.md (lock_runtime::postgres::SCHEMA_SQL), or let \
-             connect create them",
+            "{at}: the tables {} and {} or the functions lock_runtime_acquire and \
+             lock_runtime_release are missing and create_tables is false: create them with \
+             the SQL in docs/POSTGRES.md (lock_runtime::postgres::SCHEMA_SQL), or let connect \
+             create them",
             sql::TABLE,
             sql::SEQUENCE
         )));

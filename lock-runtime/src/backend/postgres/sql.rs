@@ -24,16 +24,78 @@ pub(crate) const SCHEMA_LOCK: i64 = 0x006c_6f63_6b5f_7274;
 /// an empty payload (every waiter of the manager tries again).
 const MAX_PAYLOAD: usize = 7900;
 
-/// The tables, created if missing; what `create_tables(false)` leaves to the user's migrations.
-pub(crate) const SCHEMA: &str = "\
-CREATE TABLE IF NOT EXISTS lock_runtime_locks (
+/// The tables, and the functions the acquire and the release call, created if missing; what
+/// `create_tables(false)` leaves to the user's migrations. A step is one short call of a
+/// function, whose statements PL/pgSQL plans once per server connection, rather than a long
+/// statement parsed and planned again each time; the functions find the table through the
+/// caller's `search_path`, as the other statements do.
+pub(crate) const SCHEMA: &str = r#"CREATE TABLE IF NOT EXISTS lock_runtime_locks (
     name       text PRIMARY KEY,
     token      text NOT NULL,
     holder     bigint NOT NULL,
     fence      bigint NOT NULL,
     expires_at timestamptz NOT NULL
 );
-CREATE SEQUENCE IF NOT EXISTS lock_runtime_fences AS bigint;";
+CREATE SEQUENCE IF NOT EXISTS lock_runtime_fences AS bigint;
+CREATE OR REPLACE FUNCTION lock_runtime_acquire(
+    p_name text, p_token text, p_holder bigint, p_ttl_ms bigint, p_space integer, p_key integer)
+RETURNS TABLE (fence bigint, holder bigint, left_ms bigint)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    IF NOT pg_try_advisory_xact_lock(p_space, p_key) THEN
+        left_ms := -1;
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    INSERT INTO lock_runtime_locks AS l (name, token, holder, fence, expires_at)
+    VALUES (p_name, p_token, p_holder, nextval('lock_runtime_fences'),
+            clock_timestamp() + p_ttl_ms * interval '1 millisecond')
+    ON CONFLICT (name) DO UPDATE
+        SET token = excluded.token, holder = excluded.holder, fence = excluded.fence,
+            expires_at = excluded.expires_at
+        WHERE l.expires_at <= clock_timestamp() OR l.token = excluded.token
+    RETURNING l.fence INTO fence;
+    IF FOUND THEN
+        RETURN NEXT;
+        RETURN;
+    END IF;
+    RETURN QUERY SELECT NULL::bigint, l.holder,
+        greatest(0, ceil(extract(epoch FROM l.expires_at - clock_timestamp()) * 1000))::bigint
+    FROM lock_runtime_locks l WHERE l.name = p_name;
+END
+$$;
+CREATE OR REPLACE FUNCTION lock_runtime_release(
+    p_name text, p_token text, p_keep_ms bigint, p_tell_name boolean)
+RETURNS TABLE (mine boolean, other boolean)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    IF p_keep_ms > 0 THEN
+        UPDATE lock_runtime_locks l SET token = '', holder = 0,
+            expires_at = clock_timestamp() + p_keep_ms * interval '1 millisecond'
+        WHERE l.name = p_name AND l.token = p_token AND l.expires_at > clock_timestamp()
+        RETURNING true INTO mine;
+    ELSE
+        DELETE FROM lock_runtime_locks l WHERE l.name = p_name AND l.token = p_token
+        RETURNING l.expires_at > clock_timestamp() INTO mine;
+    END IF;
+    IF FOUND THEN
+        PERFORM pg_notify('lock_runtime_released', CASE WHEN p_tell_name THEN p_name ELSE '' END);
+        other := false;
+    ELSE
+        other := EXISTS (SELECT 1 FROM lock_runtime_locks l WHERE l.name = p_name
+            AND l.token <> p_token AND l.expires_at > clock_timestamp());
+    END IF;
+    RETURN NEXT;
+END
+$$;"#;
+
+/// The signatures of the functions of [`SCHEMA`], as `to_regprocedure` takes them.
+const FUNCTIONS: [&str; 2] = [
+    "lock_runtime_acquire(text,text,bigint,bigint,integer,integer)",
+    "lock_runtime_release(text,text,bigint,boolean)",
+];
 
 /// The tables created in one transaction (one message: an implicit transaction, rolled back
 /// whole on an error) that takes the advisory lock first, so that processes starting at once
@@ -43,10 +105,15 @@ pub(crate) fn create_schema() -> String {
 }
 
 /// Whether the connection is to a standby (`t`), the port the server answers on (NULL over a
-/// unix socket), and whether both tables exist.
-pub(crate) const PROBE: &str = "SELECT pg_is_in_recovery() AS standby, \
-    inet_server_port() AS port, \
-    to_regclass('lock_runtime_locks') IS NOT NULL AND to_regclass('lock_runtime_fences') IS NOT NULL AS tables";
+/// unix socket), and whether both tables and both functions of [`SCHEMA`] exist (`schema`).
+pub(crate) fn probe() -> String {
+    format!(
+        "SELECT pg_is_in_recovery() AS standby, inet_server_port() AS port, \
+         to_regclass('{TABLE}') IS NOT NULL AND to_regclass('{SEQUENCE}') IS NOT NULL \
+         AND to_regprocedure('{}') IS NOT NULL AND to_regprocedure('{}') IS NOT NULL AS schema",
+        FUNCTIONS[0], FUNCTIONS[1]
+    )
+}
 
 /// `text` as a literal that reads back as exactly `text`, whatever it holds.
 pub(crate) fn text(text: &str) -> String {
@@ -95,31 +162,15 @@ pub(crate) fn advisory_key(name: &str) -> i32 {
 /// free or expired lock, or one `token` holds already, unless a transaction holds it (its
 /// advisory lock, tried for the statement's own transaction). Rows: `(fence, NULL, NULL)` when
 /// taken; `(NULL, holder, left_ms)` of the row there when not; `(NULL, NULL, -1)` when a
-/// transaction holds it; none when busy and the holder's row is not in this statement's
-/// snapshot (it was inserted while the statement ran).
+/// transaction holds it; none when busy and the holder's row is gone again (released between
+/// the function's two statements).
 pub(crate) fn acquire(name: &str, token: &str, holder: i64, ttl: Duration) -> String {
-    let advisory = advisory_key(name);
-    let (name, token, ttl) = (text(name), text(token), millis(ttl));
     format!(
-        "WITH free AS (
-    SELECT pg_try_advisory_xact_lock({ADVISORY_SPACE}, {advisory}) AS ok
-), got AS (
-    INSERT INTO {TABLE} AS l (name, token, holder, fence, expires_at)
-    SELECT {name}, {token}, {holder}, nextval('{SEQUENCE}'),
-           clock_timestamp() + {ttl} * interval '1 millisecond'
-    FROM free WHERE free.ok
-    ON CONFLICT (name) DO UPDATE
-        SET token = excluded.token, holder = excluded.holder, fence = excluded.fence,
-            expires_at = excluded.expires_at
-        WHERE l.expires_at <= clock_timestamp() OR l.token = excluded.token
-    RETURNING l.fence
-)
-SELECT fence, NULL::bigint AS holder, NULL::bigint AS left_ms FROM got
-UNION ALL
-SELECT NULL::bigint, l.holder, {LEFT_MS} FROM {TABLE} l
-WHERE l.name = {name} AND NOT EXISTS (SELECT 1 FROM got)
-UNION ALL
-SELECT NULL::bigint, NULL::bigint, -1::bigint FROM free WHERE NOT free.ok"
+        "SELECT * FROM lock_runtime_acquire({}, {}, {holder}, {}, {ADVISORY_SPACE}, {})",
+        text(name),
+        text(token),
+        millis(ttl),
+        advisory_key(name)
     )
 }
 
@@ -183,31 +234,12 @@ RETURNING b.i"
 /// One row: `mine` (true: released; false: ours but its lease had ended; NULL: not ours) and
 /// `other` (another holder's live lease is there).
 pub(crate) fn release(name: &str, token: &str, keep: Duration) -> String {
-    let (told, name, token) = (payload(name), text(name), text(token));
-    let change = if keep.is_zero() {
-        format!(
-            "DELETE FROM {TABLE} l WHERE l.name = {name} AND l.token = {token}
-    RETURNING l.expires_at > clock_timestamp() AS live"
-        )
-    } else {
-        format!(
-            "UPDATE {TABLE} l SET token = '', holder = 0,
-        expires_at = clock_timestamp() + {} * interval '1 millisecond'
-    WHERE l.name = {name} AND l.token = {token} AND l.expires_at > clock_timestamp()
-    RETURNING true AS live",
-            millis(keep)
-        )
-    };
+    let keep = if keep.is_zero() { 0 } else { millis(keep) };
     format!(
-        "WITH changed AS (
-    {change}
-), told AS (
-    SELECT pg_notify('{CHANNEL}', {told}) FROM changed
-)
-SELECT (SELECT live FROM changed LIMIT 1) AS mine,
-       (SELECT count(*) FROM told) AS told,
-       EXISTS (SELECT 1 FROM {TABLE} l WHERE l.name = {name} AND l.token <> {token}
-               AND l.expires_at > clock_timestamp()) AS other"
+        "SELECT * FROM lock_runtime_release({}, {}, {keep}, {})",
+        text(name),
+        text(token),
+        name.len() <= MAX_PAYLOAD
     )
 }
 
@@ -279,6 +311,14 @@ mod tests {
     fn a_name_too_long_to_tell_is_told_empty() {
         assert_eq!(payload(&"x".repeat(MAX_PAYLOAD + 1)), text(""));
         assert_eq!(payload("lock:{a}"), text("lock:{a}"));
+    }
+
+    #[test]
+    fn the_schema_names_what_the_store_uses() {
+        for name in [TABLE, SEQUENCE, CHANNEL].iter().chain(FUNCTIONS.iter()) {
+            let bare = name.split('(').next().unwrap_or(name);
+            assert!(SCHEMA.contains(bare), "{name}");
+        }
     }
 
     #[test]
