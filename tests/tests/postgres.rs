@@ -348,6 +348,26 @@ async fn without_table_creation_connect_needs_the_documented_schema() {
     held.release().await.expect("release");
 }
 
+/// Tables without the store's functions (made by hand, or before the functions existed): with
+/// `create_tables=false` connect names the functions, and by default it adds them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_adds_the_functions_to_tables_that_lack_them() {
+    let server = PostgresServer::start();
+    server.psql(SCHEMA_SQL);
+    server.psql("DROP FUNCTION lock_runtime_acquire, lock_runtime_release");
+    let kept = with_query(&server.url(), "create_tables=false");
+    let err = LockManager::connect(&kept).await.expect_err("no functions");
+    assert!(err.to_string().contains("lock_runtime_acquire"), "{err}");
+    let locks = LockManager::connect(&server.url())
+        .await
+        .expect("adds them");
+    let held = locks.lock("a", LockOptions::new()).await.expect("free");
+    held.release().await.expect("release");
+    LockManager::connect(&kept)
+        .await
+        .expect("the functions exist");
+}
+
 /// A pool of the application's, given to the builder.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_builder_takes_an_applications_pool() {
