@@ -354,7 +354,7 @@ async fn without_table_creation_connect_needs_the_documented_schema() {
 async fn connect_adds_the_functions_to_tables_that_lack_them() {
     let server = PostgresServer::start();
     server.psql(SCHEMA_SQL);
-    server.psql("DROP FUNCTION lock_runtime_acquire, lock_runtime_release");
+    server.psql("DROP FUNCTION lock_runtime_acquire, lock_runtime_release, lock_runtime_renew");
     let kept = with_query(&server.url(), "create_tables=false");
     let err = LockManager::connect(&kept).await.expect_err("no functions");
     assert!(err.to_string().contains("lock_runtime_acquire"), "{err}");

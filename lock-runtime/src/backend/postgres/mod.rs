@@ -79,8 +79,8 @@ async fn prepare(pool: &PgPool, options: &PostgresOptions, at: &str) -> Result<b
             .map_err(|err| failure(at, "create the tables", None, err))?;
     } else if !schema {
         return Err(StoreError::permanent(format!(
-            "{at}: the tables {} and {} or the functions lock_runtime_acquire and \
-             lock_runtime_release are missing and create_tables is false: create them with \
+            "{at}: the tables {} and {} or the functions lock_runtime_acquire, \
+             lock_runtime_release and lock_runtime_renew are missing and create_tables is false: create them with \
              the SQL in docs/POSTGRES.md (lock_runtime::postgres::SCHEMA_SQL), or let connect \
              create them",
             sql::TABLE,

@@ -89,12 +89,29 @@ BEGIN
     END IF;
     RETURN NEXT;
 END
+$$;
+CREATE OR REPLACE FUNCTION lock_runtime_renew(
+    p_indices bigint[], p_names text[], p_tokens text[], p_ttl_ms bigint[])
+RETURNS TABLE (i bigint)
+LANGUAGE plpgsql AS $$
+BEGIN
+    FOR i IN
+        UPDATE lock_runtime_locks AS l
+        SET expires_at = clock_timestamp() + b.ms * interval '1 millisecond'
+        FROM unnest(p_indices, p_names, p_tokens, p_ttl_ms) AS b(i, name, token, ms)
+        WHERE l.name = b.name AND l.token = b.token AND l.expires_at > clock_timestamp()
+        RETURNING b.i
+    LOOP
+        RETURN NEXT;
+    END LOOP;
+END
 $$;"#;
 
 /// The signatures of the functions of [`SCHEMA`], as `to_regprocedure` takes them.
-const FUNCTIONS: [&str; 2] = [
+const FUNCTIONS: [&str; 3] = [
     "lock_runtime_acquire(text,text,bigint,bigint,integer,integer)",
     "lock_runtime_release(text,text,bigint,boolean)",
+    "lock_runtime_renew(bigint[],text[],text[],bigint[])",
 ];
 
 /// The tables created in one transaction (one message: an implicit transaction, rolled back
@@ -110,8 +127,10 @@ pub(crate) fn probe() -> String {
     format!(
         "SELECT pg_is_in_recovery() AS standby, inet_server_port() AS port, \
          to_regclass('{TABLE}') IS NOT NULL AND to_regclass('{SEQUENCE}') IS NOT NULL \
-         AND to_regprocedure('{}') IS NOT NULL AND to_regprocedure('{}') IS NOT NULL AS schema",
-        FUNCTIONS[0], FUNCTIONS[1]
+         AND {} AS schema",
+        FUNCTIONS
+            .map(|function| format!("to_regprocedure('{function}') IS NOT NULL"))
+            .join(" AND ")
     )
 }
 
@@ -207,25 +226,21 @@ SELECT (SELECT left_ms FROM held LIMIT 1) AS left_ms,
 pub(crate) fn renew<'a>(
     leases: impl Iterator<Item = (usize, &'a str, &'a str, Duration)>,
 ) -> String {
-    let mut values = String::new();
+    let (mut indices, mut names, mut tokens, mut ttls) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (index, name, token, ttl) in leases {
-        if !values.is_empty() {
-            values.push_str(",\n    ");
-        }
-        let _ = write!(
-            values,
-            "({index}::bigint, {}, {}, {}::bigint)",
-            text(name),
-            text(token),
-            millis(ttl)
-        );
+        indices.push(index.to_string());
+        names.push(text(name));
+        tokens.push(text(token));
+        ttls.push(millis(ttl).to_string());
     }
     format!(
-        "UPDATE {TABLE} AS l SET expires_at = clock_timestamp() + b.ms * interval '1 millisecond'
-FROM (VALUES
-    {values}) AS b(i, name, token, ms)
-WHERE l.name = b.name AND l.token = b.token AND l.expires_at > clock_timestamp()
-RETURNING b.i"
+        "SELECT * FROM lock_runtime_renew(ARRAY[{}]::bigint[], ARRAY[{}]::text[], \
+         ARRAY[{}]::text[], ARRAY[{}]::bigint[])",
+        indices.join(", "),
+        names.join(", "),
+        tokens.join(", "),
+        ttls.join(", ")
     )
 }
 
