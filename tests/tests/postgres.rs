@@ -348,6 +348,103 @@ async fn without_table_creation_connect_needs_the_documented_schema() {
     held.release().await.expect("release");
 }
 
+/// Tables without the store's functions (made by hand, or by a version before the functions):
+/// with `create_tables=false` connect names the functions and the SQL to run, and by default it
+/// adds them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_adds_the_functions_to_tables_that_lack_them() {
+    let server = PostgresServer::start();
+    server.psql(SCHEMA_SQL);
+    server.psql("DROP FUNCTION lock_runtime_acquire, lock_runtime_release, lock_runtime_renew");
+    let kept = with_query(&server.url(), "create_tables=false");
+    let err = LockManager::connect(&kept).await.expect_err("no functions");
+    let shown = err.to_string();
+    for named in ["lock_runtime_acquire", "lock_runtime_renew", "SCHEMA_SQL"] {
+        assert!(shown.contains(named), "{shown}");
+    }
+    let locks = LockManager::connect(&server.url())
+        .await
+        .expect("adds them");
+    let held = locks.lock("a", LockOptions::new()).await.expect("free");
+    held.release().await.expect("release");
+    LockManager::connect(&kept)
+        .await
+        .expect("the functions exist");
+}
+
+/// The schema of the first functions, whose acquire recorded no holder.
+const FIRST_FUNCTIONS: &str = include_str!("postgres_schemas/first_functions.sql");
+
+/// A database made with the first functions (no holder columns, an acquire of another
+/// signature) and holding a live lock: with `create_tables=false` connect asks for the
+/// current functions; by default it adds the columns, drops the old acquire for the new one
+/// and keeps the row, whose holder is still busy and recorded nothing; a lock taken afterwards
+/// records its holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_upgrades_a_database_of_the_first_functions() {
+    let server = PostgresServer::start();
+    server.psql(FIRST_FUNCTIONS);
+    server
+        .psql("SELECT * FROM lock_runtime_acquire('lock:{old}', 'an-old-token', 5, 100000, 0, 0)");
+    let kept = with_query(&server.url(), "create_tables=false");
+    let err = LockManager::connect(&kept)
+        .await
+        .expect_err("old functions");
+    assert!(err.to_string().contains("lock_runtime_acquire("), "{err}");
+    let locks = LockManager::connect(&server.url())
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    assert_eq!(
+        server.psql("SELECT count(*) FROM pg_proc WHERE proname = 'lock_runtime_acquire'"),
+        "1",
+        "the old acquire is dropped"
+    );
+    let err = busy(&locks, "old", LockOptions::new()).await;
+    assert_eq!(blocker_of(&err), None, "the old row recorded nobody");
+    let holder = LockManager::builder()
+        .url(server.url())
+        .app_name("billing")
+        .build()
+        .await
+        .expect("build");
+    let guard = holder.lock("new", LockOptions::new()).await.expect("free");
+    let err = busy(&locks, "new", LockOptions::new()).await;
+    let blocker = blocker_of(&err).unwrap_or_else(|| panic!("names its holder: {err:?}"));
+    assert_eq!(blocker.app.as_deref(), Some("billing"));
+    assert_eq!(blocker.fencing_token, Some(guard.fencing_token()));
+    guard.release().await.expect("release");
+    LockManager::connect(&kept)
+        .await
+        .expect("the functions are current");
+}
+
+/// The upgrade of a database of the first functions, by several processes starting at once:
+/// each connects, one upgrades under the advisory lock, and the others find the schema current.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managers_starting_at_once_upgrade_a_database_once() {
+    let server = PostgresServer::start();
+    server.psql(FIRST_FUNCTIONS);
+    let starting: Vec<_> = (0..6)
+        .map(|_| {
+            let url = server.url();
+            tokio::spawn(async move { LockManager::connect(&url).await })
+        })
+        .collect();
+    for started in starting {
+        started
+            .await
+            .expect("the task")
+            .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    }
+    assert_eq!(
+        server.psql(
+            "SELECT count(*) FROM pg_proc WHERE proname IN \
+             ('lock_runtime_acquire', 'lock_runtime_release', 'lock_runtime_renew')"
+        ),
+        "3"
+    );
+}
+
 /// A pool of the application's, given to the builder.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_builder_takes_an_applications_pool() {

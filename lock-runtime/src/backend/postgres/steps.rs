@@ -90,7 +90,7 @@ impl Db {
                 blocker: recorded.blocker().map(Box::new),
             });
         }
-        // No row: the holder's row was made while the statement ran: ask again soon.
+        // No row: the holder's row was gone again when the function read it: ask again soon.
         Ok(busy.unwrap_or_else(|| Acquire::busy(Some(Duration::from_millis(5)), false)))
     }
 
