@@ -275,6 +275,105 @@ async fn woken_on_release(
     guard.release().await.expect("release");
 }
 
+/// Whether the row of the lock `name` (stored name) is marked as waited for.
+fn marked_waited(server: &PostgresServer, name: &str) -> bool {
+    server.psql(&format!(
+        "SELECT waited FROM lock_runtime_locks WHERE name = '{name}'"
+    )) == "t"
+}
+
+/// A release is told (NOTIFY) only where someone waits: a lock nobody was told is busy goes
+/// without a notification, one whose row a waiter marked with one. Notifications arrive in
+/// commit order, so the first one heard after both releases names the awaited lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_is_told_only_where_someone_waits() {
+    let server = PostgresServer::start();
+    let holder = LockManager::connect(&server.url()).await.expect("connect");
+    let waiter = LockManager::connect(&server.url()).await.expect("connect");
+    let mut heard = sqlx::postgres::PgListener::connect(&server.url())
+        .await
+        .expect("a listener");
+    heard.listen("lock_runtime_released").await.expect("LISTEN");
+    let quiet = holder
+        .lock("quiet", LockOptions::new())
+        .await
+        .expect("free");
+    quiet.release().await.expect("release");
+    let awaited = holder
+        .lock("awaited", LockOptions::new().ttl(Duration::from_secs(30)))
+        .await
+        .expect("free");
+    assert!(!marked_waited(&server, "lock:{awaited}"));
+    let waiting = tokio::spawn(async move {
+        let wait = LockOptions::new().wait(Duration::from_secs(20));
+        (waiter.lock("awaited", wait).await, waiter)
+    });
+    let marked = wait_until_async(Duration::from_secs(10), || {
+        marked_waited(&server, "lock:{awaited}")
+    })
+    .await;
+    assert!(marked, "the waiter never marked the lock\n{}", server.log());
+    awaited.release().await.expect("release");
+    let told = loop {
+        let told = tokio::time::timeout(SOON, heard.recv())
+            .await
+            .expect("a notification in time")
+            .expect("the listener");
+        if !told.payload().starts_with("check:") {
+            break told;
+        }
+    };
+    assert_eq!(told.payload(), "lock:{awaited}");
+    let (got, _waiter) = waiting.await.expect("the waiting task");
+    let guard = got.unwrap_or_else(|err| panic!("not woken: {err}\n{}", server.log()));
+    // It waited for the lock: others of its manager may still wait, so its row is marked.
+    assert!(marked_waited(&server, "lock:{awaited}"));
+    guard.release().await.expect("release");
+}
+
+/// Two tasks of one manager wait for a lock another manager holds for 30 s: the release wakes
+/// one of them, whose own release (it waited, so it is told) wakes the other, long before the
+/// lease would have ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_of_one_manager_are_woken_in_turn() {
+    let server = PostgresServer::start();
+    let url = with_query(&server.url(), "poll_ms=600000");
+    let holder = LockManager::connect(&url).await.expect("connect");
+    let waiters = LockManager::connect(&url).await.expect("connect");
+    let long = LockOptions::new().ttl(Duration::from_secs(30));
+    let held = holder.lock("report", long).await.expect("free");
+    let tasks: Vec<_> = (0..2)
+        .map(|_| {
+            let waiters = waiters.clone();
+            tokio::spawn(async move {
+                let guard = waiters
+                    .lock("report", long.wait(Duration::from_secs(25)))
+                    .await?;
+                guard.release().await?;
+                Ok::<_, LockError>(Instant::now())
+            })
+        })
+        .collect();
+    let marked = wait_until_async(Duration::from_secs(10), || {
+        marked_waited(&server, "lock:{report}")
+    })
+    .await;
+    assert!(marked, "no waiter marked the lock\n{}", server.log());
+    let released = Instant::now();
+    held.release().await.expect("release");
+    for task in tasks {
+        let done = task
+            .await
+            .expect("the task")
+            .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+        assert!(
+            done - released < 2 * SOON,
+            "done {:?} after the release",
+            done - released
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_is_refused_at_connect() {
     let server = PostgresServer::start();

@@ -283,12 +283,12 @@ impl PostgresStore {
         key: &Key,
         token: &str,
         ttl: Duration,
-        since_ms: u64,
+        ask: Ask,
     ) -> BoxFuture<'static, Result<Acquire, StoreError>> {
         let (db, name, token) = (self.db.clone(), key.name().to_owned(), token.to_owned());
         let (answer, answered) = oneshot::channel();
         tokio::spawn(async move {
-            let got = db.acquire(&name, &token, ttl, since_ms).await;
+            let got = db.acquire(&name, &token, ttl, ask).await;
             if let Err(Ok(Acquire::Acquired { .. })) = answer.send(got) {
                 // Nobody waits for it any more: give it back, after the grant.
                 let _ = db.release(&name, &token, Duration::ZERO).await;
@@ -372,7 +372,7 @@ impl Store for PostgresStore {
         ttl: Duration,
         ask: Ask,
     ) -> BoxFuture<'a, Result<Acquire, StoreError>> {
-        self.acquire_in_task(key, token, ttl, ask.since_ms)
+        self.acquire_in_task(key, token, ttl, ask)
     }
 
     /// No: an acquire whose caller stopped waiting gives back what it took once its statement

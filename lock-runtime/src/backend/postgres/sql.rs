@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::holder::Holder;
 use crate::blocker::SINCE_BOUND_MS;
+use crate::store::Ask;
 
 /// The table of held locks.
 pub(crate) const TABLE: &str = "lock_runtime_locks";
@@ -42,7 +43,8 @@ pub(crate) const SCHEMA: &str = include_str!("schema.sql");
 /// [`SCHEMA`]), so that the probe of a database made by an earlier version finds it missing
 /// and connect brings the schema up to date.
 pub(crate) const FUNCTIONS: [&str; 3] = [
-    "lock_runtime_acquire(text,text,bigint,bigint,integer,integer,text,bigint,text,timestamptz)",
+    "lock_runtime_acquire(text,text,bigint,bigint,integer,integer,text,bigint,text,timestamptz,\
+     boolean,boolean)",
     "lock_runtime_release(text,text,bigint,boolean)",
     "lock_runtime_renew(bigint[],text[],text[],bigint[])",
 ];
@@ -140,26 +142,29 @@ pub(crate) fn advisory_key(name: &str) -> i32 {
 /// Takes `name` for `token` (whose holder id is `holder`) for `ttl` by the database's clock: a
 /// free or expired lock, or one `token` holds already, unless a transaction holds it (its
 /// advisory lock, tried for the step's own transaction). The row records `recorded` (see
-/// [`holder_values`]). Rows (`fence, holder, left_ms, held_fence, host, pid, app, since_ms`):
+/// [`holder_values`]) as of `ask.since_ms`, and is marked `waited` where `ask.waited` (its
+/// release is then told); a busy row is marked where `ask.waits` (the caller waits to be told
+/// of its release). Rows (`fence, holder, left_ms, held_fence, host, pid, app, since_ms`):
 /// `fence` alone when taken; the row there when not: its `holder`, `left_ms`, its fencing token
 /// as `held_fence` and what it recorded of its holder; `left_ms` -1 alone when a transaction
-/// holds it; none when busy and the holder's row is gone again (released between the
-/// function's two statements).
+/// holds it.
 pub(crate) fn acquire(
     name: &str,
     token: &str,
     holder: i64,
     ttl: Duration,
     recorded: Option<&Holder>,
-    since_ms: u64,
+    ask: Ask,
 ) -> String {
     format!(
-        "SELECT * FROM lock_runtime_acquire({}, {}, {holder}, {}, {ADVISORY_SPACE}, {}, {})",
+        "SELECT * FROM lock_runtime_acquire({}, {}, {holder}, {}, {ADVISORY_SPACE}, {}, {}, {}, {})",
         text(name),
         text(token),
         millis(ttl),
         advisory_key(name),
-        holder_values(recorded, since_ms)
+        holder_values(recorded, ask.since_ms),
+        ask.waits,
+        ask.waited
     )
 }
 
