@@ -4,7 +4,6 @@
 //! no session state is set. Values go into the text as literals that no value can break out
 //! of: text as its UTF-8 bytes in hex, numbers formatted by Rust.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::holder::Holder;
@@ -70,17 +69,9 @@ pub(crate) fn probe() -> String {
     )
 }
 
-/// `text` as a literal that reads back as exactly `text`, whatever it holds.
-pub(crate) fn text(text: &str) -> String {
-    let mut hex = String::with_capacity(text.len() * 2 + 40);
-    hex.push_str("convert_from(decode('");
-    for byte in text.bytes() {
-        // Writing to a String does not fail.
-        let _ = write!(hex, "{byte:02x}");
-    }
-    hex.push_str("', 'hex'), 'UTF8')");
-    hex
-}
+/// `text` as a literal that reads back as exactly `text`, whatever it holds (the fences on
+/// PostgreSQL write theirs the same way).
+pub(crate) use crate::fence::postgres::text;
 
 /// `duration` in whole milliseconds, at least 1.
 pub(crate) fn millis(duration: Duration) -> i64 {
@@ -168,31 +159,57 @@ pub(crate) fn acquire(
     )
 }
 
-/// The first step of a transaction-bound lock of `name`, in the caller's transaction: its
-/// isolation, and its advisory lock tried (held until the transaction ends if taken).
-pub(crate) fn lock_in_transaction(name: &str) -> String {
+/// The transaction-local setting in which [`lock_in_transaction`]'s first statement leaves
+/// whether it took the advisory lock, for its second.
+const TAKEN: &str = "lock_runtime.xact_lock_taken";
+
+/// A transaction-bound lock of `name` in the caller's transaction, as one message of two
+/// statements (one round trip), with `claim` (an `INSERT` of the fence claimed, from `drawn`'s
+/// `fence`) in the second if given.
+///
+/// The first statement reads the isolation and tries the advisory lock (held until the
+/// transaction ends if taken), and records whether it took it. The second, whose snapshot is
+/// taken after the first ended and so sees every lease committed before the advisory lock was
+/// taken, goes on only if it was, at READ COMMITTED: whether a lease of the table holds `name`
+/// (`left_ms`), and if not a fencing token from the sequence (`fence`), the release told at the
+/// transaction's end (a notification is delivered at COMMIT, dropped by ROLLBACK), and the
+/// claim (`claimed`: the resource's fence after it, `claimed_by` its holder), the claim's holder
+/// id being the transaction's id (`holder`). Rows: `isolation, ok`, then
+/// `left_ms, fence, holder, told, claimed, claimed_by`.
+pub(crate) fn lock_in_transaction(name: &str, claim: Option<&str>) -> String {
+    let advisory = advisory_key(name);
+    let (told, name) = (payload(name), text(name));
+    let (claim, claimed) = match claim {
+        Some(claim) => (
+            format!(", claimed AS (\n    {claim}\n)"),
+            "(SELECT fence FROM claimed LIMIT 1) AS claimed,
+       (SELECT holder FROM claimed LIMIT 1) AS claimed_by",
+        ),
+        None => (
+            String::new(),
+            "NULL::bigint AS claimed, NULL::text AS claimed_by",
+        ),
+    };
     format!(
         "SELECT current_setting('transaction_isolation') AS isolation,
-       pg_try_advisory_xact_lock({ADVISORY_SPACE}, {}) AS ok",
-        advisory_key(name)
-    )
-}
-
-/// The second step, once the advisory lock is held: whether a lease of the table holds `name`
-/// (`left_ms`), and if not, a fencing token from the sequence and the release told at the
-/// transaction's end (a notification is delivered at COMMIT, and dropped by ROLLBACK).
-pub(crate) fn fence_in_transaction(name: &str) -> String {
-    let (told, name) = (payload(name), text(name));
-    format!(
-        "WITH held AS (
-    SELECT {LEFT_MS} AS left_ms FROM {TABLE} l
-    WHERE l.name = {name} AND l.expires_at > clock_timestamp()
+       set_config('{TAKEN}', pg_try_advisory_xact_lock({ADVISORY_SPACE}, {advisory})::text, true)::boolean AS ok;
+WITH mine AS (
+    SELECT current_setting('{TAKEN}', true) = 'true'
+       AND current_setting('transaction_isolation') = 'read committed' AS ok
+), held AS (
+    SELECT {LEFT_MS} AS left_ms FROM {TABLE} l, mine
+    WHERE mine.ok AND l.name = {name} AND l.expires_at > clock_timestamp()
+), drawn AS (
+    SELECT nextval('{SEQUENCE}') AS fence, 'xact:' || txid_current()::text AS holder FROM mine
+    WHERE mine.ok AND NOT EXISTS (SELECT 1 FROM held)
 ), told AS (
-    SELECT pg_notify('{CHANNEL}', {told}) WHERE NOT EXISTS (SELECT 1 FROM held)
-)
+    SELECT pg_notify('{CHANNEL}', {told}) FROM drawn
+){claim}
 SELECT (SELECT left_ms FROM held LIMIT 1) AS left_ms,
-       CASE WHEN EXISTS (SELECT 1 FROM held) THEN NULL ELSE nextval('{SEQUENCE}') END AS fence,
-       (SELECT count(*) FROM told) AS told"
+       (SELECT fence FROM drawn) AS fence,
+       (SELECT holder FROM drawn) AS holder,
+       (SELECT count(*) FROM told) AS told,
+       {claimed}"
     )
 }
 
