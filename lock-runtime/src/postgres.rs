@@ -31,6 +31,9 @@ pub use crate::backend::postgres::transaction::{
     lock_in_transaction, lock_in_transaction_under,
 };
 
-/// The tables, as `connect` creates them when missing: for migrations that own the schema
-/// (then connect with `create_tables=false`).
+/// The tables and the functions the store's steps call (`lock_runtime_acquire`,
+/// `lock_runtime_release`, `lock_runtime_renew`), as `connect` creates them when one is missing:
+/// for migrations that own the schema (then connect with `create_tables=false`). Safe to run
+/// again, and over the objects of an earlier version: it adds what is missing and replaces the
+/// functions, keeping the rows.
 pub const SCHEMA_SQL: &str = crate::backend::postgres::sql::SCHEMA;
