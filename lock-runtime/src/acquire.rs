@@ -160,6 +160,7 @@ impl Inner {
             waits: !lease.options.wait.is_zero(),
             since_ms,
             label: lease.options.label,
+            lock_delay: lease.options.lock_delay,
         }
     }
 

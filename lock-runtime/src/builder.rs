@@ -616,7 +616,7 @@ impl LockManagerBuilder {
     }
 
     fn finish(self, backend: Arc<dyn Store>, waiters: Arc<Waiters>) -> LockManager {
-        let backend = crate::metrics::layer::measured(backend);
+        let backend = crate::metrics::layer::measured(crate::store::delay::delayed(backend));
         backend.attach(&Changes::new(&waiters));
         tracing::info!(backend = backend.describe(), prefix = %self.prefix, "lock manager ready");
         let background = Background::pinned_to(self.runtime);

@@ -63,8 +63,8 @@ pub use crate::shape::Shape;
 
 use crate::waiters::Waiters;
 
+pub(crate) mod delay;
 pub(crate) mod error;
-#[cfg(any(feature = "metrics", feature = "testing"))]
 pub(crate) mod forward;
 mod inspect;
 pub(crate) mod scheme;
@@ -96,6 +96,11 @@ pub struct Ask {
     /// key template, or the label given), if it has one: the bounded name a layer that
     /// measures or traces store calls files them under. Never the rendered key.
     pub label: Option<&'static str>,
+    /// The lock's lock-delay ([`LockOptions::lock_delay`](crate::LockOptions::lock_delay)):
+    /// how long past its lease a lock lost without a release is granted to nobody. A layer of
+    /// the engine, around every store, turns it into a longer ttl before the store sees the
+    /// acquire: a store reads zero here and need do nothing with it.
+    pub lock_delay: Duration,
 }
 
 impl Ask {
