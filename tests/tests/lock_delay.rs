@@ -1,0 +1,357 @@
+//! Lock-delay (`LockOptions::lock_delay`) on real servers: a lock whose lease ran out without a
+//! release (its holder stopped renewing, or was cut off from the store) is granted to nobody
+//! for the delay, while a clean release still hands it over at once, and the holder's own
+//! lost-lease signal still fires at the end of its ttl.
+//!
+//! Every test prints its figures (`--nocapture`): the time from the end of the holder's lease
+//! (by its own clock) to the next grant, and from a release to the next grant.
+
+use std::time::{Duration, Instant};
+
+use lock_runtime::Mode;
+use lock_tests::prelude::*;
+use lock_tests::{Deployment, FaultProxy, PostgresServer, on_backends};
+
+/// The lease of the holder that stops renewing.
+const TTL: Duration = Duration::from_secs(1);
+/// Its lock-delay: long enough that a grant at the end of the lease alone would be seen.
+const DELAY: Duration = Duration::from_secs(3);
+/// How long a waiter may take past when the lock can be granted, on a loaded machine.
+const SLACK: Duration = Duration::from_secs(5);
+
+/// The options of a holder whose lease runs out `TTL` after it is granted: it never renews, as
+/// a holder that stalled right after the grant.
+fn stalled(options: LockOptions) -> LockOptions {
+    options.ttl(TTL).lock_delay(DELAY).watchdog(false)
+}
+
+/// A waiter that waits long enough for any end of the lease and its delay.
+fn waiting(options: LockOptions) -> LockOptions {
+    options.wait(TTL + DELAY + SLACK + SLACK)
+}
+
+/// Takes `key` on `holder` under a lease that runs out without a release, then waits for it on
+/// `other`: the grant comes no sooner than the lease and its delay after the holder's acquire
+/// began (the store counts both from when the acquire reached it), and soon after; the holder's
+/// lost-lease signal fires before it, at the end of the ttl.
+async fn held_past_the_lease_for_the_delay(
+    holder: &LockManager,
+    other: &LockManager,
+    key: &str,
+    shape: LockOptions,
+) {
+    let asked = Instant::now();
+    let guard = holder
+        .lock(key, stalled(shape))
+        .await
+        .expect("the lock is free");
+    let lost = tokio::time::timeout(TTL + SLACK, guard.lost())
+        .await
+        .expect("the holder's lease ends at its ttl");
+    let lost_at = asked.elapsed();
+    let granted = other
+        .lock(key, waiting(shape))
+        .await
+        .expect("granted once the delay is over");
+    let granted_at = asked.elapsed();
+    eprintln!(
+        "{key}: lease lost ({lost:?}) {lost_at:?} after the acquire began; granted to another \
+         {granted_at:?} after it ({:?} after the lost-lease signal)",
+        granted_at.saturating_sub(lost_at)
+    );
+    assert!(
+        lost_at < TTL + DELAY,
+        "the holder learns of the loss at its ttl, not after the delay: {lost_at:?}"
+    );
+    assert!(
+        granted_at >= TTL + DELAY,
+        "granted {granted_at:?} after the holder's acquire began, before its ttl and delay"
+    );
+    assert!(
+        granted_at < TTL + DELAY + SLACK,
+        "granted only {granted_at:?} after the holder's acquire began"
+    );
+    drop(granted);
+    // The stale holder's release finds the lock gone or another's.
+    let _ = guard.release().await;
+}
+
+async fn a_lease_lost_without_a_release_is_granted_to_nobody_for_the_delay(d: Deployment) {
+    let other = d.connect().await;
+    held_past_the_lease_for_the_delay(&d.locks, &other, "delay:lock", LockOptions::new()).await;
+}
+
+async fn a_semaphore_permit_lost_without_a_release_is_granted_to_nobody_for_the_delay(
+    d: Deployment,
+) {
+    if d.is_redlock() {
+        return; // Redlock keeps no semaphores.
+    }
+    let other = d.connect().await;
+    let one_permit = LockOptions::new().permits(1);
+    held_past_the_lease_for_the_delay(&d.locks, &other, "delay:permit", one_permit).await;
+}
+
+async fn a_write_hold_lost_without_a_release_is_granted_to_nobody_for_the_delay(d: Deployment) {
+    if d.is_redlock() {
+        return; // Redlock keeps no read-write locks.
+    }
+    let other = d.connect().await;
+    let write = LockOptions::new().mode(Mode::Write);
+    held_past_the_lease_for_the_delay(&d.locks, &other, "delay:write", write).await;
+}
+
+async fn a_fair_lock_lost_without_a_release_is_granted_to_nobody_for_the_delay(d: Deployment) {
+    if d.is_redlock() {
+        return; // Redlock keeps no line of fair waiters.
+    }
+    let other = d.connect().await;
+    let fair = LockOptions::new().fair(true).wait(ms(1));
+    held_past_the_lease_for_the_delay(&d.locks, &other, "delay:fair", fair).await;
+}
+
+/// After the holder's lease is lost, the lock is still busy, and the busy answer says when it
+/// can be granted: the delay included.
+async fn a_busy_answer_counts_the_delay(d: Deployment) {
+    let other = d.connect().await;
+    let key = "delay:busy";
+    let guard = d
+        .locks
+        .lock(key, stalled(LockOptions::new()))
+        .await
+        .expect("the lock is free");
+    tokio::time::timeout(TTL + SLACK, guard.lost())
+        .await
+        .expect("the holder's lease ends at its ttl");
+    match other.lock(key, LockOptions::new()).await {
+        Err(LockError::Busy { retry_after, .. }) => {
+            eprintln!("{key}: busy after the lease was lost, retry after {retry_after:?}");
+            let retry_after = retry_after.expect("the store knows when the lock ends");
+            assert!(
+                !retry_after.is_zero() && retry_after <= TTL + DELAY,
+                "what is left of the delay: {retry_after:?}"
+            );
+        }
+        Ok(_) => panic!("granted while the delay ran"),
+        Err(other) => panic!("not a busy answer: {other}"),
+    }
+}
+
+/// A release hands the lock over at once, however long the delay: a waiter on another manager
+/// gets it within seconds, where the holder's lease and delay had more than a minute to run.
+async fn a_clean_release_hands_over_at_once(d: Deployment) {
+    let other = d.connect().await;
+    let key = "delay:release";
+    let long = LockOptions::new()
+        .ttl(Duration::from_secs(30))
+        .lock_delay(Duration::from_secs(60));
+    let guard = d.locks.lock(key, long).await.expect("the lock is free");
+    match other.lock(key, LockOptions::new()).await {
+        Err(LockError::Busy { retry_after, .. }) => {
+            // The store keeps the lock for its lease and its delay.
+            let retry_after = retry_after.expect("the store knows when the lock ends");
+            assert!(
+                retry_after > Duration::from_secs(30),
+                "the busy answer counts the delay: {retry_after:?}"
+            );
+        }
+        other => panic!("not busy while held: {other:?}"),
+    }
+    let waiter = tokio::spawn(async move {
+        let granted = other.lock(key, LockOptions::new().wait(ms(20_000))).await;
+        (Instant::now(), granted.map(drop))
+    });
+    let released = Instant::now();
+    guard.release().await.expect("a clean release");
+    let (granted_at, granted) = waiter.await.expect("the waiter's task");
+    granted.expect("granted after the release");
+    let handed = granted_at.saturating_duration_since(released);
+    eprintln!("{key}: granted to another {handed:?} after a clean release (delay 60s)");
+    assert!(handed < SLACK, "the release handed over in {handed:?}");
+}
+
+/// A waiter in the same process as the holder, offered the lock on its release, gets it at
+/// once too (where the store hands locks over, a lock with a delay is released instead).
+async fn a_clean_release_hands_over_at_once_in_the_same_process(d: Deployment) {
+    let key = "delay:release-here";
+    let long = LockOptions::new()
+        .ttl(Duration::from_secs(30))
+        .lock_delay(Duration::from_secs(60));
+    let guard = d.locks.lock(key, long).await.expect("the lock is free");
+    let locks = d.locks.clone();
+    let waiter = tokio::spawn(async move {
+        let granted = locks.lock(key, long.wait(ms(20_000))).await;
+        (Instant::now(), granted.map(drop))
+    });
+    let released = Instant::now();
+    guard.release().await.expect("a clean release");
+    let (granted_at, granted) = waiter.await.expect("the waiter's task");
+    granted.expect("granted after the release");
+    let handed = granted_at.saturating_duration_since(released);
+    eprintln!("{key}: granted in-process {handed:?} after a clean release (delay 60s)");
+    assert!(handed < SLACK, "the release handed over in {handed:?}");
+}
+
+/// The figure to compare with: without a delay, the lock is granted at the end of the lease.
+async fn without_a_delay_the_lock_is_granted_at_the_end_of_the_lease(d: Deployment) {
+    let other = d.connect().await;
+    let key = "delay:none";
+    let asked = Instant::now();
+    let guard = d
+        .locks
+        .lock(key, LockOptions::new().ttl(TTL).watchdog(false))
+        .await
+        .expect("the lock is free");
+    let granted = other
+        .lock(key, waiting(LockOptions::new()))
+        .await
+        .expect("granted at the end of the lease");
+    let granted_at = asked.elapsed();
+    eprintln!("{key}: no delay, granted to another {granted_at:?} after the acquire began");
+    assert!(granted_at >= TTL, "granted before the lease ended");
+    drop(granted);
+    let _ = guard.release().await;
+}
+
+on_backends!(
+    [memory, redis, sentinel, cluster, redlock]
+    [
+        a_lease_lost_without_a_release_is_granted_to_nobody_for_the_delay,
+        a_semaphore_permit_lost_without_a_release_is_granted_to_nobody_for_the_delay,
+        a_write_hold_lost_without_a_release_is_granted_to_nobody_for_the_delay,
+        a_fair_lock_lost_without_a_release_is_granted_to_nobody_for_the_delay,
+        a_busy_answer_counts_the_delay,
+        a_clean_release_hands_over_at_once,
+        a_clean_release_hands_over_at_once_in_the_same_process,
+        without_a_delay_the_lock_is_granted_at_the_end_of_the_lease,
+    ]
+);
+
+/// A holder that renews, then is cut off from the store (its renewals are lost in a partition,
+/// as for a paused process): its lost-lease signal fires at the end of its lease, and another
+/// manager is granted the lock no sooner than the delay after that, and soon after.
+async fn cut_off(holder_url: &str, other: &LockManager, proxy: &FaultProxy, delay: Duration) {
+    let holder = LockManager::connect(holder_url)
+        .await
+        .expect("connect through the proxy");
+    let key = "delay:cut-off";
+    let options = LockOptions::new().ttl(TTL).lock_delay(delay);
+    let guard = holder.lock(key, options).await.expect("the lock is free");
+    assert!(renewed(|| guard.remaining()).await, "the holder renews");
+    // Read before the cut: the store's lease ends no sooner than this, and a renewal that
+    // lands after the read only moves that end later.
+    let lease_end = Instant::now() + guard.remaining();
+    proxy.blackhole(true);
+    let waiter = other.clone();
+    let waiting = tokio::spawn(async move {
+        let granted = waiter.lock(key, LockOptions::new().wait(ms(30_000))).await;
+        (Instant::now(), granted.map(drop))
+    });
+    tokio::time::timeout(TTL + SLACK, guard.lost())
+        .await
+        .expect("the holder's lease ends at its ttl");
+    let lost_at = Instant::now();
+    let (granted_at, granted) = waiting.await.expect("the waiter's task");
+    granted.expect("granted once the lease and its delay are over");
+    let lost = lost_at.saturating_duration_since(lease_end);
+    let gap = granted_at.saturating_duration_since(lease_end);
+    eprintln!(
+        "cut off, delay {delay:?}: lost-lease signal {lost:?} after the lease's end, granted to \
+         another {gap:?} after it"
+    );
+    assert!(
+        lost < delay.max(TTL),
+        "the lost-lease signal follows the ttl: {lost:?}"
+    );
+    assert!(
+        granted_at >= lease_end + delay,
+        "granted {gap:?} after the holder's lease ended, within its delay"
+    );
+    assert!(gap < delay + SLACK, "granted only {gap:?} after the lease");
+    proxy.blackhole(false);
+    drop(guard);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redis_holder_cut_off_keeps_the_lock_from_others_for_the_delay() {
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .expect("server start");
+    let proxy = FaultProxy::start(server.addr());
+    let other = connect(&server).await;
+    cut_off(&proxy.url(), &other, &proxy, DELAY).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_delay_a_redis_holder_cut_off_loses_the_lock_at_the_end_of_its_lease() {
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .expect("server start");
+    let proxy = FaultProxy::start(server.addr());
+    let other = connect(&server).await;
+    cut_off(&proxy.url(), &other, &proxy, Duration::ZERO).await;
+}
+
+async fn postgres() -> (PostgresServer, FaultProxy, LockManager) {
+    let server = tokio::task::spawn_blocking(PostgresServer::start)
+        .await
+        .expect("server start");
+    let proxy = FaultProxy::start(server.addr());
+    let other = LockManager::connect(&server.url()).await.expect("connect");
+    (server, proxy, other)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_holder_cut_off_keeps_the_lock_from_others_for_the_delay() {
+    let (_server, proxy, other) = postgres().await;
+    cut_off(&PostgresServer::url_at(proxy.addr()), &other, &proxy, DELAY).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_delay_a_postgres_holder_cut_off_loses_the_lock_at_the_end_of_its_lease() {
+    let (_server, proxy, other) = postgres().await;
+    let holder_url = PostgresServer::url_at(proxy.addr());
+    cut_off(&holder_url, &other, &proxy, Duration::ZERO).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_a_lease_lost_without_a_release_is_granted_to_nobody_for_the_delay() {
+    let (server, _proxy, other) = postgres().await;
+    let holder = LockManager::connect(&server.url()).await.expect("connect");
+    held_past_the_lease_for_the_delay(&holder, &other, "delay:lock", LockOptions::new()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_postgres_a_clean_release_hands_over_at_once() {
+    let (server, _proxy, other) = postgres().await;
+    let holder = LockManager::connect(&server.url()).await.expect("connect");
+    let key = "delay:release";
+    let long = LockOptions::new()
+        .ttl(Duration::from_secs(30))
+        .lock_delay(Duration::from_secs(60));
+    let guard = holder.lock(key, long).await.expect("the lock is free");
+    let waiter = tokio::spawn(async move {
+        let granted = other.lock(key, LockOptions::new().wait(ms(20_000))).await;
+        (Instant::now(), granted.map(drop))
+    });
+    let released = Instant::now();
+    guard.release().await.expect("a clean release");
+    let (granted_at, granted) = waiter.await.expect("the waiter's task");
+    granted.expect("granted after the release");
+    let handed = granted_at.saturating_duration_since(released);
+    eprintln!("postgres {key}: granted {handed:?} after a clean release (delay 60s)");
+    assert!(handed < SLACK, "the release handed over in {handed:?}");
+}
+
+/// A delay that with the ttl passes the longest lease is refused, naming both.
+#[tokio::test]
+async fn a_delay_past_the_longest_lease_is_refused() {
+    let locks = LockManager::memory();
+    let options = LockOptions::new().lock_delay(lock_runtime::MAX_TTL);
+    match locks.lock("delay:too-long", options).await {
+        Err(LockError::Config(message)) => {
+            assert!(message.contains("lock_delay"), "{message}");
+        }
+        other => panic!("not refused: {other:?}"),
+    }
+}
