@@ -6,9 +6,12 @@
 //! Every test prints its figures (`--nocapture`): the time from the end of the holder's lease
 //! (by its own clock) to the next grant, and from a release to the next grant.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use lock_runtime::Mode;
+use tokio::time::Instant;
+
+use lock_runtime::testing::{Event, TestLocks};
+use lock_runtime::{LostReason, Mode};
 use lock_tests::prelude::*;
 use lock_tests::{Deployment, FaultProxy, PostgresServer, on_backends};
 
@@ -354,4 +357,88 @@ async fn a_delay_past_the_longest_lease_is_refused() {
         }
         other => panic!("not refused: {other:?}"),
     }
+}
+
+/// The test kit's scripted expiry of a lease with a delay keeps the lock from everyone for the
+/// delay, as a real expiry does; a scripted loss to another owner frees it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_test_kit_keeps_a_lock_it_expires_for_its_delay() {
+    let kit = TestLocks::new();
+    let other = kit.instance();
+    let options = LockOptions::new()
+        .ttl(Duration::from_secs(30))
+        .lock_delay(DELAY);
+    let guard = kit
+        .manager()
+        .lock("kit:expired", options)
+        .await
+        .expect("free");
+    let lost = Instant::now();
+    assert_eq!(
+        kit.on("kit:expired")
+            .lose_lease_now(LostReason::Expired)
+            .await,
+        1
+    );
+    assert_eq!(guard.lost().await, LostReason::Expired);
+    let granted = other
+        .lock("kit:expired", waiting(LockOptions::new()))
+        .await
+        .expect("granted once the delay is over");
+    let after = lost.elapsed();
+    eprintln!("kit: granted {after:?} after a scripted expiry (delay {DELAY:?})");
+    assert!(after >= DELAY, "granted {after:?} after the expiry");
+    assert!(
+        after < DELAY + SLACK,
+        "granted only {after:?} after the expiry"
+    );
+    drop(granted);
+
+    let guard = kit
+        .manager()
+        .lock("kit:stolen", options)
+        .await
+        .expect("free");
+    kit.on("kit:stolen")
+        .lose_lease_now(LostReason::NotOwner)
+        .await;
+    assert_eq!(guard.lost().await, LostReason::NotOwner);
+    let taken = other
+        .lock("kit:stolen", LockOptions::new())
+        .await
+        .expect("free at once after a loss to another owner");
+    drop(taken);
+}
+
+/// A waiter in the holder's own process, told to watch the holder's lease, asks again when the
+/// lease ends and then waits out the delay the busy answer gives: a few requests, no spinning.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_in_the_holders_process_waits_out_the_delay_without_spinning() {
+    let kit = TestLocks::new();
+    let key = "kit:same-process";
+    let asked = Instant::now();
+    let guard = kit
+        .manager()
+        .lock(key, stalled(LockOptions::new()))
+        .await
+        .expect("free");
+    let locks = kit.manager();
+    let granted = tokio::spawn(async move { locks.lock(key, waiting(LockOptions::new())).await })
+        .await
+        .expect("the waiter's task")
+        .expect("granted once the delay is over");
+    let after = asked.elapsed();
+    let busy = kit
+        .history()
+        .iter()
+        .filter(|event| matches!(event, Event::Busy { key: busy, .. } if busy == key))
+        .count();
+    eprintln!("{key}: granted {after:?} after the holder's acquire began, {busy} busy answers");
+    assert!(
+        after >= TTL + DELAY,
+        "granted {after:?} after the acquire began"
+    );
+    assert!(busy <= 4, "{busy} busy answers:\n{}", kit.shown_history());
+    drop(granted);
+    drop(guard);
 }
