@@ -37,12 +37,8 @@ impl Store for Delayed {
         ttl: Duration,
         ask: Ask,
     ) -> BoxFuture<'a, Result<Acquire, StoreError>> {
-        let kept = ttl.saturating_add(ask.lock_delay);
-        let ask = Ask {
-            lock_delay: Duration::ZERO,
-            ..ask
-        };
-        self.inner.acquire(key, token, kept, ask)
+        self.inner
+            .acquire(key, token, ttl.saturating_add(ask.lock_delay), ask)
     }
 
     fn renew<'a>(&'a self, batch: &'a [Renewal], book: Booking<'a>) -> BoxFuture<'a, ()> {

@@ -345,7 +345,12 @@ impl RedlockBackend {
     /// Per lease: renewed on a majority, refused by so many that no majority is left, or
     /// neither (`None`: tried again).
     async fn renew_on_majority(&self, batch: &[Renewal]) -> Result<Vec<Option<bool>>, StoreError> {
-        let shortest = batch.iter().map(|r| r.ttl).min().unwrap_or_default();
+        // Timed by the leases themselves, not the lock-delay their ttl may carry.
+        let shortest = batch
+            .iter()
+            .map(|r| r.ttl.min(r.lease().ttl()))
+            .min()
+            .unwrap_or_default();
         let answers = self
             .all(&self.asked(), node_timeout(shortest), |node| {
                 Box::pin(node.renew_pipelined(batch))
@@ -442,7 +447,10 @@ impl Store for RedlockBackend {
         };
         Box::pin(async move {
             let start = Instant::now();
-            let limit = node_timeout(ttl);
+            // The lease, without the lock-delay its ttl carries, times the nodes and
+            // bounds the grant's validity.
+            let lease = ttl.saturating_sub(ask.lock_delay);
+            let limit = node_timeout(lease);
             let asked = self.asked();
             let answers = self
                 .all(&asked, limit, |node| node.acquire(key, token, ttl, ask))
@@ -463,7 +471,7 @@ impl Store for RedlockBackend {
                 }
             }
             let elapsed = start.elapsed();
-            let valid = ttl > elapsed + drift_margin(ttl);
+            let valid = lease > elapsed + drift_margin(lease);
             if granted >= self.quorum && valid {
                 return Ok(Acquire::Acquired { fence });
             }
