@@ -11,7 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use lock_runtime::testing::{Event, TestLocks};
-use lock_runtime::{LostReason, Mode};
+use lock_runtime::{LostReason, Mode, current, distributed_lock};
 use lock_tests::prelude::*;
 use lock_tests::{Deployment, FaultProxy, PostgresServer, on_backends};
 
@@ -441,4 +441,37 @@ async fn a_waiter_in_the_holders_process_waits_out_the_delay_without_spinning() 
     assert!(busy <= 4, "{busy} busy answers:\n{}", kit.shown_history());
     drop(granted);
     drop(guard);
+}
+
+/// A printer cannot check a fencing token: after a lease lost without a release, nobody
+/// prints for the delay.
+#[distributed_lock(
+    key = "printer:<id>",
+    ttl = "1s",
+    lock_delay = "3s",
+    watchdog = false,
+    on_lease_lost = "continue",
+    manager = locks
+)]
+async fn print(locks: &LockManager, other: &LockManager, id: u64) -> Result<(), LockError> {
+    let lock = current().expect("inside a locked section");
+    lock.lost().await;
+    // Stalled past its lease: the printer is still not anyone else's.
+    match other
+        .lock(format!("printer:{id}"), LockOptions::new())
+        .await
+    {
+        Err(LockError::Busy { retry_after, .. }) => {
+            assert!(retry_after.is_some_and(|left| !left.is_zero()));
+            Ok(())
+        }
+        taken => panic!("the printer was granted within the delay: {taken:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_attributes_lock_delay_keeps_a_lost_lock_from_others() {
+    let d = Deployment::memory().await;
+    let other = d.connect().await;
+    print(&d.locks, &other, 7).await.expect("printed");
 }
