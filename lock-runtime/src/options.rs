@@ -55,8 +55,9 @@ pub struct LockOptions {
     pub(crate) mode: Mode,
     /// What to do in a deadlock; `None`: the manager's default.
     pub(crate) deadlock: Option<Deadlock>,
-    /// How long past its lease a lock lost without a release is granted to nobody.
-    pub(crate) lock_delay: Duration,
+    /// How long past its lease a lock lost without a release is granted to nobody; `None`:
+    /// the manager's default.
+    pub(crate) lock_delay: Option<Duration>,
 }
 
 /// What a call does when its wait is part of a deadlock: its task holds a lock that another
@@ -118,7 +119,7 @@ impl LockOptions {
             permits: None,
             mode: Mode::Exclusive,
             deadlock: None,
-            lock_delay: Duration::ZERO,
+            lock_delay: None,
         }
     }
 
@@ -254,7 +255,8 @@ impl LockOptions {
     /// crashed, paused or was cut off from the store; `max_hold` ran out; a fixed lease ended),
     /// nobody is granted the lock for `delay` more. A clean release (the guard released or
     /// dropped, the locked section ended, shutdown) still hands the lock over at once. Zero
-    /// (the default): none.
+    /// (the default, unless [`LockManagerBuilder::lock_delay`](crate::LockManagerBuilder::lock_delay)
+    /// sets another for the manager's locks): none.
     ///
     /// For a resource that cannot check fencing tokens: a holder that stalls for less than
     /// `delay` past its lease, wakes and writes once more before it notices the loss, writes
@@ -272,17 +274,27 @@ impl LockOptions {
     /// const PRINTER: LockOptions = LockOptions::new()
     ///     .ttl(Duration::from_secs(10))
     ///     .lock_delay(Duration::from_secs(15));
-    /// assert_eq!(PRINTER.lock_delay_value(), Duration::from_secs(15));
+    /// assert_eq!(PRINTER.lock_delay_value(), Some(Duration::from_secs(15)));
     /// ```
     pub const fn lock_delay(mut self, delay: Duration) -> Self {
-        self.lock_delay = delay;
+        self.lock_delay = Some(delay);
         self
     }
 
-    /// The ttl the store keeps a lock for: the lease and its lock-delay (see
-    /// [`lock_delay`](Self::lock_delay)).
-    pub(crate) fn kept_for(&self) -> Duration {
-        self.ttl.saturating_add(self.lock_delay)
+    /// These options with `delay` as their lock-delay if they set none: the manager's default.
+    pub(crate) fn or_lock_delay(mut self, delay: Duration) -> Self {
+        self.lock_delay = self.lock_delay.or(Some(delay));
+        self
+    }
+
+    /// The lock-delay, zero for none (see [`lock_delay`](Self::lock_delay)).
+    pub(crate) fn delay(&self) -> Duration {
+        self.lock_delay.unwrap_or_default()
+    }
+
+    /// The ttl the store keeps a lock for: the lease and its lock-delay.
+    fn kept_for(&self) -> Duration {
+        self.ttl.saturating_add(self.delay())
     }
 
     /// Checks the values against what a lease can be: ttl within
@@ -318,7 +330,7 @@ impl LockOptions {
                 "ttl {} and lock_delay {} together are longer than the maximum {}: shorten \
                  the lock_delay",
                 Exact(self.ttl),
-                Exact(self.lock_delay),
+                Exact(self.delay()),
                 Exact(MAX_TTL)
             )));
         }
@@ -409,8 +421,9 @@ impl LockOptions {
         self.deadlock
     }
 
-    /// The lock-delay (see [`lock_delay`](Self::lock_delay)); zero for none.
-    pub const fn lock_delay_value(&self) -> Duration {
+    /// The lock-delay, if set here (see [`lock_delay`](Self::lock_delay)); `None`: the
+    /// manager's default.
+    pub const fn lock_delay_value(&self) -> Option<Duration> {
         self.lock_delay
     }
 

@@ -475,3 +475,46 @@ async fn the_attributes_lock_delay_keeps_a_lost_lock_from_others() {
     let other = d.connect().await;
     print(&d.locks, &other, 7).await.expect("printed");
 }
+
+/// The manager's default lock-delay applies to the calls that set none, and a call's own
+/// (here none at all) wins over it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_managers_lock_delay_applies_to_calls_that_set_none() {
+    let server = tokio::task::spawn_blocking(RedisServer::start)
+        .await
+        .expect("server start");
+    let holder = LockManager::builder()
+        .url(&server.url())
+        .lock_delay(DELAY)
+        .build()
+        .await
+        .expect("connect");
+    let other = connect(&server).await;
+    let unset = LockOptions::new().ttl(TTL).watchdog(false);
+    let guard = holder.lock("delay:default", unset).await.expect("free");
+    guard.lost().await;
+    assert!(
+        other
+            .lock("delay:default", LockOptions::new())
+            .await
+            .is_err(),
+        "granted within the manager's delay"
+    );
+    drop(guard);
+    let guard = holder
+        .lock("delay:overridden", unset.lock_delay(Duration::ZERO))
+        .await
+        .expect("free");
+    guard.lost().await;
+    let lost = Instant::now();
+    let taken = other
+        .lock("delay:overridden", waiting(LockOptions::new()))
+        .await
+        .expect("granted at the end of the lease");
+    assert!(
+        lost.elapsed() < DELAY,
+        "kept {:?} past the lease",
+        lost.elapsed()
+    );
+    drop(taken);
+}

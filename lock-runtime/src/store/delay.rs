@@ -85,5 +85,5 @@ impl Store for Delayed {
 
 /// The lock-delay of `lease`.
 fn delay_of(lease: &Lease) -> Duration {
-    lease.options.lock_delay
+    lease.options.delay()
 }

@@ -407,7 +407,7 @@ impl FaultLayer {
         lease: &Arc<crate::lease::Lease>,
         reason: LostReason,
     ) {
-        if reason == LostReason::Expired && !lease.options.lock_delay.is_zero() {
+        if reason == LostReason::Expired && !lease.options.delay().is_zero() {
             let kept = [Renewal {
                 lease: lease.clone(),
                 ttl: Duration::ZERO,
