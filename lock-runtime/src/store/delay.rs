@@ -87,3 +87,70 @@ impl Store for Delayed {
 fn delay_of(lease: &Lease) -> Duration {
     lease.options.delay()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use crate::error::LockError;
+    use crate::manager::LockManager;
+    use crate::options::LockOptions;
+
+    const TTL: Duration = Duration::from_secs(1);
+    const DELAY: Duration = Duration::from_secs(3);
+
+    /// Whether `locks` finds `key` busy, and for how long more.
+    async fn busy_for(locks: &LockManager, key: &str) -> Option<Duration> {
+        match locks.lock(key, LockOptions::new()).await {
+            Err(LockError::Busy { retry_after, .. }) => retry_after,
+            Ok(guard) => {
+                drop(guard);
+                None
+            }
+            Err(other) => panic!("not a busy answer: {other}"),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_lease_run_out_keeps_its_lock_for_the_delay() {
+        let locks = LockManager::memory();
+        let stalled = LockOptions::new()
+            .ttl(TTL)
+            .lock_delay(DELAY)
+            .watchdog(false);
+        let guard = locks.lock("printer", stalled).await.expect("free");
+        let other = locks.clone();
+        let left = tokio::spawn(async move { busy_for(&other, "printer").await })
+            .await
+            .expect("task");
+        assert_eq!(left, Some(TTL + DELAY), "the busy answer counts the delay");
+        guard.lost().await;
+        tokio::time::advance(DELAY - Duration::from_millis(100)).await;
+        let other = locks.clone();
+        let left = tokio::spawn(async move { busy_for(&other, "printer").await })
+            .await
+            .expect("task");
+        assert!(left.is_some(), "granted within the delay");
+        tokio::time::advance(Duration::from_millis(200)).await;
+        let other = locks.clone();
+        let left = tokio::spawn(async move { busy_for(&other, "printer").await })
+            .await
+            .expect("task");
+        assert_eq!(left, None, "still kept after the delay");
+        drop(guard);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_release_frees_a_lock_with_a_delay_at_once() {
+        let locks = LockManager::memory();
+        let guard = locks
+            .lock("printer", LockOptions::new().ttl(TTL).lock_delay(DELAY))
+            .await
+            .expect("free");
+        guard.release().await.expect("released");
+        let left = tokio::spawn(async move { busy_for(&locks, "printer").await })
+            .await
+            .expect("task");
+        assert_eq!(left, None, "a release frees the lock at once");
+    }
+}
