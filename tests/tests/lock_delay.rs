@@ -484,7 +484,7 @@ async fn the_managers_lock_delay_applies_to_calls_that_set_none() {
         .await
         .expect("server start");
     let holder = LockManager::builder()
-        .url(&server.url())
+        .url(server.url())
         .lock_delay(DELAY)
         .build()
         .await
