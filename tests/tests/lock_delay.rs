@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use lock_runtime::store::LockState;
 use lock_runtime::testing::{Event, TestLocks};
 use lock_runtime::{LostReason, Mode, current, distributed_lock};
 use lock_tests::prelude::*;
@@ -518,3 +519,33 @@ async fn the_managers_lock_delay_applies_to_calls_that_set_none() {
     );
     drop(taken);
 }
+
+/// What `lockctl show` reads: during the delay the lock is still shown held, its lease the
+/// time left until it can be granted.
+async fn inspection_shows_the_lock_held_for_its_delay(d: Deployment) {
+    let key = "delay:shown";
+    let guard = d
+        .locks
+        .lock(key, stalled(LockOptions::new()))
+        .await
+        .expect("free");
+    guard.lost().await;
+    let inspect = d.locks.inspect().expect("the store can be inspected");
+    let shown = inspect.show("lock:", key).await.expect("show");
+    eprintln!(
+        "{key}: shown after the lease was lost: {:?}",
+        shown[0].lease_ms
+    );
+    assert!(
+        shown
+            .iter()
+            .any(|lock| lock.state == LockState::Held
+                && lock.lease_ms.is_some_and(|left| left > 0)),
+        "{shown:?}"
+    );
+    drop(guard);
+}
+
+on_backends!(mod shown; [memory, redis, cluster] [
+    inspection_shows_the_lock_held_for_its_delay,
+]);
