@@ -433,6 +433,8 @@ impl Store for RedlockBackend {
         &self.server
     }
 
+    /// The ttl asked carries the lock's lock-delay: the lease alone (`ttl - ask.lock_delay`)
+    /// times the nodes and bounds the grant's validity.
     fn acquire<'a>(
         &'a self,
         key: &'a Key,
@@ -447,13 +449,11 @@ impl Store for RedlockBackend {
         };
         Box::pin(async move {
             let start = Instant::now();
-            // The lease, without the lock-delay its ttl carries, times the nodes and
-            // bounds the grant's validity.
-            let lease = ttl.saturating_sub(ask.lock_delay);
-            let limit = node_timeout(lease);
+            let (kept, ttl) = (ttl, ttl.saturating_sub(ask.lock_delay));
+            let limit = node_timeout(ttl);
             let asked = self.asked();
             let answers = self
-                .all(&asked, limit, |node| node.acquire(key, token, ttl, ask))
+                .all(&asked, limit, |node| node.acquire(key, token, kept, ask))
                 .await;
             let mut granted = 0;
             let mut fence = 0;
@@ -471,7 +471,7 @@ impl Store for RedlockBackend {
                 }
             }
             let elapsed = start.elapsed();
-            let valid = lease > elapsed + drift_margin(lease);
+            let valid = ttl > elapsed + drift_margin(ttl);
             if granted >= self.quorum && valid {
                 return Ok(Acquire::Acquired { fence });
             }
