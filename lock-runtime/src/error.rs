@@ -188,10 +188,13 @@ pub enum LockError {
         key: String,
     },
     /// A claim on a fenced resource, or a fenced write, was refused or could not be made
-    /// (see [`fence`](crate::fence)): so that `?` on a fence's answer works in a
-    /// `#[distributed_lock]` body returning this error.
+    /// (see [`fence`](crate::fence)). In a `#[distributed_lock]` body that returns this error,
+    /// `fence::postgres::claim(&mut tx, &fence).await.map_err(LockError::Fence)?`; an error
+    /// type of your own can implement `From<FenceError>` and take `?` directly. (`LockError`
+    /// has no `From<FenceError>`: rustc would offer it as the fix for every other error `?`
+    /// cannot convert.)
     #[error(transparent)]
-    Fence(#[from] FenceError),
+    Fence(FenceError),
 }
 
 impl LockError {

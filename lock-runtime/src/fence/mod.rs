@@ -36,7 +36,7 @@
 //! ```
 //! use lock_runtime::fence::Fence;
 //!
-//! # async fn run() -> Result<(), lock_runtime::LockError> {
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! # let locks = lock_runtime::LockManager::connect("memory://").await?;
 //! # let guard = locks.lock("cart:7", lock_runtime::LockOptions::default()).await?;
 //! # guard.scope(async {
@@ -44,7 +44,7 @@
 //! assert_eq!(fence.resource(), "cart:7");
 //! let fence = fence.on("carts/7"); // or a resource of another name
 //! # assert_eq!(fence.resource(), "carts/7");
-//! # Ok::<(), lock_runtime::LockError>(())
+//! # Ok::<(), lock_runtime::fence::FenceError>(())
 //! # }).await?;
 //! # Ok(())
 //! # }

@@ -215,7 +215,7 @@ RETURNING f.fence, f.holder",
 /// Claims `fence` on the default table ([`FenceTable::claim`]).
 ///
 /// ```no_run
-/// # async fn run(pool: sqlx::PgPool) -> Result<(), lock_runtime::LockError> {
+/// # async fn run(pool: sqlx::PgPool) -> Result<(), lock_runtime::fence::FenceError> {
 /// use lock_runtime::fence::{self, Fence};
 ///
 /// # let mut tx = pool.begin().await.expect("begin");
@@ -231,7 +231,7 @@ pub async fn claim(conn: &mut PgConnection, fence: &Fence) -> Result<(), FenceEr
 /// Checks `fence` on the default table ([`FenceTable::check`]).
 ///
 /// ```no_run
-/// # async fn run(pool: sqlx::PgPool, fence: lock_runtime::fence::Fence) -> Result<(), lock_runtime::LockError> {
+/// # async fn run(pool: sqlx::PgPool, fence: lock_runtime::fence::Fence) -> Result<(), lock_runtime::fence::FenceError> {
 /// # let mut tx = pool.begin().await.expect("begin");
 /// lock_runtime::fence::postgres::check(&mut tx, &fence).await?; // then write, then commit
 /// # Ok(())

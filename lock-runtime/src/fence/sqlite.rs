@@ -173,7 +173,7 @@ RETURNING fence, holder",
 /// Claims `fence` on the default table ([`FenceTable::claim`]).
 ///
 /// ```no_run
-/// # async fn run(pool: sqlx::SqlitePool) -> Result<(), lock_runtime::LockError> {
+/// # async fn run(pool: sqlx::SqlitePool) -> Result<(), lock_runtime::fence::FenceError> {
 /// use lock_runtime::fence::{self, Fence};
 ///
 /// # let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.expect("begin");
@@ -189,7 +189,7 @@ pub async fn claim(conn: &mut SqliteConnection, fence: &Fence) -> Result<(), Fen
 /// Checks `fence` on the default table ([`FenceTable::check`]).
 ///
 /// ```no_run
-/// # async fn run(pool: sqlx::SqlitePool, fence: lock_runtime::fence::Fence) -> Result<(), lock_runtime::LockError> {
+/// # async fn run(pool: sqlx::SqlitePool, fence: lock_runtime::fence::Fence) -> Result<(), lock_runtime::fence::FenceError> {
 /// # let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.expect("begin");
 /// lock_runtime::fence::sqlite::check(&mut tx, &fence).await?; // then write, then commit
 /// # Ok(())

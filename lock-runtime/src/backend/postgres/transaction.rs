@@ -210,7 +210,8 @@ async fn take(
             ))
         })?;
         let claimed_by: Option<String> = second.try_get("claimed_by").map_err(failed)?;
-        fence::table::claimed(&lock.fence(), claimed, claimed_by.as_deref())?;
+        fence::table::claimed(&lock.fence(), claimed, claimed_by.as_deref())
+            .map_err(LockError::Fence)?;
     }
     Ok(lock)
 }
