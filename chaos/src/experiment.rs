@@ -76,6 +76,10 @@ impl Run<'_> {
             .args(["--seed", &seed.to_string()])
             .args(["--keys", &self.config.keys.to_string()])
             .args(["--fair", if self.config.fair { "1" } else { "0" }])
+            .args([
+                "--lock-delay-ms",
+                &self.config.lock_delay.as_millis().to_string(),
+            ])
             .args(["--mode", self.config.mode.name()])
             .args(["--permits", &self.config.permits.to_string()])
             .args(["--reads", &self.config.reads_pct.to_string()])
@@ -511,12 +515,17 @@ pub(crate) fn run(config: &Config) -> Result<bool, String> {
         Mode::Semaphore => format!(", mode semaphore ({} permits)", config.permits),
     };
     println!(
-        "chaos: seed {}, topology {}{mode}, {} workers x {} tasks, ttl {:?}, {} s{}",
+        "chaos: seed {}, topology {}{mode}, {} workers x {} tasks, ttl {:?}{}, {} s{}",
         config.seed,
         config.topology.name(),
         config.workers,
         config.tasks,
         TTL,
+        if config.lock_delay.is_zero() {
+            String::new()
+        } else {
+            format!(", lock-delay {:?}", config.lock_delay)
+        },
         config.duration.as_secs(),
         if config.quick { " (quick)" } else { "" }
     );

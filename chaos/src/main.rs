@@ -38,6 +38,7 @@
 //!       [--takeover-margin-ms N]                       (the takeover's margin alone)
 //!       [--keys N]                                     (Cluster: N leases per worker on every shard)
 //!       [--fair]                                       (every section waits in fair mode)
+//!       [--lock-delay-ms N]                            (every lock with this lock-delay)
 //!       [--mode exclusive|rw|semaphore] [--reads PCT] [--permits N]
 //!                                                      (the primitive the sections take)
 //! ```
@@ -169,6 +170,9 @@ pub(crate) struct Config {
     pub(crate) keys: usize,
     /// Every section waits for the lock in fair mode (`--fair`): first come, first served.
     pub(crate) fair: bool,
+    /// Every worker's manager gives its locks this lock-delay (`--lock-delay-ms`): a lock whose
+    /// lease was lost without a release is granted to nobody for this long more.
+    pub(crate) lock_delay: Duration,
     /// The primitive the sections take (`--mode`).
     pub(crate) mode: Mode,
     /// The semaphore's permits (`--permits`, semaphore mode).
@@ -214,8 +218,10 @@ impl Config {
     /// leaves behind) and the margin. In rw mode a lease more: a writer killed while it waits
     /// leaves its mark, which keeps new readers out for up to a lease after what it waited for
     /// (lock-runtime's rw_acquire.lua), so readers may wait out two leases.
+    ///
+    /// A lock-delay holds a lock whose holder vanished for that much more.
     pub(crate) fn takeover_limit(&self) -> Duration {
-        let margin = self.takeover_margin.unwrap_or(self.margin);
+        let margin = self.takeover_margin.unwrap_or(self.margin) + self.lock_delay;
         match self.mode {
             Mode::ReadWrite => 2 * TTL + margin,
             Mode::Exclusive | Mode::Semaphore => TTL + margin,
@@ -239,7 +245,7 @@ impl Config {
 const USAGE: &str = "usage: chaos [--topology single|sentinel|cluster|redlock|postgres|pgbouncer] [--masters N] \
 [--faults KIND,KIND,...] [--quick] [--seconds N | --minutes N] [--workers N] [--tasks N] \
 [--seed N] [--json PATH] [--svg PATH] [--dir PATH] [--margin-ms N] [--takeover-margin-ms N] [--keys N] [--fair] \
-[--mode exclusive|rw|semaphore] [--reads PCT] [--permits N]";
+[--mode exclusive|rw|semaphore] [--reads PCT] [--permits N] [--lock-delay-ms N]";
 
 fn parse(args: &[String]) -> Result<Config, String> {
     let mut config = Config {
@@ -258,6 +264,7 @@ fn parse(args: &[String]) -> Result<Config, String> {
         faults: Vec::new(),
         keys: 0,
         fair: false,
+        lock_delay: Duration::ZERO,
         mode: Mode::Exclusive,
         permits: DEFAULT_PERMITS,
         reads_pct: DEFAULT_READS_PCT,
@@ -298,6 +305,7 @@ fn parse(args: &[String]) -> Result<Config, String> {
             "--topology" => config.topology = Topology::parse(value)?,
             "--masters" => config.masters = number()? as usize,
             "--keys" => config.keys = number()? as usize,
+            "--lock-delay-ms" => config.lock_delay = Duration::from_millis(number()?),
             "--mode" => config.mode = Mode::parse(value)?,
             "--permits" => permits = Some(number()?),
             "--reads" => reads = Some(number()?),

@@ -103,6 +103,8 @@ pub(crate) struct WorkerArgs {
     pub(crate) keys: usize,
     /// Sections wait for the lock in fair mode.
     pub(crate) fair: bool,
+    /// The manager's lock-delay.
+    pub(crate) lock_delay: Duration,
     /// The primitive the sections take.
     pub(crate) mode: Mode,
     /// The semaphore's permits (semaphore mode).
@@ -121,6 +123,7 @@ impl WorkerArgs {
             seed: 0,
             keys: 0,
             fair: false,
+            lock_delay: Duration::ZERO,
             mode: Mode::Exclusive,
             permits: DEFAULT_PERMITS,
             reads_pct: 0,
@@ -139,6 +142,10 @@ impl WorkerArgs {
                 "--seed" => parsed.seed = value.parse().map_err(|e| format!("--seed: {e}"))?,
                 "--keys" => parsed.keys = value.parse().map_err(|e| format!("--keys: {e}"))?,
                 "--fair" => parsed.fair = value == "1",
+                "--lock-delay-ms" => {
+                    let ms = value.parse().map_err(|e| format!("--lock-delay-ms: {e}"))?;
+                    parsed.lock_delay = Duration::from_millis(ms);
+                }
                 "--mode" => parsed.mode = Mode::parse(&value)?,
                 "--permits" => {
                     parsed.permits = value.parse().map_err(|e| format!("--permits: {e}"))?;
@@ -599,13 +606,14 @@ async fn sleep_unless_stopped(length: Duration, stop: &AtomicBool) {
     }
 }
 
-async fn connect_locks(url: &str) -> Result<LockManager, LockError> {
+async fn connect_locks(url: &str, lock_delay: Duration) -> Result<LockManager, LockError> {
     // A worker respawned while the lock server restarts keeps trying for a while.
     let mut tries = 0;
     loop {
         match LockManager::builder()
             .url(url)
             .app_name("chaos-worker")
+            .lock_delay(lock_delay)
             // No mode waits for a lock while holding another: a deadlock any call gave up in
             // would be a false one, and the analysis counts it as a violation.
             .deadlock(lock_runtime::Deadlock::Fail)
@@ -642,7 +650,7 @@ pub(crate) fn run(args: WorkerArgs) -> Result<(), String> {
             .append(true)
             .open(&args.log)
             .map_err(|e| format!("cannot open {}: {e}", args.log))?;
-        let locks = connect_locks(&args.lock_url)
+        let locks = connect_locks(&args.lock_url, args.lock_delay)
             .await
             .map_err(|e| format!("lock server: {e}"))?;
         lock_runtime::set_global_default(locks.clone()).map_err(|e| e.to_string())?;
