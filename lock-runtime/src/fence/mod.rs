@@ -20,7 +20,7 @@
 //!
 //! [`Fence`] is the token and the resource's name. The stores that keep the resource:
 //!
-//! * Redis-held data (`fence::redis`): a claim, and a claim with a write (`SET`, `HSET`,
+//! * Redis-held data ([`fence::redis`](crate::fence::redis)): a claim, and a claim with a write (`SET`, `HSET`,
 //!   `DEL`, any command on the key) as one server-side step.
 //! * PostgreSQL through sqlx (`fence::postgres`, feature `fence-postgres`), and SQLite
 //!   (`fence::sqlite`, feature `fence-sqlite`): claims and checks inside the application's own
@@ -51,6 +51,7 @@
 //! ```
 
 mod error;
+pub mod redis;
 
 pub use error::FenceError;
 
