@@ -62,7 +62,7 @@ use redis::{Arg, Cmd, FromRedisValue, Script, ToSingleRedisArg, Value};
 
 use super::{Fence, FenceError};
 use crate::protocol::scripts::is_noscript;
-use crate::protocol::slots::{hash_tag, slot, tag_in};
+use crate::protocol::slots::{slot, tag_in};
 
 /// The script: the fence's claim or check, and a command on the data key (scripts/fence.lua).
 const SOURCE: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/fence.lua"));
@@ -175,32 +175,22 @@ const ONE_KEY_COMMANDS: &[&str] = &[
 /// Of [`ONE_KEY_COMMANDS`], those that take any number of keys: allowed with the data key alone.
 const MANY_KEY_COMMANDS: &[&str] = &["DEL", "UNLINK", "EXISTS", "TOUCH"];
 
-/// The key that keeps the fence of the data key `resource`, in the same Redis Cluster slot so
-/// that one script reaches both:
+/// The key that keeps the fence of the data key `resource`: `fence:{<n>}:<resource>`, `n` the
+/// smallest number whose text, as a hash tag, puts a key in the resource's Redis Cluster slot.
+/// So one script reaches both keys on a Cluster, whatever braces the resource has, and no two
+/// resources share a fence key (the resource is read back from it after the first `}:`).
 ///
-/// - `<resource>:fence` when `resource` has a hash tag of its own (`{cart:7}:items` →
-///   `{cart:7}:items:fence`): the tag decides the slot of both;
-/// - `{<resource>}:fence` otherwise (`cart:7` → `{cart:7}:fence`): the whole resource becomes
-///   the tag, and the whole resource is what decides its slot;
-/// - `{<n>}:fence:<resource>` for the rare resource with a `}` but no hash tag (`a}b`), `n`
-///   the smallest number whose text hashes to the resource's slot.
-///
-/// The fence key must outlive the data: see [the module's notes](self).
+/// The fence key must outlive the data: see [the module's notes](self). Where the data's
+/// server restricts the keys a user may touch (an ACL's `~pattern`), allow `fence:*` too.
 ///
 /// ```
 /// use lock_runtime::fence::redis::fence_key;
 ///
-/// assert_eq!(fence_key("cart:7"), "{cart:7}:fence");
-/// assert_eq!(fence_key("{user:3}:profile"), "{user:3}:profile:fence");
+/// assert_eq!(fence_key("cart:7"), "fence:{8065}:cart:7"); // both in slot 9546
+/// assert!(fence_key("{user:3}:profile").ends_with("}:{user:3}:profile"));
 /// ```
 pub fn fence_key(resource: &str) -> String {
-    if hash_tag(resource).is_some() {
-        format!("{resource}:fence")
-    } else if !resource.contains('}') {
-        format!("{{{resource}}}:fence")
-    } else {
-        format!("{{{}}}:fence:{resource}", tag_in(slot(resource)))
-    }
+    format!("fence:{{{}}}:{resource}", tag_in(slot(resource)))
 }
 
 /// Claims the resource: raises its fence to the token, or refuses with [`FenceError::Stale`] if
@@ -596,9 +586,10 @@ mod tests {
             assert_eq!(slot(&key), slot(resource), "{key} for {resource}");
             assert_ne!(key, resource);
         }
-        assert_eq!(fence_key("cart:7"), "{cart:7}:fence");
-        assert_eq!(fence_key("{user:3}:profile"), "{user:3}:profile:fence");
-        assert!(fence_key("a}b").ends_with(":fence:a}b"));
+        assert_eq!(
+            fence_key("cart:7"),
+            format!("fence:{{{}}}:cart:7", tag_in(slot("cart:7")))
+        );
     }
 
     #[test]
@@ -631,9 +622,9 @@ mod tests {
         assert!(refusal(redis::cmd("INCRBY").arg("other").arg(5)).contains("fenced INCRBY"));
         assert!(refusal(redis::cmd("DEL").arg("k").arg("other")).contains("alone"));
         assert!(refusal(redis::cmd("RENAME").arg("k").arg("j")).contains("not a command"));
-        assert!(refusal(redis::cmd("FLUSHALL")).contains("not a command"));
+        assert!(refusal(&redis::cmd("FLUSHALL")).contains("not a command"));
         assert!(refusal(redis::cmd("BLPOP").arg("k").arg(0)).contains("not a command"));
-        assert!(refusal(redis::cmd("GET")).contains("names no key"));
+        assert!(refusal(&redis::cmd("GET")).contains("names no key"));
         assert!(refusal(&redis::Cmd::new()).contains("empty"));
     }
 

@@ -10,16 +10,17 @@ const SLOTS: usize = 16_384;
 /// The slot of a Redis key, by the rule Redis Cluster uses: the CRC16 of the hash tag (the text
 /// between the first `{` and the next `}`, if that is not empty), or of the whole key.
 pub(crate) fn slot(key: &str) -> u16 {
-    let hashed = hash_tag(key).unwrap_or(key);
-    crc16::State::<crc16::XMODEM>::calculate(hashed.as_bytes()) % SLOTS as u16
-}
-
-/// The key's hash tag: the text between its first `{` and the next `}`, if that is not empty.
-pub(crate) fn hash_tag(key: &str) -> Option<&str> {
-    let open = key.find('{')?;
-    let rest = &key[open + 1..];
-    let close = rest.find('}')?;
-    (close > 0).then(|| &rest[..close])
+    let bytes = key.as_bytes();
+    let hashed = bytes
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let rest = &bytes[open + 1..];
+            let close = rest.iter().position(|&b| b == b'}')?;
+            (close > 0).then(|| &rest[..close])
+        })
+        .unwrap_or(bytes);
+    crc16::State::<crc16::XMODEM>::calculate(hashed) % SLOTS as u16
 }
 
 /// A number whose decimal text, as a hash tag, puts a key in `slot` (the smallest such).
