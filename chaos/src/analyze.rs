@@ -190,7 +190,7 @@ pub(crate) struct Write {
 pub(crate) struct Delivery {
     pub(crate) token: u64,
     pub(crate) accepted: bool,
-    /// The resource server's clock when the write arrived (wall-clock ns, comparable with the
+    /// The sender's clock when it sent the operation (wall-clock ns, comparable with the
     /// workers' logs: every process runs on this machine).
     pub(crate) at: u64,
     /// A reader's read (rw mode), not a write.
@@ -406,7 +406,7 @@ pub(crate) struct Report {
     pub(crate) journal: Vec<Delivery>,
     /// Journal entries no worker logged: the writer died or gave up before the answer came.
     pub(crate) unlogged: Vec<usize>,
-    /// Of those, the ones that arrived after the section that sent them had ended.
+    /// Of those, the ones whose entry is timed after the section that sent them had ended.
     pub(crate) late: Vec<usize>,
     /// The many-keys leases, ended in the workers' logs.
     pub(crate) leases: Vec<ShardLease>,
@@ -713,6 +713,9 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
             let (stale, newer) = if out_of_order { (j, i) } else { (i, j) };
             // By the writes as the resource saw them, also those their writers never logged.
             let outcome = match (delivered.by_hold[stale], delivered.by_hold[newer]) {
+                // Refused by the fence, before or after the newer holder's own operation: a
+                // claim (the newer one's, or a later holder's) shut it out.
+                (Some(sw), _) if !journal[sw].accepted => Outcome::Caught,
                 (Some(sw), Some(nw)) if sw > nw => {
                     if journal[sw].accepted {
                         Outcome::StaleAccepted
