@@ -181,6 +181,12 @@ impl CurrentLock {
         self.lease.fencing_token()
     }
 
+    /// The owner token of this acquisition (never shown or logged): what a fence derives its
+    /// holder id from.
+    pub(crate) fn owner_token(&self) -> &str {
+        self.lease.token()
+    }
+
     /// True while the lease is known to be held (not lost, not released, local deadline ahead).
     pub fn is_held(&self) -> bool {
         self.lease.is_held()

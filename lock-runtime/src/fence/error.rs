@@ -27,6 +27,9 @@
 pub enum FenceError {
     /// A holder with a higher fencing token has claimed the resource: this holder was overtaken
     /// (its lease expired, or the lock was taken from it) and must not read or write it on.
+    /// `current == offered` when another holder claimed with the same token: a lock store that
+    /// lost its counter's last writes (a restart without persistence, a failover) handed the
+    /// token out twice, and the other holder claimed first (see [`Fence`](super::Fence)).
     #[error(
         "resource `{resource}` refused fencing token {offered}: a newer holder of its lock claimed \
          it with token {current}. This holder lost its lock; roll back and give up the section"

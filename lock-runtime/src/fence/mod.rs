@@ -38,7 +38,7 @@
 //!
 //! # async fn run() -> Result<(), lock_runtime::LockError> {
 //! # let locks = lock_runtime::LockManager::connect("memory://").await?;
-//! # let guard = locks.lock("cart:7").await?;
+//! # let guard = locks.lock("cart:7", lock_runtime::LockOptions::default()).await?;
 //! # guard.scope(async {
 //! let fence = Fence::current()?; // the resource `cart:7`, this section's token
 //! assert_eq!(fence.resource(), "cart:7");
@@ -59,10 +59,21 @@ use crate::guard::LockGuard;
 
 /// A holder's fencing token and the resource it fences: what a claim raises the resource's
 /// fence to, and what a fenced write must still find there.
+///
+/// A fence taken from a held lock ([`current`](Fence::current), [`of`](Fence::of)) also
+/// carries a holder id, derived from the acquisition's owner token (a one-way hash: the token
+/// itself is never stored or shown). It tells this holder's own claims apart from another
+/// holder's claim with the *same* token, which happens when a lock store loses its counter's
+/// last writes (a Redis restart without persistence, a failover) and hands a token out again:
+/// a claim at the resource's current token is accepted only from the holder that made it.
+/// A fence built with [`new`](Fence::new) has no holder id (give it one with
+/// [`held_by`](Fence::held_by)), and then a claim at the resource's current token is accepted
+/// from anyone.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Fence {
     resource: String,
     token: u64,
+    holder: Option<String>,
 }
 
 impl Fence {
@@ -73,6 +84,16 @@ impl Fence {
         Fence {
             resource: resource.into(),
             token,
+            holder: None,
+        }
+    }
+
+    /// The same fence with `holder` as its holder id: a name of this acquisition that no other
+    /// holder of the lock uses (an id the application's own lock gives, for instance).
+    pub fn held_by(self, holder: impl Into<String>) -> Fence {
+        Fence {
+            holder: Some(holder.into()),
+            ..self
         }
     }
 
@@ -81,7 +102,10 @@ impl Fence {
     /// a locked section. Rename the resource with [`on`](Fence::on).
     pub fn current() -> Result<Fence, FenceError> {
         match crate::current::current() {
-            Some(lock) => Ok(Fence::new(lock.key(), lock.fencing_token())),
+            Some(lock) => {
+                Ok(Fence::new(lock.key(), lock.fencing_token())
+                    .held_by(holder_id(lock.owner_token())))
+            }
             None => Err(FenceError::NoLock {
                 resource: String::new(),
             }),
@@ -90,15 +114,15 @@ impl Fence {
 
     /// The fence of the lock `guard` holds: its key names the resource.
     pub fn of(guard: &LockGuard) -> Fence {
-        Fence::new(guard.key(), guard.fencing_token())
+        Fence::new(guard.key(), guard.fencing_token()).held_by(holder_id(guard.lease().token()))
     }
 
-    /// The same token on another resource: one lock may protect several resources, each with a
-    /// fence of its own.
+    /// The same token (and holder id) on another resource: one lock may protect several
+    /// resources, each with a fence of its own.
     pub fn on(self, resource: impl Into<String>) -> Fence {
         Fence {
             resource: resource.into(),
-            token: self.token,
+            ..self
         }
     }
 
@@ -112,11 +136,13 @@ impl Fence {
         self.token
     }
 
+    /// The holder id (see [`Fence`]), if the fence has one.
+    pub fn holder(&self) -> Option<&str> {
+        self.holder.as_deref()
+    }
+
     /// The token as SQL's `BIGINT`, or [`FenceError::TokenRange`] above `i64::MAX`.
-    #[cfg_attr(
-        not(any(feature = "fence-postgres", feature = "fence-sqlite")),
-        allow(dead_code)
-    )]
+    #[allow(dead_code)] // until the SQL fences land
     pub(crate) fn sql_token(&self) -> Result<i64, FenceError> {
         i64::try_from(self.token).map_err(|_| FenceError::TokenRange {
             resource: self.resource.clone(),
@@ -126,19 +152,64 @@ impl Fence {
     }
 }
 
+/// A holder id from an owner token: 16 hex digits of a one-way hash under a label of its own,
+/// so it is neither the token nor the id a release announces.
+fn holder_id(owner_token: &str) -> String {
+    let mut hash = sha1_smol::Sha1::new();
+    hash.update(b"lock-runtime fence holder\0");
+    hash.update(owner_token.as_bytes());
+    hash.digest().to_string()[..16].to_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn a_token_above_bigint_is_refused_for_sql_with_the_limit() {
-        let err = Fence::new("r", u64::MAX).sql_token().unwrap_err();
+        let err = Fence::new("r", u64::MAX)
+            .sql_token()
+            .expect_err("a refusal");
         assert!(
             matches!(err, FenceError::TokenRange { offered, limit, .. }
                 if offered == u64::MAX && limit == i64::MAX as u64),
             "{err}"
         );
-        assert_eq!(Fence::new("r", 7).sql_token().unwrap(), 7);
+        assert_eq!(
+            Fence::new("r", 7)
+                .sql_token()
+                .expect("as the test set it up"),
+            7
+        );
+    }
+
+    #[tokio::test]
+    async fn a_held_lock_gives_its_key_token_and_a_holder_id_that_is_not_its_owner_token() {
+        let locks = crate::LockManager::connect("memory://")
+            .await
+            .expect("as the test set it up");
+        let guard = locks
+            .lock("cart:7", crate::LockOptions::default())
+            .await
+            .expect("as the test set it up");
+        let fence = Fence::of(&guard);
+        assert_eq!(fence.resource(), "cart:7");
+        assert_eq!(fence.token(), guard.fencing_token());
+        let holder = fence.holder().expect("as the test set it up").to_owned();
+        assert_eq!(holder.len(), 16);
+        assert!(!guard.lease().token().contains(&holder));
+        let inside = guard
+            .scope(async { Fence::current().expect("as the test set it up") })
+            .await;
+        assert_eq!(inside, fence, "the body sees the guard's fence");
+        let other = locks
+            .lock("cart:8", crate::LockOptions::default())
+            .await
+            .expect("as the test set it up");
+        assert_ne!(Fence::of(&other).holder(), Some(holder.as_str()));
+        assert_eq!(fence.clone().on("carts/7").holder(), Some(holder.as_str()));
+        guard.release().await.expect("as the test set it up");
+        other.release().await.expect("as the test set it up");
     }
 
     #[test]
