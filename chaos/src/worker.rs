@@ -171,24 +171,23 @@ impl Ctx {
 
     /// A write section's claim as it comes in, with a read of the resource (its last entry) in
     /// the same step. `Ok(false)` if refused: a newer holder has claimed it.
-    async fn claim(&self, token: u64) -> Result<bool, FenceError> {
+    async fn claim(&self, fence: &Fence) -> Result<bool, FenceError> {
         let mut conn = self.resource.clone();
-        let fence = Fence::new(RESOURCE_JOURNAL, token);
         let last = redis::cmd("LINDEX").arg(RESOURCE_JOURNAL).arg(-1).clone();
-        refused_as_false(fenced::command::<_, Option<String>>(&mut conn, &fence, &last).await)
+        refused_as_false(fenced::command::<_, Option<String>>(&mut conn, fence, &last).await)
     }
 
     /// One operation on the fenced resource: a write, or a read (`read`), appended to the
     /// journal with a claim in the same step, or recorded as refused.
-    async fn touch(&self, token: u64, read: bool) -> Result<Touched, FenceError> {
+    async fn touch(&self, fence: &Fence, read: bool) -> Result<Touched, FenceError> {
         let mut conn = self.resource.clone();
-        let fence = Fence::new(RESOURCE_JOURNAL, token);
+        let token = fence.token();
         let entry = entry(token, true, read);
         let push = redis::cmd("RPUSH")
             .arg(RESOURCE_JOURNAL)
             .arg(&entry)
             .clone();
-        let (accepted, seq) = match fenced::command::<_, u64>(&mut conn, &fence, &push).await {
+        let (accepted, seq) = match fenced::command::<_, u64>(&mut conn, fence, &push).await {
             Ok(seq) => (true, seq),
             Err(err) if err.is_refusal() => (false, self.refused(token, read).await?),
             Err(err) => return Err(err),
@@ -317,6 +316,12 @@ async fn section(
         return Ok(());
     };
     let token = lock.fencing_token();
+    // The resource's fence: this section's token, and its holder id (a token a store handed out
+    // twice claims for one holder only).
+    let Ok(fence) = Fence::current().map(|fence| fence.on(RESOURCE_JOURNAL)) else {
+        ctx.log(format!("violation {task} {n} {enter}"));
+        return Ok(());
+    };
     ctx.log(format!(
         "enter {task} {n} {enter} {token} {on_lost}{}",
         role.tag()
@@ -333,7 +338,7 @@ async fn section(
     // has, its turn is over before it starts (its refused entry is its operation).
     let mut done = false;
     if matches!(role, Role::Exclusive | Role::Write)
-        && !ctx.claim(token).await.map_err(WorkerError::Resource)?
+        && !ctx.claim(&fence).await.map_err(WorkerError::Resource)?
     {
         let seq = ctx
             .refused(token, false)
@@ -350,7 +355,7 @@ async fn section(
     tokio::time::sleep(Duration::from_millis(pauses.0)).await;
     if role != Role::Permit && !done {
         let touched = ctx
-            .touch(token, read)
+            .touch(&fence, read)
             .await
             .map_err(WorkerError::Resource)?;
         op.log(ctx, &touched, lock.is_held());

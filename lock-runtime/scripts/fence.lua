@@ -4,7 +4,12 @@
 -- KEYS[1]: the fence key; KEYS[2]: the data key (the same Cluster slot).
 -- ARGV[1]: the holder's fencing token, in decimal without leading zeros; ARGV[2]: 'claim' (raise
 -- the fence to the token, refused if it is higher) or 'check' (refused unless the fence is the
--- token); ARGV[3]: the command's name, '' for none; ARGV[4..]: its arguments after the data key.
+-- token); ARGV[3]: the holder id, '' for none; ARGV[4]: the command's name, '' for none;
+-- ARGV[5..]: its arguments after the data key.
+--
+-- The fence key holds `<token>`, or `<token> <holder id>` once a holder with an id claimed: at
+-- the fence's own token, a holder with another id is refused (the lock's store handed the
+-- token out twice), one without an id is not told apart.
 --
 -- Answers {'ok', the command's reply}, {'stale', fence}, {'unclaimed', fence or ''} or
 -- {'error', the server's message}. A refusal changes nothing; a command that fails runs no part
@@ -21,22 +26,38 @@ local function above(a, b)
   end
   return a > b
 end
-local token = ARGV[1]
-local fence = redis.call('GET', KEYS[1])
+local token, holder = ARGV[1], ARGV[3]
+local stored = redis.call('GET', KEYS[1])
+local fence, owner = nil, ''
+if stored then
+  local space = string.find(stored, ' ', 1, true)
+  if space then
+    fence, owner = string.sub(stored, 1, space - 1), string.sub(stored, space + 1)
+  else
+    fence = stored
+  end
+end
 if fence and above(fence, token) then
+  return {'stale', fence}
+end
+if fence == token and owner ~= '' and holder ~= '' and owner ~= holder then
   return {'stale', fence}
 end
 if ARGV[2] == 'check' and fence ~= token then
   return {'unclaimed', fence or ''}
 end
 local reply = false
-if ARGV[3] ~= '' then
-  reply = redis.pcall(ARGV[3], KEYS[2], unpack(ARGV, 4))
+if ARGV[4] ~= '' then
+  reply = redis.pcall(ARGV[4], KEYS[2], unpack(ARGV, 5))
   if type(reply) == 'table' and reply.err then
     return {'error', reply.err}
   end
 end
-if fence ~= token then
-  redis.call('SET', KEYS[1], token)
+if fence ~= token or (owner == '' and holder ~= '') then
+  if holder ~= '' then
+    redis.call('SET', KEYS[1], token .. ' ' .. holder)
+  else
+    redis.call('SET', KEYS[1], token)
+  end
 end
 return {'ok', reply}

@@ -106,6 +106,37 @@ async fn a_check_accepts_only_the_fences_own_token() {
 }
 
 #[tokio::test]
+async fn a_token_handed_out_twice_claims_for_the_first_holder_only() {
+    let server = RedisServer::start();
+    let mut conn = data(&server).await;
+    let first = Fence::new("cart:10", 7).held_by("holder-a");
+    let second = Fence::new("cart:10", 7).held_by("holder-b");
+    fenced::claim(&mut conn, &first).await.expect("first claim");
+    assert_stale(fenced::claim(&mut conn, &second).await, 7, 7);
+    assert_stale(fenced::set(&mut conn, &second, "b", None).await, 7, 7);
+    assert_stale(fenced::check(&mut conn, &second).await, 7, 7);
+    fenced::set(&mut conn, &first, "a", None)
+        .await
+        .expect("the claim's own holder");
+    fenced::check(&mut conn, &first)
+        .await
+        .expect("the claim's own holder");
+    let value: String = conn.get("cart:10").await.expect("GET");
+    assert_eq!(value, "a");
+    // A fence without a holder id is not told apart; a newer token takes over from both.
+    fenced::claim(&mut conn, &Fence::new("cart:10", 7))
+        .await
+        .expect("no holder id");
+    fenced::claim(&mut conn, &second.clone().on("cart:10").held_by("holder-b"))
+        .await
+        .expect_err("still the first holder's");
+    fenced::claim(&mut conn, &Fence::new("cart:10", 8).held_by("holder-b"))
+        .await
+        .expect("newer");
+    assert_stale(fenced::claim(&mut conn, &first).await, 8, 7);
+}
+
+#[tokio::test]
 async fn a_fenced_read_claims_and_reads_in_one_step_and_a_stale_one_reads_nothing() {
     let server = RedisServer::start();
     let mut conn = data(&server).await;

@@ -2,7 +2,8 @@
 //! claim, and a claim with a command on the data, as one server-side step.
 //!
 //! The resource is the data key ([`Fence::resource`]). Its fence, the highest token that
-//! claimed it, lives in a key of its own in the same Cluster slot, [`fence_key`]. Every call
+//! claimed it (and the holder id of the claim, for a fence that has one: see [`Fence`]), lives
+//! in a key of its own in the same Cluster slot, [`fence_key`]. Every call
 //! here is one script call (`EVALSHA`, and `EVAL` when the server does not know the script: a
 //! first use, a restart, a failover, `SCRIPT FLUSH`) that reads the fence, refuses or goes on,
 //! runs the command on the data key, and raises the fence, with nothing else running between:
@@ -194,8 +195,9 @@ pub fn fence_key(resource: &str) -> String {
 }
 
 /// Claims the resource: raises its fence to the token, or refuses with [`FenceError::Stale`] if
-/// a newer holder's token is there. Claiming again with the same token is accepted. Claim before
-/// the first read of the resource (or read with [`claim_get`]).
+/// a newer holder's token is there, or this token with another holder id (a token the lock's
+/// store handed out twice: `current == offered`). Claiming again with the same token and holder
+/// is accepted. Claim before the first read of the resource (or read with [`claim_get`]).
 ///
 /// ```no_run
 /// # use lock_runtime::fence::{Fence, FenceError, redis as fenced};
@@ -212,8 +214,8 @@ where
 }
 
 /// Checks that the resource's fence is this token, changing nothing: [`FenceError::Stale`] if
-/// it is higher (overtaken), [`FenceError::NotClaimed`] if lower or unset (never claimed with
-/// this token). For a step outside the resource that must not go on once overtaken; the fence
+/// it is higher (overtaken) or this token claimed by another holder id, [`FenceError::NotClaimed`]
+/// if lower or unset (never claimed with this token). For a step outside the resource that must not go on once overtaken; the fence
 /// can still be raised right after the answer, so a write to the resource goes through
 /// [`set`], [`hset`], [`del`] or [`command`] instead, which claim in the same step.
 pub async fn check<C>(conn: &mut C, fence: &Fence) -> Result<(), FenceError>
@@ -482,7 +484,8 @@ where
             .arg(match condition {
                 Condition::Claim => "claim",
                 Condition::Check => "check",
-            });
+            })
+            .arg(fence.holder().unwrap_or(""));
         match &command {
             Some((name, args)) => cmd.arg(*name).arg(args),
             None => cmd.arg(""),
