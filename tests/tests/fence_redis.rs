@@ -288,6 +288,37 @@ async fn a_fenced_command_runs_on_the_data_key_and_a_refused_one_does_not_run() 
     assert_eq!(stock, 5);
 }
 
+/// `XADD *` and `SPOP` answer what no argument fixes; the fence is raised after them, which
+/// Redis 5 allows only to a script replicated as its effects.
+#[tokio::test]
+async fn a_command_whose_effect_its_arguments_do_not_fix_is_fenced_too() {
+    let server = RedisServer::start();
+    let mut conn = data(&server).await;
+    let events = Fence::new("events:1", 3);
+    let id: String = fenced::command(
+        &mut conn,
+        &events,
+        redis::cmd("XADD")
+            .arg("events:1")
+            .arg("*")
+            .arg("kind")
+            .arg("paid"),
+    )
+    .await
+    .expect("xadd");
+    assert!(id.contains('-'), "{id}");
+    let _: u64 = conn.sadd("pool:1", &["a", "b"]).await.expect("SADD");
+    let taken: Option<String> = fenced::command(
+        &mut conn,
+        &Fence::new("pool:1", 1),
+        redis::cmd("SPOP").arg("pool:1"),
+    )
+    .await
+    .expect("spop");
+    assert!(matches!(taken.as_deref(), Some("a" | "b")), "{taken:?}");
+    assert_eq!(fence_of(&mut conn, "pool:1").await, Some(1));
+}
+
 #[tokio::test]
 async fn a_command_on_another_key_is_not_sent() {
     let server = RedisServer::start();
