@@ -1970,6 +1970,17 @@ mod tests {
         assert_fails_with(&report, "no fault to explain");
     }
 
+    /// A claim refused as the stale holder's section goes on: its entry comes before the newer
+    /// holder's write in the journal (the newer holder claimed as it came in), and it is caught
+    /// all the same.
+    #[test]
+    fn a_stale_operation_refused_before_the_newer_holders_write_is_caught() {
+        let report = two_holders("early", 2 * S + 600 * MS, 0, 0, &[pause_of_worker_0()]);
+        assert_eq!(report.overlaps.len(), 1);
+        assert_eq!(report.overlaps[0].outcome, Outcome::Caught);
+        assert!(report.ok(), "{:?}", report.failures);
+    }
+
     #[test]
     fn an_overlap_during_a_pause_caught_by_fencing_passes() {
         let report = two_holders("caught", 2 * S + 600 * MS, 2, 0, &[pause_of_worker_0()]);

@@ -477,10 +477,7 @@ async fn a_holder_stopped_past_its_lease_is_refused_by_the_resource() {
     let next = connect(&server).await;
     let mut conn = data(&server).await;
     let options = LockOptions::new().ttl(ms(1000));
-    let first = stalled
-        .lock("account:1", options)
-        .await
-        .expect("free");
+    let first = stalled.lock("account:1", options).await.expect("free");
     let old = Fence::of(&first).on("account:1:balance");
     let balance: Option<i64> = fenced::claim_get(&mut conn, &old).await.expect("claim");
     assert_eq!(balance, None);
