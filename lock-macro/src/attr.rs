@@ -15,7 +15,7 @@ use crate::suggest;
 use crate::template::Template;
 
 /// The options, in the order the docs list them, with an example of each for messages.
-const OPTIONS: [(&str, &str); 15] = [
+const OPTIONS: [(&str, &str); 16] = [
     ("key", "key = \"order:<order_id>\""),
     ("keys", "keys = [\"account:<from>\", \"account:<to>\"]"),
     ("ttl", "ttl = \"30s\""),
@@ -28,6 +28,7 @@ const OPTIONS: [(&str, &str); 15] = [
     ("on_lease_lost", "on_lease_lost = \"continue\""),
     ("hold_at_least", "hold_at_least = \"1m\""),
     ("max_hold", "max_hold = \"10m\""),
+    ("lock_delay", "lock_delay = \"15s\""),
     ("allow_long_ttl", "allow_long_ttl = true"),
     ("manager", "manager = self.locks"),
     ("crate", "crate = \"my_locks\""),
@@ -197,6 +198,7 @@ pub(crate) struct Args {
     pub(crate) on_lease_lost: Slot<OnLeaseLost>,
     pub(crate) hold_at_least: Slot<DurationArg>,
     pub(crate) max_hold: Slot<DurationArg>,
+    pub(crate) lock_delay: Slot<DurationArg>,
     pub(crate) allow_long_ttl: Slot<BoolArg>,
     pub(crate) manager: Slot<Expr>,
     pub(crate) krate: Slot<Path>,
@@ -217,6 +219,7 @@ impl Args {
             on_lease_lost: Slot::new("on_lease_lost"),
             hold_at_least: Slot::new("hold_at_least"),
             max_hold: Slot::new("max_hold"),
+            lock_delay: Slot::new("lock_delay"),
             allow_long_ttl: Slot::new("allow_long_ttl"),
             manager: Slot::new("manager"),
             krate: Slot::new("crate"),
@@ -287,6 +290,7 @@ impl Args {
                 .hold_at_least
                 .set(name, || duration("hold_at_least", value)),
             "max_hold" => self.max_hold.set(name, || duration("max_hold", value)),
+            "lock_delay" => self.lock_delay.set(name, || duration("lock_delay", value)),
             "allow_long_ttl" => self
                 .allow_long_ttl
                 .set(name, || boolean("allow_long_ttl", value)),
@@ -336,6 +340,7 @@ impl Args {
             "on_lease_lost" => &mut self.on_lease_lost.guessed,
             "hold_at_least" => &mut self.hold_at_least.guessed,
             "max_hold" => &mut self.max_hold.guessed,
+            "lock_delay" => &mut self.lock_delay.guessed,
             "allow_long_ttl" => &mut self.allow_long_ttl.guessed,
             "manager" => &mut self.manager.guessed,
             "crate" => &mut self.krate.guessed,

@@ -431,6 +431,9 @@ fn options(options: &OptionsPlan) -> TokenStream {
     if let Some(max_hold) = options.max_hold {
         set("max_hold", duration(max_hold));
     }
+    if let Some(lock_delay) = options.lock_delay {
+        set("lock_delay", duration(lock_delay));
+    }
     if let Some(label) = &options.label {
         set("label", quote!(#label));
     }

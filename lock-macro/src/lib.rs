@@ -66,6 +66,7 @@ use proc_macro::TokenStream;
 /// | `on_lease_lost`  | `"abort"` / `"continue"`      | `"abort"`     | when the lease is proven lost: drop the body at its next `.await` and return `LockError::LeaseLost`, or let it run on |
 /// | `hold_at_least`  | duration string               | none          | keep the lock at least this long after acquiring it, even if the body finishes sooner |
 /// | `max_hold`       | duration string               | none          | stop renewing after this long, so a hung body cannot hold the lock forever |
+/// | `lock_delay`     | duration string               | the manager's: none unless `LockManagerBuilder::lock_delay` | after a lease lost without a release (the holder crashed, stalled or was cut off), grant the lock to nobody for this long more; a release still hands it over at once; `ttl + lock_delay` at most one year |
 /// | `allow_long_ttl` | `true` / `false`              | `false`       | accept a `ttl` longer than one day |
 /// | `manager`        | any expression                | global default| the `LockManager` to use, e.g. `self.locks` |
 /// | `crate`          | string path                   | `"::lock_runtime"` | where the runtime crate is, for a renamed dependency or a re-export |

@@ -55,6 +55,7 @@ pub(crate) struct OptionsPlan {
     pub(crate) on_lease_lost: Option<OnLeaseLost>,
     pub(crate) hold_at_least: Option<u64>,
     pub(crate) max_hold: Option<u64>,
+    pub(crate) lock_delay: Option<u64>,
     /// The key template as written: the lock's label in metrics (bounded, unlike the keys).
     pub(crate) label: Option<String>,
 }
@@ -175,6 +176,7 @@ pub(crate) fn validate(
             on_lease_lost: args.on_lease_lost.get().copied(),
             hold_at_least: millis(&args.hold_at_least),
             max_hold: millis(&args.max_hold),
+            lock_delay: millis(&args.lock_delay),
             label,
         },
         manager,
@@ -237,6 +239,7 @@ fn check_options(args: &Args, errors: &mut Vec<syn::Error>) {
             ),
         ));
     }
+    check_lock_delay(args, errors);
     check_max_hold(args, errors);
     check_fair(args, errors);
     check_permits(args, errors);
@@ -419,6 +422,32 @@ fn check_fair(args: &Args, errors: &mut Vec<syn::Error>) {
              tries once and never waits: write how long it may wait, e.g. `wait = \"5s\"`",
         )),
         Some(_) => {}
+    }
+}
+
+/// `lock_delay` against the longest lease: the store keeps a lock lost without a release for
+/// `ttl + lock_delay`, which the runtime caps as it caps a `ttl`.
+fn check_lock_delay(args: &Args, errors: &mut Vec<syn::Error>) {
+    let Some(delay) = args.lock_delay.get() else {
+        return;
+    };
+    if args.ttl.failed() {
+        return;
+    }
+    let ttl = args.ttl.get().map_or(DEFAULT_TTL_MILLIS, |ttl| ttl.millis);
+    if ttl.saturating_add(delay.millis) > MAX_TTL_MILLIS {
+        errors.push(syn::Error::new(
+            delay.lit.span(),
+            format!(
+                "`lock_delay` of {} with a `ttl` of {} is longer than the runtime accepts, {} \
+                 (`lock_runtime::MAX_TTL`): every call would fail; write a `lock_delay` of at \
+                 most {}",
+                format_millis(delay.millis),
+                format_millis(ttl),
+                format_millis(MAX_TTL_MILLIS),
+                format_millis(MAX_TTL_MILLIS.saturating_sub(ttl))
+            ),
+        ));
     }
 }
 
@@ -1220,6 +1249,21 @@ mod tests {
             errors(quote!(key = "k", hold_at_least = "8761h"), item()).len(),
             1
         );
+    }
+
+    #[test]
+    fn a_lock_delay_that_with_the_ttl_passes_the_runtime_maximum_names_the_longest_it_may_be() {
+        let errs = errors(quote!(key = "k", ttl = "1h", lock_delay = "8760h"), item());
+        assert_eq!(
+            errs,
+            [
+                "`lock_delay` of 8760h with a `ttl` of 1h is longer than the runtime accepts, \
+              8760h (`lock_runtime::MAX_TTL`): every call would fail; write a `lock_delay` of \
+              at most 8759h"
+            ]
+        );
+        assert!(errors(quote!(key = "k", ttl = "1h", lock_delay = "8759h"), item()).is_empty());
+        assert!(errors(quote!(key = "k", lock_delay = "15s"), item()).is_empty());
     }
 
     #[test]

@@ -104,6 +104,7 @@ impl Inner {
         // (a grant given back, a place in line left) is counted before this stops counting,
         // so that shutdown waits for it.
         let _under_way = self.work_under_way();
+        let options = options.or_lock_delay(self.lock_delay);
         let stored = self.admit(&key, options)?;
         let mut acquisition = Acquisition::new(self, stored, options);
         let done = acquisition.run().await;
@@ -160,6 +161,7 @@ impl Inner {
             waits: !lease.options.wait.is_zero(),
             since_ms,
             label: lease.options.label,
+            lock_delay: lease.options.delay(),
         }
     }
 

@@ -59,6 +59,7 @@ pub struct LockManagerBuilder {
     fair_turn: Duration,
     holder_metadata: bool,
     deadlock: Deadlock,
+    lock_delay: Duration,
     /// `wait_for_replicas`: how many, for how long. Kept apart from the shortage policy, and
     /// put together only in [`replica_acks`](Self::replica_acks), so that the setters may come
     /// in any order.
@@ -83,6 +84,7 @@ impl std::fmt::Debug for LockManagerBuilder {
             .field("fair_turn", &self.fair_turn)
             .field("holder_metadata", &self.holder_metadata)
             .field("deadlock", &self.deadlock)
+            .field("lock_delay", &self.lock_delay)
             .field("replica_acks", &self.replica_acks())
             .field("runtime", &self.runtime.is_some())
             .field("tls", &self.tls)
@@ -101,6 +103,7 @@ impl Default for LockManagerBuilder {
             fair_turn: FAIR_TURN,
             holder_metadata: true,
             deadlock: Deadlock::Wait,
+            lock_delay: Duration::ZERO,
             replicas: None,
             replica_shortage: ReplicaShortage::Fail,
             runtime: None,
@@ -283,6 +286,31 @@ impl LockManagerBuilder {
     /// ```
     pub fn deadlock(mut self, deadlock: Deadlock) -> Self {
         self.deadlock = deadlock;
+        self
+    }
+
+    /// The lock-delay of the calls that set none
+    /// ([`LockOptions::lock_delay`](crate::LockOptions::lock_delay), default none): after a
+    /// lease lost without a release, nobody is granted the lock for `delay` more, while a
+    /// release still hands it over at once. For a service whose locks all guard resources that
+    /// cannot check fencing tokens; it applies to its elections' terms too.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), lock_runtime::LockError> {
+    /// use std::time::Duration;
+    /// use lock_runtime::LockManager;
+    ///
+    /// let locks = LockManager::builder()
+    ///     .url("redis://127.0.0.1:6379")
+    ///     .lock_delay(Duration::from_secs(15))
+    ///     .build()
+    ///     .await?;
+    /// # let _ = locks;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn lock_delay(mut self, delay: Duration) -> Self {
+        self.lock_delay = delay;
         self
     }
 
@@ -616,7 +644,7 @@ impl LockManagerBuilder {
     }
 
     fn finish(self, backend: Arc<dyn Store>, waiters: Arc<Waiters>) -> LockManager {
-        let backend = crate::metrics::layer::measured(backend);
+        let backend = crate::metrics::layer::measured(crate::store::delay::delayed(backend));
         backend.attach(&Changes::new(&waiters));
         tracing::info!(backend = backend.describe(), prefix = %self.prefix, "lock manager ready");
         let background = Background::pinned_to(self.runtime);
@@ -643,6 +671,7 @@ impl LockManagerBuilder {
             replica_wait: self.replicas.map_or(Duration::ZERO, |(_, timeout)| timeout),
             under_way: Default::default(),
             deadlocks: Arc::new(deadlocks),
+            lock_delay: self.lock_delay,
         })
     }
 }
@@ -676,6 +705,7 @@ impl LockManager {
             replica_wait: inner.replica_wait,
             under_way: Default::default(),
             deadlocks: Arc::new(inner.deadlocks.alike(reach)),
+            lock_delay: inner.lock_delay,
         })
     }
 }

@@ -34,6 +34,10 @@ pub(crate) struct Inner {
     pub(crate) under_way: UnderWay,
     /// Its waiters, followed for deadlocks.
     pub(crate) deadlocks: Arc<crate::deadlock::Deadlocks>,
+    /// The lock-delay of the calls that set none ([`LockManagerBuilder::lock_delay`]).
+    ///
+    /// [`LockManagerBuilder::lock_delay`]: crate::LockManagerBuilder::lock_delay
+    pub(crate) lock_delay: Duration,
 }
 
 /// A release begun by shutdown, with its answer.

@@ -73,7 +73,8 @@ pub enum LockError {
         /// How long the caller waited before giving up.
         waited: Duration,
         /// How much longer the lock stays busy, as the server said at the last attempt (the
-        /// holder's remaining lease, which its renewals may extend): a `Retry-After` for an
+        /// holder's remaining lease, which its renewals may extend, and its
+        /// [lock-delay](crate::LockOptions::lock_delay) if it has one): a `Retry-After` for an
         /// HTTP answer. `None` where it is not known (the key has no expiry, or the lock is
         /// held by this process and was never asked about).
         retry_after: Option<Duration>,

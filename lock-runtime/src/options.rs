@@ -55,6 +55,9 @@ pub struct LockOptions {
     pub(crate) mode: Mode,
     /// What to do in a deadlock; `None`: the manager's default.
     pub(crate) deadlock: Option<Deadlock>,
+    /// How long past its lease a lock lost without a release is granted to nobody; `None`:
+    /// the manager's default.
+    pub(crate) lock_delay: Option<Duration>,
 }
 
 /// What a call does when its wait is part of a deadlock: its task holds a lock that another
@@ -116,6 +119,7 @@ impl LockOptions {
             permits: None,
             mode: Mode::Exclusive,
             deadlock: None,
+            lock_delay: None,
         }
     }
 
@@ -247,9 +251,56 @@ impl LockOptions {
         self
     }
 
+    /// Lock-delay: after a lease lost without a release (its holder stopped renewing: it
+    /// crashed, paused or was cut off from the store; `max_hold` ran out; a fixed lease ended),
+    /// nobody is granted the lock for `delay` more. A clean release (the guard released or
+    /// dropped, the locked section ended, shutdown) still hands the lock over at once. Zero
+    /// (the default, unless [`LockManagerBuilder::lock_delay`](crate::LockManagerBuilder::lock_delay)
+    /// sets another for the manager's locks): none.
+    ///
+    /// For a resource that cannot check fencing tokens: a holder that stalls for less than
+    /// `delay` past its lease, wakes and writes once more before it notices the loss, writes
+    /// while nobody else holds the lock. The holder's own lease, its renewals (every `ttl / 3`)
+    /// and its lost-lease signal still follow `ttl`; the store keeps the lock for
+    /// `ttl + delay`, and a busy answer (and its `retry_after`) says when the lock can be
+    /// granted, the delay included. A stall longer than `ttl + delay` still overlaps the next
+    /// holder, and every crash keeps the lock from everyone for `delay` more. `ttl + delay` is
+    /// at most [`MAX_TTL`](crate::MAX_TTL). See docs/GUARANTEES.md.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lock_runtime::LockOptions;
+    ///
+    /// const PRINTER: LockOptions = LockOptions::new()
+    ///     .ttl(Duration::from_secs(10))
+    ///     .lock_delay(Duration::from_secs(15));
+    /// assert_eq!(PRINTER.lock_delay_value(), Some(Duration::from_secs(15)));
+    /// ```
+    pub const fn lock_delay(mut self, delay: Duration) -> Self {
+        self.lock_delay = Some(delay);
+        self
+    }
+
+    /// These options with `delay` as their lock-delay if they set none: the manager's default.
+    pub(crate) fn or_lock_delay(mut self, delay: Duration) -> Self {
+        self.lock_delay = self.lock_delay.or(Some(delay));
+        self
+    }
+
+    /// The lock-delay, zero for none (see [`lock_delay`](Self::lock_delay)).
+    pub(crate) fn delay(&self) -> Duration {
+        self.lock_delay.unwrap_or_default()
+    }
+
+    /// The ttl the store keeps a lock for: the lease and its lock-delay.
+    fn kept_for(&self) -> Duration {
+        self.ttl.saturating_add(self.delay())
+    }
+
     /// Checks the values against what a lease can be: ttl within
-    /// [`MIN_TTL`](crate::MIN_TTL)..=[`MAX_TTL`](crate::MAX_TTL), `hold_at_least` at most
-    /// `MAX_TTL`. `wait` and `max_hold` may be anything (`Duration::MAX`: no limit).
+    /// [`MIN_TTL`](crate::MIN_TTL)..=[`MAX_TTL`](crate::MAX_TTL), `hold_at_least` and
+    /// `ttl + lock_delay` at most `MAX_TTL`. `wait` and `max_hold` may be anything
+    /// (`Duration::MAX`: no limit).
     pub fn validate(&self) -> Result<(), LockError> {
         self.shape().map(drop)
     }
@@ -271,6 +322,15 @@ impl LockOptions {
             return Err(LockError::Config(format!(
                 "hold_at_least {} is longer than the maximum {}",
                 Exact(self.hold_at_least),
+                Exact(MAX_TTL)
+            )));
+        }
+        if self.kept_for() > MAX_TTL {
+            return Err(LockError::Config(format!(
+                "ttl {} and lock_delay {} together are longer than the maximum {}: shorten \
+                 the lock_delay",
+                Exact(self.ttl),
+                Exact(self.delay()),
                 Exact(MAX_TTL)
             )));
         }
@@ -359,6 +419,12 @@ impl LockOptions {
     /// What this call does in a deadlock, if set here (see [`deadlock`](Self::deadlock)).
     pub const fn deadlock_value(&self) -> Option<Deadlock> {
         self.deadlock
+    }
+
+    /// The lock-delay, if set here (see [`lock_delay`](Self::lock_delay)); `None`: the
+    /// manager's default.
+    pub const fn lock_delay_value(&self) -> Option<Duration> {
+        self.lock_delay
     }
 
     /// The metrics label, if any.

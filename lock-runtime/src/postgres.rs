@@ -17,7 +17,9 @@
 //!   `listen_url`, or waiters poll.
 //! - **Pooler-safe**: the simple query protocol, no prepared statements, no session state.
 //! - **A lock bound to a transaction of the application's** ([`lock_in_transaction`]):
-//!   released by its COMMIT or ROLLBACK, its fencing token from the same transaction.
+//!   released by its COMMIT or ROLLBACK, its fencing token from the same transaction, in one
+//!   round trip; with [`lock_and_claim_in_transaction`], the claim of the resource it guards on
+//!   a [fence table](crate::fence::postgres) too, in the same round trip.
 //! - The plain lock only: semaphores and read-write locks are refused, naming the shape.
 
 pub use crate::backend::postgres::PostgresStore;
@@ -25,9 +27,13 @@ pub use crate::backend::postgres::settings::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_POLL_INTERVAL, PostgresOptions,
 };
 pub use crate::backend::postgres::transaction::{
-    TransactionLock, lock_in_transaction, lock_in_transaction_under,
+    TransactionLock, lock_and_claim_in_transaction, lock_and_claim_in_transaction_under,
+    lock_in_transaction, lock_in_transaction_under,
 };
 
-/// The tables, as `connect` creates them when missing: for migrations that own the schema
-/// (then connect with `create_tables=false`).
+/// The tables and the functions the store's steps call (`lock_runtime_acquire`,
+/// `lock_runtime_release`, `lock_runtime_renew`), as `connect` creates them when one is missing:
+/// for migrations that own the schema (then connect with `create_tables=false`). Safe to run
+/// again, and over the objects of an earlier version: it adds what is missing and replaces the
+/// functions, keeping the rows.
 pub const SCHEMA_SQL: &str = crate::backend::postgres::sql::SCHEMA;

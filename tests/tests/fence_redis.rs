@@ -6,11 +6,45 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use lock_runtime::distributed_lock;
 use lock_runtime::fence::redis::{self as fenced, fence_key};
 use lock_runtime::fence::{Fence, FenceError};
 use lock_tests::prelude::*;
 use redis::AsyncCommands;
 use redis::aio::MultiplexedConnection;
+
+/// A cart kept in Redis, fenced by the section's own lock: the example of docs/FENCING.md.
+#[distributed_lock(key = "cart:<id>", ttl = "30s", manager = locks)]
+async fn add_item(
+    locks: &LockManager,
+    redis: &mut MultiplexedConnection,
+    id: u64,
+    item: &str,
+) -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+    let fence = Fence::current()?; // `cart:<id>`, this section's token
+    let cart: Option<String> = fenced::claim_get(redis, &fence).await?; // claim + GET
+    let cart = format!("{}{item};", cart.unwrap_or_default());
+    fenced::set(redis, &fence, &cart, None).await?; // claim + SET, refused once overtaken
+    Ok(cart)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_locked_section_claims_and_writes_its_cart_through_the_fence() {
+    let server = RedisServer::start();
+    let locks = connect(&server).await;
+    let mut conn = data(&server).await;
+    add_item(&locks, &mut conn, 7, "tea").await.expect("first");
+    let cart = add_item(&locks, &mut conn, 7, "milk")
+        .await
+        .expect("second");
+    assert_eq!(cart, "tea;milk;");
+    let stored: String = conn.get(fence_key("cart:7")).await.expect("GET");
+    let (token, holder) = stored.split_once(' ').expect("a token and a holder id");
+    assert!(
+        token.parse::<u64>().is_ok() && holder.len() == 16,
+        "{stored}"
+    );
+}
 
 /// A connection of the application's to `server`: where its data lives.
 async fn data(server: &RedisServer) -> MultiplexedConnection {

@@ -275,6 +275,105 @@ async fn woken_on_release(
     guard.release().await.expect("release");
 }
 
+/// Whether the row of the lock `name` (stored name) is marked as waited for.
+fn marked_waited(server: &PostgresServer, name: &str) -> bool {
+    server.psql(&format!(
+        "SELECT waited FROM lock_runtime_locks WHERE name = '{name}'"
+    )) == "t"
+}
+
+/// A release is told (NOTIFY) only where someone waits: a lock nobody was told is busy goes
+/// without a notification, one whose row a waiter marked with one. Notifications arrive in
+/// commit order, so the first one heard after both releases names the awaited lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_is_told_only_where_someone_waits() {
+    let server = PostgresServer::start();
+    let holder = LockManager::connect(&server.url()).await.expect("connect");
+    let waiter = LockManager::connect(&server.url()).await.expect("connect");
+    let mut heard = sqlx::postgres::PgListener::connect(&server.url())
+        .await
+        .expect("a listener");
+    heard.listen("lock_runtime_released").await.expect("LISTEN");
+    let quiet = holder
+        .lock("quiet", LockOptions::new())
+        .await
+        .expect("free");
+    quiet.release().await.expect("release");
+    let awaited = holder
+        .lock("awaited", LockOptions::new().ttl(Duration::from_secs(30)))
+        .await
+        .expect("free");
+    assert!(!marked_waited(&server, "lock:{awaited}"));
+    let waiting = tokio::spawn(async move {
+        let wait = LockOptions::new().wait(Duration::from_secs(20));
+        (waiter.lock("awaited", wait).await, waiter)
+    });
+    let marked = wait_until_async(Duration::from_secs(10), || {
+        marked_waited(&server, "lock:{awaited}")
+    })
+    .await;
+    assert!(marked, "the waiter never marked the lock\n{}", server.log());
+    awaited.release().await.expect("release");
+    let told = loop {
+        let told = tokio::time::timeout(SOON, heard.recv())
+            .await
+            .expect("a notification in time")
+            .expect("the listener");
+        if !told.payload().starts_with("check:") {
+            break told;
+        }
+    };
+    assert_eq!(told.payload(), "lock:{awaited}");
+    let (got, _waiter) = waiting.await.expect("the waiting task");
+    let guard = got.unwrap_or_else(|err| panic!("not woken: {err}\n{}", server.log()));
+    // It waited for the lock: others of its manager may still wait, so its row is marked.
+    assert!(marked_waited(&server, "lock:{awaited}"));
+    guard.release().await.expect("release");
+}
+
+/// Two tasks of one manager wait for a lock another manager holds for 30 s: the release wakes
+/// one of them, whose own release (it waited, so it is told) wakes the other, long before the
+/// lease would have ended.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn waiters_of_one_manager_are_woken_in_turn() {
+    let server = PostgresServer::start();
+    let url = with_query(&server.url(), "poll_ms=600000");
+    let holder = LockManager::connect(&url).await.expect("connect");
+    let waiters = LockManager::connect(&url).await.expect("connect");
+    let long = LockOptions::new().ttl(Duration::from_secs(30));
+    let held = holder.lock("report", long).await.expect("free");
+    let tasks: Vec<_> = (0..2)
+        .map(|_| {
+            let waiters = waiters.clone();
+            tokio::spawn(async move {
+                let guard = waiters
+                    .lock("report", long.wait(Duration::from_secs(25)))
+                    .await?;
+                guard.release().await?;
+                Ok::<_, LockError>(Instant::now())
+            })
+        })
+        .collect();
+    let marked = wait_until_async(Duration::from_secs(10), || {
+        marked_waited(&server, "lock:{report}")
+    })
+    .await;
+    assert!(marked, "no waiter marked the lock\n{}", server.log());
+    let released = Instant::now();
+    held.release().await.expect("release");
+    for task in tasks {
+        let done = task
+            .await
+            .expect("the task")
+            .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+        assert!(
+            done - released < 2 * SOON,
+            "done {:?} after the release",
+            done - released
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_standby_is_refused_at_connect() {
     let server = PostgresServer::start();
@@ -346,6 +445,103 @@ async fn without_table_creation_connect_needs_the_documented_schema() {
     let locks = LockManager::connect(&url).await.expect("the tables exist");
     let held = locks.lock("a", LockOptions::new()).await.expect("free");
     held.release().await.expect("release");
+}
+
+/// Tables without the store's functions (made by hand, or by a version before the functions):
+/// with `create_tables=false` connect names the functions and the SQL to run, and by default it
+/// adds them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_adds_the_functions_to_tables_that_lack_them() {
+    let server = PostgresServer::start();
+    server.psql(SCHEMA_SQL);
+    server.psql("DROP FUNCTION lock_runtime_acquire, lock_runtime_release, lock_runtime_renew");
+    let kept = with_query(&server.url(), "create_tables=false");
+    let err = LockManager::connect(&kept).await.expect_err("no functions");
+    let shown = err.to_string();
+    for named in ["lock_runtime_acquire", "lock_runtime_renew", "SCHEMA_SQL"] {
+        assert!(shown.contains(named), "{shown}");
+    }
+    let locks = LockManager::connect(&server.url())
+        .await
+        .expect("adds them");
+    let held = locks.lock("a", LockOptions::new()).await.expect("free");
+    held.release().await.expect("release");
+    LockManager::connect(&kept)
+        .await
+        .expect("the functions exist");
+}
+
+/// The schema of the first functions, whose acquire recorded no holder.
+const FIRST_FUNCTIONS: &str = include_str!("postgres_schemas/first_functions.sql");
+
+/// A database made with the first functions (no holder columns, an acquire of another
+/// signature) and holding a live lock: with `create_tables=false` connect asks for the
+/// current functions; by default it adds the columns, drops the old acquire for the new one
+/// and keeps the row, whose holder is still busy and recorded nothing; a lock taken afterwards
+/// records its holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_upgrades_a_database_of_the_first_functions() {
+    let server = PostgresServer::start();
+    server.psql(FIRST_FUNCTIONS);
+    server
+        .psql("SELECT * FROM lock_runtime_acquire('lock:{old}', 'an-old-token', 5, 100000, 0, 0)");
+    let kept = with_query(&server.url(), "create_tables=false");
+    let err = LockManager::connect(&kept)
+        .await
+        .expect_err("old functions");
+    assert!(err.to_string().contains("lock_runtime_acquire("), "{err}");
+    let locks = LockManager::connect(&server.url())
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    assert_eq!(
+        server.psql("SELECT count(*) FROM pg_proc WHERE proname = 'lock_runtime_acquire'"),
+        "1",
+        "the old acquire is dropped"
+    );
+    let err = busy(&locks, "old", LockOptions::new()).await;
+    assert_eq!(blocker_of(&err), None, "the old row recorded nobody");
+    let holder = LockManager::builder()
+        .url(server.url())
+        .app_name("billing")
+        .build()
+        .await
+        .expect("build");
+    let guard = holder.lock("new", LockOptions::new()).await.expect("free");
+    let err = busy(&locks, "new", LockOptions::new()).await;
+    let blocker = blocker_of(&err).unwrap_or_else(|| panic!("names its holder: {err:?}"));
+    assert_eq!(blocker.app.as_deref(), Some("billing"));
+    assert_eq!(blocker.fencing_token, Some(guard.fencing_token()));
+    guard.release().await.expect("release");
+    LockManager::connect(&kept)
+        .await
+        .expect("the functions are current");
+}
+
+/// The upgrade of a database of the first functions, by several processes starting at once:
+/// each connects, one upgrades under the advisory lock, and the others find the schema current.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managers_starting_at_once_upgrade_a_database_once() {
+    let server = PostgresServer::start();
+    server.psql(FIRST_FUNCTIONS);
+    let starting: Vec<_> = (0..6)
+        .map(|_| {
+            let url = server.url();
+            tokio::spawn(async move { LockManager::connect(&url).await })
+        })
+        .collect();
+    for started in starting {
+        started
+            .await
+            .expect("the task")
+            .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    }
+    assert_eq!(
+        server.psql(
+            "SELECT count(*) FROM pg_proc WHERE proname IN \
+             ('lock_runtime_acquire', 'lock_runtime_release', 'lock_runtime_renew')"
+        ),
+        "3"
+    );
 }
 
 /// A pool of the application's, given to the builder.

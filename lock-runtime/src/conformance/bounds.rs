@@ -6,6 +6,8 @@ use std::time::Duration;
 pub(super) const LONG_TTL: Duration = Duration::from_secs(30);
 /// The lease of the checks that wait for an expiry.
 pub(super) const SHORT_TTL: Duration = Duration::from_secs(1);
+/// The lock-delay of the checks that wait for one.
+pub(super) const LOCK_DELAY: Duration = Duration::from_secs(2);
 /// How soon "at once" must be on a loaded machine.
 pub(super) const SOON: Duration = Duration::from_secs(5);
 /// The longest a check waits for something that must come.

@@ -7,7 +7,7 @@ use crate::guard::LockGuard;
 use crate::manager::LockManager;
 use crate::options::LockOptions;
 
-use super::bounds::{LONG_TTL, PATIENCE, SHORT_TTL, SOON, Verdict};
+use super::bounds::{LOCK_DELAY, LONG_TTL, PATIENCE, SHORT_TTL, SOON, Verdict};
 use super::process::{Processes, Stallable};
 
 /// How much earlier than our clock says a store may end a lease (its clock, the millisecond
@@ -21,11 +21,106 @@ async fn hold_on(
     manager: &LockManager,
     key: &str,
 ) -> Result<LockGuard, String> {
+    hold_with(process, manager, key, LockOptions::new().ttl(SHORT_TTL)).await
+}
+
+/// Takes `key` under `options` on `manager` from the stallable runtime.
+async fn hold_with(
+    process: &Stallable,
+    manager: &LockManager,
+    key: &str,
+    options: LockOptions,
+) -> Result<LockGuard, String> {
     let (manager, key) = (manager.clone(), key.to_owned());
     process
-        .run(async move { manager.lock(key, LockOptions::new().ttl(SHORT_TTL)).await })
+        .run(async move { manager.lock(key, options).await })
         .await?
         .map_err(|err| format!("the first holder could not take the free lock: {err}"))
+}
+
+/// A holder with a lock-delay that stops renewing keeps the lock from the next holder for its
+/// lease and its delay, and loses it soon after.
+pub(crate) async fn stalled_holder_keeps_its_lock_delay(p: &mut Processes<'_>) -> Verdict {
+    let [first, next] = <[_; 2]>::try_from(p.spawn_many(2).await?)
+        .map_err(|_| "two managers asked for".to_owned())?;
+    let key = p.key("lock");
+    let mut process = Stallable::start()?;
+    let asked = Instant::now();
+    let options = LockOptions::new().ttl(SHORT_TTL).lock_delay(LOCK_DELAY);
+    let stalled = hold_with(&process, &first, &key, options).await?;
+    process.stall().await?;
+    let stopped = Instant::now();
+    let got = next
+        .lock(&key, LockOptions::new().ttl(LONG_TTL).wait(PATIENCE))
+        .await;
+    let (since_asked, since_stopped) = (asked.elapsed(), stopped.elapsed());
+    process.resume();
+    drop(stalled);
+    let kept = SHORT_TTL + LOCK_DELAY;
+    let guard = got.map_err(|err| {
+        format!(
+            "the lock of a holder that stopped renewing did not come free: {err}; expected it \
+             within {:?} of the stop ({kept:?} lease and delay, and a margin)",
+            kept + SOON
+        )
+    })?;
+    let _ = guard.release().await;
+    if since_asked + EXPIRY_TOLERANCE < kept {
+        return Err(format!(
+            "the next holder got the lock {since_asked:?} after the stopped holder asked for it; \
+             expected not before its {SHORT_TTL:?} lease and {LOCK_DELAY:?} lock-delay: the \
+             store must keep a lock for the whole ttl it is asked (the lease and the delay)"
+        ));
+    }
+    if since_stopped > kept + SOON {
+        return Err(format!(
+            "the next holder got the lock {since_stopped:?} after the holder stopped; expected \
+             within {:?} ({kept:?} lease and delay, and a margin)",
+            kept + SOON
+        ));
+    }
+    Ok(format!(
+        "taken over {since_asked:.2?} after the stopped holder asked (lease {SHORT_TTL:?}, \
+         delay {LOCK_DELAY:?})"
+    ))
+}
+
+/// A lock with a lock-delay that its holder releases goes to a waiter on another manager at
+/// once: the delay keeps only a lock lost without a release.
+pub(crate) async fn released_lock_skips_its_lock_delay(p: &mut Processes<'_>) -> Verdict {
+    let [first, next] = <[_; 2]>::try_from(p.spawn_many(2).await?)
+        .map_err(|_| "two managers asked for".to_owned())?;
+    let key = p.key("lock");
+    let options = LockOptions::new().ttl(LONG_TTL).lock_delay(LONG_TTL);
+    let held = first
+        .lock(&key, options)
+        .await
+        .map_err(|err| format!("the first holder could not take the free lock: {err}"))?;
+    let waiter = {
+        let (next, key) = (next.clone(), key.clone());
+        tokio::spawn(async move { next.lock(key, LockOptions::new().wait(PATIENCE)).await })
+    };
+    let released = Instant::now();
+    held.release()
+        .await
+        .map_err(|err| format!("the holder's release failed: {err}"))?;
+    let got = waiter
+        .await
+        .map_err(|err| format!("the waiter's task failed: {err}"))?;
+    let handed = released.elapsed();
+    let guard = got.map_err(|err| {
+        format!(
+            "a waiter did not get a released lock with a lock-delay: {err}; expected it at once"
+        )
+    })?;
+    let _ = guard.release().await;
+    if handed > SOON {
+        return Err(format!(
+            "a waiter got a released lock with a {LONG_TTL:?} lock-delay {handed:?} after the \
+             release; expected within {SOON:?}: a release deletes the lock"
+        ));
+    }
+    Ok(format!("handed over {handed:.2?} after the release"))
 }
 
 /// A holder that stops renewing (its process stalled: its watchdog does not run) loses the

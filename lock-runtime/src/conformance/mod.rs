@@ -21,6 +21,8 @@
 //! |---|---|
 //! | `mutual_exclusion_across_managers` | 4 managers × 3 tasks × 4 holds of one key: never two holders inside at once |
 //! | `crashed_holder_expires_after_its_lease` | a holder whose process stalls (its watchdog stops) loses the lock to a waiter on another manager within its 1 s lease and 5 s, not before the lease could have run out |
+//! | `stalled_holder_keeps_its_lock_delay` | a holder with a 2 s lock-delay whose process stalls keeps the lock from a waiter on another manager for its 1 s lease and the delay, and loses it within 5 s more |
+//! | `released_lock_skips_its_lock_delay` | a waiter on another manager gets a released lock with a 30 s lock-delay within 5 s |
 //! | `stale_holder_cannot_renew_or_release` | a holder stalled past its lease and taken over learns, when it goes on, that it lost the lease; its release says [`LeaseLost`](LockError::LeaseLost); the new holder keeps its lock |
 //! | `fencing_tokens_increase_across_holders` | successive holders' fencing tokens, across 4 managers, strictly increase |
 //! | `release_wakes_a_waiter_on_another_manager` | a waiter on another manager gets the lock within 5 s of the release, where the holder's 30 s lease was still running |
@@ -277,6 +279,16 @@ where
         runner,
         "crashed_holder_expires_after_its_lease",
         leases::crashed_holder_expires
+    );
+    check!(
+        runner,
+        "stalled_holder_keeps_its_lock_delay",
+        leases::stalled_holder_keeps_its_lock_delay
+    );
+    check!(
+        runner,
+        "released_lock_skips_its_lock_delay",
+        leases::released_lock_skips_its_lock_delay
     );
     check!(
         runner,

@@ -31,8 +31,9 @@ pub enum FenceError {
     /// lost its counter's last writes (a restart without persistence, a failover) handed the
     /// token out twice, and the other holder claimed first (see [`Fence`](super::Fence)).
     #[error(
-        "resource `{resource}` refused fencing token {offered}: a newer holder of its lock claimed \
-         it with token {current}. This holder lost its lock; roll back and give up the section"
+        "resource `{resource}` refused fencing token {offered}: another holder of its lock claimed \
+         it with token {current}{}. This holder lost its lock; roll back and give up the section",
+        if current == offered { " (the same token, handed out twice by a lock store that lost its counter)" } else { "" }
     )]
     Stale {
         /// The resource, as the fence names it.

@@ -51,7 +51,15 @@
 //! ```
 
 mod error;
+#[cfg(feature = "fence-postgres")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fence-postgres")))]
+pub mod postgres;
 pub mod redis;
+#[cfg(feature = "fence-sqlite")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fence-sqlite")))]
+pub mod sqlite;
+#[cfg(any(feature = "fence-postgres", feature = "fence-sqlite"))]
+pub(crate) mod table;
 
 pub use error::FenceError;
 
@@ -142,7 +150,10 @@ impl Fence {
     }
 
     /// The token as SQL's `BIGINT`, or [`FenceError::TokenRange`] above `i64::MAX`.
-    #[allow(dead_code)] // until the SQL fences land
+    #[cfg_attr(
+        not(any(feature = "fence-postgres", feature = "fence-sqlite")),
+        allow(dead_code)
+    )]
     pub(crate) fn sql_token(&self) -> Result<i64, FenceError> {
         i64::try_from(self.token).map_err(|_| FenceError::TokenRange {
             resource: self.resource.clone(),

@@ -52,6 +52,15 @@ macro_rules! forward {
             self.$inner.release(key, token, keep)
         }
     };
+    (@ $inner:ident release_lease) => {
+        fn release_lease<'a>(
+            &'a self,
+            lease: &'a $crate::store::Lease,
+            keep: std::time::Duration,
+        ) -> $crate::store::BoxFuture<'a, Result<$crate::store::Release, $crate::store::StoreError>> {
+            self.$inner.release_lease(lease, keep)
+        }
+    };
     (@ $inner:ident hands_off) => {
         fn hands_off(&self) -> bool {
             self.$inner.hands_off()

@@ -63,8 +63,8 @@ pub use crate::shape::Shape;
 
 use crate::waiters::Waiters;
 
+pub(crate) mod delay;
 pub(crate) mod error;
-#[cfg(any(feature = "metrics", feature = "testing"))]
 pub(crate) mod forward;
 mod inspect;
 pub(crate) mod scheme;
@@ -96,6 +96,13 @@ pub struct Ask {
     /// key template, or the label given), if it has one: the bounded name a layer that
     /// measures or traces store calls files them under. Never the rendered key.
     pub label: Option<&'static str>,
+    /// The lock's lock-delay ([`LockOptions::lock_delay`](crate::LockOptions::lock_delay)):
+    /// how long past its lease a lock lost without a release is granted to nobody. A layer of
+    /// the engine, around every store, adds it to the ttl before the store sees the acquire,
+    /// so a store keeps the lock for both and need do nothing more. It is the part of the ttl
+    /// that is not the holder's lease: a store that times its requests or a grant's validity
+    /// by the lease (Redlock) counts `ttl - lock_delay`.
+    pub lock_delay: Duration,
 }
 
 impl Ask {
@@ -230,7 +237,8 @@ impl Renewal {
         &self.lease.token
     }
 
-    /// The lease length to renew it for, from now by the store's clock.
+    /// The lease length to renew it for, from now by the store's clock: the lease and its
+    /// lock-delay, where the lock has one ([`Lease::ttl`] is the lease's own).
     pub fn ttl(&self) -> Duration {
         self.ttl
     }

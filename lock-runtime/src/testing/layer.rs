@@ -398,6 +398,26 @@ impl FaultLayer {
         let _ = self.inner.release(stored, token, Duration::ZERO).await;
     }
 
+    /// Ends `lease` on the deployment for `reason`, as a scripted loss: an expiry of a lease
+    /// with a lock-delay leaves its lock kept from everyone for the delay, as a real expiry
+    /// would (the layer of lock-delay below adds the delay to the renewal's zero ttl); any
+    /// other loss takes it off the deployment.
+    pub(crate) async fn lose_on_deployment(
+        &self,
+        lease: &Arc<crate::lease::Lease>,
+        reason: LostReason,
+    ) {
+        if reason == LostReason::Expired && !lease.options.delay().is_zero() {
+            let kept = [Renewal {
+                lease: lease.clone(),
+                ttl: Duration::ZERO,
+            }];
+            self.inner.renew(&kept, &|_, _| {}).await;
+            return;
+        }
+        self.drop_from_deployment(&lease.stored, &lease.token).await;
+    }
+
     /// A release answer for `token`'s grant, kept for `keep` (`hold_at_least`), recorded.
     fn released(&self, token: &str, keep: Duration, answer: &Result<Release, StoreError>) {
         match answer {
@@ -534,7 +554,7 @@ impl Store for FaultLayer {
                 // Lost with the scripted reason before the answer says "not ours": the
                 // watchdog then finds it lost already and keeps the reason.
                 lease.mark_lost(reason);
-                self.drop_from_deployment(&lease.stored, &lease.token).await;
+                self.lose_on_deployment(lease, reason).await;
                 self.shared.ended(&lease.token, Some(reason));
             }
             if !lose.is_empty() {

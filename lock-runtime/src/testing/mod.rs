@@ -695,14 +695,18 @@ impl Script<'_> {
 
     /// The next renewal of a lease of these keys (held now or taken later) finds it lost, for
     /// `reason` ([`LostReason::Expired`] or [`LostReason::NotOwner`]); the lock is taken off the
-    /// deployment.
+    /// deployment, but for an expiry of a lease with a
+    /// [`lock_delay`](crate::LockOptions::lock_delay), which keeps it from everyone for the
+    /// delay, as a real expiry would.
     pub fn lose_lease_at_next_renewal(&self, reason: LostReason) -> &Self {
         self.add(Action::LoseAtRenewal(reason))
     }
 
     /// Loses every lease of these keys held now, at once, for `reason`: each guard's lost
     /// signal fires, a locked section with `on_lease_lost = "abort"` stops at its next
-    /// `.await`, and the lock is taken off the deployment. With none held, the next lease taken
+    /// `.await`, and the lock is taken off the deployment (an expiry of a lease with a
+    /// [`lock_delay`](crate::LockOptions::lock_delay) keeps it from everyone for the delay
+    /// instead, as a real expiry would). With none held, the next lease taken
     /// is lost at its first renewal. Returns how many leases were lost now.
     pub async fn lose_lease_now(&self, reason: LostReason) -> usize {
         let pattern = Pattern::new(&self.pattern);
@@ -724,10 +728,13 @@ impl Script<'_> {
                 .managers()
                 .iter()
                 .find_map(|manager| manager.client().watchdog.lease_by_token(token));
-            if let Some(lease) = lease {
-                lease.mark_lost(reason);
+            match lease {
+                Some(lease) => {
+                    lease.mark_lost(reason);
+                    self.kit.layer.lose_on_deployment(&lease, reason).await;
+                }
+                None => self.kit.layer.drop_from_deployment(stored, token).await,
             }
-            self.kit.layer.drop_from_deployment(stored, token).await;
             self.kit.shared.ended(token, Some(reason));
         }
         if grants.is_empty() {

@@ -8,6 +8,7 @@ use lock_runtime::{LockError, LockManager, distributed_lock};
     on_lease_lost = "continue",
     hold_at_least = "500ms",
     max_hold = "2h",
+    lock_delay = "15s",
     manager = locks,
     crate = "::lock_runtime"
 )]

@@ -8,20 +8,25 @@
 //! both read 10 and both write 9.
 //!
 //! A lock can be lost without its holder knowing in time (a process stalled past its lease), so
-//! each row protected by a lock keeps the highest fencing token it has seen, and a holder first
-//! *claims* the row with its token, before it reads:
+//! the rows a lock protects are fenced with `lock_runtime::fence::sqlite`: each lock's resource
+//! (`order:<user_id>`, `stock:<sku>`) has a fence in the `lock_fences` table, the highest
+//! fencing token that claimed it. A holder first *claims* its resource with its token, before it
+//! reads; the purchase then writes in one transaction that first *checks* that both fences are
+//! still its tokens:
 //!
-//! ```sql
-//! UPDATE stock SET last_token = ?1 WHERE sku = ?2 AND last_token < ?1            -- claim
-//! UPDATE stock SET quantity = ?1, last_token = ?2 WHERE sku = ?3 AND last_token <= ?2  -- write
+//! ```text
+//! fence::sqlite::claim(&mut conn, &Fence::new("stock:tea", token))   -- before the read
+//! BEGIN IMMEDIATE; fence::sqlite::check(..user..); fence::sqlite::check(..stock..);
+//!                  UPDATE stock ...; INSERT INTO orders ...; COMMIT
 //! ```
 //!
-//! An answer of 0 rows is a refused stale write: a newer holder has claimed the row, so what this
-//! one read may be out of date. Fencing the write alone would not do: a stale holder writing
-//! between a newer holder's read and its write would be accepted (its token is above the row's
-//! last *written* one), and the newer holder would then write over it what it decided from its
-//! earlier read. Refusals are recorded in a table of their own, so the runner can count them
-//! even when the instance that was refused is gone.
+//! A refused claim or check (`FenceError::Stale`, or `NotClaimed`) is a refused stale write: a
+//! newer holder has claimed the resource, so what this one read may be out of date. Fencing the
+//! write alone would not do: a stale holder writing between a newer holder's read and its write
+//! would be accepted (its token is above the resource's last *written* one), and the newer
+//! holder would then write over it what it decided from its earlier read. Refusals are recorded
+//! in a table of their own, so the runner can count them even when the instance that was
+//! refused is gone.
 //!
 //! `orders` has no unique constraint on the user on purpose: at most one order per user is what
 //! the locks and fences must achieve, and [`Audit`] checks it afterwards.
@@ -30,6 +35,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use lock_runtime::LockError;
+use lock_runtime::fence::{self, FenceError};
 use sqlx::sqlite::SqliteSynchronous;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions};
 
@@ -44,15 +50,13 @@ const POOL_SIZE: u32 = 4;
 
 const SCHEMA: &[&str] = &[
     "DROP TABLE IF EXISTS stock",
-    "DROP TABLE IF EXISTS users",
     "DROP TABLE IF EXISTS orders",
     "DROP TABLE IF EXISTS refusals",
-    // `last_token`: the highest `stock:<sku>` fencing token that claimed or wrote the row.
+    "DROP TABLE IF EXISTS lock_fences",
     "CREATE TABLE stock (sku TEXT PRIMARY KEY, initial INTEGER NOT NULL, \
-     quantity INTEGER NOT NULL, last_token INTEGER NOT NULL)",
-    // One row per user who asked to order: the highest `order:<user_id>` token that claimed or
-    // wrote it.
-    "CREATE TABLE users (user_id INTEGER PRIMARY KEY, last_token INTEGER NOT NULL)",
+     quantity INTEGER NOT NULL)",
+    // The fences of `order:<user_id>` and `stock:<sku>`: the highest token that claimed each.
+    fence::sqlite::SCHEMA,
     "CREATE TABLE orders (id INTEGER PRIMARY KEY AUTOINCREMENT, user_id INTEGER NOT NULL, \
      sku TEXT NOT NULL, user_token INTEGER NOT NULL, stock_token INTEGER NOT NULL, \
      instance TEXT NOT NULL)",
@@ -76,6 +80,10 @@ pub enum ShopError {
     /// A lock could not be taken, or was lost.
     #[error(transparent)]
     Lock(#[from] LockError),
+    /// A fence could not be claimed or checked (not a refusal: the database failed, or a token
+    /// above `i64::MAX`).
+    #[error(transparent)]
+    Fence(#[from] FenceError),
     /// A user id, stock or fencing token above `i64::MAX`, which SQLite's integers cannot hold.
     #[error("{what} {value} does not fit the database's 64-bit signed integers")]
     OutOfRange {
@@ -133,6 +141,14 @@ impl Row<'_> {
             Row::Stock(_) => Fence::Stock,
         }
     }
+
+    /// The fence of the row's resource, named as its lock's key, at `token`.
+    fn at(self, token: u64) -> fence::Fence {
+        match self {
+            Row::User(user_id) => fence::Fence::new(format!("order:{user_id}"), token),
+            Row::Stock(sku) => fence::Fence::new(format!("stock:{sku}"), token),
+        }
+    }
 }
 
 /// One purchase, with the fencing tokens of the two locks its caller holds.
@@ -184,14 +200,12 @@ impl Database {
                 .await
                 .map_err(failed("create: schema"))?;
         }
-        sqlx::query(
-            "INSERT INTO stock (sku, initial, quantity, last_token) VALUES (?1, ?2, ?2, 0)",
-        )
-        .bind(sku)
-        .bind(stock)
-        .execute(&mut *tx)
-        .await
-        .map_err(failed("create: stock"))?;
+        sqlx::query("INSERT INTO stock (sku, initial, quantity) VALUES (?1, ?2, ?2)")
+            .bind(sku)
+            .bind(stock)
+            .execute(&mut *tx)
+            .await
+            .map_err(failed("create: stock"))?;
         tx.commit().await.map_err(failed("create: commit"))?;
         Ok(db)
     }
@@ -239,31 +253,19 @@ impl Database {
     }
 
     /// Claims the row `row` for `token`: from now on the row refuses writes decided under an
-    /// older token. Returns `false` when the row has already seen `token` or a newer one (this
-    /// holder's lock was taken over); the refusal is then recorded.
+    /// older token. Returns `false` when a newer token has claimed it (this holder's lock was
+    /// taken over); the refusal is then recorded.
     pub async fn claim(&self, row: Row<'_>, token: u64, instance: &str) -> Result<bool, ShopError> {
-        let token = integer("fencing token", token)?;
-        let claimed = match row {
-            Row::User(user_id) => sqlx::query(
-                "INSERT INTO users (user_id, last_token) VALUES (?1, ?2) \
-                 ON CONFLICT (user_id) DO UPDATE SET last_token = excluded.last_token \
-                 WHERE users.last_token < excluded.last_token",
-            )
-            .bind(integer("user id", user_id)?),
-            Row::Stock(sku) => {
-                sqlx::query("UPDATE stock SET last_token = ?2 WHERE sku = ?1 AND last_token < ?2")
-                    .bind(sku)
+        let fence = row.at(token);
+        let mut conn = self.pool.acquire().await.map_err(failed("claim a row"))?;
+        match fence::sqlite::claim(&mut conn, &fence).await {
+            Ok(()) => Ok(true),
+            Err(err) if err.is_refusal() => {
+                self.refused(row.fence(), token, instance).await?;
+                Ok(false)
             }
+            Err(err) => Err(err.into()),
         }
-        .bind(token)
-        .execute(&self.pool)
-        .await
-        .map_err(failed("claim a row"))?;
-        if claimed.rows_affected() == 0 {
-            self.refused(row.fence(), token, instance).await?;
-            return Ok(false);
-        }
-        Ok(true)
     }
 
     /// Records `order` and sets the stock of its item to `stock_after`, in one transaction (so a
@@ -281,41 +283,34 @@ impl Database {
         let user_id = integer("user id", order.user_id)?;
         let user_token = integer("fencing token", order.user_token)?;
         let stock_token = integer("fencing token", order.stock_token)?;
-        // Writes only: take the write lock at once, queueing behind other processes' writers.
+        // Writes only: take the write lock at once, queueing behind other processes' writers
+        // (a DEFERRED transaction could fail at its first write instead).
         let mut tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")
             .await
             .map_err(failed("purchase: begin"))?;
-
-        let user_written =
-            sqlx::query("UPDATE users SET last_token = ?2 WHERE user_id = ?1 AND last_token <= ?2")
-                .bind(user_id)
-                .bind(user_token)
-                .execute(&mut *tx)
-                .await
-                .map_err(failed("purchase: fence the user row"))?;
-        if user_written.rows_affected() == 0 {
-            tx.rollback().await.map_err(failed("purchase: roll back"))?;
-            self.refused(Fence::User, user_token, order.instance)
-                .await?;
-            return Ok(Purchase::Stale(Fence::User));
+        for (row, token) in [
+            (Row::User(order.user_id), order.user_token),
+            (Row::Stock(order.sku), order.stock_token),
+        ] {
+            match fence::sqlite::check(&mut tx, &row.at(token)).await {
+                Ok(()) => {}
+                Err(err) if err.is_refusal() => {
+                    // Recorded once the write lock is given back.
+                    tx.rollback().await.map_err(failed("purchase: roll back"))?;
+                    self.refused(row.fence(), token, order.instance).await?;
+                    return Ok(Purchase::Stale(row.fence()));
+                }
+                Err(err) => return Err(err.into()),
+            }
         }
-        let stock_written = sqlx::query(
-            "UPDATE stock SET quantity = ?1, last_token = ?2 WHERE sku = ?3 AND last_token <= ?2",
-        )
-        .bind(stock_after)
-        .bind(stock_token)
-        .bind(order.sku)
-        .execute(&mut *tx)
-        .await
-        .map_err(failed("purchase: fence the stock row"))?;
-        if stock_written.rows_affected() == 0 {
-            tx.rollback().await.map_err(failed("purchase: roll back"))?;
-            self.refused(Fence::Stock, stock_token, order.instance)
-                .await?;
-            return Ok(Purchase::Stale(Fence::Stock));
-        }
+        sqlx::query("UPDATE stock SET quantity = ?1 WHERE sku = ?2")
+            .bind(stock_after)
+            .bind(order.sku)
+            .execute(&mut *tx)
+            .await
+            .map_err(failed("purchase: write the stock"))?;
         sqlx::query(
             "INSERT INTO orders (user_id, sku, user_token, stock_token, instance) \
              VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -332,7 +327,8 @@ impl Database {
         Ok(Purchase::Placed)
     }
 
-    async fn refused(&self, fence: Fence, token: i64, instance: &str) -> Result<(), ShopError> {
+    async fn refused(&self, fence: Fence, token: u64, instance: &str) -> Result<(), ShopError> {
+        let token = integer("fencing token", token)?;
         sqlx::query("INSERT INTO refusals (fence, token, instance) VALUES (?1, ?2, ?3)")
             .bind(fence.name())
             .bind(token)
@@ -553,15 +549,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_claim_with_a_token_already_seen_is_refused() {
+    async fn a_claim_with_a_token_below_the_rows_is_refused() {
         let file = Scratch::new("claim");
         let db = Database::create(&file.0, "sku", 5).await.expect("create");
         assert!(db.claim(Row::Stock("sku"), 20, "t").await.expect("claim"));
-        assert!(!db.claim(Row::Stock("sku"), 20, "t").await.expect("claim"));
+        // The same holder again: its token is the fence.
+        assert!(db.claim(Row::Stock("sku"), 20, "t").await.expect("claim"));
         assert!(!db.claim(Row::Stock("sku"), 19, "t").await.expect("claim"));
         assert!(db.claim(Row::User(1), 3, "t").await.expect("claim"));
         assert!(!db.claim(Row::User(1), 2, "t").await.expect("claim"));
-        assert_eq!(db.audit("sku").await.expect("audit").refused_writes, 3);
+        assert_eq!(db.audit("sku").await.expect("audit").refused_writes, 2);
     }
 
     #[tokio::test]

@@ -67,11 +67,12 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
-/// Refuses a standby, makes the tables (or checks that they exist), and answers whether the
-/// server is reached directly: it answers on the port connected to (over TCP), or on none
+/// Refuses a standby, makes the tables and functions or brings them up to date when one is
+/// missing (or, with `create_tables=false`, refuses to go on without them), and answers whether
+/// the server is reached directly: it answers on the port connected to (over TCP), or on none
 /// (over a unix socket).
 async fn prepare(pool: &PgPool, options: &PostgresOptions, at: &str) -> Result<bool, StoreError> {
-    let probe = sqlx::raw_sql(sql::PROBE)
+    let probe = sqlx::raw_sql(&sql::probe())
         .fetch_one(pool)
         .await
         .map_err(|err| failure(at, "connect", None, err))?;
@@ -81,19 +82,16 @@ async fn prepare(pool: &PgPool, options: &PostgresOptions, at: &str) -> Result<b
              connect to the primary"
         )));
     }
-    if options.create_tables {
+    let tables = probe.try_get::<bool, _>("tables").unwrap_or(false);
+    let functions = probe.try_get::<bool, _>("functions").unwrap_or(false);
+    if !(tables && functions) {
+        if !options.create_tables {
+            return Err(missing_schema(at, tables));
+        }
         sqlx::raw_sql(&sql::create_schema())
             .execute(pool)
             .await
-            .map_err(|err| failure(at, "create the tables", None, err))?;
-    } else if !probe.try_get::<bool, _>("tables").unwrap_or(false) {
-        return Err(StoreError::permanent(format!(
-            "{at}: the tables {} and {} are missing and create_tables is false: create them \
-             with the SQL in docs/POSTGRES.md (lock_runtime::postgres::SCHEMA_SQL), or let \
-             connect create them",
-            sql::TABLE,
-            sql::SEQUENCE
-        )));
+            .map_err(|err| failure(at, "create the tables and functions", None, err))?;
     }
     let answered: Option<i32> = probe.try_get("port").ok().flatten();
     let connected = pool.connect_options();
@@ -101,6 +99,29 @@ async fn prepare(pool: &PgPool, options: &PostgresOptions, at: &str) -> Result<b
         Some(_) => answered.is_none(),
         None => answered == Some(i32::from(connected.get_port())),
     })
+}
+
+/// The refusal of a database that lacks the tables, or (`tables` true) the functions of this
+/// version, with `create_tables=false`: what to run.
+fn missing_schema(at: &str, tables: bool) -> StoreError {
+    let missing = if tables {
+        format!(
+            "the functions {} are missing (the tables were made by an earlier version, or by \
+             hand)",
+            sql::FUNCTIONS.join(", ")
+        )
+    } else {
+        format!(
+            "the tables {} and {} are missing",
+            sql::TABLE,
+            sql::SEQUENCE
+        )
+    };
+    StoreError::permanent(format!(
+        "{at}: {missing} and create_tables is false: run the SQL in docs/POSTGRES.md \
+         (lock_runtime::postgres::SCHEMA_SQL; it keeps existing rows and is safe to run again), \
+         or let connect create them"
+    ))
 }
 
 /// The connect options of `url` as this store uses them: no statement cache (nothing named is
@@ -262,12 +283,12 @@ impl PostgresStore {
         key: &Key,
         token: &str,
         ttl: Duration,
-        since_ms: u64,
+        ask: Ask,
     ) -> BoxFuture<'static, Result<Acquire, StoreError>> {
         let (db, name, token) = (self.db.clone(), key.name().to_owned(), token.to_owned());
         let (answer, answered) = oneshot::channel();
         tokio::spawn(async move {
-            let got = db.acquire(&name, &token, ttl, since_ms).await;
+            let got = db.acquire(&name, &token, ttl, ask).await;
             if let Err(Ok(Acquire::Acquired { .. })) = answer.send(got) {
                 // Nobody waits for it any more: give it back, after the grant.
                 let _ = db.release(&name, &token, Duration::ZERO).await;
@@ -351,7 +372,7 @@ impl Store for PostgresStore {
         ttl: Duration,
         ask: Ask,
     ) -> BoxFuture<'a, Result<Acquire, StoreError>> {
-        self.acquire_in_task(key, token, ttl, ask.since_ms)
+        self.acquire_in_task(key, token, ttl, ask)
     }
 
     /// No: an acquire whose caller stopped waiting gives back what it took once its statement

@@ -4,11 +4,11 @@
 //! no session state is set. Values go into the text as literals that no value can break out
 //! of: text as its UTF-8 bytes in hex, numbers formatted by Rust.
 
-use std::fmt::Write as _;
 use std::time::Duration;
 
 use super::holder::Holder;
 use crate::blocker::SINCE_BOUND_MS;
+use crate::store::Ask;
 
 /// The table of held locks.
 pub(crate) const TABLE: &str = "lock_runtime_locks";
@@ -27,45 +27,51 @@ pub(crate) const SCHEMA_LOCK: i64 = 0x006c_6f63_6b5f_7274;
 /// an empty payload (every waiter of the manager tries again).
 const MAX_PAYLOAD: usize = 7900;
 
-/// The tables, created if missing; what `create_tables(false)` leaves to the user's migrations.
-pub(crate) const SCHEMA: &str = "\
-CREATE TABLE IF NOT EXISTS lock_runtime_locks (
-    name       text PRIMARY KEY,
-    token      text NOT NULL,
-    holder     bigint NOT NULL,
-    fence      bigint NOT NULL,
-    expires_at timestamptz NOT NULL,
-    host       text,
-    pid        bigint,
-    app        text,
-    since      timestamptz
-);
-CREATE SEQUENCE IF NOT EXISTS lock_runtime_fences AS bigint;";
+/// The tables, and the functions the acquire, the renewal and the release call, created or
+/// brought up to date; what `create_tables(false)` leaves to the user's migrations, and safe to
+/// run again. A step is one short call of a function, whose statements PL/pgSQL plans once per
+/// server connection, rather than a long statement parsed and planned again each time; the
+/// functions find the table through the caller's `search_path`, as the other statements do.
+/// Running it over an earlier version's objects adds the holder columns to the table (only
+/// where one is missing), drops the acquire function of the earlier signature and replaces the
+/// others, in the one transaction [`create_schema`] runs it in.
+pub(crate) const SCHEMA: &str = include_str!("schema.sql");
 
-/// The tables created in one transaction (one message: an implicit transaction, rolled back
-/// whole on an error) that takes the advisory lock first, so that processes starting at once
+/// The signatures of the functions of [`SCHEMA`], as `to_regprocedure` takes them. A function
+/// whose result or behaviour changes gets a new signature here (and the old one dropped in
+/// [`SCHEMA`]), so that the probe of a database made by an earlier version finds it missing
+/// and connect brings the schema up to date.
+pub(crate) const FUNCTIONS: [&str; 3] = [
+    "lock_runtime_acquire(text,text,bigint,bigint,integer,integer,text,bigint,text,timestamptz,\
+     boolean,boolean)",
+    "lock_runtime_release(text,text,bigint,boolean)",
+    "lock_runtime_renew(bigint[],text[],text[],bigint[])",
+];
+
+/// The tables and functions created in one transaction (one message: an implicit transaction,
+/// rolled back whole on an error) that takes the advisory lock first, so that processes starting at once
 /// take turns.
 pub(crate) fn create_schema() -> String {
     format!("SELECT pg_advisory_xact_lock({SCHEMA_LOCK});\n{SCHEMA}")
 }
 
 /// Whether the connection is to a standby (`t`), the port the server answers on (NULL over a
-/// unix socket), and whether both tables exist.
-pub(crate) const PROBE: &str = "SELECT pg_is_in_recovery() AS standby, \
-    inet_server_port() AS port, \
-    to_regclass('lock_runtime_locks') IS NOT NULL AND to_regclass('lock_runtime_fences') IS NOT NULL AS tables";
-
-/// `text` as a literal that reads back as exactly `text`, whatever it holds.
-pub(crate) fn text(text: &str) -> String {
-    let mut hex = String::with_capacity(text.len() * 2 + 40);
-    hex.push_str("convert_from(decode('");
-    for byte in text.bytes() {
-        // Writing to a String does not fail.
-        let _ = write!(hex, "{byte:02x}");
-    }
-    hex.push_str("', 'hex'), 'UTF8')");
-    hex
+/// unix socket), whether both tables exist (`tables`) and whether the functions of [`SCHEMA`]
+/// exist with their current signatures (`functions`).
+pub(crate) fn probe() -> String {
+    format!(
+        "SELECT pg_is_in_recovery() AS standby, inet_server_port() AS port, \
+         to_regclass('{TABLE}') IS NOT NULL AND to_regclass('{SEQUENCE}') IS NOT NULL AS tables, \
+         {} AS functions",
+        FUNCTIONS
+            .map(|function| format!("to_regprocedure('{function}') IS NOT NULL"))
+            .join(" AND ")
+    )
 }
+
+/// `text` as a literal that reads back as exactly `text`, whatever it holds (the fences on
+/// PostgreSQL write theirs the same way).
+pub(crate) use crate::fence::postgres::text;
 
 /// `duration` in whole milliseconds, at least 1.
 pub(crate) fn millis(duration: Duration) -> i64 {
@@ -126,77 +132,84 @@ pub(crate) fn advisory_key(name: &str) -> i32 {
 
 /// Takes `name` for `token` (whose holder id is `holder`) for `ttl` by the database's clock: a
 /// free or expired lock, or one `token` holds already, unless a transaction holds it (its
-/// advisory lock, tried for the statement's own transaction). The row records `recorded` (see
-/// [`holder_values`]). Rows (`fence, holder, left_ms, held_fence, host, pid, app, since_ms`):
+/// advisory lock, tried for the step's own transaction). The row records `recorded` (see
+/// [`holder_values`]) as of `ask.since_ms`, and is marked `waited` where `ask.waited` (its
+/// release is then told); a busy row is marked where `ask.waits` (the caller waits to be told
+/// of its release). Rows (`fence, holder, left_ms, held_fence, host, pid, app, since_ms`):
 /// `fence` alone when taken; the row there when not: its `holder`, `left_ms`, its fencing token
 /// as `held_fence` and what it recorded of its holder; `left_ms` -1 alone when a transaction
-/// holds it; none when busy and the holder's row is not in this statement's snapshot (it was
-/// inserted while the statement ran).
+/// holds it.
 pub(crate) fn acquire(
     name: &str,
     token: &str,
     holder: i64,
     ttl: Duration,
     recorded: Option<&Holder>,
-    since_ms: u64,
+    ask: Ask,
 ) -> String {
-    let advisory = advisory_key(name);
-    let (name, token, ttl) = (text(name), text(token), millis(ttl));
-    let recorded = holder_values(recorded, since_ms);
     format!(
-        "WITH free AS (
-    SELECT pg_try_advisory_xact_lock({ADVISORY_SPACE}, {advisory}) AS ok
-), got AS (
-    INSERT INTO {TABLE} AS l (name, token, holder, fence, expires_at, host, pid, app, since)
-    SELECT {name}, {token}, {holder}, nextval('{SEQUENCE}'),
-           clock_timestamp() + {ttl} * interval '1 millisecond', {recorded}
-    FROM free WHERE free.ok
-    ON CONFLICT (name) DO UPDATE
-        SET token = excluded.token, holder = excluded.holder, fence = excluded.fence,
-            expires_at = excluded.expires_at, host = excluded.host, pid = excluded.pid,
-            app = excluded.app, since = excluded.since
-        WHERE l.expires_at <= clock_timestamp() OR l.token = excluded.token
-    RETURNING l.fence
-)
-SELECT fence, NULL::bigint AS holder, NULL::bigint AS left_ms, NULL::bigint AS held_fence,
-       NULL::text AS host, NULL::bigint AS pid, NULL::text AS app, NULL::bigint AS since_ms
-FROM got
-UNION ALL
-SELECT NULL::bigint, l.holder, {LEFT_MS}, l.fence, l.host, l.pid, l.app, {SINCE_MS}
-FROM {TABLE} l
-WHERE l.name = {name} AND NOT EXISTS (SELECT 1 FROM got)
-UNION ALL
-SELECT NULL::bigint, NULL::bigint, -1::bigint, NULL::bigint, NULL::text, NULL::bigint,
-       NULL::text, NULL::bigint
-FROM free WHERE NOT free.ok"
+        "SELECT * FROM lock_runtime_acquire({}, {}, {holder}, {}, {ADVISORY_SPACE}, {}, {}, {}, {})",
+        text(name),
+        text(token),
+        millis(ttl),
+        advisory_key(name),
+        holder_values(recorded, ask.since_ms),
+        ask.waits,
+        ask.waited
     )
 }
 
-/// The first step of a transaction-bound lock of `name`, in the caller's transaction: its
-/// isolation, and its advisory lock tried (held until the transaction ends if taken).
-pub(crate) fn lock_in_transaction(name: &str) -> String {
+/// The transaction-local setting in which [`lock_in_transaction`]'s first statement leaves
+/// whether it took the advisory lock, for its second.
+const TAKEN: &str = "lock_runtime.xact_lock_taken";
+
+/// A transaction-bound lock of `name` in the caller's transaction, as one message of two
+/// statements (one round trip), with `claim` (an `INSERT` of the fence claimed, from `drawn`'s
+/// `fence`) in the second if given.
+///
+/// The first statement reads the isolation and tries the advisory lock (held until the
+/// transaction ends if taken), and records whether it took it. The second, whose snapshot is
+/// taken after the first ended and so sees every lease committed before the advisory lock was
+/// taken, goes on only if it was, at READ COMMITTED: whether a lease of the table holds `name`
+/// (`left_ms`), and if not a fencing token from the sequence (`fence`), the release told at the
+/// transaction's end (a notification is delivered at COMMIT, dropped by ROLLBACK), and the
+/// claim (`claimed`: the resource's fence after it, `claimed_by` its holder), the claim's holder
+/// id being the transaction's id (`holder`). Rows: `isolation, ok`, then
+/// `left_ms, fence, holder, told, claimed, claimed_by`.
+pub(crate) fn lock_in_transaction(name: &str, claim: Option<&str>) -> String {
+    let advisory = advisory_key(name);
+    let (told, name) = (payload(name), text(name));
+    let (claim, claimed) = match claim {
+        Some(claim) => (
+            format!(", claimed AS (\n    {claim}\n)"),
+            "(SELECT fence FROM claimed LIMIT 1) AS claimed,
+       (SELECT holder FROM claimed LIMIT 1) AS claimed_by",
+        ),
+        None => (
+            String::new(),
+            "NULL::bigint AS claimed, NULL::text AS claimed_by",
+        ),
+    };
     format!(
         "SELECT current_setting('transaction_isolation') AS isolation,
-       pg_try_advisory_xact_lock({ADVISORY_SPACE}, {}) AS ok",
-        advisory_key(name)
-    )
-}
-
-/// The second step, once the advisory lock is held: whether a lease of the table holds `name`
-/// (`left_ms`), and if not, a fencing token from the sequence and the release told at the
-/// transaction's end (a notification is delivered at COMMIT, and dropped by ROLLBACK).
-pub(crate) fn fence_in_transaction(name: &str) -> String {
-    let (told, name) = (payload(name), text(name));
-    format!(
-        "WITH held AS (
-    SELECT {LEFT_MS} AS left_ms FROM {TABLE} l
-    WHERE l.name = {name} AND l.expires_at > clock_timestamp()
+       set_config('{TAKEN}', pg_try_advisory_xact_lock({ADVISORY_SPACE}, {advisory})::text, true)::boolean AS ok;
+WITH mine AS (
+    SELECT current_setting('{TAKEN}', true) = 'true'
+       AND current_setting('transaction_isolation') = 'read committed' AS ok
+), held AS (
+    SELECT {LEFT_MS} AS left_ms FROM {TABLE} l, mine
+    WHERE mine.ok AND l.name = {name} AND l.expires_at > clock_timestamp()
+), drawn AS (
+    SELECT nextval('{SEQUENCE}') AS fence, 'xact:' || txid_current()::text AS holder FROM mine
+    WHERE mine.ok AND NOT EXISTS (SELECT 1 FROM held)
 ), told AS (
-    SELECT pg_notify('{CHANNEL}', {told}) WHERE NOT EXISTS (SELECT 1 FROM held)
-)
+    SELECT pg_notify('{CHANNEL}', {told}) FROM drawn
+){claim}
 SELECT (SELECT left_ms FROM held LIMIT 1) AS left_ms,
-       CASE WHEN EXISTS (SELECT 1 FROM held) THEN NULL ELSE nextval('{SEQUENCE}') END AS fence,
-       (SELECT count(*) FROM told) AS told"
+       (SELECT fence FROM drawn) AS fence,
+       (SELECT holder FROM drawn) AS holder,
+       (SELECT count(*) FROM told) AS told,
+       {claimed}"
     )
 }
 
@@ -206,25 +219,21 @@ SELECT (SELECT left_ms FROM held LIMIT 1) AS left_ms,
 pub(crate) fn renew<'a>(
     leases: impl Iterator<Item = (usize, &'a str, &'a str, Duration)>,
 ) -> String {
-    let mut values = String::new();
+    let (mut indices, mut names, mut tokens, mut ttls) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for (index, name, token, ttl) in leases {
-        if !values.is_empty() {
-            values.push_str(",\n    ");
-        }
-        let _ = write!(
-            values,
-            "({index}::bigint, {}, {}, {}::bigint)",
-            text(name),
-            text(token),
-            millis(ttl)
-        );
+        indices.push(index.to_string());
+        names.push(text(name));
+        tokens.push(text(token));
+        ttls.push(millis(ttl).to_string());
     }
     format!(
-        "UPDATE {TABLE} AS l SET expires_at = clock_timestamp() + b.ms * interval '1 millisecond'
-FROM (VALUES
-    {values}) AS b(i, name, token, ms)
-WHERE l.name = b.name AND l.token = b.token AND l.expires_at > clock_timestamp()
-RETURNING b.i"
+        "SELECT * FROM lock_runtime_renew(ARRAY[{}]::bigint[], ARRAY[{}]::text[], \
+         ARRAY[{}]::text[], ARRAY[{}]::bigint[])",
+        indices.join(", "),
+        names.join(", "),
+        tokens.join(", "),
+        ttls.join(", ")
     )
 }
 
@@ -233,31 +242,12 @@ RETURNING b.i"
 /// One row: `mine` (true: released; false: ours but its lease had ended; NULL: not ours) and
 /// `other` (another holder's live lease is there).
 pub(crate) fn release(name: &str, token: &str, keep: Duration) -> String {
-    let (told, name, token) = (payload(name), text(name), text(token));
-    let change = if keep.is_zero() {
-        format!(
-            "DELETE FROM {TABLE} l WHERE l.name = {name} AND l.token = {token}
-    RETURNING l.expires_at > clock_timestamp() AS live"
-        )
-    } else {
-        format!(
-            "UPDATE {TABLE} l SET token = '', holder = 0, host = NULL, pid = NULL, app = NULL,
-        since = NULL, expires_at = clock_timestamp() + {} * interval '1 millisecond'
-    WHERE l.name = {name} AND l.token = {token} AND l.expires_at > clock_timestamp()
-    RETURNING true AS live",
-            millis(keep)
-        )
-    };
+    let keep = if keep.is_zero() { 0 } else { millis(keep) };
     format!(
-        "WITH changed AS (
-    {change}
-), told AS (
-    SELECT pg_notify('{CHANNEL}', {told}) FROM changed
-)
-SELECT (SELECT live FROM changed LIMIT 1) AS mine,
-       (SELECT count(*) FROM told) AS told,
-       EXISTS (SELECT 1 FROM {TABLE} l WHERE l.name = {name} AND l.token <> {token}
-               AND l.expires_at > clock_timestamp()) AS other"
+        "SELECT * FROM lock_runtime_release({}, {}, {keep}, {})",
+        text(name),
+        text(token),
+        name.len() <= MAX_PAYLOAD
     )
 }
 
@@ -362,6 +352,20 @@ mod tests {
         let values = holder_values(Some(&named), u64::MAX);
         assert!(values.contains(&text("orders")), "{values}");
         assert!(values.ends_with("NULL::timestamptz"), "{values}");
+    }
+
+    #[test]
+    fn the_schema_names_what_the_store_uses() {
+        for name in [TABLE, SEQUENCE, CHANNEL].iter().chain(FUNCTIONS.iter()) {
+            let bare = name.split('(').next().unwrap_or(name);
+            assert!(SCHEMA.contains(bare), "{name}");
+        }
+    }
+
+    #[test]
+    fn the_documented_schema_is_the_one_connect_runs() {
+        let page = include_str!("../../../../docs/POSTGRES.md");
+        assert!(page.contains(&format!("```sql\n{SCHEMA}```")));
     }
 
     #[test]

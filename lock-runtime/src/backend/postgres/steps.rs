@@ -9,7 +9,7 @@ use sqlx::postgres::{PgPool, PgRow};
 use super::errors::{self, failure};
 use super::holder::{Holder, Recorded};
 use super::sql;
-use crate::store::{Acquire, HolderId, Release, StoreError};
+use crate::store::{Acquire, Ask, HolderId, Release, StoreError};
 
 /// How long a waiter for a lock that a transaction holds waits before it asks again.
 pub(crate) const IN_TRANSACTION_RETRY: Duration = Duration::from_millis(100);
@@ -48,16 +48,16 @@ impl Db {
     }
 
     /// Takes the lock `name` for `token` for `ttl`, recording the holder as it began its
-    /// attempt at `since_ms`, or says who holds it for how long.
+    /// attempt at `ask.since_ms` (see [`sql::acquire`]), or says who holds it for how long.
     pub(crate) async fn acquire(
         &self,
         name: &str,
         token: &str,
         ttl: Duration,
-        since_ms: u64,
+        ask: Ask,
     ) -> Result<Acquire, StoreError> {
         let holder = i64::try_from(HolderId::of_token(token).get()).unwrap_or(i64::MAX);
-        let statement = sql::acquire(name, token, holder, ttl, self.holder.as_deref(), since_ms);
+        let statement = sql::acquire(name, token, holder, ttl, self.holder.as_deref(), ask);
         let rows = self.rows("acquire", Some(name), &statement).await?;
         let mut busy = None;
         for row in &rows {
@@ -90,7 +90,8 @@ impl Db {
                 blocker: recorded.blocker().map(Box::new),
             });
         }
-        // No row: the holder's row was made while the statement ran: ask again soon.
+        // No row (a busy row is locked until the function ends, so this is not expected):
+        // ask again soon.
         Ok(busy.unwrap_or_else(|| Acquire::busy(Some(Duration::from_millis(5)), false)))
     }
 

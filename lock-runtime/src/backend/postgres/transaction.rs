@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
-use sqlx::Row;
 use sqlx::postgres::PgConnection;
+use sqlx::{Executor as _, Row};
 
 use super::errors;
 use super::sql;
 use crate::error::LockError;
+use crate::fence::{self, Fence, postgres::FenceTable};
 use crate::store::{Key, Shape};
 
 /// A lock held by a transaction of the application's ([`lock_in_transaction`]): released when
@@ -17,6 +18,8 @@ use crate::store::{Key, Shape};
 pub struct TransactionLock {
     key: String,
     fence: u64,
+    resource: String,
+    holder: String,
 }
 
 impl TransactionLock {
@@ -29,6 +32,14 @@ impl TransactionLock {
     /// before, by a manager or another transaction.
     pub fn fencing_token(&self) -> u64 {
         self.fence
+    }
+
+    /// The fencing token on the resource the lock guards (the resource
+    /// [`lock_and_claim_in_transaction_under`] claimed, or else the key), with the
+    /// transaction's id as its holder id. For
+    /// [`fence::postgres::check`](crate::fence::postgres::check) and the other fences.
+    pub fn fence(&self) -> Fence {
+        Fence::new(self.resource.as_str(), self.fence).held_by(self.holder.as_str())
     }
 }
 
@@ -76,16 +87,88 @@ pub async fn lock_in_transaction_under(
     prefix: &str,
     key: &str,
 ) -> Result<TransactionLock, LockError> {
+    take(conn, prefix, key, None).await
+}
+
+/// [`lock_in_transaction`] and a claim of the resource named by `key` on the fence table
+/// `table` ([`fence::postgres`](crate::fence::postgres)), with the lock's fencing token, in
+/// the same transaction and the same round trip (one message to the server): the lock and
+/// the claim hold together until the transaction ends, and the transaction's writes commit
+/// only under the claim.
+///
+/// A token drawn here is above every token the lock had before, so the claim is refused
+/// ([`LockError::Fence`] with [`FenceError::Stale`](crate::fence::FenceError::Stale)) only
+/// where the resource's fence came from elsewhere (another lock's tokens on the same resource
+/// name): roll back. [`LockError::Busy`] as [`lock_in_transaction`], with no claim made.
+///
+/// ```no_run
+/// # async fn run(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
+/// use lock_runtime::fence::postgres::FenceTable;
+/// use lock_runtime::postgres::lock_and_claim_in_transaction;
+///
+/// let mut tx = pool.begin().await?;
+/// let lock = lock_and_claim_in_transaction(&mut tx, "order:42", &FenceTable::default()).await?;
+/// sqlx::query("UPDATE orders SET state = 'paid' WHERE id = 42")
+///     .execute(&mut *tx)
+///     .await?;
+/// tx.commit().await?; // releases the lock; `order:42`'s fence stays at lock.fencing_token()
+/// # Ok(())
+/// # }
+/// ```
+pub async fn lock_and_claim_in_transaction(
+    conn: &mut PgConnection,
+    key: &str,
+    table: &FenceTable,
+) -> Result<TransactionLock, LockError> {
+    take(conn, "lock:", key, Some((key, table))).await
+}
+
+/// [`lock_and_claim_in_transaction`] under the key prefix `prefix`, claiming `resource`
+/// (which need not be the key: one lock may guard a resource of another name).
+pub async fn lock_and_claim_in_transaction_under(
+    conn: &mut PgConnection,
+    prefix: &str,
+    key: &str,
+    resource: &str,
+    table: &FenceTable,
+) -> Result<TransactionLock, LockError> {
+    take(conn, prefix, key, Some((resource, table))).await
+}
+
+/// The lock `key` under `prefix` for the transaction open on `conn`, and the claim of
+/// `claim`'s resource on its table if given: one message, two statements
+/// ([`sql::lock_in_transaction`]).
+async fn take(
+    conn: &mut PgConnection,
+    prefix: &str,
+    key: &str,
+    claim: Option<(&str, &FenceTable)>,
+) -> Result<TransactionLock, LockError> {
     let stored = Key::new(prefix, key, Shape::Lock)?;
     let name = stored.name();
     let failed = |err: sqlx::Error| {
         let failure = errors::failure("postgres transaction", "acquire", Some(name), err);
         LockError::from_failure("acquire", Some(key), "postgres transaction", failure)
     };
-    let first = sqlx::raw_sql(&sql::lock_in_transaction(name))
-        .fetch_one(&mut *conn)
+    let claim_sql = claim.map(|(resource, table)| {
+        table.claim_from(&format!(
+            "SELECT {}, fence, holder FROM drawn",
+            sql::text(resource)
+        ))
+    });
+    let statement = sql::lock_in_transaction(name, claim_sql.as_deref());
+    // The connection's `Executor` method (a boxed `Send` future), not `RawSql::fetch_all`: with
+    // that, a caller's future could not be given to `tokio::spawn`.
+    let rows = conn
+        .fetch_all(sqlx::raw_sql(&statement))
         .await
         .map_err(failed)?;
+    let [first, second] = rows.as_slice() else {
+        return Err(failed(sqlx::Error::Protocol(format!(
+            "the transaction lock's two statements answered {} rows, not 2",
+            rows.len()
+        ))));
+    };
     let isolation: String = first.try_get("isolation").map_err(failed)?;
     if isolation != "read committed" {
         return Err(LockError::Config(format!(
@@ -103,21 +186,31 @@ pub async fn lock_in_transaction_under(
     if !first.try_get::<bool, _>("ok").map_err(failed)? {
         return Err(busy(None));
     }
-    let second = sqlx::raw_sql(&sql::fence_in_transaction(name))
-        .fetch_one(&mut *conn)
-        .await
-        .map_err(failed)?;
-    match second.try_get::<Option<i64>, _>("fence").map_err(failed)? {
-        Some(fence) => Ok(TransactionLock {
-            key: key.to_owned(),
-            fence: u64::try_from(fence).unwrap_or(0),
-        }),
-        None => {
-            let left: Option<i64> = second.try_get("left_ms").map_err(failed)?;
-            Err(busy(
-                left.and_then(|ms| u64::try_from(ms).ok())
-                    .map(Duration::from_millis),
+    let Some(token) = second.try_get::<Option<i64>, _>("fence").map_err(failed)? else {
+        let left: Option<i64> = second.try_get("left_ms").map_err(failed)?;
+        return Err(busy(
+            left.and_then(|ms| u64::try_from(ms).ok())
+                .map(Duration::from_millis),
+        ));
+    };
+    let token = u64::try_from(token).unwrap_or(0);
+    let holder: Option<String> = second.try_get("holder").map_err(failed)?;
+    let lock = TransactionLock {
+        key: key.to_owned(),
+        fence: token,
+        resource: claim.map_or(key, |(resource, _)| resource).to_owned(),
+        holder: holder.unwrap_or_default(),
+    };
+    if claim.is_some() {
+        let claimed: Option<i64> = second.try_get("claimed").map_err(failed)?;
+        // The claim's row comes back whenever a token was drawn; none would be a bug here.
+        let claimed = claimed.ok_or_else(|| {
+            failed(sqlx::Error::Protocol(
+                "the claim answered no fence".to_owned(),
             ))
-        }
+        })?;
+        let claimed_by: Option<String> = second.try_get("claimed_by").map_err(failed)?;
+        fence::table::claimed(&lock.fence(), claimed, claimed_by.as_deref())?;
     }
+    Ok(lock)
 }

@@ -345,7 +345,12 @@ impl RedlockBackend {
     /// Per lease: renewed on a majority, refused by so many that no majority is left, or
     /// neither (`None`: tried again).
     async fn renew_on_majority(&self, batch: &[Renewal]) -> Result<Vec<Option<bool>>, StoreError> {
-        let shortest = batch.iter().map(|r| r.ttl).min().unwrap_or_default();
+        // Timed by the leases themselves, not the lock-delay their ttl may carry.
+        let shortest = batch
+            .iter()
+            .map(|r| r.ttl.min(r.lease().ttl()))
+            .min()
+            .unwrap_or_default();
         let answers = self
             .all(&self.asked(), node_timeout(shortest), |node| {
                 Box::pin(node.renew_pipelined(batch))
@@ -428,6 +433,8 @@ impl Store for RedlockBackend {
         &self.server
     }
 
+    /// The ttl asked carries the lock's lock-delay: the lease alone (`ttl - ask.lock_delay`)
+    /// times the nodes and bounds the grant's validity.
     fn acquire<'a>(
         &'a self,
         key: &'a Key,
@@ -442,10 +449,11 @@ impl Store for RedlockBackend {
         };
         Box::pin(async move {
             let start = Instant::now();
+            let (kept, ttl) = (ttl, ttl.saturating_sub(ask.lock_delay));
             let limit = node_timeout(ttl);
             let asked = self.asked();
             let answers = self
-                .all(&asked, limit, |node| node.acquire(key, token, ttl, ask))
+                .all(&asked, limit, |node| node.acquire(key, token, kept, ask))
                 .await;
             let mut granted = 0;
             let mut fence = 0;
