@@ -190,7 +190,7 @@ pub(crate) struct Write {
 pub(crate) struct Delivery {
     pub(crate) token: u64,
     pub(crate) accepted: bool,
-    /// The resource server's clock when the write arrived (wall-clock ns, comparable with the
+    /// The sender's clock when it sent the operation (wall-clock ns, comparable with the
     /// workers' logs: every process runs on this machine).
     pub(crate) at: u64,
     /// A reader's read (rw mode), not a write.
@@ -406,7 +406,7 @@ pub(crate) struct Report {
     pub(crate) journal: Vec<Delivery>,
     /// Journal entries no worker logged: the writer died or gave up before the answer came.
     pub(crate) unlogged: Vec<usize>,
-    /// Of those, the ones that arrived after the section that sent them had ended.
+    /// Of those, the ones whose entry is timed after the section that sent them had ended.
     pub(crate) late: Vec<usize>,
     /// The many-keys leases, ended in the workers' logs.
     pub(crate) leases: Vec<ShardLease>,
@@ -713,6 +713,9 @@ pub(crate) fn analyze(input: &Input<'_>) -> Result<Report, String> {
             let (stale, newer) = if out_of_order { (j, i) } else { (i, j) };
             // By the writes as the resource saw them, also those their writers never logged.
             let outcome = match (delivered.by_hold[stale], delivered.by_hold[newer]) {
+                // Refused by the fence, before or after the newer holder's own operation: a
+                // claim (the newer one's, or a later holder's) shut it out.
+                (Some(sw), _) if !journal[sw].accepted => Outcome::Caught,
                 (Some(sw), Some(nw)) if sw > nw => {
                     if journal[sw].accepted {
                         Outcome::StaleAccepted
@@ -1967,6 +1970,17 @@ mod tests {
         assert_eq!(report.overlaps.len(), 1);
         assert!(!report.ok());
         assert_fails_with(&report, "no fault to explain");
+    }
+
+    /// A claim refused as the stale holder's section goes on: its entry comes before the newer
+    /// holder's write in the journal (the newer holder claimed as it came in), and it is caught
+    /// all the same.
+    #[test]
+    fn a_stale_operation_refused_before_the_newer_holders_write_is_caught() {
+        let report = two_holders("early", 2 * S + 600 * MS, 0, 0, &[pause_of_worker_0()]);
+        assert_eq!(report.overlaps.len(), 1);
+        assert_eq!(report.overlaps[0].outcome, Outcome::Caught);
+        assert!(report.ok(), "{:?}", report.failures);
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use lock_runtime::fence::redis::fence_key;
 use lock_tests::{FaultProxy, RedisServer, Reply};
 
 use crate::analyze::{self, Fault, FaultKind, Hit, Incarnation, Report};
@@ -671,7 +672,10 @@ impl Run<'_> {
             Err(e) => problems.push(format!("cannot check for a lock left behind: {e}")),
         }
         let journal = self.journal()?;
-        let final_token = match self.resource.try_cmd(&["GET", crate::worker::RESOURCE_KEY]) {
+        let final_token = match self
+            .resource
+            .try_cmd(&["GET", &fence_key(crate::worker::RESOURCE_JOURNAL)])
+        {
             Ok(Reply::Bulk(b)) => String::from_utf8_lossy(&b).parse::<u64>().ok(),
             _ => None,
         };

@@ -35,62 +35,37 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use lock_runtime::fence::redis as fenced;
+use lock_runtime::fence::{Fence, FenceError};
 use lock_runtime::{LockError, LockManager, LockOptions, OnLeaseLost, distributed_lock};
 
 use crate::rng::Rng;
 use crate::{DEFAULT_PERMITS, LOCK_KEY, Mode, now_ns};
 
-/// The fenced resource. `KEYS[1]` holds the highest token of any operation it accepted, `KEYS[4]`
-/// the token of the last write it accepted (the resource's value), `KEYS[2]` numbers every
-/// operation, so the analysis knows the order in which the resource saw them. `KEYS[3]` is the
-/// resource's own journal, one entry per operation in that order: `<token> <accepted 0|1>
-/// <server time ns>`, and ` r` after a read. It also holds the operations no worker lived to
-/// log, and those that arrived after their sender gave up: a request held up in the network
-/// reaches the resource whatever its sender knows by then.
+/// The fenced resource: the list `resource:journal`, behind `lock_runtime::fence::redis`
+/// (its fence, the highest token that claimed it, is `fence::redis::fence_key` of it). Every
+/// operation a holder makes on it is one entry, `<token> <accepted 0|1> <ns>`, and ` r` after a
+/// read, `ns` the holder's clock when it sent the operation:
 ///
-/// `ARGV[1]` is the holder's fencing token, `ARGV[2]` `w` for a write, `r` for a read (rw mode).
-/// A write is accepted only with a token higher than every token accepted before, a reader's
-/// included: a writer whose lease a newer holder has already used is stale. A read is accepted
-/// only with a token higher than the last write's: a reader granted before that writer must
-/// have let go before it was granted. Returns `{accepted, seq, value}`, the value being the
-/// last accepted write's token after this operation.
-const CHECK_AND_SET: &str = r"
-if redis.replicate_commands then redis.replicate_commands() end
-local seq = redis.call('INCR', KEYS[2])
-local highest = tonumber(redis.call('GET', KEYS[1]) or '0')
-local value = tonumber(redis.call('GET', KEYS[4]) or '0')
-local token = tonumber(ARGV[1])
-local accepted = 0
-if ARGV[2] == 'r' then
-  if token > value then
-    accepted = 1
-    if token > highest then
-      redis.call('SET', KEYS[1], ARGV[1])
-    end
-  end
-elseif token > highest then
-  redis.call('SET', KEYS[1], ARGV[1])
-  redis.call('SET', KEYS[4], ARGV[1])
-  accepted = 1
-  value = token
-end
-local now = redis.call('TIME')
-local entry = ARGV[1] .. ' ' .. accepted .. ' ' .. now[1] .. string.format('%06d', tonumber(now[2])) .. '000'
-if ARGV[2] == 'r' then
-  entry = entry .. ' r'
-end
-redis.call('RPUSH', KEYS[3], entry)
-return {accepted, seq, value}
-";
+/// - a write section (`--mode exclusive`, or the write hold) claims the resource and reads its
+///   last entry as it comes in (one fenced `LINDEX`), and after its pause appends its entry
+///   with a fenced `RPUSH`, which claims again in the same step: refused once a newer holder
+///   claimed;
+/// - a read section (the read share) appends its entry with a fenced `RPUSH` after its pause
+///   (its claim), and reads the value from the entries before it, which never change after.
+///
+/// A refused claim or write leaves the resource as it was; the holder then appends a refused
+/// entry itself (`<token> 0 <ns>`), a record for the analysis, not data. The accepted entries
+/// are thus in the order the resource accepted them, and a request held up in the network
+/// reaches the resource whatever its sender knows by then.
+pub(crate) const RESOURCE_JOURNAL: &str = "resource:journal";
+
+/// How many journal entries a reader fetches at a time, looking back for the last write.
+const LOOK_BACK: isize = 64;
 
 /// The variable a worker reads its lock URL from when `--lock-url` is not given: the
 /// experiment passes it so, since a PostgreSQL URL carries a password.
 pub(crate) const LOCK_URL_VAR: &str = "CHAOS_LOCK_URL";
-
-pub(crate) const RESOURCE_KEY: &str = "resource:last_token";
-pub(crate) const RESOURCE_SEQ: &str = "resource:seq";
-pub(crate) const RESOURCE_JOURNAL: &str = "resource:journal";
-pub(crate) const RESOURCE_VALUE: &str = "resource:value";
 
 /// What a worker is told on its command line.
 pub(crate) struct WorkerArgs {
@@ -171,7 +146,7 @@ impl WorkerArgs {
 #[derive(Debug)]
 enum WorkerError {
     Lock(LockError),
-    Resource(redis::RedisError),
+    Resource(FenceError),
 }
 
 impl From<LockError> for WorkerError {
@@ -183,7 +158,14 @@ impl From<LockError> for WorkerError {
 struct Ctx {
     log: Mutex<File>,
     resource: redis::aio::MultiplexedConnection,
-    script: redis::Script,
+}
+
+/// How an operation on the resource went: accepted or refused, its entry's number in the
+/// journal (`seq`, from 1), and for a read the last write's token before it.
+struct Touched {
+    accepted: bool,
+    seq: u64,
+    value: u64,
 }
 
 impl Ctx {
@@ -194,22 +176,96 @@ impl Ctx {
             .expect("the worker log must be writable");
     }
 
-    /// One operation on the fenced resource: a write, or a read (`read`) of its value.
-    /// Returns whether it was accepted, its sequence number and the value after it.
-    async fn touch(&self, token: u64, read: bool) -> Result<(bool, u64, u64), redis::RedisError> {
+    /// A write section's claim as it comes in, with a read of the resource (its last entry) in
+    /// the same step. `Ok(false)` if refused: a newer holder has claimed it.
+    async fn claim(&self, fence: &Fence) -> Result<bool, FenceError> {
         let mut conn = self.resource.clone();
-        let (accepted, seq, value): (u64, u64, u64) = self
-            .script
-            .key(RESOURCE_KEY)
-            .key(RESOURCE_SEQ)
-            .key(RESOURCE_JOURNAL)
-            .key(RESOURCE_VALUE)
-            .arg(token.to_string())
-            .arg(if read { "r" } else { "w" })
-            .invoke_async(&mut conn)
-            .await?;
-        Ok((accepted == 1, seq, value))
+        let last = redis::cmd("LINDEX").arg(RESOURCE_JOURNAL).arg(-1).clone();
+        refused_as_false(fenced::command::<_, Option<String>>(&mut conn, fence, &last).await)
     }
+
+    /// One operation on the fenced resource: a write, or a read (`read`), appended to the
+    /// journal with a claim in the same step, or recorded as refused.
+    async fn touch(&self, fence: &Fence, read: bool) -> Result<Touched, FenceError> {
+        let mut conn = self.resource.clone();
+        let token = fence.token();
+        let entry = entry(token, true, read);
+        let push = redis::cmd("RPUSH")
+            .arg(RESOURCE_JOURNAL)
+            .arg(&entry)
+            .clone();
+        let (accepted, seq) = match fenced::command::<_, u64>(&mut conn, fence, &push).await {
+            Ok(seq) => (true, seq),
+            Err(err) if err.is_refusal() => (false, self.refused(token, read).await?),
+            Err(err) => return Err(err),
+        };
+        let value = if read {
+            last_write_before(&mut conn, seq).await?
+        } else {
+            token
+        };
+        Ok(Touched {
+            accepted,
+            seq,
+            value,
+        })
+    }
+
+    /// Appends the entry of a refused operation: the journal's record, the resource untouched.
+    async fn refused(&self, token: u64, read: bool) -> Result<u64, FenceError> {
+        let mut conn = self.resource.clone();
+        redis::cmd("RPUSH")
+            .arg(RESOURCE_JOURNAL)
+            .arg(entry(token, false, read))
+            .query_async(&mut conn)
+            .await
+            .map_err(|e| FenceError::store(RESOURCE_JOURNAL, "redis: refusal record", e))
+    }
+}
+
+/// A refusal as `Ok(false)`, other errors as they are.
+fn refused_as_false<T>(answer: Result<T, FenceError>) -> Result<bool, FenceError> {
+    match answer {
+        Ok(_) => Ok(true),
+        Err(err) if err.is_refusal() => Ok(false),
+        Err(err) => Err(err),
+    }
+}
+
+/// A journal entry: `<token> <accepted 0|1> <ns>`, ` r` after a read.
+fn entry(token: u64, accepted: bool, read: bool) -> String {
+    let read = if read { " r" } else { "" };
+    format!("{token} {} {}{read}", u8::from(accepted), now_ns())
+}
+
+/// The token of the last accepted write before journal entry `seq`, 0 if none: the value a read
+/// appended as entry `seq` saw. Entries before it never change, so they are read after it.
+async fn last_write_before(
+    conn: &mut redis::aio::MultiplexedConnection,
+    seq: u64,
+) -> Result<u64, FenceError> {
+    let mut end = isize::try_from(seq).unwrap_or(isize::MAX) - 2;
+    while end >= 0 {
+        let start = (end - LOOK_BACK + 1).max(0);
+        let entries: Vec<String> = redis::cmd("LRANGE")
+            .arg(RESOURCE_JOURNAL)
+            .arg(start)
+            .arg(end)
+            .query_async(conn)
+            .await
+            .map_err(|e| FenceError::store(RESOURCE_JOURNAL, "redis: read's value", e))?;
+        let write = entries.iter().rev().find_map(|entry| {
+            match entry.split_whitespace().collect::<Vec<_>>()[..] {
+                [token, "1", _] => token.parse().ok(),
+                _ => None,
+            }
+        });
+        if let Some(token) = write {
+            return Ok(token);
+        }
+        end = start - 1;
+    }
+    Ok(0)
 }
 
 /// Logs the end of a section when dropped: at the end of the body, and also when the body is
@@ -267,29 +323,76 @@ async fn section(
         return Ok(());
     };
     let token = lock.fencing_token();
+    // The resource's fence: this section's token, and its holder id (a token a store handed out
+    // twice claims for one holder only).
+    let Ok(fence) = Fence::current().map(|fence| fence.on(RESOURCE_JOURNAL)) else {
+        ctx.log(format!("violation {task} {n} {enter}"));
+        return Ok(());
+    };
     ctx.log(format!(
         "enter {task} {n} {enter} {token} {on_lost}{}",
         role.tag()
     ));
     let _exit = ExitLog { ctx, task, n };
-    tokio::time::sleep(Duration::from_millis(pauses.0)).await;
-    if role != Role::Permit {
-        let read = role == Role::Read;
-        let (accepted, seq, value) = ctx
-            .touch(token, read)
+    let read = role == Role::Read;
+    let op = Op {
+        task,
+        n,
+        token,
+        read,
+    };
+    // A write section claims the resource as it comes in, before it reads it: if a newer holder
+    // has, its turn is over before it starts (its refused entry is its operation).
+    let mut done = false;
+    if matches!(role, Role::Exclusive | Role::Write)
+        && !ctx.claim(&fence).await.map_err(WorkerError::Resource)?
+    {
+        let seq = ctx
+            .refused(token, false)
             .await
             .map_err(WorkerError::Resource)?;
-        let held = lock.is_held();
+        let touched = Touched {
+            accepted: false,
+            seq,
+            value: 0,
+        };
+        op.log(ctx, &touched, lock.is_held());
+        done = true;
+    }
+    tokio::time::sleep(Duration::from_millis(pauses.0)).await;
+    if role != Role::Permit && !done {
+        let touched = ctx
+            .touch(&fence, read)
+            .await
+            .map_err(WorkerError::Resource)?;
+        op.log(ctx, &touched, lock.is_held());
+    }
+    tokio::time::sleep(Duration::from_millis(pauses.1)).await;
+    Ok(())
+}
+
+/// A section's operation on the resource, for its log line.
+struct Op {
+    task: usize,
+    n: u64,
+    token: u64,
+    read: bool,
+}
+
+impl Op {
+    /// `write <task> <n> <ns> <token> <accepted> <seq> <held>`, or `read ... <value seen>`.
+    fn log(&self, ctx: &Ctx, touched: &Touched, held: bool) {
+        let Op { task, n, token, .. } = *self;
         let at = now_ns();
-        let (accepted, held) = (u8::from(accepted), u8::from(held));
-        ctx.log(if read {
+        let (accepted, held) = (u8::from(touched.accepted), u8::from(held));
+        let seq = touched.seq;
+        ctx.log(if self.read {
+            let value = touched.value;
             format!("read {task} {n} {at} {token} {accepted} {seq} {held} {value}")
         } else {
             format!("write {task} {n} {at} {token} {accepted} {seq} {held}")
         });
     }
-    tokio::time::sleep(Duration::from_millis(pauses.1)).await;
-    Ok(())
 }
 
 /// Gives up the body when the lease is lost (the default).
@@ -663,7 +766,6 @@ pub(crate) fn run(args: WorkerArgs) -> Result<(), String> {
         let ctx = Arc::new(Ctx {
             log: Mutex::new(log),
             resource,
-            script: redis::Script::new(CHECK_AND_SET),
         });
         ctx.log(format!("start {} {}", now_ns(), std::process::id()));
         let stop = Arc::new(AtomicBool::new(false));

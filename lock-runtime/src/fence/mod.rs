@@ -20,7 +20,7 @@
 //!
 //! [`Fence`] is the token and the resource's name. The stores that keep the resource:
 //!
-//! * Redis-held data (`fence::redis`): a claim, and a claim with a write (`SET`, `HSET`,
+//! * Redis-held data ([`fence::redis`](crate::fence::redis)): a claim, and a claim with a write (`SET`, `HSET`,
 //!   `DEL`, any command on the key) as one server-side step.
 //! * PostgreSQL through sqlx (`fence::postgres`, feature `fence-postgres`), and SQLite
 //!   (`fence::sqlite`, feature `fence-sqlite`): claims and checks inside the application's own
@@ -54,6 +54,7 @@ mod error;
 #[cfg(feature = "fence-postgres")]
 #[cfg_attr(docsrs, doc(cfg(feature = "fence-postgres")))]
 pub mod postgres;
+pub mod redis;
 #[cfg(feature = "fence-sqlite")]
 #[cfg_attr(docsrs, doc(cfg(feature = "fence-sqlite")))]
 pub mod sqlite;

@@ -23,6 +23,11 @@ pub(crate) fn slot(key: &str) -> u16 {
     crc16::State::<crc16::XMODEM>::calculate(hashed) % SLOTS as u16
 }
 
+/// A number whose decimal text, as a hash tag, puts a key in `slot` (the smallest such).
+pub(crate) fn tag_in(slot: u16) -> u32 {
+    TAGS[usize::from(slot) % SLOTS]
+}
+
 /// For each slot, a number whose decimal text, as a hash tag, falls in that slot: found once,
 /// the smallest such number for each slot (about 170,000 CRCs, a few milliseconds).
 static TAGS: LazyLock<Box<[u32]>> = LazyLock::new(|| {
