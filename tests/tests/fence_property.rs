@@ -11,12 +11,12 @@
 //!
 //! A fenced read is a claim and a read in one transaction (one step on Redis); a fenced write
 //! is a claim and the write in one transaction (one step on Redis), or on SQL a check and the
-//! write. The stores are real: a PostgreSQL server and an SQLite file.
+//! write. The stores are real: a PostgreSQL server, a Redis server and an SQLite file.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use lock_runtime::fence::{self, Fence, FenceError};
-use lock_tests::PostgresServer;
+use lock_tests::{PostgresServer, RedisServer};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use sqlx::{Connection, PgConnection, SqliteConnection};
@@ -332,6 +332,47 @@ async fn sqlite_upsert(conn: &mut SqliteConnection, resource: &str, value: i64) 
     .expect("a write");
 }
 
+/// Redis-held data: a fenced read is the claim and the GET in one step, a fenced write the
+/// claim and the SET in one step. Redis has no check-and-write of its own here: a checked
+/// write is a check followed by the fenced write, both of which must pass.
+struct Redis(redis::aio::MultiplexedConnection);
+
+impl Resource for Redis {
+    async fn read(&mut self, fence: &Fence) -> Result<i64, FenceError> {
+        let value: Option<Vec<u8>> = fence::redis::claim_get(&mut self.0, fence).await?;
+        Ok(value.map_or(0, |bytes| parse(&bytes)))
+    }
+
+    async fn write(&mut self, fence: &Fence, value: i64) -> Result<(), FenceError> {
+        fence::redis::set(&mut self.0, fence, value, None)
+            .await
+            .map(drop)
+    }
+
+    async fn checked_write(&mut self, fence: &Fence, value: i64) -> Result<(), FenceError> {
+        fence::redis::check(&mut self.0, fence).await?;
+        fence::redis::set(&mut self.0, fence, value, None)
+            .await
+            .map(drop)
+    }
+
+    async fn value(&mut self, resource: &str) -> i64 {
+        let value: Option<Vec<u8>> = redis::cmd("GET")
+            .arg(resource)
+            .query_async(&mut self.0)
+            .await
+            .expect("a GET");
+        value.map_or(0, |bytes| parse(&bytes))
+    }
+}
+
+fn parse(bytes: &[u8]) -> i64 {
+    std::str::from_utf8(bytes)
+        .ok()
+        .and_then(|text| text.parse().ok())
+        .expect("a number")
+}
+
 #[test]
 fn on_postgres_no_overtaken_holder_reads_or_writes_and_no_update_is_lost() {
     let server = PostgresServer::start();
@@ -370,4 +411,19 @@ fn on_sqlite_no_overtaken_holder_reads_or_writes_and_no_update_is_lost() {
         Sqlite(conn)
     });
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn on_redis_no_overtaken_holder_reads_or_writes_and_no_update_is_lost() {
+    let server = RedisServer::start();
+    let url = server.url();
+    check_property(192, async move || {
+        let client = redis::Client::open(url).expect("a client");
+        Redis(
+            client
+                .get_multiplexed_async_connection()
+                .await
+                .expect("a connection"),
+        )
+    });
 }
