@@ -1354,10 +1354,11 @@ impl Report {
                 t.after.unwrap_or(0) / 1_000_000,
                 self.faults[t.fault].kind.name(),
                 self.config.takeover_limit().as_millis(),
-                if self.config.mode == Mode::ReadWrite {
-                    "2 ttl + margin"
-                } else {
-                    "ttl + margin"
+                match (self.config.mode, self.config.lock_delay.is_zero()) {
+                    (Mode::ReadWrite, true) => "2 ttl + margin",
+                    (Mode::ReadWrite, false) => "2 ttl + margin + lock-delay",
+                    (_, true) => "ttl + margin",
+                    (_, false) => "ttl + margin + lock-delay",
                 }
             ),
             None => println!("  worst takeover: no faults"),
