@@ -292,33 +292,9 @@ impl Throughput {
         duration: Duration,
     ) -> Result<(), BenchError> {
         let before = probe.cpu().await?;
-        let start = Instant::now() + Duration::from_millis(50);
-        let end = start + duration;
-        let tasks: Vec<_> = keys
-            .iter()
-            .map(|key| {
-                let (contender, key) = (contender.clone(), key.clone());
-                tokio::spawn(async move {
-                    contender.pair(&key).await?;
-                    tokio::time::sleep_until(start).await;
-                    let mut pairs = 0u64;
-                    loop {
-                        contender.pair(&key).await?;
-                        if Instant::now() > end {
-                            return Ok::<_, BenchError>(pairs);
-                        }
-                        pairs += 1;
-                    }
-                })
-            })
-            .collect();
-        for task in tasks {
-            let pairs = task
-                .await
-                .map_err(|err| BenchError::new(format!("parallel task: {err}")))??;
-            self.pairs += pairs;
-            self.sent += pairs + 2;
-        }
+        let pairs = scenario::parallel::run_slice(contender, keys, duration).await?;
+        self.pairs += pairs;
+        self.sent += pairs + 2 * keys.len() as u64;
         self.measured += duration;
         add_cpu(&mut self.cpu_s, before, probe.cpu().await?);
         Ok(())

@@ -34,35 +34,10 @@ impl Throughput {
         duration: Duration,
     ) -> Result<(), BenchError> {
         let before = probe.reading().await?;
-        let start = Instant::now() + Duration::from_millis(50);
-        let end = start + duration;
-        let tasks: Vec<_> = keys
-            .iter()
-            .map(|key| {
-                let contender = contender.clone();
-                let key = key.clone();
-                tokio::spawn(async move {
-                    contender.pair(&key).await?;
-                    tokio::time::sleep_until(start).await;
-                    let mut pairs = 0u64;
-                    loop {
-                        contender.pair(&key).await?;
-                        if Instant::now() > end {
-                            return Ok::<_, BenchError>(pairs);
-                        }
-                        pairs += 1;
-                    }
-                })
-            })
-            .collect();
-        for task in tasks {
-            let pairs = task
-                .await
-                .map_err(|err| BenchError::new(format!("parallel task: {err}")))??;
-            self.pairs += pairs;
-            // The warm-up pair and the one that ended past the slice.
-            self.sent += pairs + 2;
-        }
+        let pairs = run_slice(contender, keys, duration).await?;
+        self.pairs += pairs;
+        // The warm-up pair and the one that ended past the slice, per key.
+        self.sent += pairs + 2 * keys.len() as u64;
         self.measured += duration;
         self.usage += probe.reading().await?.since(&before);
         Ok(())
@@ -77,4 +52,43 @@ impl Throughput {
         metrics.extend(self.usage.metrics(Per::Pair, self.sent));
         metrics
     }
+}
+
+/// One slice of the parallel scenario: one task per key, each a warm-up pair, then pairs on
+/// its key back to back from a common start until `duration` has passed. The pairs that
+/// completed within the slice, summed over the tasks (each task also sent its warm-up pair and
+/// one that ended past the slice).
+pub(crate) async fn run_slice(
+    contender: &Arc<dyn Contender>,
+    keys: &[String],
+    duration: Duration,
+) -> Result<u64, BenchError> {
+    let start = Instant::now() + Duration::from_millis(50);
+    let end = start + duration;
+    let tasks: Vec<_> = keys
+        .iter()
+        .map(|key| {
+            let contender = contender.clone();
+            let key = key.clone();
+            tokio::spawn(async move {
+                contender.pair(&key).await?;
+                tokio::time::sleep_until(start).await;
+                let mut pairs = 0u64;
+                loop {
+                    contender.pair(&key).await?;
+                    if Instant::now() > end {
+                        return Ok::<_, BenchError>(pairs);
+                    }
+                    pairs += 1;
+                }
+            })
+        })
+        .collect();
+    let mut total = 0;
+    for task in tasks {
+        total += task
+            .await
+            .map_err(|err| BenchError::new(format!("parallel task: {err}")))??;
+    }
+    Ok(total)
 }
