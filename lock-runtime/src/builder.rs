@@ -645,10 +645,12 @@ impl LockManagerBuilder {
 
     fn finish(self, backend: Arc<dyn Store>, waiters: Arc<Waiters>) -> LockManager {
         let backend = crate::metrics::layer::measured(crate::store::delay::delayed(backend));
-        backend.attach(&Changes::new(&waiters));
+        let notices = Arc::new(crate::notices::Notices::new());
+        backend.attach(&Changes::new(&waiters, &notices));
         tracing::info!(backend = backend.describe(), prefix = %self.prefix, "lock manager ready");
         let background = Background::pinned_to(self.runtime);
         let watchdog = Watchdog::new(backend.clone(), background.clone());
+        notices.serve(&watchdog);
         let closed = Arc::new(AtomicBool::new(false));
         let reach = Reach {
             backend: backend.clone(),
@@ -672,6 +674,8 @@ impl LockManagerBuilder {
             under_way: Default::default(),
             deadlocks: Arc::new(deadlocks),
             lock_delay: self.lock_delay,
+            notices,
+            app_name: self.app_name,
         })
     }
 }
@@ -685,6 +689,8 @@ impl LockManager {
     pub(crate) fn over_backend(&self, backend: Arc<dyn Store>) -> LockManager {
         let inner = self.client();
         let watchdog = Watchdog::new(backend.clone(), inner.background.clone());
+        // The store tells this manager's notices: its leases are found there too.
+        inner.notices.serve(&watchdog);
         let closed = Arc::new(AtomicBool::new(false));
         let reach = Reach {
             backend: backend.clone(),
@@ -706,6 +712,8 @@ impl LockManager {
             under_way: Default::default(),
             deadlocks: Arc::new(inner.deadlocks.alike(reach)),
             lock_delay: inner.lock_delay,
+            notices: inner.notices.clone(),
+            app_name: inner.app_name.clone(),
         })
     }
 }

@@ -38,6 +38,11 @@ pub(crate) struct Inner {
     ///
     /// [`LockManagerBuilder::lock_delay`]: crate::LockManagerBuilder::lock_delay
     pub(crate) lock_delay: Duration,
+    /// Where the store's notices go (its [`Changes`](crate::store::Changes) hold it weakly).
+    pub(crate) notices: Arc<crate::notices::Notices>,
+    /// [`LockManagerBuilder::app_name`](crate::LockManagerBuilder::app_name): who a notice
+    /// this manager sends says it is.
+    pub(crate) app_name: Option<String>,
 }
 
 /// A release begun by shutdown, with its answer.

@@ -202,4 +202,11 @@ impl CurrentLock {
     pub async fn lost(&self) -> LostReason {
         self.lease.lost().await
     }
+
+    /// Resolves once someone asks the holder to let go, with who asked, as
+    /// [`LockGuard::release_requested`](crate::LockGuard::release_requested) does: inside an
+    /// attribute's body, `current().unwrap().release_requested()` is the future to `select!` on.
+    pub async fn release_requested(&self) -> crate::ReleaseRequest {
+        self.lease.release_requested().await
+    }
 }

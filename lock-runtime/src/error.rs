@@ -429,6 +429,9 @@ pub enum LostReason {
     MaxHoldExceeded,
     /// [`LockManager::shutdown`](crate::LockManager::shutdown) released the lock.
     ShutDown,
+    /// Someone stole the lock ([`LockManager::steal`](crate::LockManager::steal), `lockctl
+    /// steal`): it holds the lock now, with a greater fencing token.
+    Stolen,
 }
 
 impl LostReason {
@@ -448,6 +451,10 @@ impl LostReason {
                  section"
             }
             LostReason::ShutDown => "expected while the process stops",
+            LostReason::Stolen => {
+                "someone took the lock on purpose and holds it with a greater fencing token: \
+                 stop the work, and leave what it wrote to the fence to judge"
+            }
         }
     }
 }
@@ -461,6 +468,7 @@ impl fmt::Display for LostReason {
             LostReason::Expired => "no renewal succeeded before the lease ran out",
             LostReason::MaxHoldExceeded => "max_hold elapsed and renewal stopped",
             LostReason::ShutDown => "the lock manager was shut down and released it",
+            LostReason::Stolen => "the lock was stolen",
         })
     }
 }

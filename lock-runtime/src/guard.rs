@@ -189,6 +189,32 @@ impl LockGuard {
         self.lease.lost().await
     }
 
+    /// Resolves once someone asks this holder to let go
+    /// ([`LockManager::request_release`](crate::LockManager::request_release), `lockctl revoke`),
+    /// with who asked; at once if someone has. The lock stays held: the holder decides whether
+    /// to finish or to stop and release. Never resolves if the lock is released or lost first.
+    ///
+    /// Where the store carries notices (memory, every Redis deployment, PostgreSQL), the
+    /// request arrives as one message from the server, within one round trip of the request.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_runtime::LockError> {
+    /// use lock_runtime::{LockManager, LockOptions};
+    ///
+    /// let locks = LockManager::memory();
+    /// let guard = locks.lock("reindex", LockOptions::new()).await?;
+    /// locks.request_release("reindex", "ops: deploy at 14:00").await?;
+    /// let request = guard.release_requested().await;
+    /// assert!(request.from().ends_with("ops: deploy at 14:00")); // after this host and pid
+    /// guard.release().await?; // this holder chose to let go at once
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn release_requested(&self) -> crate::ReleaseRequest {
+        self.lease.release_requested().await
+    }
+
     /// Releases the lock and waits until the server confirms it, so the next holder can enter
     /// at once.
     ///

@@ -123,7 +123,10 @@ pub struct Lease {
     /// `lock_all` took before it failed) is given back at once.
     in_use: AtomicBool,
     times: Mutex<Times>,
-    /// Woken on every change of `times.status`.
+    /// Who asked the holder to let go, from the first such request heard (see
+    /// `LockManager::request_release`).
+    requested: std::sync::OnceLock<Box<str>>,
+    /// Woken on every change of `times.status`, and on a request to let go.
     changed: Notify,
 }
 
@@ -172,6 +175,7 @@ impl Lease {
             plain: AtomicBool::new(false),
             in_use: AtomicBool::new(false),
             times: Mutex::new(Times::starting(started, options.ttl)),
+            requested: std::sync::OnceLock::new(),
             changed: Notify::new(),
         }
     }
@@ -381,6 +385,39 @@ impl Lease {
             }
             Status::Acquiring | Status::Held | Status::Released => None,
         }
+    }
+
+    /// Someone asked the holder to let go (`from` says who): the first request is kept, and
+    /// wakes [`Lease::release_requested`]. Returns false if one was heard before.
+    pub(crate) fn request_release(&self, from: &str) -> bool {
+        let first = self.requested.set(from.into()).is_ok();
+        if first {
+            self.changed.notify_waiters();
+        }
+        first
+    }
+
+    /// Who asked the holder to let go, if anyone has.
+    pub(crate) fn release_request(&self) -> Option<&str> {
+        self.requested.get().map(|from| &**from)
+    }
+
+    /// Resolves with who asked once someone asks the holder to let go (at once if someone
+    /// has); never resolves if the lease is released or lost first.
+    pub(crate) async fn release_requested(&self) -> crate::notices::ReleaseRequest {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if let Some(from) = self.release_request() {
+                return crate::notices::ReleaseRequest::new(self.key(), from);
+            }
+            if matches!(self.status(), Status::Released | Status::Lost(_)) {
+                break;
+            }
+            changed.await;
+        }
+        std::future::pending().await
     }
 
     /// Resolves with the reason once the lease is lost; never resolves if it is released first.

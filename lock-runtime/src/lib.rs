@@ -287,6 +287,7 @@ mod client;
 #[cfg(feature = "conformance")]
 #[cfg_attr(docsrs, doc(cfg(feature = "conformance")))]
 pub mod conformance;
+mod control;
 mod current;
 mod cycle;
 mod deadlock;
@@ -301,6 +302,7 @@ mod lease;
 mod manager;
 mod metrics;
 mod multi;
+mod notices;
 mod options;
 mod pending;
 #[cfg(feature = "postgres")]
@@ -341,6 +343,7 @@ pub use guard::LockGuard;
 pub use lock_macro::distributed_lock;
 pub use manager::{LockManager, global_default, set_global_default};
 pub use multi::{MultiGuard, MultiReleaseError};
+pub use notices::ReleaseRequest;
 pub use options::{Deadlock, LockOptions, MAX_TTL, MIN_TTL, OnLeaseLost};
 pub use shape::Mode;
 pub use tls::TlsConfig;

@@ -306,6 +306,21 @@ impl Watchdog {
             .then_some(lease)
     }
 
+    /// Every held lease of this manager on the stored key `stored` (several for a semaphore's
+    /// permits or a read-write lock's shares). Looks at every tracked lease: for notices only,
+    /// which are rare.
+    pub(crate) fn held_leases(&self, stored: &str) -> Vec<Arc<Lease>> {
+        let state = self.shared.lock();
+        state
+            .entries
+            .values()
+            .filter_map(|entry| entry.lease.upgrade())
+            .filter(|lease| {
+                lease.stored.lock == stored && lease.status() == crate::lease::Status::Held
+            })
+            .collect()
+    }
+
     /// The tracked lease under owner token `token`, if any: how the `testing` kit loses a held
     /// lease on purpose.
     #[cfg(feature = "testing")]

@@ -21,6 +21,7 @@ use crate::key::Key;
 use crate::protocol::release_id;
 use crate::protocol::waits::WaitsUpdate;
 use crate::shape::{Mode, Shape};
+use crate::store::{Changes, HolderId, Notice, NoticeKind, Stolen};
 use crate::waiters::Waiters;
 
 pub(crate) struct MemoryBackend {
@@ -28,6 +29,8 @@ pub(crate) struct MemoryBackend {
     /// Every manager on this table shares these, so one release wakes one waiter in the
     /// process, whichever manager it waits through.
     waiters: Arc<Waiters>,
+    /// The managers on this table, told every notice (see [`Store::announce`]).
+    attached: Mutex<Vec<Changes>>,
     describe: String,
 }
 
@@ -200,6 +203,7 @@ impl MemoryBackend {
         MemoryBackend {
             state: Mutex::new(State::default()),
             waiters,
+            attached: Mutex::default(),
             describe: "memory (a table of its own)".into(),
         }
     }
@@ -213,6 +217,7 @@ impl MemoryBackend {
                 Arc::new(MemoryBackend {
                     state: Mutex::new(State::default()),
                     waiters: Arc::default(),
+                    attached: Mutex::default(),
                     describe: if name.is_empty() {
                         "memory (process-wide)".into()
                     } else {
@@ -230,6 +235,40 @@ impl MemoryBackend {
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Tells `notice` to every manager on this table that is still there.
+    fn tell(&self, notice: &Notice) {
+        let attached = {
+            let mut attached = self.attached.lock().unwrap_or_else(PoisonError::into_inner);
+            attached.retain(|changes| !changes.is_gone());
+            attached.clone()
+        };
+        for changes in attached {
+            changes.heard(notice);
+        }
+    }
+
+    /// The plain lock `key` for `token` whoever holds it, with a new fencing token; the owner
+    /// token it was taken from, if a holder had it.
+    fn take_from_holder(&self, key: &Key, token: &str, ttl: Duration) -> (u64, Option<String>) {
+        let now = Instant::now();
+        let mut state = self.state();
+        let victim = state
+            .live(&key.lock, now)
+            .map(|entry| std::mem::take(&mut entry.token))
+            .filter(|victim| !victim.is_empty() && victim != token);
+        state.last_fence += 1;
+        let fence = state.last_fence;
+        state.locks.insert(
+            key.lock.clone(),
+            Entry {
+                token: token.to_owned(),
+                fence,
+                expires: now + ttl,
+            },
+        );
+        (fence, victim)
     }
 
     /// The free lock `key` is the first fair waiter's in line, for a while; with nobody in line,
@@ -477,6 +516,47 @@ impl Store for MemoryBackend {
     /// Published waits are kept beside the locks.
     fn keeps_waits(&self) -> bool {
         true
+    }
+
+    /// Every manager on the table is told, in the call itself.
+    fn announces(&self) -> bool {
+        true
+    }
+
+    fn attach(&self, changes: &Changes) {
+        self.attached
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(changes.clone());
+    }
+
+    fn announce<'a>(&'a self, notice: &'a Notice) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.tell(notice);
+        ready(Ok(()))
+    }
+
+    fn steals(&self) -> bool {
+        true
+    }
+
+    fn steal<'a>(
+        &'a self,
+        key: &'a Key,
+        token: &'a str,
+        ttl: Duration,
+        from: &'a str,
+    ) -> BoxFuture<'a, Result<Stolen, StoreError>> {
+        let (fence, victim) = self.take_from_holder(key, token, ttl);
+        let victim = victim.map(|victim| HolderId::of_token(&victim));
+        if let Some(holder) = victim {
+            self.tell(&Notice::new(
+                NoticeKind::Stolen,
+                key.name(),
+                Some(holder),
+                from,
+            ));
+        }
+        ready(Ok(Stolen { fence, victim }))
     }
 
     fn describe(&self) -> &str {

@@ -64,7 +64,7 @@ impl Measured {
 
 #[cfg(feature = "metrics")]
 impl Store for Measured {
-    forward!(inner; describe, server, gate, fair, supports, leave, release, hands_off,
+    forward!(inner; announces, announce, steals, steal, describe, server, gate, fair, supports, leave, release, hands_off,
         hand_off, notifies, attach, watch, unwatch, keeps_waits, waits, retry_with_same_token,
         inspect);
 

@@ -112,6 +112,7 @@ pub(crate) fn lease_lost(label: Option<&'static str>, reason: LostReason) {
             LostReason::Expired => "expired",
             LostReason::MaxHoldExceeded => "max_hold_exceeded",
             LostReason::ShutDown => "shut_down",
+            LostReason::Stolen => "stolen",
         };
         metrics::counter!(
             "lock.lease.losses",

@@ -26,7 +26,7 @@ struct Delayed {
 }
 
 impl Store for Delayed {
-    forward!(inner; describe, server, gate, fair, supports, leave, release, release_lease,
+    forward!(inner; announces, announce, steals, steal, describe, server, gate, fair, supports, leave, release, release_lease,
         hands_off, notifies, attach, watch, unwatch, keeps_waits, waits, retry_with_same_token,
         inspect);
 

@@ -98,6 +98,35 @@ macro_rules! forward {
             self.$inner.unwatch(key);
         }
     };
+    (@ $inner:ident announces) => {
+        fn announces(&self) -> bool {
+            self.$inner.announces()
+        }
+    };
+    (@ $inner:ident announce) => {
+        fn announce<'a>(
+            &'a self,
+            notice: &'a $crate::store::Notice,
+        ) -> $crate::store::BoxFuture<'a, Result<(), $crate::store::StoreError>> {
+            self.$inner.announce(notice)
+        }
+    };
+    (@ $inner:ident steals) => {
+        fn steals(&self) -> bool {
+            self.$inner.steals()
+        }
+    };
+    (@ $inner:ident steal) => {
+        fn steal<'a>(
+            &'a self,
+            key: &'a $crate::store::Key,
+            token: &'a str,
+            ttl: std::time::Duration,
+            from: &'a str,
+        ) -> $crate::store::BoxFuture<'a, Result<$crate::store::Stolen, $crate::store::StoreError>> {
+            self.$inner.steal(key, token, ttl, from)
+        }
+    };
     (@ $inner:ident keeps_waits) => {
         fn keeps_waits(&self) -> bool {
             self.$inner.keeps_waits()

@@ -67,12 +67,14 @@ pub(crate) mod delay;
 pub(crate) mod error;
 pub(crate) mod forward;
 mod inspect;
+mod notice;
 pub(crate) mod scheme;
 
 pub use error::StoreError;
 pub use inspect::{
     HolderInfo, Holds, InLine, Inspect, Kind, LockInfo, LockState, Recorded, Unlocked, WaitRecord,
 };
+pub use notice::{MAX_TEXT, Notice, NoticeKind};
 pub use scheme::register_scheme;
 
 /// A boxed future, as the trait's methods return them (the trait is used as `dyn Store`).
@@ -213,6 +215,17 @@ pub enum HandOff {
     Gone,
 }
 
+/// The answer to a steal (see [`Store::steal`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stolen {
+    /// The stealer holds the lock now, with this fencing token: greater than every token
+    /// handed out for this key before, the victim's included.
+    pub fence: u64,
+    /// Who held it until then (told by a [`NoticeKind::Stolen`] notice), if anyone did and the
+    /// store knows who.
+    pub victim: Option<HolderId>,
+}
+
 /// One lease to renew. It shares the lease rather than copying its key and token: a batch may
 /// hold ten thousand of these at once.
 #[derive(Clone)]
@@ -272,12 +285,23 @@ pub fn whole(batch: &[Renewal]) -> Vec<usize> {
 #[derive(Clone)]
 pub struct Changes {
     waiters: Weak<Waiters>,
+    notices: Weak<crate::notices::Notices>,
 }
 
 impl Changes {
-    pub(crate) fn new(waiters: &Arc<Waiters>) -> Changes {
+    pub(crate) fn new(waiters: &Arc<Waiters>, notices: &Arc<crate::notices::Notices>) -> Changes {
         Changes {
             waiters: Arc::downgrade(waiters),
+            notices: Arc::downgrade(notices),
+        }
+    }
+
+    /// A [`Notice`] was heard (see [`Store::announce`]): the manager acts on it if it concerns
+    /// one of its leases or elections, and ignores it otherwise. Every manager attached hears
+    /// every notice, its own included.
+    pub fn heard(&self, notice: &Notice) {
+        if let Some(notices) = self.notices.upgrade() {
+            notices.heard(notice);
         }
     }
 
@@ -449,6 +473,52 @@ pub trait Store: Send + Sync + 'static {
     /// Stop telling releases of `key` to this process. Never blocks.
     fn unwatch(&self, key: &str) {
         let _ = key;
+    }
+
+    /// Whether this store carries [`Notice`]s: [`announce`](Store::announce) tells one to every
+    /// manager attached to the store, in every process, through [`Changes::heard`]. Without it,
+    /// a holder hears of a request to let go never, and of a steal at its next renewal; and
+    /// an election's followers learn of a new leader only by reading the lock.
+    fn announces(&self) -> bool {
+        false
+    }
+
+    /// Tells `notice` to every manager attached to this store, this one included, through
+    /// [`Changes::heard`]; resolves once the store has taken it. Delivery is at most once and
+    /// as prompt as the store's servers allow: a manager whose connection is down when it is
+    /// told misses it. Only called where [`announces`](Store::announces).
+    fn announce<'a>(&'a self, notice: &'a Notice) -> BoxFuture<'a, Result<(), StoreError>> {
+        let _ = notice;
+        Box::pin(std::future::ready(Err(StoreError::permanent(format!(
+            "{} carries no notices",
+            self.describe()
+        )))))
+    }
+
+    /// Whether [`steal`](Store::steal) works here.
+    fn steals(&self) -> bool {
+        false
+    }
+
+    /// One atomic step: takes the plain lock `key` for `token` for `ttl` (by the store's
+    /// clock) whoever holds it, with a new fencing token greater than every token before, and
+    /// tells its previous holder with a [`NoticeKind::Stolen`] notice whose text is `from`,
+    /// in the same step where the store can (else right after it), so that the victim's lease
+    /// is lost within one round trip rather than at its next renewal. A fair line of waiters,
+    /// if any, keeps its places. Only called where [`steals`](Store::steals), and only for
+    /// [`Shape::Lock`].
+    fn steal<'a>(
+        &'a self,
+        key: &'a Key,
+        token: &'a str,
+        ttl: Duration,
+        from: &'a str,
+    ) -> BoxFuture<'a, Result<Stolen, StoreError>> {
+        let _ = (key, token, ttl, from);
+        Box::pin(std::future::ready(Err(StoreError::permanent(format!(
+            "{} cannot steal a lock",
+            self.describe()
+        )))))
     }
 
     /// Whether this store keeps the published waits of [`waits`](Store::waits). Without

@@ -468,7 +468,7 @@ impl FaultLayer {
 }
 
 impl Store for FaultLayer {
-    forward!(inner; server, inspect, fair, supports, leave, hands_off, waits, watch, unwatch,
+    forward!(inner; announces, announce, steals, steal, server, inspect, fair, supports, leave, hands_off, waits, watch, unwatch,
         notifies, keeps_waits, attach, retry_with_same_token);
 
     fn describe(&self) -> &str {

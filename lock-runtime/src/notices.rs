@@ -1,0 +1,142 @@
+//! What a manager does with the [`Notice`]s its store hears: a request to let go reaches the
+//! holder's lease (its guard's `release_requested()` resolves), a steal loses the victim's lease
+//! at once, and a leader's announcement reaches the manager's election followers. Each is
+//! written to the log as an audit line naming who said it.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::broadcast;
+
+use crate::error::LostReason;
+use crate::lease::Lease;
+use crate::store::{HolderId, Notice, NoticeKind};
+use crate::watchdog::Watchdog;
+
+/// How many leader announcements a slow election follower may fall behind by before it reads
+/// the lock again instead.
+const LEADER_BACKLOG: usize = 64;
+
+/// A manager's receiver of notices. Its store holds it weakly, through
+/// [`Changes`](crate::store::Changes).
+pub(crate) struct Notices {
+    /// Where the manager's held leases are found: its watchdog, once it exists (and those of
+    /// the `testing` kit's managers over a layer around the same store).
+    watchdogs: Mutex<Vec<Watchdog>>,
+    /// Leader announcements, for the manager's election followers.
+    leaders: broadcast::Sender<Arc<Notice>>,
+}
+
+impl Notices {
+    pub(crate) fn new() -> Notices {
+        Notices {
+            watchdogs: Mutex::new(Vec::new()),
+            leaders: broadcast::channel(LEADER_BACKLOG).0,
+        }
+    }
+
+    /// A watchdog whose leases notices concern.
+    pub(crate) fn serve(&self, watchdog: &Watchdog) {
+        self.watchdogs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(watchdog.clone());
+    }
+
+    /// Leader announcements heard from now on.
+    #[allow(dead_code)] // for the election's followers
+    pub(crate) fn leaders(&self) -> broadcast::Receiver<Arc<Notice>> {
+        self.leaders.subscribe()
+    }
+
+    pub(crate) fn heard(&self, notice: &Notice) {
+        match notice.kind {
+            NoticeKind::ReleaseRequested => {
+                for lease in self.addressed(notice) {
+                    if lease.request_release(&notice.text) {
+                        tracing::warn!(
+                            key = %lease.key(),
+                            from = %notice.text,
+                            "the holder was asked to release the lock"
+                        );
+                    }
+                }
+            }
+            NoticeKind::Stolen => {
+                // A steal names its victim: a lease of the same key without that id is the
+                // stealer's own (or another that took the lock since), and keeps it.
+                if notice.holder.is_none() {
+                    return;
+                }
+                for lease in self.addressed(notice) {
+                    if lease.mark_lost(LostReason::Stolen) {
+                        tracing::warn!(
+                            key = %lease.key(),
+                            from = %notice.text,
+                            "the lock was stolen from its holder; its lease is lost"
+                        );
+                    }
+                }
+            }
+            NoticeKind::Leader => {
+                // An error only says that no election of this manager follows any.
+                let _ = self.leaders.send(Arc::new(notice.clone()));
+            }
+        }
+    }
+
+    /// The held leases of this manager that `notice` is for.
+    fn addressed(&self, notice: &Notice) -> Vec<Arc<Lease>> {
+        let watchdogs = self
+            .watchdogs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut leases: Vec<Arc<Lease>> = watchdogs
+            .iter()
+            .flat_map(|watchdog| watchdog.held_leases(&notice.key))
+            .collect();
+        if let Some(holder) = notice.holder {
+            leases.retain(|lease| HolderId::of_token(lease.token()) == holder);
+        }
+        leases
+    }
+}
+
+/// A request that the holder of a lock let go: what
+/// [`LockGuard::release_requested`](crate::LockGuard::release_requested) and
+/// [`CurrentLock::release_requested`](crate::CurrentLock::release_requested) resolve with.
+/// The holder decides what to do: finish, or stop and release.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleaseRequest {
+    key: String,
+    from: String,
+}
+
+impl ReleaseRequest {
+    pub(crate) fn new(key: &str, from: &str) -> ReleaseRequest {
+        ReleaseRequest {
+            key: key.to_owned(),
+            from: from.to_owned(),
+        }
+    }
+
+    /// The lock's key, as the application named it.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// Who asked, and why, in their own words (`lockctl revoke` writes the user, host and
+    /// reason).
+    pub fn from(&self) -> &str {
+        &self.from
+    }
+}
+
+impl std::fmt::Display for ReleaseRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "release of `{}` requested", self.key.escape_debug())?;
+        if !self.from.is_empty() {
+            write!(f, " by {}", self.from.escape_debug())?;
+        }
+        Ok(())
+    }
+}
