@@ -676,6 +676,7 @@ impl LockManagerBuilder {
             lock_delay: self.lock_delay,
             notices,
             app_name: self.app_name,
+            holder_metadata: self.holder_metadata,
         })
     }
 }
@@ -714,6 +715,7 @@ impl LockManager {
             lock_delay: inner.lock_delay,
             notices: inner.notices.clone(),
             app_name: inner.app_name.clone(),
+            holder_metadata: inner.holder_metadata,
         })
     }
 }

@@ -43,6 +43,9 @@ pub(crate) struct Inner {
     /// [`LockManagerBuilder::app_name`](crate::LockManagerBuilder::app_name): who a notice
     /// this manager sends says it is.
     pub(crate) app_name: Option<String>,
+    /// [`LockManagerBuilder::holder_metadata`](crate::LockManagerBuilder::holder_metadata):
+    /// whether an election's record names its host, pid and app too.
+    pub(crate) holder_metadata: bool,
 }
 
 /// A release begun by shutdown, with its answer.

@@ -4,14 +4,26 @@
 //! by the holder's release, or at its lease's expiry), a term is one holding of the lock, kept
 //! by the watchdog and ended by a lost lease, and the term's fencing token is the lock's. One
 //! task per [`Leadership`] campaigns, leads, and campaigns again after a loss; the handle reads
-//! its state through a `watch` channel and stops it by dropping (or sending on) a `oneshot`.
+//! its state through a `watch` channel and steers it (step down, resign) through a channel of
+//! commands, whose drop stops it.
+//!
+//! Where the store keeps records (`record.rs`), each campaign records itself (who, where, its
+//! priority, its term while it leads): that is how candidates are listed, how a winner sees a
+//! live candidate of higher priority to give way to, and what [`LockManager::leader`] adds to
+//! the lock. A winner announces its term, and a leader that lets go the end of it, where the
+//! store carries notices, for [`LeaderWatch`]es (`watch.rs`). A saved [`Term`] is taken up again
+//! by one renewal under its owner token (`term.rs`).
+
+mod record;
+mod term;
+mod watch;
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::runtime::Handle;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{mpsc, oneshot, watch as state_watch};
 
 use crate::backoff::Backoff;
 use crate::error::{LockError, LostReason};
@@ -19,6 +31,10 @@ use crate::guard::LockGuard;
 use crate::lease::Lease;
 use crate::manager::LockManager;
 use crate::options::LockOptions;
+use crate::store::{HolderId, Notice, NoticeKind};
+use record::{Record, TermRecord, now_ms};
+pub use term::Term;
+pub use watch::{Candidate, ElectionInfo, LeaderInfo, LeaderWatch};
 
 /// Options for [`LockManager::elect`]. Every setter is `const`.
 ///
@@ -35,6 +51,8 @@ use crate::options::LockOptions;
 pub struct ElectionOptions {
     ttl: Duration,
     label: Option<&'static str>,
+    priority: u32,
+    grace: Option<Duration>,
 }
 
 impl Default for ElectionOptions {
@@ -47,11 +65,13 @@ impl ElectionOptions {
     /// The default lease: 15 s, the longest a crashed leader keeps the others waiting.
     pub const DEFAULT_TTL: Duration = Duration::from_secs(15);
 
-    /// Defaults: ttl 15 s, no metrics label.
+    /// Defaults: ttl 15 s, no metrics label, priority 0, a grace of `ttl / 3`.
     pub const fn new() -> Self {
         ElectionOptions {
             ttl: Self::DEFAULT_TTL,
             label: None,
+            priority: 0,
+            grace: None,
         }
     }
 
@@ -70,9 +90,47 @@ impl ElectionOptions {
         self
     }
 
+    /// The campaign's preference, honoured whenever the leadership changes hands (a release,
+    /// a resignation, an expiry): a campaign that wins while a live candidate of higher
+    /// priority campaigns gives the lock back unused (before anyone is told it leads) and lets
+    /// that one win, waiting at most the [`grace`](Self::grace) for someone to take it; then
+    /// it keeps its next win. So the highest live priority wins each change of hands, and a
+    /// candidate of higher priority that died (its record stands up to `ttl` after its last
+    /// write) delays the others by one grace at most. A sitting leader is never preempted:
+    /// a candidate of higher priority that arrives waits for the next change. Equal
+    /// priorities do not defer to each other. Default 0.
+    ///
+    /// Needs the candidates' records: refused (by [`LockManager::elect`]) above 0 on a store
+    /// that keeps none (PostgreSQL).
+    pub const fn priority(mut self, priority: u32) -> Self {
+        self.priority = priority;
+        self
+    }
+
+    /// How long a campaign that gave way (to a candidate of higher priority, or after
+    /// [`Leadership::resign`]) waits for another to take the leadership before it campaigns
+    /// (and keeps its win) again. Default `ttl / 3`.
+    pub const fn grace(mut self, grace: Duration) -> Self {
+        self.grace = Some(grace);
+        self
+    }
+
     /// The lease length.
     pub const fn ttl_value(&self) -> Duration {
         self.ttl
+    }
+
+    /// The priority.
+    pub const fn priority_value(&self) -> u32 {
+        self.priority
+    }
+
+    /// The grace (`ttl / 3` unless set).
+    pub const fn grace_value(&self) -> Duration {
+        match self.grace {
+            Some(grace) => grace,
+            None => Duration::from_nanos((self.ttl.as_nanos() / 3) as u64),
+        }
     }
 
     /// The metrics label, if any.
@@ -134,12 +192,47 @@ impl LockManager {
         name: impl Into<String>,
         options: ElectionOptions,
     ) -> Result<Leadership, LockError> {
-        let name = name.into();
+        self.campaign(name.into(), options, None)
+    }
+
+    /// Campaigns as [`elect`](Self::elect) does, first taking up `term`, a term this
+    /// election's leader saved ([`Leadership::current_term`], [`Term::to_secret_text`]) before
+    /// its process stopped: if the term's owner token still holds the election's lock (its
+    /// lease has not run out, nobody took it), the campaign leads again at once with the
+    /// term's fencing token, no new token, and nobody else can have led in between; if not,
+    /// it campaigns as `elect` does and a win has a new, greater token.
+    ///
+    /// Taking up the term is one renewal of the lock under the saved owner token, checked by
+    /// the store (as the watchdog's renewals are), on every store. It must come before the
+    /// lease ends: a restart slower than the ttl campaigns anew. Two processes resuming the
+    /// same term would both lead it: resume a term in the one process that replaces its
+    /// leader.
+    ///
+    /// Errors as `elect`, and [`LockError::Config`] for a priority on a store that keeps no
+    /// records.
+    pub fn resume_election(
+        &self,
+        term: &Term,
+        options: ElectionOptions,
+    ) -> Result<Leadership, LockError> {
+        self.campaign(term.name().to_owned(), options, Some(term.clone()))
+    }
+
+    fn campaign(
+        &self,
+        name: String,
+        options: ElectionOptions,
+        resume: Option<Term>,
+    ) -> Result<Leadership, LockError> {
         let lock_options = options.lock_options();
         lock_options.validate()?;
         crate::key::Key::lock("", &name)?;
         if self.is_shut_down() {
             return Err(LockError::ShutDown { key: name });
+        }
+        let backend = &self.client().backend;
+        if options.priority > 0 && !backend.keeps_waits() {
+            return Err(record::not_kept(&**backend, &name, "a priority"));
         }
         let background = self.background();
         if background.pinned().is_none() && Handle::try_current().is_err() {
@@ -149,23 +242,55 @@ impl LockManager {
                 name.escape_debug()
             )));
         }
-        let (state, watched) = watch::channel(State::default());
-        let (stop, stopped) = oneshot::channel();
+        let (state, watched) = state_watch::channel(State::default());
+        let (commands, received) = mpsc::unbounded_channel();
         let campaign = Campaign {
             locks: self.clone(),
             name: name.clone(),
             options: lock_options,
+            election: options,
             state,
-            stop: stopped,
+            commands: received,
+            record: Arc::new(Mutex::new(self.record_of(&name, options.priority))),
+            resume,
+            keep_next_win: false,
         };
         background.spawn(campaign.run());
         Ok(Leadership {
             name,
             backend: self.backend().to_owned(),
+            locks: self.clone(),
             state: watched,
             reported: std::sync::Mutex::new(None),
-            stop,
+            commands,
         })
+    }
+
+    /// A new campaign's record: who campaigns (unless holder metadata is off), from now.
+    fn record_of(&self, name: &str, priority: u32) -> Record {
+        let inner = self.client();
+        let id = format!("{:016x}", uuid::Uuid::new_v4().as_u64_pair().0);
+        let (host, pid, app) = if inner.holder_metadata {
+            (
+                gethostname::gethostname().into_string().ok(),
+                Some(std::process::id()),
+                inner.app_name.clone(),
+            )
+        } else {
+            (None, None, None)
+        };
+        Record {
+            id,
+            election: name.to_owned(),
+            priority,
+            since_ms: now_ms(),
+            until_ms: 0,
+            host,
+            pid,
+            app,
+            resigned: false,
+            term: None,
+        }
     }
 }
 
@@ -203,17 +328,27 @@ pub struct Leadership {
     name: String,
     /// For the error of a campaign whose runtime shut down.
     backend: String,
-    state: watch::Receiver<State>,
+    /// Its manager, for reading the election.
+    locks: LockManager,
+    state: state_watch::Receiver<State>,
     /// The term whose token [`elected`](Leadership::elected) returned last, and its lease:
     /// the term [`deposed`](Leadership::deposed) reports the end of.
     reported: std::sync::Mutex<Option<(u64, Arc<Lease>)>>,
-    /// Sent (with a reply channel) by `step_down`, dropped with the handle: either stops the
-    /// campaign.
-    stop: oneshot::Sender<Reply>,
+    /// Where `step_down` and `resign` steer the campaign; dropped with the handle, which stops
+    /// the campaign.
+    commands: mpsc::UnboundedSender<Command>,
 }
 
-/// Where the campaign says whether stepping down released the lock.
+/// Where the campaign says whether stepping down (or resigning) released the lock.
 type Reply = oneshot::Sender<Result<(), LockError>>;
+
+/// What the handle asks of its campaign.
+enum Command {
+    /// Stop campaigning, releasing a term in progress.
+    StepDown(Reply),
+    /// End the term in progress and go on campaigning.
+    Resign(Reply),
+}
 
 /// What the campaign publishes.
 #[derive(Clone, Default)]
@@ -308,7 +443,7 @@ impl Leadership {
     }
 
     /// The error of a campaign that ended without a shutdown: its runtime shut down.
-    fn campaign_gone(&self, state: &watch::Receiver<State>) -> LockError {
+    fn campaign_gone(&self, state: &state_watch::Receiver<State>) -> LockError {
         if state.borrow().shut_down {
             return LockError::ShutDown {
                 key: self.name.clone(),
@@ -384,13 +519,70 @@ impl Leadership {
     /// meanwhile (the lock is left alone), [`LockError::Backend`] if the server did not
     /// confirm (the lock then expires with its lease).
     pub async fn step_down(self) -> Result<(), LockError> {
+        self.command(Command::StepDown).await
+    }
+
+    /// Ends the current term, if this handle leads, and goes on campaigning: the lock is
+    /// released (and the server's confirmation awaited, as for
+    /// [`step_down`](Self::step_down)), the end of the term is announced, and the campaign
+    /// gives way: it waits until another candidate leads, or the
+    /// [`grace`](ElectionOptions::grace) passes, before it campaigns again, and meanwhile no
+    /// candidate defers to its priority. Another candidate that campaigns wins at once; with
+    /// none, this one may win again after the grace, with a new term and token. Nothing to do
+    /// (`Ok`) when this handle does not lead.
+    ///
+    /// [`deposed`](Self::deposed) reports the resigned term's end as
+    /// [`LostReason::NotOwner`].
+    ///
+    /// Errors as [`step_down`](Self::step_down).
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_runtime::LockError> {
+    /// use lock_runtime::{ElectionOptions, LockManager};
+    ///
+    /// let locks = LockManager::memory();
+    /// let first = locks.elect("compactor", ElectionOptions::new())?;
+    /// let token = first.elected().await?;
+    /// let second = locks.elect("compactor", ElectionOptions::new())?;
+    /// first.resign().await?;
+    /// assert!(second.elected().await? > token); // the other candidate leads now
+    /// assert!(!first.is_leader()); // and the first still campaigns
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn resign(&self) -> Result<(), LockError> {
+        self.command(Command::Resign).await
+    }
+
+    async fn command(&self, command: impl FnOnce(Reply) -> Command) -> Result<(), LockError> {
         let (reply, released) = oneshot::channel();
-        if self.stop.send(reply).is_err() {
+        if self.commands.send(command(reply)).is_err() {
             // The campaign is over already (shut down): nothing is held.
             return Ok(());
         }
         // No answer: the campaign ended meanwhile, holding nothing.
         released.await.unwrap_or(Ok(()))
+    }
+
+    /// The current term as it can be saved, while this handle leads: what a restarted process
+    /// gives [`LockManager::resume_election`] to lead on with the same fencing token. Save it
+    /// again at each new term (its token changes). Its text is a secret: see [`Term`].
+    pub fn current_term(&self) -> Option<Term> {
+        self.current()
+            .map(|lease| Term::new(&self.name, lease.fencing_token(), lease.token))
+    }
+
+    /// Who leads this election now, as [`LockManager::leader`] reads it (this process or
+    /// another).
+    pub async fn leader(&self) -> Result<Option<LeaderInfo>, LockError> {
+        self.locks.leader(&self.name).await
+    }
+
+    /// Who campaigns for this election now, this handle included, as
+    /// [`LockManager::candidates`] reads them.
+    pub async fn candidates(&self) -> Result<Vec<Candidate>, LockError> {
+        self.locks.candidates(&self.name).await
     }
 }
 
@@ -400,36 +592,82 @@ struct Campaign {
     locks: LockManager,
     name: String,
     options: LockOptions,
-    state: watch::Sender<State>,
-    stop: oneshot::Receiver<Reply>,
+    election: ElectionOptions,
+    state: state_watch::Sender<State>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    /// Its record, as last written (where the store keeps records), shared with the task that
+    /// writes it again every `ttl / 3`.
+    record: Arc<Mutex<Record>>,
+    /// A saved term to take up before campaigning.
+    resume: Option<Term>,
+    /// It gave way and nobody took the leadership within the grace: its next win is kept
+    /// whatever priorities the records show.
+    keep_next_win: bool,
 }
 
-/// What a step of the campaign came to: done, or stopped by the handle (with a reply channel
-/// from `step_down`, none when the handle was dropped).
+/// What a step of the campaign came to: done, stopped by the handle (with a reply channel
+/// from `step_down`, none when the handle was dropped), or a resignation.
 enum Step<T> {
     Done(T),
     Stop(Option<Reply>),
+    Resign(Reply),
 }
 
 impl Campaign {
     async fn run(mut self) {
+        self.keep_record();
+        if let Some(term) = self.resume.take() {
+            let adopt = term::adopt(self.locks.client(), &term, self.options);
+            match until_stopped(&mut self.commands, false, adopt).await {
+                Step::Done(Ok(Some(guard))) => {
+                    tracing::info!(name = %self.name, fencing_token = term.fencing_token(), "resumed the saved term");
+                    if !self.lead(guard).await {
+                        return;
+                    }
+                }
+                Step::Done(Ok(None)) => {
+                    tracing::info!(name = %self.name, "the saved term has ended; campaigning anew");
+                }
+                Step::Done(Err(err)) => {
+                    if err.is_shut_down() {
+                        self.state.send_modify(|state| state.shut_down = true);
+                        return;
+                    }
+                    tracing::warn!(name = %self.name, error = %err, "resuming the saved term failed; campaigning anew");
+                }
+                Step::Stop(reply) => return answer(reply, Ok(())),
+                Step::Resign(reply) => answer(Some(reply), Ok(())),
+            }
+        }
+        self.campaign().await;
+    }
+
+    async fn campaign(mut self) {
         let mut backoff = Backoff::connections();
         loop {
             let campaign = self.locks.lock(self.name.clone(), self.options);
-            let acquired = match until_stopped(&mut self.stop, campaign).await {
+            let acquired = match until_stopped(&mut self.commands, false, campaign).await {
                 Step::Done(acquired) => acquired,
                 Step::Stop(reply) => {
                     // The campaign's acquire was dropped: whatever it may have taken is
                     // released by its guard's drop.
-                    if let Some(reply) = reply {
-                        let _ = reply.send(Ok(()));
-                    }
-                    return;
+                    return answer(reply, Ok(()));
                 }
+                Step::Resign(reply) => return answer(Some(reply), Ok(())),
             };
             match acquired {
                 Ok(guard) => {
                     backoff.reset();
+                    if self.defers().await {
+                        // Given back unused, before anyone was told this one leads.
+                        if let Err(err) = guard.release().await {
+                            tracing::debug!(name = %self.name, error = %err, "giving way: the release failed");
+                        }
+                        if !self.give_way().await {
+                            return;
+                        }
+                        continue;
+                    }
                     if !self.lead(guard).await {
                         return;
                     }
@@ -443,39 +681,32 @@ impl Campaign {
                     // too (a server restarted with another configuration, an ACL fixed).
                     tracing::warn!(name = %self.name, error = %err, "campaign for leadership failed; trying again");
                     let pause = tokio::time::sleep(backoff.pause());
-                    if let Step::Stop(reply) = until_stopped(&mut self.stop, pause).await {
-                        if let Some(reply) = reply {
-                            let _ = reply.send(Ok(()));
-                        }
-                        return;
+                    if let Step::Stop(reply) = until_stopped(&mut self.commands, false, pause).await
+                    {
+                        return answer(reply, Ok(()));
                     }
                 }
             }
         }
     }
 
-    /// One term: holds `guard` until its lease is lost (then returns true: campaign again) or
-    /// the handle stops the campaign (then releases it and returns false).
+    /// One term: holds `guard` until its lease is lost or it resigns (then returns true:
+    /// campaign again) or the handle stops the campaign (then releases it and returns false).
     async fn lead(&mut self, guard: LockGuard) -> bool {
         let lease = guard.lease().clone();
         let fencing_token = guard.fencing_token();
+        self.begin_term(&lease).await;
         self.state.send_modify(|state| {
             state.term += 1;
             state.lease = Some(lease);
         });
         tracing::info!(name = %self.name, fencing_token, "elected leader");
-        match until_stopped(&mut self.stop, guard.lost()).await {
+        match until_stopped(&mut self.commands, true, guard.lost()).await {
             Step::Stop(reply) => {
                 // Not leader any more before anyone else can be.
                 self.state.send_modify(|state| state.lease = None);
-                let released = match guard.release().await {
-                    // Shutdown released it already: stepping down found nothing to do.
-                    Err(LockError::LeaseLost {
-                        reason: LostReason::ShutDown,
-                        ..
-                    }) => Ok(()),
-                    released => released,
-                };
+                let released = let_go(guard).await;
+                self.end_term(false).await;
                 match reply {
                     Some(reply) => {
                         let _ = reply.send(released);
@@ -489,6 +720,21 @@ impl Campaign {
                 tracing::info!(name = %self.name, fencing_token, "stepped down");
                 false
             }
+            Step::Resign(reply) => {
+                self.state.send_modify(|state| {
+                    state.lease = None;
+                    state.last_loss = Some(LostReason::NotOwner);
+                    state.lost_term = state.term;
+                });
+                let released = let_go(guard).await;
+                self.end_term(true).await;
+                let _ = reply.send(released);
+                tracing::info!(name = %self.name, fencing_token, "resigned the leadership");
+                let going_on = self.give_way().await;
+                self.record().resigned = false;
+                self.write_record().await;
+                going_on
+            }
             Step::Done(reason) => {
                 self.state.send_modify(|state| {
                     state.lease = None;
@@ -497,6 +743,7 @@ impl Campaign {
                 });
                 // Whatever is left of it (most likely nothing) goes back in the background.
                 drop(guard);
+                self.end_term(false).await;
                 if reason == LostReason::ShutDown || self.locks.is_shut_down() {
                     self.state.send_modify(|state| state.shut_down = true);
                     return false;
@@ -505,6 +752,206 @@ impl Campaign {
                 true
             }
         }
+    }
+
+    fn record(&self) -> std::sync::MutexGuard<'_, Record> {
+        self.record.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether the store keeps the candidates' records.
+    fn keeps_records(&self) -> bool {
+        self.locks.client().backend.keeps_waits()
+    }
+
+    /// Writes the campaign's record now, and starts the task that writes it again every
+    /// `ttl / 3` and removes it when the campaign ends.
+    fn keep_record(&self) {
+        if !self.keeps_records() {
+            return;
+        }
+        let record = self.record.clone();
+        let locks = self.locks.clone();
+        let ttl = self.election.ttl;
+        let mut ended = self.state.subscribe();
+        self.locks.background().spawn(async move {
+            loop {
+                write_record(&locks, &record, ttl).await;
+                let pause = tokio::time::sleep(ttl / 3);
+                tokio::pin!(pause);
+                loop {
+                    tokio::select! {
+                        () = &mut pause => break,
+                        changed = ended.changed() => if changed.is_err() {
+                            let id = record.lock().unwrap_or_else(PoisonError::into_inner).id.clone();
+                            let inner = locks.client();
+                            let removed = tokio::time::timeout(
+                                inner.request_timeout,
+                                record::remove(&*inner.backend, &inner.prefix, &id),
+                            )
+                            .await;
+                            if !matches!(removed, Ok(Ok(()))) {
+                                tracing::debug!("an election's record was left to expire");
+                            }
+                            return;
+                        },
+                    }
+                }
+            }
+        });
+    }
+
+    async fn write_record(&self) {
+        if self.keeps_records() {
+            write_record(&self.locks, &self.record, self.election.ttl).await;
+        }
+    }
+
+    /// A term won: recorded (so that readers of the leader find it), then announced.
+    async fn begin_term(&self, lease: &Lease) {
+        let holder = HolderId::of_token(lease.token());
+        self.record().term = Some(TermRecord {
+            holder: crate::protocol::holder_hex(holder.get()),
+            fence: lease.fencing_token(),
+            elected_ms: now_ms(),
+        });
+        self.write_record().await;
+        let text = self.record().format();
+        self.announce(Some(holder), text).await;
+    }
+
+    /// The term ended (`resigned`: by a resignation): recorded, and announced.
+    async fn end_term(&self, resigned: bool) {
+        {
+            let mut record = self.record();
+            record.term = None;
+            record.resigned = resigned;
+        }
+        self.write_record().await;
+        self.announce(None, String::new()).await;
+    }
+
+    /// Tells the election's watchers of a new term (`holder`: its id) or of the end of one
+    /// (`None`), where the store carries notices.
+    async fn announce(&self, holder: Option<HolderId>, text: String) {
+        let inner = self.locks.client();
+        if !inner.backend.announces() {
+            return;
+        }
+        let Ok(key) = crate::key::Key::lock(&inner.prefix, &self.name) else {
+            return;
+        };
+        let notice = Notice::new(NoticeKind::Leader, key.name(), holder, text);
+        let told =
+            tokio::time::timeout(inner.request_timeout, inner.backend.announce(&notice)).await;
+        if !matches!(told, Ok(Ok(()))) {
+            tracing::debug!(name = %self.name, "the leadership change was not announced; watchers read the lock");
+        }
+    }
+
+    /// Whether this win goes to a live candidate of higher priority instead: one campaigns
+    /// (it does not lead by its record, and has not resigned). Not after a grace that nobody
+    /// took the leadership in.
+    async fn defers(&mut self) -> bool {
+        if std::mem::take(&mut self.keep_next_win) || self.election.priority == u32::MAX {
+            return false;
+        }
+        if !self.keeps_records() {
+            return false;
+        }
+        let Ok(records) = self.locks.records(&self.name, "the candidates").await else {
+            return false;
+        };
+        let id = self.record().id.clone();
+        let higher = records.iter().find(|record| {
+            record.election == self.name
+                && record.id != id
+                && !record.resigned
+                && record.term.is_none()
+                && record.priority > self.election.priority
+        });
+        if let Some(higher) = higher {
+            tracing::info!(name = %self.name, priority = self.election.priority, to = higher.priority, "giving way to a candidate of higher priority");
+        }
+        higher.is_some()
+    }
+
+    /// Waits until another candidate leads, or the grace passes (then the next win is kept).
+    /// False if the handle stopped the campaign meanwhile.
+    async fn give_way(&mut self) -> bool {
+        let taken = someone_leads(&self.locks, &self.name, self.election.grace_value());
+        match until_stopped(&mut self.commands, false, taken).await {
+            Step::Done(taken) => {
+                self.keep_next_win = !taken;
+                true
+            }
+            Step::Stop(reply) => {
+                answer(reply, Ok(()));
+                false
+            }
+            Step::Resign(reply) => {
+                answer(Some(reply), Ok(()));
+                true
+            }
+        }
+    }
+}
+
+/// Writes `record` to stand for `ttl` from now.
+async fn write_record(locks: &LockManager, record: &Mutex<Record>, ttl: Duration) {
+    let now = {
+        let mut record = record.lock().unwrap_or_else(PoisonError::into_inner);
+        record.until_ms =
+            now_ms().saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
+        record.clone()
+    };
+    let inner = locks.client();
+    let written = tokio::time::timeout(
+        inner.request_timeout,
+        record::write(&*inner.backend, &inner.prefix, &now, Vec::new()),
+    )
+    .await;
+    if !matches!(written, Ok(Ok(()))) {
+        tracing::debug!(name = %now.election, "an election's record was not written; it is written again at the next tick");
+    }
+}
+
+/// Whether someone holds the lock of election `name` within `within`: read at once, then at
+/// each leader announcement and every 50 ms.
+async fn someone_leads(locks: &LockManager, name: &str, within: Duration) -> bool {
+    let mut announced = locks.client().notices.leaders();
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if let Ok(Some(_)) = locks.led_by(name).await {
+            return true;
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        let pause = (deadline - now).min(Duration::from_millis(50));
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            _ = announced.recv() => {}
+        }
+    }
+}
+
+/// Releases a term's lock, as stepping down does.
+async fn let_go(guard: LockGuard) -> Result<(), LockError> {
+    match guard.release().await {
+        // Shutdown released it already: stepping down found nothing to do.
+        Err(LockError::LeaseLost {
+            reason: LostReason::ShutDown,
+            ..
+        }) => Ok(()),
+        released => released,
+    }
+}
+
+/// Answers a step down or resignation, if one asked.
+fn answer(reply: Option<Reply>, result: Result<(), LockError>) {
+    if let Some(reply) = reply {
+        let _ = reply.send(result);
     }
 }
 
@@ -517,11 +964,26 @@ fn why_ended(term: u64, lease: &Lease, now: &State) -> LostReason {
     }
 }
 
-/// Runs `work` unless the handle stops the campaign first.
-async fn until_stopped<F: Future>(stop: &mut oneshot::Receiver<Reply>, work: F) -> Step<F::Output> {
-    tokio::select! {
-        biased;
-        request = stop => Step::Stop(request.ok()),
-        done = work => Step::Done(done),
+/// Runs `work` unless the handle stops the campaign first, or (where `resignable`) resigns; a
+/// resignation that is not for this step is answered at once (nothing to resign).
+async fn until_stopped<F: Future>(
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+    resignable: bool,
+    work: F,
+) -> Step<F::Output> {
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            biased;
+            command = commands.recv() => match command {
+                None => return Step::Stop(None),
+                Some(Command::StepDown(reply)) => return Step::Stop(Some(reply)),
+                Some(Command::Resign(reply)) if resignable => return Step::Resign(reply),
+                Some(Command::Resign(reply)) => {
+                    let _ = reply.send(Ok(()));
+                }
+            },
+            done = &mut work => return Step::Done(done),
+        }
     }
 }

@@ -61,8 +61,8 @@ impl Token {
         }
     }
 
-    /// `text` as a token, if it is no longer than a uuid (tests name their own tokens).
-    #[cfg(test)]
+    /// `text` as a token, if it is no longer than a uuid (tests name their own tokens, and a
+    /// resumed election term brings back the one it saved).
     pub(crate) fn from_text(text: &str) -> Option<Token> {
         let mut token = Token {
             text: [0; Token::MAX],

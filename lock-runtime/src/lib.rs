@@ -337,7 +337,9 @@ pub use blocker::Blocker;
 pub use builder::LockManagerBuilder;
 pub use current::{CurrentLock, current, current_all};
 pub use cycle::{CycleMember, DeadlockCycle};
-pub use election::{ElectionOptions, Leadership};
+pub use election::{
+    Candidate, ElectionInfo, ElectionOptions, LeaderInfo, LeaderWatch, Leadership, Term,
+};
 pub use error::{BoxError, LockError, LostReason};
 pub use guard::LockGuard;
 pub use lock_macro::distributed_lock;

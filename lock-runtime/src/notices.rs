@@ -43,7 +43,6 @@ impl Notices {
     }
 
     /// Leader announcements heard from now on.
-    #[allow(dead_code)] // for the election's followers
     pub(crate) fn leaders(&self) -> broadcast::Receiver<Arc<Notice>> {
         self.leaders.subscribe()
     }

@@ -341,7 +341,7 @@ pub(crate) fn written_at(cycle: &[WaitRecord]) -> BTreeMap<String, u64> {
 }
 
 /// A value with the characters that would end it escaped as `%XX`.
-struct Escaped<'a>(&'a str);
+pub(crate) struct Escaped<'a>(pub(crate) &'a str);
 
 impl std::fmt::Display for Escaped<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -355,7 +355,8 @@ impl std::fmt::Display for Escaped<'_> {
     }
 }
 
-fn unescape(value: &str) -> Option<String> {
+/// A value [`Escaped`] wrote, as it was; `None` for a broken escape.
+pub(crate) fn unescape(value: &str) -> Option<String> {
     if !value.contains('%') {
         return Some(value.to_owned());
     }
