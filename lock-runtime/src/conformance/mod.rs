@@ -33,6 +33,9 @@
 //! | `readers_share_a_read_write_lock` | two readers on two managers hold it at once |
 //! | `writer_excludes_readers_and_writers` | a writer waits for the reader; while it holds, a reader and another writer are busy |
 //! | `semaphore_refusal_names_the_shape`, `read_write_refusal_names_the_shape` | a store that refuses the shape says so with an error naming it |
+//! | `election_leader_is_read_and_resigns` | another manager reads the winner as leader (or the store refuses to be read with a configuration error); a resignation elects the other campaign within 5 s with a greater token |
+//! | `election_candidates_are_listed` | two campaigns are listed as candidates, highest priority first, where the store keeps records ([`Store::waits`](crate::store::Store::waits)); elsewhere a priority is refused with a configuration error |
+//! | `election_saved_term_resumes` | a leader stalls; another manager resumes its saved term at once with the same fencing token (one renewal under the saved owner token) |
 //!
 //! Whether a store holds semaphores and read-write locks is asked by trying one on a free
 //! key: a [`LockError::Config`] is a refusal, and the shape's
@@ -62,6 +65,7 @@
 
 mod bounds;
 mod contention;
+mod elections;
 mod endings;
 mod leases;
 mod locks;
@@ -322,5 +326,20 @@ where
     );
     semaphores(&mut runner).await;
     read_write_locks(&mut runner).await;
+    check!(
+        runner,
+        "election_leader_is_read_and_resigns",
+        elections::leader_is_read_and_resigns
+    );
+    check!(
+        runner,
+        "election_candidates_are_listed",
+        elections::candidates_are_listed
+    );
+    check!(
+        runner,
+        "election_saved_term_resumes",
+        elections::saved_term_resumes
+    );
     runner.report
 }
