@@ -481,8 +481,8 @@ impl LockManager {
     }
 }
 
-/// What the `testing` kit needs of a manager: its shared state.
-#[cfg(feature = "testing")]
+/// A manager's shared state, for the parts of the crate that act for it (the `testing` kit,
+/// control over holders, elections).
 impl LockManager {
     pub(crate) fn client(&self) -> &Arc<Inner> {
         &self.inner
