@@ -20,8 +20,13 @@ pub(crate) struct Deployment {
 }
 
 impl Deployment {
-    /// Connects to the deployment at `url`, as the library does.
-    pub(crate) async fn connect(url: &str, timeout: Duration) -> Result<Deployment, Failure> {
+    /// Connects to the deployment at `url`, as the library does, with the key prefix the
+    /// locks were taken with.
+    pub(crate) async fn connect(
+        url: &str,
+        prefix: &str,
+        timeout: Duration,
+    ) -> Result<Deployment, Failure> {
         if url
             .get(..9)
             .is_some_and(|scheme| scheme.eq_ignore_ascii_case("memory://"))
@@ -33,6 +38,7 @@ impl Deployment {
         }
         let manager = LockManager::builder()
             .url(url)
+            .key_prefix(prefix)
             .request_timeout(timeout)
             .build()
             .await
@@ -57,6 +63,11 @@ impl Deployment {
                 self.manager.backend()
             ))
         })
+    }
+
+    /// The manager connected to the deployment: what elections are read through.
+    pub(crate) fn manager(&self) -> &LockManager {
+        &self.manager
     }
 
     /// The URL as it may be shown.

@@ -6,6 +6,8 @@
 //! lockctl unlock order:42 --yes
 //! lockctl watch
 //! lockctl deadlocks --json
+//! lockctl elections
+//! lockctl election scheduler --json
 //! ```
 //!
 //! Exit codes: 0 done, 1 an error (which key, which server), 2 a usage error, 3 `deadlocks`
@@ -31,6 +33,7 @@
 //! ```
 
 mod deployment;
+mod elections;
 mod failure;
 mod read;
 mod render;
@@ -85,6 +88,27 @@ enum Command {
     /// Deadlocks among waiting calls, from the waits they publish: who waits for which lock
     /// while holding which, and who gives up.
     Deadlocks(DeadlocksArgs),
+    /// Lists the elections that have a candidate now: the leader (holder, host, pid, app, the
+    /// term's fencing token, for how long) and the number of candidates.
+    Elections(ElectionsArgs),
+    /// Shows one election: its leader, and its candidates with their priorities.
+    Election(ElectionArgs),
+}
+
+#[derive(Debug, Args)]
+struct ElectionsArgs {
+    /// JSON on stdout, for scripts: an array of elections.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct ElectionArgs {
+    /// The election's name, as the application campaigns for it (`scheduler`).
+    name: String,
+    /// JSON on stdout, for scripts.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Args)]
@@ -175,7 +199,7 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
             "no deployment given: pass --url redis://host:port or set REDIS_URL",
         ));
     };
-    let nodes = Deployment::connect(url, cli.timeout).await?;
+    let nodes = Deployment::connect(url, &cli.prefix, cli.timeout).await?;
     let prefix = cli.prefix.as_str();
     let done = match cli.command {
         Command::List(args) => {
@@ -205,6 +229,19 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 return Ok(ExitCode::from(DEADLOCK_FOUND));
             }
             Ok(())
+        }
+        Command::Elections(args) => {
+            let listed = elections::list(&nodes).await?;
+            elections::print_list(&listed, args.json)
+        }
+        Command::Election(args) => {
+            let (leader, candidates) = elections::show(&nodes, &args.name).await?;
+            elections::print_show(
+                &args.name,
+                leader.as_ref(),
+                candidates.as_deref(),
+                args.json,
+            )
         }
     };
     done.map(|()| ExitCode::SUCCESS)

@@ -316,7 +316,7 @@ fn millis(ms: Option<i64>) -> String {
     }
 }
 
-fn table(out: &mut String, rows: &[Vec<String>]) {
+pub(crate) fn table(out: &mut String, rows: &[Vec<String>]) {
     let columns = rows.first().map_or(0, Vec::len);
     let widths: Vec<usize> = (0..columns)
         .map(|column| {
@@ -340,14 +340,14 @@ fn table(out: &mut String, rows: &[Vec<String>]) {
     }
 }
 
-fn print_json(value: &impl Serialize) -> Result<(), Failure> {
+pub(crate) fn print_json(value: &impl Serialize) -> Result<(), Failure> {
     let text = serde_json::to_string(value)
         .map_err(|err| Failure::failed(format!("cannot write JSON: {err}")))?;
     write_out(&format!("{text}\n"))
 }
 
 /// Writes to stdout; a closed pipe (`lockctl list | head`) ends quietly.
-fn write_out(text: &str) -> Result<(), Failure> {
+pub(crate) fn write_out(text: &str) -> Result<(), Failure> {
     let mut stdout = std::io::stdout().lock();
     match stdout
         .write_all(text.as_bytes())
