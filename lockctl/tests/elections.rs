@@ -123,6 +123,11 @@ async fn elections_and_election_show_the_leader_and_the_candidates_by_priority()
     assert_eq!(shown["candidates"][0]["priority"], 5);
     assert_eq!(shown["candidates"][1]["leading"], true);
 
+    // The candidates' records are no lock: `list` shows the election's lock alone.
+    let locks = text(&lockctl(&url, &["list"]));
+    assert!(locks.contains("nightly-jobs"), "{locks}");
+    assert!(!locks.contains("elections"), "{locks}");
+
     let nobody = text(&lockctl(&url, &["election", "nobody-campaigns"]));
     assert!(nobody.contains("leader:     nobody"), "{nobody}");
     assert!(nobody.contains("candidates: 0"), "{nobody}");
