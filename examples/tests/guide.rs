@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use lock_runtime::{
-    Deadlock, ElectionOptions, LockError, LockManager, LockOptions, distributed_lock,
+    Deadlock, ElectionOptions, LeaderInfo, LockError, LockManager, LockOptions, Term,
+    distributed_lock,
 };
 use tokio::signal::unix::{SignalKind, signal};
 
@@ -161,6 +162,69 @@ async fn run_jobs(token: u64) {
     assert!(token > 0);
 }
 
+// ---- docs/ELECTION.md
+
+/// Campaigns with a priority (resuming a saved term if given one), reads who leads and who
+/// campaigns, and resigns; the term it led, as saved text.
+async fn steered_election(
+    locks: &LockManager,
+    saved: Option<String>,
+) -> Result<(u64, String), AnyError> {
+    let options = ElectionOptions::new()
+        .ttl(Duration::from_secs(10))
+        .priority(5) // preferred when the leadership changes hands
+        .grace(Duration::from_secs(2)); // how long a candidate gives way at most
+    let leadership = match saved {
+        Some(text) => locks.resume_election(&Term::from_secret_text(&text)?, options)?,
+        None => locks.elect("scheduler", options)?,
+    };
+    let token = leadership.elected().await?;
+    let text = leadership.current_term().expect("leading").to_secret_text(); // a secret
+    println!("{:?}", leadership.leader().await?); // holder, host, pid, app, token, since
+    println!("{:?}", leadership.candidates().await?); // who else campaigns, by priority
+    leadership.resign().await?; // let another lead; keep campaigning
+    Ok((token, text))
+}
+
+/// Logs every change of leader of `scheduler` until none came for `patience`.
+async fn watch_leaders(locks: &LockManager, patience: Duration) -> Result<usize, AnyError> {
+    let mut seen = 0;
+    let mut watch = locks.observe("scheduler").await?;
+    while let Ok(changed) = tokio::time::timeout(patience, watch.changed()).await {
+        let leader: Option<LeaderInfo> = changed; // a new leader, or nobody
+        match leader {
+            Some(leader) => {
+                tracing::info!(holder = %leader.holder_id, token = ?leader.fencing_token, "new leader")
+            }
+            None => tracing::warn!("nobody leads"),
+        }
+        seen += 1;
+    }
+    Ok(seen)
+}
+
+/// Saves the term of a leader, which then "restarts" (its handle forgotten: its lock stays),
+/// and resumes it.
+async fn resume_after_restart(
+    locks: &LockManager,
+    path: &std::path::Path,
+) -> Result<(u64, u64), AnyError> {
+    let options = ElectionOptions::new().ttl(Duration::from_secs(10));
+    let leadership = locks.elect("compactor", options)?;
+    let first = leadership.elected().await?;
+    // While leading: save the term (again at each new term).
+    let text = leadership.current_term().expect("leading").to_secret_text();
+    std::fs::write(path, &text)?; // readable by this service's user only
+    std::mem::forget(leadership);
+
+    // After the restart:
+    let term = Term::from_secret_text(&std::fs::read_to_string(path)?)?;
+    let leadership = locks.resume_election(&term, options)?;
+    let token = leadership.elected().await?; // at once, == term.fencing_token(), if it had not ended
+    leadership.step_down().await?;
+    Ok((first, token))
+}
+
 #[distributed_lock(key = "account:<to>", wait = "10s", deadlock = "fail")]
 async fn credit(to: u64, amount: u64) -> Result<(), LockError> {
     tracing::info!(to, amount, "credited");
@@ -250,6 +314,18 @@ async fn the_guide_s_code_runs_on_memory() -> Result<(), AnyError> {
     several_keys(&locks).await?;
     assert_eq!(transfer(7, 3, 100).await?, 2);
     leader(&locks).await?;
+    let watching = tokio::spawn({
+        let locks = locks.clone();
+        async move { watch_leaders(&locks, Duration::from_millis(500)).await }
+    });
+    let (token, saved) = steered_election(&locks, None).await?;
+    let (again, _) = steered_election(&locks, Some(saved)).await?;
+    assert!(again > token, "the resigned term had ended: a new one");
+    watching.await??;
+    let path = std::env::temp_dir().join(format!("guide-term-{}", std::process::id()));
+    let (first, resumed) = resume_after_restart(&locks, &path).await?;
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(first, resumed);
     credit(3, 100).await?;
     deadlock(&locks).await?;
     deadlock_default("memory://guide").await?;
