@@ -96,7 +96,8 @@ impl ElectionOptions {
     /// that one win, waiting at most the [`grace`](Self::grace) for someone to take it; then
     /// it keeps its next win. So the highest live priority wins each change of hands, and a
     /// candidate of higher priority that died (its record stands up to `ttl` after its last
-    /// write) delays the others by one grace at most. A sitting leader is never preempted:
+    /// write) delays the change by about one grace (one per candidate that gives way to it, at
+    /// worst). A sitting leader is never preempted:
     /// a candidate of higher priority that arrives waits for the next change. Equal
     /// priorities do not defer to each other. Default 0.
     ///
@@ -232,7 +233,8 @@ impl LockManager {
         }
         let backend = &self.client().backend;
         if options.priority > 0 && !backend.keeps_waits() {
-            return Err(record::not_kept(&**backend, &name, "a priority"));
+            let what = format!("a priority of `{}`", name.escape_debug());
+            return Err(record::not_kept(&**backend, &what));
         }
         let background = self.background();
         if background.pinned().is_none() && Handle::try_current().is_err() {
@@ -858,7 +860,7 @@ impl Campaign {
         if !self.keeps_records() {
             return false;
         }
-        let Ok(records) = self.locks.records(&self.name, "the candidates").await else {
+        let Ok(records) = self.locks.records(&self.name).await else {
             return false;
         };
         let id = self.record().id.clone();

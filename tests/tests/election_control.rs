@@ -289,6 +289,31 @@ async fn a_watch_wakes_at_each_change_of_leader(place: &Place, name: &str) {
     );
 }
 
+async fn a_watch_polling_more_often_sees_a_change_sooner(place: &Place, name: &str) {
+    let log = place.log();
+    let observer = place.manager("observer").await;
+    let mut watch = observer.observe(name).await.expect("observe");
+    watch.set_poll_interval(ms(50));
+    let alpha = place.manager("alpha").await;
+    let first = alpha.elect(name, options(3000)).expect("campaign");
+    let token = elected_within(&first, PATIENCE, &log).await;
+    let won = Instant::now();
+    let (seen, woke) = next_change(&mut watch, &log).await;
+    assert_eq!(seen.expect("a leader").fencing_token, Some(token), "{log}");
+    let elected_latency = woke.saturating_duration_since(won);
+    let stepped = Instant::now();
+    first.step_down().await.expect("stepped down");
+    let (seen, woke) = next_change(&mut watch, &log).await;
+    assert_eq!(seen, None, "{log}");
+    let nobody_latency = woke.saturating_duration_since(stepped);
+    println!(
+        "{}: watch latency polling every 50 ms: elected {elected_latency:?}, nobody (from the \
+         step-down call) {nobody_latency:?}",
+        place.kind()
+    );
+    assert!(nobody_latency < ms(2000), "{nobody_latency:?}\n{log}");
+}
+
 async fn a_watch_sees_a_crashed_leader_s_term_end_at_its_lease_end(place: &Place, name: &str) {
     let log = place.log();
     let observer = place.manager("observer").await;
@@ -562,6 +587,7 @@ on!(memory:
 on!(redis:
     the_leader_read_is_the_winner,
     a_watch_wakes_at_each_change_of_leader,
+    a_watch_polling_more_often_sees_a_change_sooner,
     a_watch_sees_a_crashed_leader_s_term_end_at_its_lease_end,
     candidates_are_listed_and_dropped_when_they_stop,
     resigning_hands_the_leadership_to_another_and_campaigns_on,
@@ -574,6 +600,7 @@ on!(redis:
 on!(postgres:
     the_leader_read_is_the_winner,
     a_watch_wakes_at_each_change_of_leader,
+    a_watch_polling_more_often_sees_a_change_sooner,
     a_watch_sees_a_crashed_leader_s_term_end_at_its_lease_end,
     resigning_hands_the_leadership_to_another_and_campaigns_on,
     a_resumed_term_keeps_its_fencing_token,

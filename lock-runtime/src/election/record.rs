@@ -214,13 +214,13 @@ pub(crate) async fn read(
         .collect())
 }
 
-/// The error for a part of an election that needs the records on a store that keeps none.
-pub(crate) fn not_kept(store: &dyn Store, name: &str, what: &str) -> LockError {
+/// The error for a part of an election that needs the records (`what`: "a priority of
+/// `jobs`", "the elections") on a store that keeps none.
+pub(crate) fn not_kept(store: &dyn Store, what: &str) -> LockError {
     LockError::Config(format!(
-        "{} keeps no records of an election's candidates, so {what} of `{}` cannot be had \
-         here: use a store that keeps them (memory, any Redis deployment)",
+        "{} keeps no records of an election's candidates, so {what} cannot be had here: use a \
+         store that keeps them (memory, any Redis deployment)",
         store.describe(),
-        name.escape_debug()
     ))
 }
 
