@@ -52,6 +52,19 @@ pub(crate) struct Waiters {
     quorum: AtomicUsize,
     /// How long a fair waiter's turn lasts (see queue.lua); `None`: [`FAIR_TURN`].
     turn: Option<Duration>,
+    /// The releases told, for election watchers.
+    followers: Followers,
+}
+
+/// The names of the keys whose releases were told, for election watchers (a release is a
+/// change of leader): sent only while one follows.
+struct Followers(tokio::sync::broadcast::Sender<Arc<str>>);
+
+impl Default for Followers {
+    fn default() -> Self {
+        // A watcher that falls this far behind reads the lock anyway.
+        Followers(tokio::sync::broadcast::channel(64).0)
+    }
 }
 
 struct KeyWaiters {
@@ -245,6 +258,12 @@ impl Waiters {
         }
     }
 
+    /// The names of the keys whose releases are told from now on: those this manager's
+    /// waiters wait for (the store tells no others).
+    pub(crate) fn releases(&self) -> tokio::sync::broadcast::Receiver<Arc<str>> {
+        self.followers.0.subscribe()
+    }
+
     /// Each release is announced `quorum` times before it is done (Redlock: once by each
     /// master, and done on a majority): wake a waiter at the `quorum`-th announcement, since
     /// one woken at the first would find the lock still held on the other masters.
@@ -337,6 +356,10 @@ impl Waiters {
     /// A release of `key` was announced (`release`: its id, if the announcement carries one):
     /// wake the first waiter that is not awake already, unless this release was handed out.
     pub(crate) fn wake_one(&self, key: &str, release: Option<&[u8]>) {
+        if self.followers.0.receiver_count() > 0 {
+            // An error only says that nobody follows any more.
+            let _ = self.followers.0.send(key.into());
+        }
         let mut keys = self.keys();
         let Some(entry) = keys.get_mut(key) else {
             return;

@@ -24,6 +24,10 @@ pub(crate) const POLL: Duration = Duration::from_millis(500);
 /// (delivery is at most once).
 const POLL_ANNOUNCED: Duration = Duration::from_secs(5);
 
+/// How long a watch woken by a release reads again for a successor before it says nobody
+/// leads.
+const SETTLE: Duration = Duration::from_millis(100);
+
 /// How long a read waits for the record of a leader whose lock it saw before it settles for
 /// what the lock says: the leader writes its record right after it wins.
 const RECORD_GRACE: Duration = Duration::from_secs(1);
@@ -380,6 +384,7 @@ impl LockManager {
             .name()
             .to_owned();
         let announcements = inner.notices.leaders();
+        let releases = (!inner.backend.announces()).then(|| inner.waiters.releases());
         let read = self.read_leader(name).await?;
         let poll = if inner.backend.announces() {
             POLL_ANNOUNCED
@@ -391,11 +396,22 @@ impl LockManager {
             name: name.to_owned(),
             stored,
             announcements,
+            releases,
             poll,
             leader: read.leader,
             lease: read.lease,
             read_at: tokio::time::Instant::now(),
         })
+    }
+}
+
+/// The next release told to `releases`; never, without one.
+async fn released(
+    releases: Option<&mut broadcast::Receiver<Arc<str>>>,
+) -> Result<Arc<str>, broadcast::error::RecvError> {
+    match releases {
+        Some(releases) => releases.recv().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -417,6 +433,9 @@ pub struct LeaderWatch {
     /// The election lock's stored name, as announcements name it.
     stored: String,
     announcements: broadcast::Receiver<Arc<Notice>>,
+    /// Releases the store told this manager of (where its waiters wait for the lock), where
+    /// the store carries no announcements (which say the same, and more).
+    releases: Option<broadcast::Receiver<Arc<str>>>,
     poll: Duration,
     leader: Option<LeaderInfo>,
     /// The leader's lease left when it was read.
@@ -456,14 +475,24 @@ impl LeaderWatch {
     }
 
     /// Resolves with the leader once it differs from the last one read (another term's
-    /// holder, or nobody: `None`). A term that is resumed or renewed is no change. A failed
-    /// read is logged and tried again at the next wake; the watch never ends by itself
-    /// (drop it to stop).
+    /// holder, or nobody: `None`). A term that is resumed or renewed is no change. After a
+    /// release it reads again for a moment (100 ms) before it says nobody leads, since a
+    /// successor usually takes over at once. A failed read is logged and tried again at the
+    /// next wake; the watch never ends by itself (drop it to stop).
     pub async fn changed(&mut self) -> Option<LeaderInfo> {
         loop {
-            self.wait().await;
-            let read = self.locks.read_leader(&self.name).await;
-            self.read_at = tokio::time::Instant::now();
+            let released = self.wait().await;
+            let settle = tokio::time::Instant::now() + SETTLE;
+            let read = loop {
+                let read = self.locks.read_leader(&self.name).await;
+                self.read_at = tokio::time::Instant::now();
+                match &read {
+                    Ok(found) if released && found.leader.is_none() && self.read_at < settle => {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                    _ => break read,
+                }
+            };
             match read {
                 Ok(read) => {
                     self.lease = read.lease;
@@ -482,9 +511,9 @@ impl LeaderWatch {
         }
     }
 
-    /// Until something may have changed: an announcement for this election, the leader's
-    /// lease end, or the poll interval.
-    async fn wait(&mut self) {
+    /// Until something may have changed: an announcement for this election, a release of its
+    /// lock (then true), the leader's lease end, or the poll interval.
+    async fn wait(&mut self) -> bool {
         let pause = match self.lease {
             // Just past the lease end, when the lock has expired on the server.
             Some(lease) => self.poll.min(lease + Duration::from_millis(5)),
@@ -494,15 +523,23 @@ impl LeaderWatch {
         tokio::pin!(sleep);
         loop {
             tokio::select! {
-                () = &mut sleep => return,
+                () = &mut sleep => return false,
                 heard = self.announcements.recv() => match heard {
-                    Ok(notice) if notice.kind == NoticeKind::Leader && notice.key == self.stored => return,
+                    Ok(notice) if notice.kind == NoticeKind::Leader && notice.key == self.stored => return false,
                     Ok(_) => {}
                     // Fell behind: read now.
-                    Err(broadcast::error::RecvError::Lagged(_)) => return,
+                    Err(broadcast::error::RecvError::Lagged(_)) => return false,
                     Err(broadcast::error::RecvError::Closed) => {
                         (&mut sleep).await;
-                        return;
+                        return false;
+                    }
+                },
+                told = released(self.releases.as_mut()) => match told {
+                    Ok(key) if *key == *self.stored => return true,
+                    Ok(_) => {}
+                    Err(broadcast::error::RecvError::Lagged(_)) => return true,
+                    Err(broadcast::error::RecvError::Closed) => {
+                        self.releases = None;
                     }
                 },
             }
