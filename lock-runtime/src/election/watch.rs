@@ -354,8 +354,10 @@ impl LockManager {
     /// watch wakes within one round trip of a new leader's win or a leader's resignation; it
     /// reads the lock at the leader's lease end too (an expiry is not announced), and every
     /// 5 s in case an announcement was missed. Elsewhere it reads the lock every 500 ms (see
-    /// [`LeaderWatch::set_poll_interval`]) and at the leader's lease end: a change is seen
-    /// within 500 ms and one read.
+    /// [`LeaderWatch::set_poll_interval`]), at the leader's lease end, and at a release of the
+    /// lock that the store tells this manager (those of the locks its waiters wait for: a
+    /// process that campaigns too sees its leader's release at once): a change is seen within
+    /// 500 ms and one read.
     ///
     /// Errors at once as [`leader`](Self::leader).
     ///
