@@ -451,6 +451,22 @@ async fn resigning_hands_the_leadership_to_another_and_campaigns_on(place: &Plac
     first.step_down().await.expect("stepped down");
 }
 
+async fn resigning_without_leading_does_nothing(place: &Place, name: &str) {
+    let log = place.log();
+    let alpha = place.manager("alpha").await;
+    let beta = place.manager("beta").await;
+    let first = alpha.elect(name, options(3000)).expect("campaign");
+    let token = elected_within(&first, PATIENCE, &log).await;
+    let second = beta.elect(name, options(3000)).expect("campaign");
+    second.resign().await.expect("nothing to resign");
+    assert_eq!(first.fencing_token(), Some(token), "the leader leads on");
+    assert!(!second.is_leader());
+    // The campaign that resigned nothing goes on as before.
+    first.step_down().await.expect("stepped down");
+    assert!(elected_within(&second, PATIENCE, &log).await > token);
+    second.step_down().await.expect("stepped down");
+}
+
 async fn the_highest_priority_wins_when_the_leader_resigns(place: &Place, name: &str) {
     let log = place.log();
     let sitting = place.manager("sitting").await;
@@ -618,6 +634,7 @@ on!(memory:
     a_watch_sees_a_crashed_leader_s_term_end_at_its_lease_end,
     candidates_are_listed_and_dropped_when_they_stop,
     resigning_hands_the_leadership_to_another_and_campaigns_on,
+    resigning_without_leading_does_nothing,
     the_highest_priority_wins_when_the_leader_resigns,
     a_resumed_term_keeps_its_fencing_token,
     a_term_resumed_after_it_expired_campaigns_anew,
