@@ -136,6 +136,17 @@ fn holder(shown: &[LockInfo]) -> Option<(&LockInfo, Option<Duration>)> {
     })
 }
 
+/// The record of the campaign of election `name` whose term holds the lock `info`.
+fn term_record<'a>(records: &'a [Record], name: &str, info: &LockInfo) -> Option<&'a Record> {
+    records.iter().find(|record| {
+        record.election == name
+            && record
+                .term
+                .as_ref()
+                .is_some_and(|term| Some(&term.holder) == info.holder_id.as_ref())
+    })
+}
+
 /// What the lock `info` and the leader's record (if found) say of the leader.
 fn leader_info(info: &LockInfo, record: Option<&Record>) -> LeaderInfo {
     let term = record.and_then(|record| record.term.as_ref());
@@ -206,7 +217,7 @@ impl LockManager {
 
     /// Who leads the election `name` now, and how long its lease has left.
     pub(crate) async fn read_leader(&self, name: &str) -> Result<Read, LockError> {
-        let inner = self.client();
+        let keeps_records = self.client().backend.keeps_waits();
         let waited = tokio::time::Instant::now();
         loop {
             let shown = self.show(name).await?;
@@ -216,23 +227,15 @@ impl LockManager {
                     lease: None,
                 });
             };
-            let records = if inner.backend.keeps_waits() {
-                record::read(&*inner.backend, &inner.prefix)
-                    .await
-                    .map_err(|failure| self.read_error(name, failure))?
-            } else {
-                Vec::new()
+            let records = match self.records(name).await {
+                Ok(records) => records,
+                Err(Absent::NotKept) => Vec::new(),
+                Err(Absent::Failed(err)) => return Err(err),
             };
-            let found = records.iter().find(|record| {
-                record.election == name
-                    && record
-                        .term
-                        .as_ref()
-                        .is_some_and(|term| Some(&term.holder) == info.holder_id.as_ref())
-            });
+            let found = term_record(&records, name, info);
             // A leader writes its record right after its win: a read between the two waits a
             // moment for it.
-            if found.is_some() || !inner.backend.keeps_waits() || waited.elapsed() >= RECORD_GRACE {
+            if found.is_some() || !keeps_records || waited.elapsed() >= RECORD_GRACE {
                 return Ok(Read {
                     leader: Some(leader_info(info, found)),
                     lease,
@@ -240,6 +243,16 @@ impl LockManager {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+    }
+
+    /// Who leads the election `name`, by its lock and the `records` read already.
+    async fn leader_among(
+        &self,
+        name: &str,
+        records: &[Record],
+    ) -> Result<Option<LeaderInfo>, LockError> {
+        let shown = self.show(name).await?;
+        Ok(holder(&shown).map(|(info, _)| leader_info(info, term_record(records, name, info))))
     }
 
     /// Who leads the election `name` now (`None`: nobody), whether or not this process
@@ -301,7 +314,7 @@ impl LockManager {
     }
 
     /// Every election that has a candidate now, by name, with its leader and candidates: what
-    /// `lockctl elections` shows. One read of the records and one of each election's lock.
+    /// `lockctl elections` shows. One read of the records, and one of each election's lock.
     ///
     /// Errors as [`candidates`](Self::candidates) and [`leader`](Self::leader).
     pub async fn elections(&self) -> Result<Vec<ElectionInfo>, LockError> {
@@ -325,7 +338,7 @@ impl LockManager {
             sort(&mut candidates);
             elections.push(ElectionInfo {
                 name: name.to_owned(),
-                leader: self.leader(name).await?,
+                leader: self.leader_among(name, &records).await?,
                 candidates,
             });
         }
