@@ -298,6 +298,10 @@ impl LockManager {
 
 /// A campaign for a leadership, started by [`LockManager::elect`]: whether this process leads,
 /// futures for becoming leader and for losing it, and the fencing token of the current term.
+/// It steers the campaign too: [`resign`](Leadership::resign) hands the leadership on and
+/// campaigns on, [`step_down`](Leadership::step_down) stops; [`leader`](Leadership::leader)
+/// and [`candidates`](Leadership::candidates) read the election, and
+/// [`current_term`](Leadership::current_term) gives the term to save for a restart.
 ///
 /// Dropping it steps down: the campaign stops, and a term in progress ends with the release of
 /// its lock (in the background). [`step_down`](Leadership::step_down) does the same and waits

@@ -177,6 +177,16 @@
 //! when its term ends, and gives each term's fencing token. A term is a holding of the lock of
 //! that name, with everything above, and nothing more.
 //!
+//! The election can be watched and steered: [`LockManager::leader`] says who leads
+//! ([`LeaderInfo`]: holder, host, pid, app, the term's token, since when),
+//! [`LockManager::observe`] wakes at each change of leader ([`LeaderWatch`]),
+//! [`LockManager::candidates`] lists who campaigns, [`Leadership::resign`] hands the leadership
+//! on and keeps campaigning, [`ElectionOptions::priority`] is honoured whenever the leadership
+//! changes hands (never by preempting a leader), and a restarted leader resumes its unexpired
+//! term with the same token ([`Leadership::current_term`], [`LockManager::resume_election`]).
+//! Candidates and priority need a store that keeps records (memory, every Redis deployment);
+//! `docs/ELECTION.md` gives each part's guarantee and limit.
+//!
 //! # Several keys at once
 //!
 //! [`LockManager::lock_all`] (or `#[distributed_lock(keys = [..])]`) takes several locks, all or
