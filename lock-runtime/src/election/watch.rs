@@ -483,6 +483,31 @@ impl LeaderWatch {
         self.poll = every.max(Duration::from_millis(10));
     }
 
+    /// The changes as a [`Stream`](futures_util::Stream): each item is what
+    /// [`changed`](Self::changed) resolves with. It never ends by itself.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), lock_runtime::LockError> {
+    /// use futures_util::StreamExt;
+    /// use lock_runtime::{ElectionOptions, LockManager};
+    ///
+    /// let locks = LockManager::memory();
+    /// let mut changes = Box::pin(locks.observe("scheduler").await?.into_stream());
+    /// let leadership = locks.elect("scheduler", ElectionOptions::new())?;
+    /// let token = leadership.elected().await?;
+    /// let leader = changes.next().await.flatten().expect("a leader");
+    /// assert_eq!(leader.fencing_token, Some(token));
+    /// # leadership.step_down().await
+    /// # }
+    /// ```
+    pub fn into_stream(self) -> impl futures_util::Stream<Item = Option<LeaderInfo>> + Send {
+        futures_util::stream::unfold(self, |mut watch| async move {
+            let changed = watch.changed().await;
+            Some((changed, watch))
+        })
+    }
+
     /// The leader as last read (at [`observe`](LockManager::observe), or by the last
     /// [`changed`](Self::changed)).
     pub fn leader(&self) -> Option<&LeaderInfo> {
