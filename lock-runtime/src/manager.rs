@@ -481,8 +481,7 @@ impl LockManager {
     }
 }
 
-/// What the `testing` kit needs of a manager: its shared state.
-#[cfg(feature = "testing")]
+/// A manager's shared state: what the `testing` kit and `control.rs` need of it.
 impl LockManager {
     pub(crate) fn client(&self) -> &Arc<Inner> {
         &self.inner
