@@ -83,10 +83,16 @@ fn row_fence(server: &PostgresServer, key: &str) -> String {
 
 /// A holder over `holder_url` is asked to release by a manager over `asker_url`: its
 /// `release_requested()` resolves with who asked.
-async fn request_reaches_holder(server: &PostgresServer, holder_url: &str, asker_url: &str) {
+async fn request_reaches_holder(
+    server: &PostgresServer,
+    holder_url: &str,
+    asker_url: &str,
+    route: &str,
+) {
     let holder = manager(holder_url, server).await;
     let asker = manager(asker_url, server).await;
     let guard = holder.lock("report", long()).await.expect("free");
+    let began = Instant::now();
     asker
         .request_release("report", "deploying 2.4")
         .await
@@ -96,8 +102,10 @@ async fn request_reaches_holder(server: &PostgresServer, holder_url: &str, asker
         .await
         .unwrap_or_else(|_| panic!("the holder never heard the request\n{}", server.log()));
     eprintln!(
-        "release request heard by the holder {:?} after request_release returned",
-        asked.elapsed()
+        "{route}: release request heard by the holder {:?} after request_release returned \
+         ({:?} after it was called)",
+        asked.elapsed(),
+        began.elapsed()
     );
     assert_eq!(request.key(), "report");
     assert!(request.from().ends_with("deploying 2.4"), "{request}");
@@ -114,7 +122,7 @@ async fn request_reaches_holder(server: &PostgresServer, holder_url: &str, asker
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_release_request_from_another_manager_reaches_the_holder() {
     let server = PostgresServer::start();
-    request_reaches_holder(&server, &server.url(), &server.url()).await;
+    request_reaches_holder(&server, &server.url(), &server.url(), "direct").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -122,13 +130,13 @@ async fn through_pgbouncer_with_a_listen_url_a_release_request_reaches_the_holde
     let server = PostgresServer::start();
     let bouncer = PgBouncer::start(&server);
     let url = bounced_with_listen_url(&server, &bouncer);
-    request_reaches_holder(&server, &url, &url).await;
+    request_reaches_holder(&server, &url, &url, "pgbouncer with listen_url").await;
 }
 
 /// A victim over `url` holds `report` and claimed its fence; a thief over `url` steals it: a
 /// greater fencing token, the victim's lease lost as stolen at once, its release refused
 /// without touching the thief's row, a third manager busy, the victim's fenced write stale.
-async fn steal_takes_the_lock_from_its_holder(server: &PostgresServer, url: &str) {
+async fn steal_takes_the_lock_from_its_holder(server: &PostgresServer, url: &str, route: &str) {
     let (victim, thief, third) = (
         manager(url, server).await,
         manager(url, server).await,
@@ -136,13 +144,14 @@ async fn steal_takes_the_lock_from_its_holder(server: &PostgresServer, url: &str
     );
     let data = pool(&server.url()).await;
     fence::postgres::FenceTable::default()
-        .create_if_missing(&mut *data.acquire().await.expect("connection"))
+        .create_if_missing(&mut data.acquire().await.expect("connection"))
         .await
         .expect("fence table");
     let held = victim.lock("report", long()).await.expect("free");
     let victims = Fence::new("report", held.fencing_token());
     claim(&data, &victims).await.expect("the victim's claim");
 
+    let began = Instant::now();
     let stolen = thief
         .steal("report", long(), "stuck for an hour")
         .await
@@ -153,8 +162,10 @@ async fn steal_takes_the_lock_from_its_holder(server: &PostgresServer, url: &str
         .await
         .unwrap_or_else(|_| panic!("the victim never heard the steal\n{}", server.log()));
     eprintln!(
-        "steal heard by the victim {:?} after steal returned",
-        took.elapsed()
+        "{route}: steal heard by the victim {:?} after steal returned ({:?} after it was \
+         called)",
+        took.elapsed(),
+        began.elapsed()
     );
     assert_eq!(reason, LostReason::Stolen);
 
@@ -185,7 +196,7 @@ async fn steal_takes_the_lock_from_its_holder(server: &PostgresServer, url: &str
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_steal_from_another_manager_takes_the_lock_and_the_victim_loses_it_at_once() {
     let server = PostgresServer::start();
-    steal_takes_the_lock_from_its_holder(&server, &server.url()).await;
+    steal_takes_the_lock_from_its_holder(&server, &server.url(), "direct").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -193,7 +204,7 @@ async fn through_pgbouncer_with_a_listen_url_a_steal_is_heard_at_once() {
     let server = PostgresServer::start();
     let bouncer = PgBouncer::start(&server);
     let url = bounced_with_listen_url(&server, &bouncer);
-    steal_takes_the_lock_from_its_holder(&server, &url).await;
+    steal_takes_the_lock_from_its_holder(&server, &url, "pgbouncer with listen_url").await;
 }
 
 /// Through PgBouncer in transaction mode without a URL to LISTEN on, the store hears no
@@ -230,7 +241,7 @@ async fn through_pgbouncer_without_a_listen_url_notices_are_not_carried_and_a_vi
         .await
         .unwrap_or_else(|_| panic!("the victim never lost its lease\n{}", server.log()));
     eprintln!(
-        "without LISTEN, the victim lost its lease ({reason:?}) {:?} after the steal, at its renewal",
+        "pgbouncer without listen_url: the victim lost its lease ({reason:?}) {:?} after the steal, at its renewal",
         took.elapsed()
     );
     stolen.release().await.expect("release");
@@ -295,7 +306,7 @@ async fn a_listening_connection_that_was_cut_hears_notices_again_once_made_again
         .await
         .unwrap_or_else(|_| panic!("not heard after the feed reconnected\n{}", server.log()));
     eprintln!(
-        "after the reconnect, release request heard {:?} after request_release returned",
+        "direct, after the reconnect: release request heard {:?} after request_release returned",
         asked.elapsed()
     );
     assert!(request.from().ends_with("after the cut"), "{request}");

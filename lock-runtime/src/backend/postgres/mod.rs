@@ -155,7 +155,7 @@ fn connect_options(url: &str, shown: &str) -> Result<PgConnectOptions, StoreErro
 impl PostgresStore {
     /// Connects to the database at `url` (`postgres://` or `postgresql://`, with the query
     /// parameters of [`PostgresOptions`]), refuses a standby, creates the tables unless told
-    /// not to, and starts hearing releases. Requests wait at most `request_timeout` for a
+    /// not to, and starts hearing releases and notices. Requests wait at most `request_timeout` for a
     /// connection of the pool.
     pub async fn connect(
         url: &str,
@@ -208,7 +208,7 @@ impl PostgresStore {
         Self::open(pool, listen, options, server).await
     }
 
-    /// Checks the server, makes the tables, and starts hearing releases.
+    /// Checks the server, makes the tables, and starts hearing releases and notices.
     async fn open(
         pool: PgPool,
         listen: Option<PgPool>,
