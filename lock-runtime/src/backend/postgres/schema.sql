@@ -146,7 +146,7 @@ BEGIN
     SELECT l.holder, l.token, l.expires_at > clock_timestamp()
     INTO was_holder, was_token, was_live
     FROM lock_runtime_locks l WHERE l.name = p_name FOR UPDATE;
-    IF FOUND AND was_live AND was_token <> '' AND was_token <> p_token THEN
+    IF FOUND AND was_live AND was_token <> '' AND was_token <> p_token AND was_holder <> 0 THEN
         victim := was_holder;
     END IF;
     INSERT INTO lock_runtime_locks AS l

@@ -208,3 +208,35 @@ fn fits(describe: &str, operation: &str, name: &str, notice: &Notice) -> Result<
         sql::NOTIFY_LIMIT
     )))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_notice_longer_than_a_notification_is_refused_naming_the_limit() {
+        let short = Notice::new(NoticeKind::ReleaseRequested, "lock:{a}", None, "ops");
+        assert!(fits("postgres db:5432", "announce", "lock:{a}", &short).is_ok());
+        let name = "k".repeat(sql::NOTIFY_LIMIT);
+        let long = Notice::new(
+            NoticeKind::Stolen,
+            name.as_str(),
+            HolderId::from_raw(MAX_ID),
+            "",
+        );
+        let refused = fits("postgres db:5432", "steal", &name, &long).expect_err("too long");
+        let said = refused.to_string();
+        assert!(
+            said.contains("7999 bytes") && said.contains("steal of `kkk"),
+            "{said}"
+        );
+        assert!(said.len() < 400, "the key is not repeated whole: {said}");
+    }
+
+    #[test]
+    fn the_longest_holder_id_is_48_bits_as_every_store_computes_it() {
+        let id = HolderId::of_token("any token").get();
+        assert!(id <= MAX_ID);
+        assert_eq!(format!("{MAX_ID:x}").len(), 12);
+    }
+}
