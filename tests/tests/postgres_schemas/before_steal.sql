@@ -1,3 +1,5 @@
+-- The schema of the version before steals (lock_runtime_steal), as its connect made it: the
+-- suite makes it by hand to check that connect brings it up to date.
 CREATE TABLE IF NOT EXISTS lock_runtime_locks (
     name       text PRIMARY KEY,
     token      text NOT NULL,
