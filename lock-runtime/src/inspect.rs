@@ -72,6 +72,15 @@ pub fn waits_key(prefix: &str) -> String {
     crate::protocol::waits::waits_key(prefix)
 }
 
+/// The Redis pub/sub channel where managers under `prefix` tell each other
+/// [`Notice`](crate::store::Notice)s (a request that a holder let go, a steal, an election's
+/// leader): `<prefix>notices`, carrying one [`Notice::encode`](crate::store::Notice::encode)
+/// line per message. Every manager subscribes to it (`SUBSCRIBE`, on Cluster too: `PUBLISH`
+/// reaches every node), so `SUBSCRIBE` shows what they tell each other.
+pub fn notices_channel(prefix: &str) -> String {
+    crate::protocol::notices_channel(prefix)
+}
+
 /// The stored name of the lock `key` under `prefix`: `<prefix>{<key>}`. It is also the channel
 /// its releases are announced on.
 ///

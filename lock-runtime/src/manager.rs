@@ -481,8 +481,8 @@ impl LockManager {
     }
 }
 
-/// What the `testing` kit needs of a manager: its shared state.
-#[cfg(feature = "testing")]
+/// What the `testing` kit and the control over holders (`control.rs`) need of a manager: its
+/// shared state.
 impl LockManager {
     pub(crate) fn client(&self) -> &Arc<Inner> {
         &self.inner

@@ -30,6 +30,13 @@ pub(crate) const SEEDED: u64 = 1_000_000_000_000_000;
 /// 2^53: the scripts count in Lua numbers, exact below it; a counter there is reported.
 pub(crate) const MAX_TOKEN: u64 = 1 << 53;
 
+/// The Redis pub/sub channel [`Notice`](crate::store::Notice)s of managers under `prefix`
+/// travel on: `<prefix>notices`. A lock's name begins with `{` after the prefix, so no lock's
+/// channel is this one.
+pub(crate) fn notices_channel(prefix: &str) -> String {
+    format!("{prefix}notices")
+}
+
 /// The wall clock in milliseconds since the Unix epoch: when a holder took its lock, as its
 /// value says (`since=`).
 pub(crate) fn now_ms() -> u64 {

@@ -2,8 +2,12 @@
 //! slot, renewals grouped by slot, and release notifications over sharded pub/sub (SPUBLISH /
 //! SSUBSCRIBE, Redis 7+), whose channel is the lock key itself and so lives in the lock's slot.
 //!
+//! Notices (a request that a holder let go, a steal) travel apart, on one channel per key prefix
+//! with plain `PUBLISH` and `SUBSCRIBE` (see [`ShardedFeed`]), which every node passes on to the
+//! others.
+//!
 //! Two cluster connections: one for the scripts, and one RESP3 connection that carries only the
-//! subscriptions, opened when the first waiter needs it. Keeping them apart matters: a node that
+//! subscriptions, subscribed to the notices channel at connect. Keeping them apart matters: a node that
 //! loses a slot tells its subscribers with an unrequested `sunsubscribe` push, and on a connection
 //! shared with commands that push could be taken for the answer to a command in flight.
 //!
@@ -32,9 +36,11 @@ use tokio::sync::mpsc;
 
 use super::calls::Holder;
 use super::connection::{RedisSettings, describe_error};
-use super::feed::{self, ShardedFeed, Subscriptions};
+use super::feed::{self, Hearers, ShardedFeed, Subscriptions};
 use super::replicas::{Pool, Replication};
-use super::steps::{Link, Replicated, Steps, acquire_replicated, renew_comparing, written_value};
+use super::steps::{
+    Link, Replicated, Steps, acquire_replicated, renew_comparing, steal_replicated, written_value,
+};
 use crate::backend::{
     Acquire, Ask, Booking, BoxFuture, HandOff, Release, Renewal, Store, StoreError,
 };
@@ -69,6 +75,8 @@ pub(crate) struct ClusterBackend {
     /// [`ReplicaAcks::response_timeout`](super::replicas::ReplicaAcks::response_timeout)).
     wait_client: ClusterClient,
     subscriptions: Subscriptions,
+    /// The managers that hear the notices of the notices channel.
+    hearers: Arc<Hearers>,
     background: Background,
 }
 
@@ -163,7 +171,12 @@ impl ClusterBackend {
             .await
             .map_err(|err| LockError::from_failure("connect", None, &seeds.shown, err.into()))?
             .map_err(|err| crate::backend::connect_error(&seeds.shown, &err))?;
-        let subscriptions = sharded_subscriptions(&seeds, &settings, waiters);
+        let hearers = Hearers::new(&crate::protocol::notices_channel(settings.key_prefix));
+        let subscriptions = sharded_subscriptions(&seeds, &settings, waiters, &hearers);
+        // Before the manager is returned, so that a lock taken next hears a steal at once.
+        if let Err(err) = subscriptions.watch(hearers.channel()).await {
+            tracing::warn!(server = %seeds.shown, error = %err, "cannot subscribe to the notices channel yet; holders learn of a steal at their next renewal meanwhile");
+        }
         let replication = settings.replica_acks.map(|acks| {
             (
                 Replication::new(acks, &seeds.shown, Announce::Sharded),
@@ -197,6 +210,7 @@ impl ClusterBackend {
             replication,
             wait_client,
             subscriptions,
+            hearers,
         })
     }
 
@@ -215,7 +229,9 @@ fn sharded_subscriptions(
     seeds: &Seeds,
     settings: &RedisSettings<'_>,
     waiters: Arc<Waiters>,
+    hearers: &Arc<Hearers>,
 ) -> Subscriptions {
+    let hearers = hearers.clone();
     let (seeds, url, background, tls) = (
         seeds.clone(),
         settings.url.to_owned(),
@@ -238,12 +254,13 @@ fn sharded_subscriptions(
                     conn: None,
                     pushes: pushed,
                     server: seeds.shown.clone(),
+                    broadcast: hearers.channel().to_owned(),
                 };
                 background.spawn(feed::run(
                     feed,
                     requests,
                     watched,
-                    waiters.clone(),
+                    (waiters.clone(), hearers.clone()),
                     seeds.shown.clone(),
                 ));
             }
@@ -539,6 +556,64 @@ impl Store for ClusterBackend {
 
     fn unwatch(&self, key: &str) {
         self.subscriptions.unwatch(key);
+    }
+
+    /// With `PUBLISH`, which every node passes on (see [`ShardedFeed`]).
+    fn announces(&self) -> bool {
+        true
+    }
+
+    fn attach(&self, changes: &crate::store::Changes) {
+        self.hearers.attach(changes);
+    }
+
+    fn announce<'a>(
+        &'a self,
+        notice: &'a crate::store::Notice,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            // Any node would do; the master of the channel's slot is the one its subscribers
+            // are most likely on.
+            let mut conn = self.routed(self.hearers.channel());
+            self.steps().announce(&mut conn, notice).await
+        })
+    }
+
+    fn steals(&self) -> bool {
+        true
+    }
+
+    /// On the master of the lock's slot; the script's `PUBLISH` of the notice reaches every node.
+    fn steal<'a>(
+        &'a self,
+        key: &'a Key,
+        token: &'a str,
+        ttl: Duration,
+        from: &'a str,
+    ) -> BoxFuture<'a, Result<crate::store::Stolen, StoreError>> {
+        Box::pin(async move {
+            self.subscriptions.revive();
+            let Some(replicated) = &self.replication else {
+                let mut conn = self.routed(&key.lock);
+                return self.steps().steal(&mut conn, key, token, ttl, from).await;
+            };
+            let open = self.wait_connection();
+            let routed = |conn: &ClusterConnection| SlotConnection {
+                conn: SlotConn::Own(conn.clone()),
+                route: Route::with_key(&key.lock, SlotAddr::Master),
+            };
+            steal_replicated(
+                replicated,
+                open,
+                routed,
+                &self.holder,
+                key,
+                token,
+                ttl,
+                from,
+            )
+            .await
+        })
     }
 }
 
