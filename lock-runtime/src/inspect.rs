@@ -12,6 +12,7 @@
 //! - [`UNLOCK_SCRIPT`]: the force-release script.
 //! - [`waits_key`], [`WaitRecord::parse`], [`find_cycles`] and [`victim`]: who waits for which
 //!   lock while holding which others, as waiting processes publish it, and the deadlocks in it.
+//! - [`notices_channel`]: where managers tell each other requests to let go and steals.
 //! - [`Deployment::parse`] and [`redact_url`]: the lock URLs the manager takes, and how to show
 //!   them without their passwords.
 //!

@@ -307,6 +307,46 @@ async fn after_a_sentinel_failover_notices_travel_through_the_new_master() {
     );
 }
 
+/// With `wait_for_replicas`, a steal returns once the replica has the stealer's lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steal_waiting_for_replicas_returns_once_the_replica_has_the_stealers_lock() {
+    let master = RedisServer::start();
+    let port = master.port().to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let synced = wait_until_async(PATIENCE, || {
+        replica
+            .cmd(&["INFO", "replication"])
+            .contains("master_link_status:up")
+    })
+    .await;
+    assert!(synced, "{}\n{}", master.log(), replica.log());
+    let locks = connect(&master).await;
+    let victim = locks
+        .lock("import:replicated", LockOptions::new())
+        .await
+        .expect("lock");
+    let thief = LockManager::builder()
+        .url(master.url())
+        .wait_for_replicas(1, Duration::from_secs(10))
+        .build()
+        .await
+        .unwrap_or_else(|err| panic!("connect: {err}\n{}", master.log()));
+    let stored = "lock:{import:replicated}";
+    let holder = |server: &RedisServer| server.stored_lock(stored).and_then(|lock| lock.token_id());
+    let victims = holder(&master).expect("the victim holds it");
+    let mine = thief
+        .steal("import:replicated", LockOptions::new(), "")
+        .await
+        .unwrap_or_else(|err| panic!("steal: {err}\n{}", master.log()));
+    assert!(mine.fencing_token() > victim.fencing_token());
+    // Acknowledged before the steal returned: read at once, no wait for the replica.
+    let stealers = holder(&master).expect("the stealer holds it");
+    assert_ne!(stealers, victims);
+    assert_eq!(holder(&replica), Some(stealers), "{}", replica.log());
+    let stats = master.cmd(&["INFO", "commandstats"]);
+    assert!(stats.contains("cmdstat_wait:calls=1,"), "{stats}");
+}
+
 /// Redlock cannot steal: its masters would each grant every thief.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redlock_refuses_a_steal_as_a_configuration_error() {
