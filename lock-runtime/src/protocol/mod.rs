@@ -107,6 +107,8 @@ pub(crate) struct Capabilities {
     /// `SET ... IFEQ` (Valkey 8.1, Redis 8.4): a lock nobody waited for is renewed by
     /// comparing its whole value, without the renewal script.
     pub(crate) set_ifeq: bool,
+    /// RESP3 (Redis 6.0), which a Cluster's subscriptions need; assumed where `INFO` is refused.
+    pub(crate) resp3: bool,
 }
 
 impl Capabilities {
@@ -119,7 +121,9 @@ impl Capabilities {
         key_prefix: &str,
     ) -> Capabilities {
         let info: RedisResult<String> = redis::cmd("INFO").arg("server").query_async(conn).await;
-        let lean_acquire = info.is_ok_and(|info| version_at_least(&info, 7));
+        let lean_acquire = info.as_ref().is_ok_and(|info| version_at_least(info, 7));
+        // A server that refuses INFO has ACLs, which came with RESP3 in Redis 6.0.
+        let resp3 = info.as_ref().map_or(true, |info| version_at_least(info, 6));
         let probe = format!("{key_prefix}{{lock-runtime:probe}}");
         let mut native_delete = None;
         if lean_acquire {
@@ -152,6 +156,7 @@ impl Capabilities {
             lean_acquire,
             native_delete,
             set_ifeq,
+            resp3,
         }
     }
 
@@ -226,6 +231,7 @@ mod tests {
             lean_acquire: true,
             native_delete: Some(NativeDelete::DelIfEq),
             set_ifeq: true,
+            resp3: true,
         };
         assert_eq!(
             capabilities.describe(),

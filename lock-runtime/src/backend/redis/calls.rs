@@ -368,6 +368,7 @@ mod tests {
             lean_acquire: true,
             native_delete: None,
             set_ifeq: false,
+            resp3: true,
         };
         let scripts = Capabilities {
             lean_acquire: false,

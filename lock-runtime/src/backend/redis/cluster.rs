@@ -77,6 +77,9 @@ pub(crate) struct ClusterBackend {
     subscriptions: Subscriptions,
     /// The managers that hear the notices of the notices channel.
     hearers: Arc<Hearers>,
+    /// The servers speak RESP3 (Redis 6.0), which the subscription to the notices channel
+    /// needs (see [`Capabilities::resp3`]).
+    announces: bool,
     background: Background,
 }
 
@@ -173,10 +176,6 @@ impl ClusterBackend {
             .map_err(|err| crate::backend::connect_error(&seeds.shown, &err))?;
         let hearers = Hearers::new(&crate::protocol::notices_channel(settings.key_prefix));
         let subscriptions = sharded_subscriptions(&seeds, &settings, waiters, &hearers);
-        // Before the manager is returned, so that a lock taken next hears a steal at once.
-        if let Err(err) = subscriptions.watch(hearers.channel()).await {
-            tracing::warn!(server = %seeds.shown, error = %err, "cannot subscribe to the notices channel yet; holders learn of a steal at their next renewal meanwhile");
-        }
         let replication = settings.replica_acks.map(|acks| {
             (
                 Replication::new(acks, &seeds.shown, Announce::Sharded),
@@ -199,6 +198,13 @@ impl ClusterBackend {
         )
         .await;
         tracing::debug!(server = %seeds.shown, protocol = %capabilities.describe(), "lock protocol");
+        // Before the manager is returned, so that a lock taken next hears a steal at once.
+        let announces = capabilities.resp3;
+        if !announces {
+            tracing::warn!(server = %seeds.shown, "Redis Cluster before 6.0 has no RESP3, which its subscriptions need: requests to let go are refused, and a holder learns of a steal at its next renewal");
+        } else if let Err(err) = subscriptions.watch(hearers.channel()).await {
+            tracing::warn!(server = %seeds.shown, error = %err, "cannot subscribe to the notices channel yet; holders learn of a steal at their next renewal meanwhile");
+        }
         Ok(ClusterBackend {
             inspect: super::inspect::RedisInspect::new(&settings),
             conn: commands,
@@ -211,6 +217,7 @@ impl ClusterBackend {
             wait_client,
             subscriptions,
             hearers,
+            announces,
         })
     }
 
@@ -558,9 +565,9 @@ impl Store for ClusterBackend {
         self.subscriptions.unwatch(key);
     }
 
-    /// With `PUBLISH`, which every node passes on (see [`ShardedFeed`]).
+    /// With `PUBLISH`, which every node passes on (see [`ShardedFeed`]), from Redis 6.0 on.
     fn announces(&self) -> bool {
-        true
+        self.announces
     }
 
     fn attach(&self, changes: &crate::store::Changes) {
