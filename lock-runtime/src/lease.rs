@@ -126,6 +126,9 @@ pub struct Lease {
     /// Who asked the holder to let go, from the first such request heard (see
     /// `LockManager::request_release`).
     requested: std::sync::OnceLock<Box<str>>,
+    /// For a lease a steal took: the raw [`HolderId`](crate::store::HolderId) of the holder it
+    /// was taken from, 0 for none (see `LockGuard::stolen_from`).
+    stolen_from: AtomicU64,
     /// Woken on every change of `times.status`, and on a request to let go.
     changed: Notify,
 }
@@ -176,6 +179,7 @@ impl Lease {
             in_use: AtomicBool::new(false),
             times: Mutex::new(Times::starting(started, options.ttl)),
             requested: std::sync::OnceLock::new(),
+            stolen_from: AtomicU64::new(0),
             changed: Notify::new(),
         }
     }
@@ -395,6 +399,17 @@ impl Lease {
             self.changed.notify_waiters();
         }
         first
+    }
+
+    /// This lease was taken by a steal from `victim` (if the store knows who held it).
+    pub(crate) fn set_stolen_from(&self, victim: Option<crate::store::HolderId>) {
+        let raw = victim.map_or(0, crate::store::HolderId::get);
+        self.stolen_from.store(raw, Ordering::Release);
+    }
+
+    /// Whom this lease's steal took the lock from, if it was a steal and the store knew.
+    pub(crate) fn stolen_from(&self) -> Option<crate::store::HolderId> {
+        crate::store::HolderId::from_raw(self.stolen_from.load(Ordering::Acquire))
     }
 
     /// Who asked the holder to let go, if anyone has.

@@ -53,6 +53,7 @@ impl Notices {
             NoticeKind::ReleaseRequested => {
                 for lease in self.addressed(notice) {
                     if lease.request_release(&notice.text) {
+                        crate::metrics::release_requested(lease.options.label);
                         tracing::warn!(
                             key = %lease.key(),
                             from = %notice.text,
