@@ -33,11 +33,19 @@
 //! | `readers_share_a_read_write_lock` | two readers on two managers hold it at once |
 //! | `writer_excludes_readers_and_writers` | a writer waits for the reader; while it holds, a reader and another writer are busy |
 //! | `semaphore_refusal_names_the_shape`, `read_write_refusal_names_the_shape` | a store that refuses the shape says so with an error naming it |
+//! | `release_request_reaches_the_holder` | a holder asked to let go from another manager ([`LockManager::request_release`]) hears it within 5 s, with the reason, and keeps the lock |
+//! | `notices_reach_every_manager` | holders on 3 managers, all asked by the first, each hear it within 5 s: the announcer hears its own notices |
+//! | `announce_refusal_is_clear` | a store that carries no notices refuses `request_release` with a [`LockError::Config`] saying so |
+//! | `steal_takes_the_lock_with_a_greater_fence` | a steal ([`LockManager::steal`]) from a holder on another manager: a greater fencing token; the victim's lease lost with [`LostReason::Stolen`](crate::LostReason::Stolen) within 5 s; a busy try on a third manager names the thief (where the store names a holder); the victim's release is `LeaseLost` and leaves the thief's lock |
+//! | `steal_of_a_free_lock_takes_it` | a steal of a free lock takes it, from nobody |
+//! | `steal_refusal_is_clear` | a store that cannot steal refuses `steal` with a [`LockError::Config`] saying so |
 //!
 //! Whether a store holds semaphores and read-write locks is asked by trying one on a free
 //! key: a [`LockError::Config`] is a refusal, and the shape's
 //! checks are skipped (Redlock refuses both); a store that holds the shape has no refusal to
-//! check, and that check is skipped. Short leases (1 s) are used only where a check waits for
+//! check, and that check is skipped. Control over a holder is asked the same way: a
+//! `request_release` and a `steal` of a free key; a store that refuses one has that part's
+//! checks skipped ("the store does not support ...") and its refusal checked. Short leases (1 s) are used only where a check waits for
 //! an expiry; the whole kit takes a few seconds. Bounds are seconds, so that it passes on a
 //! loaded machine.
 //!
@@ -62,6 +70,7 @@
 
 mod bounds;
 mod contention;
+mod control;
 mod endings;
 mod leases;
 mod locks;
@@ -231,6 +240,58 @@ fn refused(
     }
 }
 
+/// The checks of one part of control over a holder, or its refusal's.
+async fn control_part(
+    runner: &mut Runner<'_>,
+    part: control::Part,
+    checks: &[(&'static str, control::Check)],
+    refusal: &'static str,
+) {
+    let mut processes = runner.processes(part.probe());
+    let started = Instant::now();
+    let support = tokio::time::timeout(CHECK_LIMIT, control::probe(&mut processes, part))
+        .await
+        .unwrap_or_else(|_| {
+            control::Support::Broken(format!(
+                "trying {} did not finish within {CHECK_LIMIT:?}",
+                part.noun()
+            ))
+        });
+    processes.close().await;
+    let took = started.elapsed();
+    let (outcome, message) = match &support {
+        control::Support::Does => {
+            for &(name, check) in checks {
+                let mut processes = runner.processes(name);
+                let started = Instant::now();
+                let verdict = tokio::time::timeout(CHECK_LIMIT, check(&mut processes))
+                    .await
+                    .unwrap_or_else(|_| Err(format!("did not finish within {CHECK_LIMIT:?}")));
+                processes.close().await;
+                runner.verdict(name, verdict, started.elapsed());
+            }
+            let note = format!("the store does {}: nothing refused", part.noun());
+            runner.record(refusal, Outcome::Skipped, note, took);
+            return;
+        }
+        control::Support::Refuses(refused) => {
+            let verdict = control::refusal_is_clear(part, refused);
+            runner.verdict(refusal, verdict, took);
+            (
+                Outcome::Skipped,
+                format!("the store does not support {}: {refused}", part.noun()),
+            )
+        }
+        control::Support::Broken(what) => {
+            runner.record(refusal, Outcome::Failed, what.clone(), took);
+            (Outcome::Failed, format!("not run: {what}"))
+        }
+    };
+    for &(name, _) in checks {
+        runner.record(name, outcome, message.clone(), Duration::ZERO);
+    }
+}
+
 /// Runs every check against `store`, each manager built over it with
 /// [`LockManagerBuilder::store`](crate::LockManagerBuilder::store): [`run`] with the managers
 /// of one shared store value, named by its [`describe`](crate::store::Store::describe).
@@ -322,5 +383,33 @@ where
     );
     semaphores(&mut runner).await;
     read_write_locks(&mut runner).await;
+    control_part(
+        &mut runner,
+        control::Part::Announce,
+        &[
+            ("release_request_reaches_the_holder", |p| {
+                Box::pin(control::request_reaches_the_holder(p))
+            }),
+            ("notices_reach_every_manager", |p| {
+                Box::pin(control::notices_reach_every_manager(p))
+            }),
+        ],
+        "announce_refusal_is_clear",
+    )
+    .await;
+    control_part(
+        &mut runner,
+        control::Part::Steal,
+        &[
+            ("steal_takes_the_lock_with_a_greater_fence", |p| {
+                Box::pin(control::steal_takes_the_lock(p))
+            }),
+            ("steal_of_a_free_lock_takes_it", |p| {
+                Box::pin(control::steal_of_a_free_lock_takes_it(p))
+            }),
+        ],
+        "steal_refusal_is_clear",
+    )
+    .await;
     runner.report
 }
