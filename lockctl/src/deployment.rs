@@ -34,6 +34,8 @@ impl Deployment {
         let manager = LockManager::builder()
             .url(url)
             .request_timeout(timeout)
+            // Who a request to let go, a steal and a lock held by `steal --hold` name.
+            .app_name(format!("lockctl {}", crate::unlock::operator()))
             .build()
             .await
             .map_err(Failure::lock)?;
@@ -45,6 +47,21 @@ impl Deployment {
         let places = deployment.inspect()?.places().await;
         deployment.several = places.map_err(Failure::store)?.len() > 1;
         Ok(deployment)
+    }
+
+    /// A deployment over `manager` (a `memory://` one shared by name, in this process).
+    #[cfg(test)]
+    pub(crate) async fn over(manager: LockManager, shown: &str) -> Deployment {
+        Deployment {
+            manager,
+            shown: shown.to_owned(),
+            several: false,
+        }
+    }
+
+    /// Its manager: what asks a holder to let go, and steals.
+    pub(crate) fn manager(&self) -> &LockManager {
+        &self.manager
     }
 
     /// The inspection side of its store; an error for a store that has none.

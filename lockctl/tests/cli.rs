@@ -731,6 +731,14 @@ fn no_deployment_is_a_usage_error() {
     assert!(text(&output).contains("REDIS_URL"), "{}", text(&output));
 }
 
+#[test]
+fn steal_without_a_reason_is_a_usage_error_before_anything_is_reached() {
+    // No server listens on the URL: the missing reason is found first.
+    let output = lockctl("redis://127.0.0.1:1", &["steal", "order:42"]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("--reason"), "{}", text(&output));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn redlock_shows_every_master_and_unlock_releases_on_each() {
     let masters = lock_tests::Masters::start(3);
