@@ -365,3 +365,39 @@ async fn steals_and_requests_are_counted_in_the_metrics() {
         );
     }
 }
+
+/// The audit lines, at `warn`: the asker's and the holder's for a request, the thief's and the
+/// victim's for a steal, each naming the key and who asked and why.
+#[tokio::test]
+async fn requests_and_steals_leave_audit_lines_naming_the_key_and_who_asked() {
+    use lock_tests::logs::{Level, Logged};
+    let logged = Logged::default();
+    let (holder, ops) = two_processes("audit").await;
+    {
+        let _capture = logged.capture(Level::WARN);
+        let guard = holder.lock("order:42", long()).await.expect("free");
+        ops.request_release("order:42", "deploy at 14:00")
+            .await
+            .expect("asked");
+        let thief = ops
+            .steal("order:42", long(), "stuck for an hour")
+            .await
+            .expect("stolen");
+        assert_eq!(guard.lost().await, LostReason::Stolen);
+        thief.release().await.expect("released");
+    }
+    let text = logged.text();
+    println!("{text}");
+    for line in [
+        "asked the holder of the lock to release it; the holder decides",
+        "the holder was asked to release the lock",
+        "stole the lock from its holder",
+        "the lock was stolen from its holder; its lease is lost",
+    ] {
+        let found = text.lines().find(|logged| logged.contains(line));
+        let found = found.unwrap_or_else(|| panic!("no `{line}` in\n{text}"));
+        assert!(found.contains(" WARN "), "{found}");
+        assert!(found.contains("key=order:42"), "{found}");
+        assert!(found.contains("ops on "), "who asked: {found}");
+    }
+}
