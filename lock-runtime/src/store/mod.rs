@@ -330,9 +330,10 @@ impl Changes {
     }
 
     /// Whether the manager it tells is gone (dropped with all its clones): nothing told here
-    /// reaches anyone any more.
+    /// reaches anyone any more. (Its waiters may live on, shared with other managers of a
+    /// `memory://<name>` table, which have a `Changes` of their own.)
     pub fn is_gone(&self) -> bool {
-        self.waiters.strong_count() == 0
+        self.notices.strong_count() == 0 || self.waiters.strong_count() == 0
     }
 }
 
