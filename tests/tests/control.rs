@@ -401,3 +401,79 @@ async fn requests_and_steals_leave_audit_lines_naming_the_key_and_who_asked() {
         assert!(found.contains("ops on "), "who asked: {found}");
     }
 }
+
+#[distributed_lock(key = "sync:<name>", ttl = "60s", on_lease_lost = "continue", manager = locks)]
+async fn sync_on(
+    locks: &LockManager,
+    name: &str,
+    started: &tokio::sync::Notify,
+) -> Result<LostReason, LockError> {
+    started.notify_one();
+    let current = lock_runtime::current().expect("inside the section");
+    Ok(current.lost().await)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_continues_after_a_loss_is_told_stolen() {
+    let (holder, ops) = two_processes("attribute-continue").await;
+    let started = Arc::new(tokio::sync::Notify::new());
+    let call = tokio::spawn({
+        let started = started.clone();
+        async move { sync_on(&holder, "orders", &started).await }
+    });
+    started.notified().await;
+    let thief = ops
+        .steal("sync:orders", long(), "resync")
+        .await
+        .expect("stolen");
+    let (told, _) = timed("steal heard inside a continuing body", call).await;
+    let told = told.expect("the task ran").expect("the body returned");
+    assert_eq!(told, LostReason::Stolen);
+    thief.release().await.expect("released");
+}
+
+/// A steal and the thief's shutdown at once, over and over: the lock ends either still the
+/// victim's (the steal was refused) or free (stolen, then released by the shutdown); never held
+/// by a shut-down manager.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_steal_racing_shutdown_never_leaves_the_lock_to_a_closed_manager() {
+    let url = "memory://control-steal-shutdown";
+    let holder = LockManager::connect(url).await.expect("memory manager");
+    let other = LockManager::connect(url).await.expect("memory manager");
+    let (mut stolen, mut refused) = (0, 0);
+    for round in 0..50 {
+        let key = format!("race:{round}");
+        let victim = holder.lock(&key, long()).await.expect("free");
+        let ops = LockManager::connect(url).await.expect("memory manager");
+        let (steal, closed) = tokio::join!(
+            tokio::spawn({
+                let (ops, key) = (ops.clone(), key.clone());
+                async move { ops.steal(key, long(), "race").await }
+            }),
+            tokio::spawn({
+                let ops = ops.clone();
+                async move { ops.shutdown().await }
+            }),
+        );
+        closed.expect("the shutdown ran").ok();
+        match steal.expect("the steal ran") {
+            Ok(guard) => {
+                stolen += 1;
+                drop(guard);
+            }
+            Err(LockError::ShutDown { .. }) => refused += 1,
+            Err(other) => panic!("round {round}: the steal gave {other:?}"),
+        }
+        if victim.is_held() {
+            victim.release().await.expect("still the victim's");
+        } else {
+            assert_eq!(victim.lost().await, LostReason::Stolen);
+        }
+        let next = other.lock(&key, long().wait(PATIENCE)).await;
+        next.unwrap_or_else(|err| panic!("round {round}: {err}"))
+            .release()
+            .await
+            .expect("released");
+    }
+    println!("{stolen} steals went through before the shutdown, {refused} were refused");
+}
