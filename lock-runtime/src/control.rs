@@ -218,7 +218,7 @@ impl LockManager {
             LockError::from_failure("steal", Some(&key), backend.server(), failure)
         })?;
         lease.mark_held(stolen.fence);
-        lease.set_stolen_from(stolen.victim);
+        lease.set_stolen_from(stolen.victim.map_or(0, crate::store::HolderId::get));
         inner.watchdog.activate(watch_id);
         if inner.is_closed() {
             // Shutdown drained the watchdog before this lease was in it: the drop of

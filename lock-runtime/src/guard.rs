@@ -220,7 +220,7 @@ impl LockGuard {
     /// `format!("{:012x}", id.get())`); `None` if the lock was free, for any other guard, and
     /// where the store does not know who held it.
     pub fn stolen_from(&self) -> Option<crate::store::HolderId> {
-        self.lease.stolen_from()
+        crate::store::HolderId::from_raw(self.lease.stolen_from())
     }
 
     /// Releases the lock and waits until the server confirms it, so the next holder can enter

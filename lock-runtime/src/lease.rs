@@ -401,15 +401,15 @@ impl Lease {
         first
     }
 
-    /// This lease was taken by a steal from `victim` (if the store knows who held it).
-    pub(crate) fn set_stolen_from(&self, victim: Option<crate::store::HolderId>) {
-        let raw = victim.map_or(0, crate::store::HolderId::get);
-        self.stolen_from.store(raw, Ordering::Release);
+    /// This lease was taken by a steal from the holder whose raw id is `victim` (0: none, or
+    /// the store does not know).
+    pub(crate) fn set_stolen_from(&self, victim: u64) {
+        self.stolen_from.store(victim, Ordering::Release);
     }
 
-    /// Whom this lease's steal took the lock from, if it was a steal and the store knew.
-    pub(crate) fn stolen_from(&self) -> Option<crate::store::HolderId> {
-        crate::store::HolderId::from_raw(self.stolen_from.load(Ordering::Acquire))
+    /// The raw id of the holder this lease's steal took the lock from; 0 for none.
+    pub(crate) fn stolen_from(&self) -> u64 {
+        self.stolen_from.load(Ordering::Acquire)
     }
 
     /// Who asked the holder to let go, if anyone has.
@@ -419,13 +419,13 @@ impl Lease {
 
     /// Resolves with who asked once someone asks the holder to let go (at once if someone
     /// has); never resolves if the lease is released or lost first.
-    pub(crate) async fn release_requested(&self) -> crate::notices::ReleaseRequest {
+    pub(crate) async fn release_requested(&self) -> crate::release_request::ReleaseRequest {
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
             if let Some(from) = self.release_request() {
-                return crate::notices::ReleaseRequest::new(self.key(), from);
+                return crate::release_request::ReleaseRequest::new(self.key(), from);
             }
             if matches!(self.status(), Status::Released | Status::Lost(_)) {
                 break;
