@@ -1471,3 +1471,48 @@ async fn a_deadlock_between_two_processes_is_reported() {
     expected.sort_unstable();
     assert_eq!(shown_pids, expected, "{cycles}");
 }
+
+/// `revoke` and `steal` against a real server, as an operator runs them: the holder hears who
+/// asked, then loses its lock to the steal with a greater fencing token.
+#[tokio::test(flavor = "multi_thread")]
+#[ignore = "until the Redis store carries notices and steals (docs/CONTROL.md)"]
+async fn revoke_asks_the_holder_and_steal_takes_its_lock_on_redis() {
+    let server = RedisServer::start();
+    let locks = manager(&server.url(), "billing jobs").await;
+    let guard = locks
+        .lock("order:42", LockOptions::new().ttl(LONG_LEASE))
+        .await
+        .expect("free");
+
+    let began = Instant::now();
+    let revoked = lockctl(&server.url(), &["revoke", "order:42", "--reason", "deploy"]);
+    assert_eq!(revoked.status.code(), Some(0), "{}", text(&revoked));
+    let shown = text(&revoked);
+    for part in [
+        "billing jobs",
+        &std::process::id().to_string(),
+        "holder decides",
+    ] {
+        assert!(shown.contains(part), "no `{part}` in {shown}");
+    }
+    let request = tokio::time::timeout(PATIENCE, guard.release_requested())
+        .await
+        .expect("the holder heard it");
+    println!(
+        "revoke heard {} ms after lockctl started",
+        began.elapsed().as_millis()
+    );
+    assert!(request.from().ends_with(": deploy"), "{request}");
+
+    let stolen = json(&lockctl(
+        &server.url(),
+        &["steal", "order:42", "--reason", "stuck", "--json"],
+    ));
+    assert!(
+        stolen["fencing_token"].as_u64() > Some(guard.fencing_token()),
+        "{stolen}"
+    );
+    assert_eq!(stolen["victim"]["app"], "billing jobs", "{stolen}");
+    let lost = tokio::time::timeout(PATIENCE, guard.lost()).await;
+    assert_eq!(lost.expect("told"), lock_runtime::LostReason::Stolen);
+}
