@@ -292,6 +292,38 @@ async fn control_part(
     }
 }
 
+/// The checks of control over a holder: notices, then steals.
+async fn control_checks(runner: &mut Runner<'_>) {
+    control_part(
+        runner,
+        control::Part::Announce,
+        &[
+            ("release_request_reaches_the_holder", |p| {
+                Box::pin(control::request_reaches_the_holder(p))
+            }),
+            ("notices_reach_every_manager", |p| {
+                Box::pin(control::notices_reach_every_manager(p))
+            }),
+        ],
+        "announce_refusal_is_clear",
+    )
+    .await;
+    control_part(
+        runner,
+        control::Part::Steal,
+        &[
+            ("steal_takes_the_lock_with_a_greater_fence", |p| {
+                Box::pin(control::steal_takes_the_lock(p))
+            }),
+            ("steal_of_a_free_lock_takes_it", |p| {
+                Box::pin(control::steal_of_a_free_lock_takes_it(p))
+            }),
+        ],
+        "steal_refusal_is_clear",
+    )
+    .await;
+}
+
 /// Runs every check against `store`, each manager built over it with
 /// [`LockManagerBuilder::store`](crate::LockManagerBuilder::store): [`run`] with the managers
 /// of one shared store value, named by its [`describe`](crate::store::Store::describe).
@@ -383,33 +415,6 @@ where
     );
     semaphores(&mut runner).await;
     read_write_locks(&mut runner).await;
-    control_part(
-        &mut runner,
-        control::Part::Announce,
-        &[
-            ("release_request_reaches_the_holder", |p| {
-                Box::pin(control::request_reaches_the_holder(p))
-            }),
-            ("notices_reach_every_manager", |p| {
-                Box::pin(control::notices_reach_every_manager(p))
-            }),
-        ],
-        "announce_refusal_is_clear",
-    )
-    .await;
-    control_part(
-        &mut runner,
-        control::Part::Steal,
-        &[
-            ("steal_takes_the_lock_with_a_greater_fence", |p| {
-                Box::pin(control::steal_takes_the_lock(p))
-            }),
-            ("steal_of_a_free_lock_takes_it", |p| {
-                Box::pin(control::steal_of_a_free_lock_takes_it(p))
-            }),
-        ],
-        "steal_refusal_is_clear",
-    )
-    .await;
+    control_checks(&mut runner).await;
     runner.report
 }
