@@ -191,14 +191,34 @@ pub(super) async fn notices_reach_every_manager(p: &mut Processes<'_>) -> Verdic
     ))
 }
 
+/// How a steal's victim learns of it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum Told {
+    /// By a notice, at once: its lease is lost as [`LostReason::Stolen`].
+    AtOnce,
+    /// At its next renewal (the store carries no notices): lost as `Stolen` or `NotOwner`.
+    AtRenewal,
+}
+
+/// The victim's lease where it learns at its next renewal: renewed every second, so that it
+/// learns well within [`SOON`].
+const RENEWED_SOON: Duration = Duration::from_secs(3);
+
 /// A steal from a holder on another manager: a greater fencing token, the victim's lease lost
-/// with [`LostReason::Stolen`] soon, a busy try naming the thief (where the store names a
-/// holder), and the victim's release refused without touching the thief's lock.
-pub(super) async fn steal_takes_the_lock(p: &mut Processes<'_>) -> Verdict {
+/// soon (as [`LostReason::Stolen`] where it is told at once), a busy try naming the thief (where
+/// the store names a holder), and the victim's release refused without touching the thief's
+/// lock.
+pub(super) async fn steal_takes_the_lock(p: &mut Processes<'_>, told: Told) -> Verdict {
     let [victim, thief, other] = <[_; 3]>::try_from(p.spawn_many(3).await?)
         .map_err(|_| "three managers asked for".to_owned())?;
     let key = p.key("lock");
-    let held = take(&victim, &key).await?;
+    let held = match told {
+        Told::AtOnce => take(&victim, &key).await?,
+        Told::AtRenewal => victim
+            .lock(&key, LockOptions::new().ttl(RENEWED_SOON))
+            .await
+            .map_err(|err| format!("the free lock `{key}` was not granted: {err}"))?,
+    };
     let stolen = thief
         .steal(&key, long(), "conformance: stuck")
         .await
@@ -217,7 +237,11 @@ pub(super) async fn steal_takes_the_lock(p: &mut Processes<'_>) -> Verdict {
     let (reason, took) = soon(held.lost())
         .await
         .ok_or_else(|| format!("the victim's lease was not lost within {SOON:?}"))?;
-    if reason != LostReason::Stolen {
+    let expected = match told {
+        Told::AtOnce => reason == LostReason::Stolen,
+        Told::AtRenewal => matches!(reason, LostReason::Stolen | LostReason::NotOwner),
+    };
+    if !expected {
         return Err(format!(
             "the victim's lease was lost as `{reason}`; expected Stolen"
         ));
@@ -244,8 +268,12 @@ pub(super) async fn steal_takes_the_lock(p: &mut Processes<'_>) -> Verdict {
         .release()
         .await
         .map_err(|err| format!("the thief's release failed: {err}"))?;
+    let how = match told {
+        Told::AtOnce => "heard it",
+        Told::AtRenewal => "learnt it at its renewal",
+    };
     Ok(format!(
-        "{tokens}; the victim heard it after {took:.2?}; {named}"
+        "{tokens}; the victim {how} after {took:.2?}; {named}"
     ))
 }
 
