@@ -199,7 +199,7 @@ pub(crate) async fn steal(
         );
     }
     if asked.json {
-        return json_line(
+        json_line(
             asked.out,
             &StealJson {
                 deployment: deployment.shown(),
@@ -213,10 +213,12 @@ pub(crate) async fn steal(
                 held_ms: u64::try_from(held.as_millis()).unwrap_or(u64::MAX),
                 released: released.is_ok(),
             },
-        );
+        )?;
+    } else if released.is_ok() {
+        write(asked.out, &format!("released `{}`\n", asked.key))?;
     }
     match released {
-        Ok(()) => write(asked.out, &format!("released `{}`\n", asked.key)),
+        Ok(()) => Ok(()),
         Err(err) => Err(Failure::failed(format!(
             "stole `{}` but its release failed: {err}; it ends with its lease",
             asked.key
