@@ -1475,7 +1475,6 @@ async fn a_deadlock_between_two_processes_is_reported() {
 /// `revoke` and `steal` against a real server, as an operator runs them: the holder hears who
 /// asked, then loses its lock to the steal with a greater fencing token.
 #[tokio::test(flavor = "multi_thread")]
-#[ignore = "until the Redis store carries notices and steals (docs/CONTROL.md)"]
 async fn revoke_asks_the_holder_and_steal_takes_its_lock_on_redis() {
     let server = RedisServer::start();
     let locks = manager(&server.url(), "billing jobs").await;
@@ -1499,20 +1498,26 @@ async fn revoke_asks_the_holder_and_steal_takes_its_lock_on_redis() {
         .await
         .expect("the holder heard it");
     println!(
-        "revoke heard {} ms after lockctl started",
+        "revoke heard {} ms after lockctl started (its start, connection and exit included)",
         began.elapsed().as_millis()
     );
     assert!(request.from().ends_with(": deploy"), "{request}");
 
-    let stolen = json(&lockctl(
-        &server.url(),
-        &["steal", "order:42", "--reason", "stuck", "--json"],
-    ));
+    let began = Instant::now();
+    let running = tokio::task::spawn_blocking({
+        let url = server.url();
+        move || lockctl(&url, &["steal", "order:42", "--reason", "stuck", "--json"])
+    });
+    let lost = tokio::time::timeout(PATIENCE, guard.lost()).await;
+    println!(
+        "steal heard {} ms after lockctl started (its start and connection included)",
+        began.elapsed().as_millis()
+    );
+    assert_eq!(lost.expect("told"), lock_runtime::LostReason::Stolen);
+    let stolen = json(&running.await.expect("lockctl ran"));
     assert!(
         stolen["fencing_token"].as_u64() > Some(guard.fencing_token()),
         "{stolen}"
     );
     assert_eq!(stolen["victim"]["app"], "billing jobs", "{stolen}");
-    let lost = tokio::time::timeout(PATIENCE, guard.lost()).await;
-    assert_eq!(lost.expect("told"), lock_runtime::LostReason::Stolen);
 }
