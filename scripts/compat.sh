@@ -23,9 +23,10 @@
 # Each server runs, through the harness's LOCK_TESTS_REDIS_SERVER: tests/tests/behaviour.rs (every
 # behaviour on one server, Sentinel, Cluster and Redlock), tests/tests/compat.rs (the attribute,
 # cross-process wake-up, fair mode), lockctl's tests (lockctl/tests/cli.rs), the Redis fence's
-# script on one server and a Cluster (tests/tests/fence_redis.rs), on one server the
-# suites of leader election, the multi-key lock, the semaphore and the read-write lock, and the
-# round trip of the stored value between the runtime and its scripts. Needs
+# script on one server and a Cluster (tests/tests/fence_redis.rs), requests to let go and steals
+# on every deployment (tests/tests/control_redis.rs: the notices channel, steal.lua), on one
+# server the suites of leader election, the multi-key lock, the semaphore and the read-write
+# lock, and the round trip of the stored value between the runtime and its scripts. Needs
 # python3 with pip, curl, make and a C compiler; installs the missing ones with apt-get as
 # scripts/test.sh does.
 set -euo pipefail
@@ -201,7 +202,7 @@ summary() {
 
 need_tools
 # --workspace, as scripts/test.sh: the same features, so the same build.
-suites=(--workspace --test behaviour --test compat --test cli --test fence_redis)
+suites=(--workspace --test behaviour --test compat --test cli --test fence_redis --test control_redis)
 # The other primitives (leader election, several keys, semaphore, read-write lock): their
 # behaviours on one server, which run the same scripts as every other topology.
 primitives=(--workspace --test election --test multi --test semaphore --test rwlock)

@@ -646,7 +646,8 @@ impl LockManagerBuilder {
     fn finish(self, backend: Arc<dyn Store>, waiters: Arc<Waiters>) -> LockManager {
         let backend = crate::metrics::layer::measured(crate::store::delay::delayed(backend));
         let notices = Arc::new(crate::notices::Notices::new());
-        backend.attach(&Changes::new(&waiters, &notices));
+        let hears: std::sync::Weak<dyn crate::store::Hears> = Arc::downgrade(&notices) as _;
+        backend.attach(&Changes::new(&waiters, hears));
         tracing::info!(backend = backend.describe(), prefix = %self.prefix, "lock manager ready");
         let background = Background::pinned_to(self.runtime);
         let watchdog = Watchdog::new(backend.clone(), background.clone());

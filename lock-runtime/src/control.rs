@@ -43,7 +43,13 @@ impl LockManager {
     ///
     /// Resolves once the store has taken the request; it does not wait for the holder, and a
     /// lock nobody holds hears nothing. A holder whose connection to the store is down when
-    /// it is told misses the request.
+    /// it is told misses the request. Only the plain lock `key` is addressed: the holders of
+    /// a semaphore's permits or of a read-write lock of that name are not told. The asker
+    /// writes an audit line too (`warn`, with the key and who asked).
+    ///
+    /// Without a [`request_timeout`](crate::LockManagerBuilder::request_timeout)-long answer
+    /// from the store the request may or may not have been carried; asking again is harmless
+    /// (a holder acts on the first request it hears).
     ///
     /// Errors: [`LockError::Config`] for an empty key, or on a store that carries no notices
     /// (every store of this crate carries them); [`LockError::Backend`] if the store failed;
@@ -91,7 +97,14 @@ impl LockManager {
         let limit = inner.request_timeout;
         let told = tokio::time::timeout(limit, backend.announce(&notice)).await;
         match told {
-            Ok(Ok(())) => Ok(()),
+            Ok(Ok(())) => {
+                tracing::warn!(
+                    key = %key,
+                    from = %notice.text,
+                    "asked the holder of the lock to release it; the holder decides"
+                );
+                Ok(())
+            }
             Ok(Err(failure)) => Err(LockError::from_failure(
                 "request_release",
                 Some(key),
@@ -117,10 +130,15 @@ impl LockManager {
     /// A steal is for an operator's emergency or a preempting service: the victim's section
     /// may still be running when this returns, so anything not behind the fence can see both.
     /// A fair line of waiters keeps its places; the lock goes to the first in line when this
-    /// guard releases it.
+    /// guard releases it. [`LockGuard::stolen_from`] names the holder it was taken from.
+    ///
+    /// Inside a locked section of this task that holds `key` (on this manager) it is refused:
+    /// the task is the holder already, a re-entered guard would carry no new fencing token,
+    /// and taking the lock would make the task's own section lose it.
     ///
     /// Errors: [`LockError::Config`] for options that are not a plain lock's (`permits`, a
-    /// read or write mode) or a store that cannot steal (Redlock: its masters could each give
+    /// read or write mode), inside a section of this task that holds `key`, or on a store
+    /// that cannot steal (Redlock: its masters could each give
     /// the lock to a different thief); [`LockError::Backend`] if the store failed (the
     /// holder may or may not have lost the lock; stealing again is safe);
     /// [`LockError::ShutDown`] after [`shutdown`](Self::shutdown).
@@ -147,6 +165,15 @@ impl LockManager {
     ) -> Result<LockGuard, LockError> {
         let key = key.into();
         let inner = self.client().clone();
+        if crate::current::held(inner.id, &key, Shape::Lock).is_some() {
+            // Re-entering would give no new fencing token, and taking it would make this
+            // task's own section lose its lease: neither is a steal.
+            return Err(LockError::Config(format!(
+                "steal(`{}`) inside a locked section of this task that holds it: this task \
+                 is its holder already",
+                key.escape_debug()
+            )));
+        }
         let _under_way = inner.work_under_way();
         let options = options.or_lock_delay(inner.lock_delay);
         options.validate()?;
@@ -191,16 +218,23 @@ impl LockManager {
             LockError::from_failure("steal", Some(&key), backend.server(), failure)
         })?;
         lease.mark_held(stolen.fence);
+        lease.set_stolen_from(stolen.victim.map_or(0, crate::store::HolderId::get));
         inner.watchdog.activate(watch_id);
         if inner.is_closed() {
             // Shutdown drained the watchdog before this lease was in it: the drop of
             // `pending` gives the lock back.
             return Err(LockError::ShutDown { key });
         }
+        crate::metrics::stolen(options.label);
+        let victim = stolen.victim.map_or_else(
+            || "none (it was free)".to_owned(),
+            |id| format!("{:012x}", id.get()),
+        );
         tracing::warn!(
             key = %key,
             fencing_token = stolen.fence,
-            reason = %reason,
+            victim = %victim,
+            from = %from,
             "stole the lock from its holder"
         );
         Ok(LockGuard::granted(pending))

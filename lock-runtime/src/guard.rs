@@ -215,6 +215,14 @@ impl LockGuard {
         self.lease.release_requested().await
     }
 
+    /// For a guard [`LockManager::steal`](crate::LockManager::steal) returned: the holder it
+    /// took the lock from, by the id `lockctl show` prints (12 hex digits,
+    /// `format!("{:012x}", id.get())`); `None` if the lock was free, for any other guard, and
+    /// where the store does not know who held it.
+    pub fn stolen_from(&self) -> Option<crate::store::HolderId> {
+        crate::store::HolderId::from_raw(self.lease.stolen_from())
+    }
+
     /// Releases the lock and waits until the server confirms it, so the next holder can enter
     /// at once.
     ///
@@ -258,8 +266,12 @@ impl LockGuard {
             }
             Release::NotOwner | Release::Gone => {
                 // Gone is what an expiry and an outside DEL both leave: the server has no lock
-                // of ours, which is what NotOwner says. (Expired means renewals failed.)
-                let reason = LostReason::NotOwner;
+                // of ours, which is what NotOwner says. (Expired means renewals failed.) A
+                // lease already known stolen says so: the thief holds the lock now.
+                let reason = match self.lease.status() {
+                    Status::Lost(LostReason::Stolen) => LostReason::Stolen,
+                    _ => LostReason::NotOwner,
+                };
                 self.lease.mark_lost(reason);
                 self.lease.mark_released();
                 tracing::warn!(key = %self.lease.key(), %reason, "release found the lock no longer ours");

@@ -12,6 +12,7 @@
 //! - [`UNLOCK_SCRIPT`]: the force-release script.
 //! - [`waits_key`], [`WaitRecord::parse`], [`find_cycles`] and [`victim`]: who waits for which
 //!   lock while holding which others, as waiting processes publish it, and the deadlocks in it.
+//! - [`notices_channel`]: where managers tell each other requests to let go and steals.
 //! - [`Deployment::parse`] and [`redact_url`]: the lock URLs the manager takes, and how to show
 //!   them without their passwords.
 //!
@@ -70,6 +71,15 @@ pub const FAIR_TURN_MS: u64 = crate::protocol::FAIR_TURN_MS;
 /// waiter does about every 200 ms while its task holds another lock, else every 2 s.
 pub fn waits_key(prefix: &str) -> String {
     crate::protocol::waits::waits_key(prefix)
+}
+
+/// The Redis pub/sub channel where managers under `prefix` tell each other
+/// [`Notice`](crate::store::Notice)s (a request that a holder let go, a steal, an election's
+/// leader): `<prefix>notices`, carrying one [`Notice::encode`](crate::store::Notice::encode)
+/// line per message. Every manager subscribes to it (`SUBSCRIBE`, on Cluster too: `PUBLISH`
+/// reaches every node), so `SUBSCRIBE` shows what they tell each other.
+pub fn notices_channel(prefix: &str) -> String {
+    crate::protocol::notices_channel(prefix)
 }
 
 /// The stored name of the lock `key` under `prefix`: `<prefix>{<key>}`. It is also the channel

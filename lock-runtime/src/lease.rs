@@ -126,6 +126,9 @@ pub struct Lease {
     /// Who asked the holder to let go, from the first such request heard (see
     /// `LockManager::request_release`).
     requested: std::sync::OnceLock<Box<str>>,
+    /// For a lease a steal took: the raw [`HolderId`](crate::store::HolderId) of the holder it
+    /// was taken from, 0 for none (see `LockGuard::stolen_from`).
+    stolen_from: AtomicU64,
     /// Woken on every change of `times.status`, and on a request to let go.
     changed: Notify,
 }
@@ -176,6 +179,7 @@ impl Lease {
             in_use: AtomicBool::new(false),
             times: Mutex::new(Times::starting(started, options.ttl)),
             requested: std::sync::OnceLock::new(),
+            stolen_from: AtomicU64::new(0),
             changed: Notify::new(),
         }
     }
@@ -397,6 +401,17 @@ impl Lease {
         first
     }
 
+    /// This lease was taken by a steal from the holder whose raw id is `victim` (0: none, or
+    /// the store does not know).
+    pub(crate) fn set_stolen_from(&self, victim: u64) {
+        self.stolen_from.store(victim, Ordering::Release);
+    }
+
+    /// The raw id of the holder this lease's steal took the lock from; 0 for none.
+    pub(crate) fn stolen_from(&self) -> u64 {
+        self.stolen_from.load(Ordering::Acquire)
+    }
+
     /// Who asked the holder to let go, if anyone has.
     pub(crate) fn release_request(&self) -> Option<&str> {
         self.requested.get().map(|from| &**from)
@@ -404,13 +419,13 @@ impl Lease {
 
     /// Resolves with who asked once someone asks the holder to let go (at once if someone
     /// has); never resolves if the lease is released or lost first.
-    pub(crate) async fn release_requested(&self) -> crate::notices::ReleaseRequest {
+    pub(crate) async fn release_requested(&self) -> crate::release_request::ReleaseRequest {
         loop {
             let changed = self.changed.notified();
             tokio::pin!(changed);
             changed.as_mut().enable();
             if let Some(from) = self.release_request() {
-                return crate::notices::ReleaseRequest::new(self.key(), from);
+                return crate::release_request::ReleaseRequest::new(self.key(), from);
             }
             if matches!(self.status(), Status::Released | Status::Lost(_)) {
                 break;

@@ -319,6 +319,7 @@ mod pending;
 #[cfg_attr(docsrs, doc(cfg(feature = "postgres")))]
 pub mod postgres;
 mod protocol;
+mod release_request;
 mod section;
 mod shape;
 mod shown;
@@ -355,7 +356,7 @@ pub use guard::LockGuard;
 pub use lock_macro::distributed_lock;
 pub use manager::{LockManager, global_default, set_global_default};
 pub use multi::{MultiGuard, MultiReleaseError};
-pub use notices::ReleaseRequest;
 pub use options::{Deadlock, LockOptions, MAX_TTL, MIN_TTL, OnLeaseLost};
+pub use release_request::ReleaseRequest;
 pub use shape::Mode;
 pub use tls::TlsConfig;

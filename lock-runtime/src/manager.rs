@@ -481,8 +481,7 @@ impl LockManager {
     }
 }
 
-/// A manager's shared state, for the parts of the crate that act for it (the `testing` kit,
-/// control over holders, elections).
+/// A manager's shared state: what the `testing` kit, `control.rs` and the elections need of it.
 impl LockManager {
     pub(crate) fn client(&self) -> &Arc<Inner> {
         &self.inner

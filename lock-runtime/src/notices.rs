@@ -47,11 +47,30 @@ impl Notices {
         self.leaders.subscribe()
     }
 
-    pub(crate) fn heard(&self, notice: &Notice) {
+    /// The held leases of this manager that `notice` is for.
+    fn addressed(&self, notice: &Notice) -> Vec<Arc<Lease>> {
+        let watchdogs = self
+            .watchdogs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let mut leases: Vec<Arc<Lease>> = watchdogs
+            .iter()
+            .flat_map(|watchdog| watchdog.held_leases(&notice.key))
+            .collect();
+        if let Some(holder) = notice.holder {
+            leases.retain(|lease| HolderId::of_token(lease.token()) == holder);
+        }
+        leases
+    }
+}
+
+impl crate::store::Hears for Notices {
+    fn heard(&self, notice: &Notice) {
         match notice.kind {
             NoticeKind::ReleaseRequested => {
                 for lease in self.addressed(notice) {
                     if lease.request_release(&notice.text) {
+                        crate::metrics::release_requested(lease.options.label);
                         tracing::warn!(
                             key = %lease.key(),
                             from = %notice.text,
@@ -81,61 +100,5 @@ impl Notices {
                 let _ = self.leaders.send(Arc::new(notice.clone()));
             }
         }
-    }
-
-    /// The held leases of this manager that `notice` is for.
-    fn addressed(&self, notice: &Notice) -> Vec<Arc<Lease>> {
-        let watchdogs = self
-            .watchdogs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let mut leases: Vec<Arc<Lease>> = watchdogs
-            .iter()
-            .flat_map(|watchdog| watchdog.held_leases(&notice.key))
-            .collect();
-        if let Some(holder) = notice.holder {
-            leases.retain(|lease| HolderId::of_token(lease.token()) == holder);
-        }
-        leases
-    }
-}
-
-/// A request that the holder of a lock let go: what
-/// [`LockGuard::release_requested`](crate::LockGuard::release_requested) and
-/// [`CurrentLock::release_requested`](crate::CurrentLock::release_requested) resolve with.
-/// The holder decides what to do: finish, or stop and release.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReleaseRequest {
-    key: String,
-    from: String,
-}
-
-impl ReleaseRequest {
-    pub(crate) fn new(key: &str, from: &str) -> ReleaseRequest {
-        ReleaseRequest {
-            key: key.to_owned(),
-            from: from.to_owned(),
-        }
-    }
-
-    /// The lock's key, as the application named it.
-    pub fn key(&self) -> &str {
-        &self.key
-    }
-
-    /// Who asked, and why, in their own words (`lockctl revoke` writes the user, host and
-    /// reason).
-    pub fn from(&self) -> &str {
-        &self.from
-    }
-}
-
-impl std::fmt::Display for ReleaseRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "release of `{}` requested", self.key.escape_debug())?;
-        if !self.from.is_empty() {
-            write!(f, " by {}", self.from.escape_debug())?;
-        }
-        Ok(())
     }
 }

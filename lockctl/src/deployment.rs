@@ -40,6 +40,8 @@ impl Deployment {
             .url(url)
             .key_prefix(prefix)
             .request_timeout(timeout)
+            // Who a request to let go, a steal and a lock held by `steal --hold` name.
+            .app_name(format!("lockctl {}", crate::unlock::operator()))
             .build()
             .await
             .map_err(Failure::lock)?;
@@ -53,6 +55,21 @@ impl Deployment {
         Ok(deployment)
     }
 
+    /// A deployment over `manager` (a `memory://` one shared by name, in this process).
+    #[cfg(test)]
+    pub(crate) async fn over(manager: LockManager, shown: &str) -> Deployment {
+        Deployment {
+            manager,
+            shown: shown.to_owned(),
+            several: false,
+        }
+    }
+
+    /// Its manager: what asks a holder to let go, steals, and reads elections.
+    pub(crate) fn manager(&self) -> &LockManager {
+        &self.manager
+    }
+
     /// The inspection side of its store; an error for a store that has none.
     pub(crate) fn inspect(&self) -> Result<&dyn Inspect, Failure> {
         self.manager.inspect().ok_or_else(|| {
@@ -63,11 +80,6 @@ impl Deployment {
                 self.manager.backend()
             ))
         })
-    }
-
-    /// The manager connected to the deployment: what elections are read through.
-    pub(crate) fn manager(&self) -> &LockManager {
-        &self.manager
     }
 
     /// The URL as it may be shown.

@@ -4,6 +4,8 @@
 //! lockctl --url redis://127.0.0.1:6379 list 'order:*'
 //! lockctl show order:42 --json
 //! lockctl unlock order:42 --yes
+//! lockctl revoke order:42 --reason "deploy at 14:00"
+//! lockctl steal order:42 --reason "import stuck for an hour" --hold 30s
 //! lockctl watch
 //! lockctl deadlocks --json
 //! lockctl elections
@@ -32,6 +34,7 @@
 //! }
 //! ```
 
+mod control;
 mod deployment;
 mod elections;
 mod failure;
@@ -51,7 +54,8 @@ use failure::Failure;
 /// (2), and not "none" (0), so that a script or a probe can tell them apart.
 const DEADLOCK_FOUND: u8 = 3;
 
-/// Lists, shows, watches and force-releases the distributed locks of lock-runtime.
+/// Lists, shows, watches, revokes, steals and force-releases the distributed locks of
+/// lock-runtime.
 #[derive(Debug, Parser)]
 #[command(name = "lockctl", version, about)]
 struct Cli {
@@ -83,6 +87,11 @@ enum Command {
     Show(ShowArgs),
     /// Force-releases a lock whatever its holder, and wakes its waiters.
     Unlock(UnlockArgs),
+    /// Asks the holder of a lock to let go (it decides), naming who asked and why.
+    Revoke(RevokeArgs),
+    /// Takes a lock from its holder with a new, greater fencing token, holds it for --hold
+    /// (by default not at all: a fenced unlock) and releases it.
+    Steal(StealArgs),
     /// A live view of the locks, refreshed until Ctrl-C.
     Watch(WatchArgs),
     /// Deadlocks among waiting calls, from the waits they publish: who waits for which lock
@@ -156,6 +165,37 @@ struct UnlockArgs {
 }
 
 #[derive(Debug, Args)]
+struct RevokeArgs {
+    /// The lock's name, as the application renders it (`order:42`).
+    key: String,
+    /// Why, for the holder's log and the audit line.
+    #[arg(long, default_value = "")]
+    reason: String,
+    /// JSON on stdout, for scripts.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
+struct StealArgs {
+    /// The lock's name, as the application renders it (`order:42`).
+    key: String,
+    /// Why, for the holder's log and the audit line (required).
+    #[arg(long)]
+    reason: String,
+    /// The lease of the stolen lock, renewed while it is held (default: the library's).
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    ttl: Option<Duration>,
+    /// How long to hold the stolen lock before releasing it (Ctrl-C releases it sooner);
+    /// default: release at once, which makes the steal a fenced unlock.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    hold: Option<Duration>,
+    /// JSON on stdout, for scripts.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Args)]
 struct WatchArgs {
     /// A glob on lock names, as for `list`.
     #[arg(default_value = "*")]
@@ -219,6 +259,34 @@ async fn run(cli: Cli) -> Result<ExitCode, Failure> {
                 );
             }
             unlock::unlock(&nodes, prefix, &args.key, args.yes).await
+        }
+        Command::Revoke(args) => {
+            let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+            let asked = control::Asked {
+                prefix,
+                key: &args.key,
+                reason: &args.reason,
+                json: args.json,
+                out: &mut out,
+                err: &mut err,
+            };
+            control::revoke(&nodes, asked).await
+        }
+        Command::Steal(args) => {
+            let (mut out, mut err) = (std::io::stdout(), std::io::stderr());
+            let asked = control::Asked {
+                prefix,
+                key: &args.key,
+                reason: &args.reason,
+                json: args.json,
+                out: &mut out,
+                err: &mut err,
+            };
+            let how = control::StealHow {
+                ttl: args.ttl,
+                hold: args.hold,
+            };
+            control::steal(&nodes, asked, how).await
         }
         Command::Watch(args) => watch(&nodes, prefix, &args).await,
         Command::Deadlocks(args) => {

@@ -300,7 +300,7 @@ fn fence(lock: &LockView) -> String {
 }
 
 /// A duration in ms as `850ms`, `2s 300ms` or (from 10 s on, to the second) `1m 3s`, or `-`.
-fn millis(ms: Option<i64>) -> String {
+pub(crate) fn millis(ms: Option<i64>) -> String {
     match ms {
         Some(ms) if ms >= 10_000 => {
             humantime::format_duration(Duration::from_secs(ms as u64 / 1000)).to_string()

@@ -132,7 +132,7 @@ fn confirm(key: &str, busy: &[&LockView]) -> Result<(), Failure> {
 }
 
 /// The holder as the audit line names it; never the owner token.
-fn describe(view: &LockView) -> String {
+pub(crate) fn describe(view: &LockView) -> String {
     format!(
         "{} holder host={} pid={} app={} fence={} id={}",
         view.state,
@@ -157,7 +157,7 @@ fn describe_recorded(holder: &Recorded) -> String {
 }
 
 /// `user@host` of whoever runs lockctl.
-fn operator() -> String {
+pub(crate) fn operator() -> String {
     let user = std::env::var("USER")
         .or_else(|_| std::env::var("LOGNAME"))
         .ok()

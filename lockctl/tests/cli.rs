@@ -731,6 +731,14 @@ fn no_deployment_is_a_usage_error() {
     assert!(text(&output).contains("REDIS_URL"), "{}", text(&output));
 }
 
+#[test]
+fn steal_without_a_reason_is_a_usage_error_before_anything_is_reached() {
+    // No server listens on the URL: the missing reason is found first.
+    let output = lockctl("redis://127.0.0.1:1", &["steal", "order:42"]);
+    assert_eq!(output.status.code(), Some(2), "{}", text(&output));
+    assert!(text(&output).contains("--reason"), "{}", text(&output));
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn redlock_shows_every_master_and_unlock_releases_on_each() {
     let masters = lock_tests::Masters::start(3);
@@ -1462,4 +1470,54 @@ async fn a_deadlock_between_two_processes_is_reported() {
     let mut expected: Vec<u64> = pids.iter().map(|&pid| u64::from(pid)).collect();
     expected.sort_unstable();
     assert_eq!(shown_pids, expected, "{cycles}");
+}
+
+/// `revoke` and `steal` against a real server, as an operator runs them: the holder hears who
+/// asked, then loses its lock to the steal with a greater fencing token.
+#[tokio::test(flavor = "multi_thread")]
+async fn revoke_asks_the_holder_and_steal_takes_its_lock_on_redis() {
+    let server = RedisServer::start();
+    let locks = manager(&server.url(), "billing jobs").await;
+    let guard = locks
+        .lock("order:42", LockOptions::new().ttl(LONG_LEASE))
+        .await
+        .expect("free");
+
+    let began = Instant::now();
+    let revoked = lockctl(&server.url(), &["revoke", "order:42", "--reason", "deploy"]);
+    assert_eq!(revoked.status.code(), Some(0), "{}", text(&revoked));
+    let shown = text(&revoked);
+    for part in [
+        "billing jobs",
+        &std::process::id().to_string(),
+        "holder decides",
+    ] {
+        assert!(shown.contains(part), "no `{part}` in {shown}");
+    }
+    let request = tokio::time::timeout(PATIENCE, guard.release_requested())
+        .await
+        .expect("the holder heard it");
+    println!(
+        "revoke heard {} ms after lockctl started (its start, connection and exit included)",
+        began.elapsed().as_millis()
+    );
+    assert!(request.from().ends_with(": deploy"), "{request}");
+
+    let began = Instant::now();
+    let running = tokio::task::spawn_blocking({
+        let url = server.url();
+        move || lockctl(&url, &["steal", "order:42", "--reason", "stuck", "--json"])
+    });
+    let lost = tokio::time::timeout(PATIENCE, guard.lost()).await;
+    println!(
+        "steal heard {} ms after lockctl started (its start and connection included)",
+        began.elapsed().as_millis()
+    );
+    assert_eq!(lost.expect("told"), lock_runtime::LostReason::Stolen);
+    let stolen = json(&running.await.expect("lockctl ran"));
+    assert!(
+        stolen["fencing_token"].as_u64() > Some(guard.fencing_token()),
+        "{stolen}"
+    );
+    assert_eq!(stolen["victim"]["app"], "billing jobs", "{stolen}");
 }

@@ -120,3 +120,91 @@ async fn lockctl_lists_shows_and_unlocks_a_postgres_lock() {
     assert!(next > fence, "{next} after {fence}");
     drop(guard);
 }
+
+/// `revoke` and `steal` against a real PostgreSQL, as an operator runs them: the holder hears
+/// who asked, then loses its lock to the steal with a greater fencing token; a waiter gets the
+/// lock once the steal's hold ends. Neither prints the password or an owner token.
+#[tokio::test(flavor = "multi_thread")]
+async fn lockctl_revokes_and_steals_a_postgres_lock() {
+    let server = PostgresServer::start();
+    let url = server.url();
+    let locks = LockManager::builder()
+        .url(&url)
+        .app_name("billing")
+        .build()
+        .await
+        .expect("connect");
+    let guard = locks
+        .lock("order:42", LockOptions::new().ttl(Duration::from_secs(60)))
+        .await
+        .expect("free");
+    let token = server.psql("SELECT token FROM lock_runtime_locks");
+    let token = token.trim().to_owned();
+
+    let began = std::time::Instant::now();
+    let revoked = lockctl(&url, &["revoke", "order:42", "--reason", "deploy at 14:00"]);
+    let said = text(&revoked);
+    println!("$ lockctl revoke order:42 --reason \"deploy at 14:00\"\n{said}");
+    assert_eq!(revoked.status.code(), Some(0), "{said}");
+    let pid = std::process::id().to_string();
+    for part in [
+        "billing",
+        pid.as_str(),
+        "holder decides",
+        "reason: deploy at 14:00",
+    ] {
+        assert!(said.contains(part), "no `{part}` in {said}");
+    }
+    let request = tokio::time::timeout(PATIENCE, guard.release_requested())
+        .await
+        .expect("the holder heard it");
+    println!(
+        "revoke heard {} ms after lockctl started (its start, connection and exit included)",
+        began.elapsed().as_millis()
+    );
+    assert!(request.from().starts_with("lockctl "), "{request}");
+    assert!(request.from().ends_with(": deploy at 14:00"), "{request}");
+    assert!(guard.is_held(), "a request takes nothing");
+
+    let other = LockManager::connect(&url).await.expect("connect");
+    let waiter = tokio::spawn(async move {
+        let options = LockOptions::new().wait(PATIENCE);
+        other
+            .lock("order:42", options)
+            .await
+            .map(|guard| guard.fencing_token())
+    });
+    let began = std::time::Instant::now();
+    let args = [
+        "steal", "order:42", "--reason", "stuck", "--hold", "200ms", "--json",
+    ];
+    // Run while the victim waits to be told: the steal holds the lock for 200 ms.
+    let running = tokio::task::spawn_blocking({
+        let url = url.clone();
+        move || lockctl(&url, &args)
+    });
+    let lost = tokio::time::timeout(PATIENCE, guard.lost()).await;
+    println!(
+        "steal heard {} ms after lockctl started (its start and connection included)",
+        began.elapsed().as_millis()
+    );
+    assert_eq!(lost.expect("told"), lock_runtime::LostReason::Stolen);
+    let stolen = running.await.expect("lockctl ran");
+    let said = text(&stolen);
+    println!("$ lockctl {}\n{said}", args.join(" "));
+    for secret in [server.password(), token.as_str()] {
+        assert!(!said.contains(secret), "{said}");
+    }
+    let stolen = json(&stolen);
+    let fence = stolen["fencing_token"].as_u64().expect("a token");
+    assert!(fence > guard.fencing_token(), "{stolen}");
+    assert_eq!(stolen["victim"]["app"], "billing", "{stolen}");
+    assert_eq!(
+        stolen["victim_id"], stolen["victim"]["holder_id"],
+        "{stolen}"
+    );
+    assert!(stolen["held_ms"].as_u64() >= Some(200), "{stolen}");
+    assert_eq!(stolen["released"], true, "{stolen}");
+    let next = waiter.await.expect("task").expect("served after the steal");
+    assert!(next > fence, "{next} after the thief's {fence}");
+}

@@ -11,11 +11,21 @@ use lock_runtime::LockManager;
 use lock_runtime::conformance::{self, Outcome, Report};
 use lock_store_sqlite::SqliteStore;
 
-/// Passed, with read-write locks refused: their refusal checked, their two checks skipped.
+/// Passed, with read-write locks refused: their refusal checked, their two checks skipped; and
+/// with notices and steals refused (the store carries neither): their refusals checked, their
+/// four checks skipped.
 fn assert_passed(report: &Report) {
     println!("{report}");
     report.assert_passed();
-    assert_eq!(report.count(Outcome::Skipped), 3, "{report}");
+    assert_eq!(report.count(Outcome::Skipped), 7, "{report}");
+    for name in ["announce_refusal_is_clear", "steal_refusal_is_clear"] {
+        let check = report.checks().iter().find(|check| check.name == name);
+        assert_eq!(
+            check.map(|check| check.outcome),
+            Some(Outcome::Passed),
+            "{report}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -115,3 +115,42 @@ async fn lockctl_lists_shows_and_unlocks_the_locks_in_the_file() {
     let deadlocks = lockctl(&db, &["deadlocks"]).await;
     assert_eq!(deadlocks.status.code(), Some(1), "{}", said(&deadlocks));
 }
+
+/// A store that carries no notices and cannot steal: `revoke` and `steal` refuse with a usage
+/// error saying so, and the holder keeps its lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoke_and_steal_are_refused_on_a_store_that_cannot_do_them() {
+    let db = TempDb::new("lockctl-control");
+    let holder = manager(&db.store().await).await;
+    let held = holder
+        .lock("order:7", LockOptions::new().ttl(Duration::from_secs(60)))
+        .await
+        .expect("free");
+    for (args, says) in [
+        (
+            &["revoke", "order:7", "--reason", "deploy"][..],
+            "carries no notices",
+        ),
+        (
+            &["steal", "order:7", "--reason", "stuck"][..],
+            "cannot steal",
+        ),
+        (
+            &["steal", "order:7", "--reason", "x", "--json"][..],
+            "cannot steal",
+        ),
+    ] {
+        let output = lockctl(&db, args).await;
+        let text = said(&output);
+        println!("$ lockctl-sqlite {}\n{text}", args.join(" "));
+        assert_eq!(output.status.code(), Some(2), "{text}");
+        assert!(text.contains(says), "{text}");
+        assert!(text.contains("this store cannot"), "{text}");
+        assert!(output.stdout.is_empty(), "{text}");
+    }
+    assert!(
+        held.is_held(),
+        "the holder lost its lock to a refused command"
+    );
+    held.release().await.expect("still ours");
+}

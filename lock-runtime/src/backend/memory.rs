@@ -813,3 +813,30 @@ impl Store for MemoryBackend {
 
 #[cfg(test)]
 mod properties;
+
+#[cfg(test)]
+mod attached {
+    use super::*;
+    use crate::manager::LockManager;
+
+    /// Managers come and go over a process-wide table: the table keeps the `Changes` of those
+    /// still there, not one more per manager ever made.
+    #[tokio::test]
+    async fn a_dropped_managers_changes_leave_the_table() {
+        let url = "memory://attached-pruned";
+        let table = MemoryBackend::named("attached-pruned");
+        let kept = LockManager::connect(url).await.expect("memory manager");
+        for _ in 0..10 {
+            drop(LockManager::connect(url).await.expect("memory manager"));
+        }
+        let notice = Notice::new(NoticeKind::ReleaseRequested, "lock:{k}", None, "");
+        table.announce(&notice).await.expect("told");
+        let attached = table
+            .attached
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        assert_eq!(attached.len(), 1);
+        drop(attached);
+        drop(kept);
+    }
+}

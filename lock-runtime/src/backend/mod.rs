@@ -10,7 +10,7 @@ mod replies;
 
 pub(crate) use failure::{connect_error, is_transient};
 pub(crate) use replies::{
-    AcquireReply, acquire_answer, hand_off_answer, permits_differ, permits_mismatch,
+    AcquireReply, acquire_answer, hand_off_answer, permits_differ, permits_mismatch, steal_answer,
 };
 
 pub(crate) use crate::protocol::FAIR_TURN;

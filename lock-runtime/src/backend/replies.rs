@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::blocker::Blocker;
 use crate::key::Key;
 use crate::shape::Shape;
-use crate::store::{Acquire, HandOff, HolderId, StoreError};
+use crate::store::{Acquire, HandOff, HolderId, Stolen, StoreError};
 
 /// What acquire.lua, semaphore.lua or rw_acquire.lua answered: `{status, value, holder,
 /// in_line}`, and from acquire.lua a fifth element when busy, what the holder's value records
@@ -85,28 +85,51 @@ pub(crate) fn acquire_answer(key: &Key, reply: AcquireReply) -> Result<Acquire, 
                 blocker,
             })
         }
-        -2 => Err(StoreError::permanent(match key.shape {
-            Shape::Lock => format!(
-                "the fence counter `{}` of `{}` (or the token a 0.2 value of the lock carries) \
-                 holds a value tokens cannot continue from (not a number, or 2^53 and above); \
-                 the lock was not taken. Delete the counter only once no storage still checks \
-                 tokens of locks in its slot",
-                key.counter().escape_debug(),
-                key.lock.escape_debug()
-            ),
-            // A semaphore's and a read-write lock's tokens come from the same counter, and the
-            // last token 0.2 kept beside them raises it once.
-            Shape::Semaphore { .. } | Shape::Read | Shape::Write => format!(
-                "the fence counter `{}` of `{}` (or `{}`, the last token 0.2 kept for it) holds \
-                 a value tokens cannot continue from (not a number, or 2^53 and above); nothing \
-                 was taken. Delete it only once no storage still checks tokens of keys in its \
-                 slot",
-                key.counter().escape_debug(),
-                key.lock.escape_debug(),
-                key.fence_of_0_2().escape_debug()
-            ),
-        })),
+        -2 => Err(unusable_counter(key)),
         -3 => Err(permits_differ(key, value)),
+        _ => Err(other_data(key)),
+    }
+}
+
+/// The error of a grant whose counter (or a 0.2 value's token) holds a value tokens cannot
+/// continue from: nothing was taken.
+fn unusable_counter(key: &Key) -> StoreError {
+    StoreError::permanent(match key.shape {
+        Shape::Lock => format!(
+            "the fence counter `{}` of `{}` (or the token a 0.2 value of the lock carries) \
+             holds a value tokens cannot continue from (not a number, or 2^53 and above); \
+             the lock was not taken. Delete the counter only once no storage still checks \
+             tokens of locks in its slot",
+            key.counter().escape_debug(),
+            key.lock.escape_debug()
+        ),
+        // A semaphore's and a read-write lock's tokens come from the same counter, and the
+        // last token 0.2 kept beside them raises it once.
+        Shape::Semaphore { .. } | Shape::Read | Shape::Write => format!(
+            "the fence counter `{}` of `{}` (or `{}`, the last token 0.2 kept for it) holds \
+             a value tokens cannot continue from (not a number, or 2^53 and above); nothing \
+             was taken. Delete it only once no storage still checks tokens of keys in its \
+             slot",
+            key.counter().escape_debug(),
+            key.lock.escape_debug(),
+            key.fence_of_0_2().escape_debug()
+        ),
+    })
+}
+
+/// What steal.lua answered, `{status, fencing token, victim's holder id}`, as a [`Stolen`].
+pub(crate) fn steal_answer(
+    key: &Key,
+    (status, fence, victim): (i64, i64, i64),
+) -> Result<Stolen, StoreError> {
+    match status {
+        1 => Ok(Stolen {
+            fence: u64::try_from(fence).map_err(|_| {
+                StoreError::permanent(format!("the server handed out fencing token {fence}"))
+            })?,
+            victim: u64::try_from(victim).ok().and_then(HolderId::from_raw),
+        }),
+        -2 => Err(unusable_counter(key)),
         _ => Err(other_data(key)),
     }
 }

@@ -33,6 +33,12 @@
 //! | `readers_share_a_read_write_lock` | two readers on two managers hold it at once |
 //! | `writer_excludes_readers_and_writers` | a writer waits for the reader; while it holds, a reader and another writer are busy |
 //! | `semaphore_refusal_names_the_shape`, `read_write_refusal_names_the_shape` | a store that refuses the shape says so with an error naming it |
+//! | `release_request_reaches_the_holder` | a holder asked to let go from another manager ([`LockManager::request_release`]) hears it within 5 s, with the reason, and keeps the lock |
+//! | `notices_reach_every_manager` | holders on 3 managers, all asked by the first, each hear it within 5 s: the announcer hears its own notices |
+//! | `announce_refusal_is_clear` | a store that carries no notices refuses `request_release` with a [`LockError::Config`] saying so |
+//! | `steal_takes_the_lock_with_a_greater_fence` | a steal ([`LockManager::steal`]) from a holder on another manager: a greater fencing token; the victim's lease lost with [`LostReason::Stolen`](crate::LostReason::Stolen) within 5 s (on a store that steals but carries no notices: lost at its next renewal, within 5 s of a 3 s lease, as `Stolen` or `NotOwner`); a busy try on a third manager names the thief (where the store names a holder); the victim's release is `LeaseLost` and leaves the thief's lock |
+//! | `steal_of_a_free_lock_takes_it` | a steal of a free lock takes it, from nobody |
+//! | `steal_refusal_is_clear` | a store that cannot steal refuses `steal` with a [`LockError::Config`] saying so |
 //! | `election_leader_is_read_and_resigns` | another manager reads the winner as leader (or the store refuses to be read with a configuration error); a resignation elects the other campaign within 5 s with a greater token |
 //! | `election_candidates_are_listed` | two campaigns are listed as candidates, highest priority first, where the store keeps records ([`Store::waits`](crate::store::Store::waits)); elsewhere a priority is refused with a configuration error |
 //! | `election_saved_term_resumes` | a leader stalls; another manager resumes its saved term at once with the same fencing token (one renewal under the saved owner token) |
@@ -40,7 +46,9 @@
 //! Whether a store holds semaphores and read-write locks is asked by trying one on a free
 //! key: a [`LockError::Config`] is a refusal, and the shape's
 //! checks are skipped (Redlock refuses both); a store that holds the shape has no refusal to
-//! check, and that check is skipped. Short leases (1 s) are used only where a check waits for
+//! check, and that check is skipped. Control over a holder is asked the same way: a
+//! `request_release` and a `steal` of a free key; a store that refuses one has that part's
+//! checks skipped ("the store does not support ...") and its refusal checked. Short leases (1 s) are used only where a check waits for
 //! an expiry; the whole kit takes a few seconds. Bounds are seconds, so that it passes on a
 //! loaded machine.
 //!
@@ -65,6 +73,7 @@
 
 mod bounds;
 mod contention;
+mod control;
 mod elections;
 mod endings;
 mod leases;
@@ -235,6 +244,119 @@ fn refused(
     }
 }
 
+/// The checks of one part of control over a holder, or its refusal's.
+async fn control_part(
+    runner: &mut Runner<'_>,
+    part: control::Part,
+    checks: &[(&'static str, control::Check)],
+    refusal: &'static str,
+) -> bool {
+    let mut processes = runner.processes(part.probe());
+    let started = Instant::now();
+    let support = tokio::time::timeout(CHECK_LIMIT, control::probe(&mut processes, part))
+        .await
+        .unwrap_or_else(|_| {
+            control::Support::Broken(format!(
+                "trying {} did not finish within {CHECK_LIMIT:?}",
+                part.noun()
+            ))
+        });
+    processes.close().await;
+    let took = started.elapsed();
+    let (outcome, message) = match &support {
+        control::Support::Does => {
+            for &(name, check) in checks {
+                let mut processes = runner.processes(name);
+                let started = Instant::now();
+                let verdict = tokio::time::timeout(CHECK_LIMIT, check(&mut processes))
+                    .await
+                    .unwrap_or_else(|_| Err(format!("did not finish within {CHECK_LIMIT:?}")));
+                processes.close().await;
+                runner.verdict(name, verdict, started.elapsed());
+            }
+            let note = format!("the store does {}: nothing refused", part.noun());
+            runner.record(refusal, Outcome::Skipped, note, took);
+            return true;
+        }
+        control::Support::Refuses(refused) => {
+            let verdict = control::refusal_is_clear(part, refused);
+            runner.verdict(refusal, verdict, took);
+            (
+                Outcome::Skipped,
+                format!("the store does not support {}: {refused}", part.noun()),
+            )
+        }
+        control::Support::Broken(what) => {
+            runner.record(refusal, Outcome::Failed, what.clone(), took);
+            (Outcome::Failed, format!("not run: {what}"))
+        }
+    };
+    for &(name, _) in checks {
+        runner.record(name, outcome, message.clone(), Duration::ZERO);
+    }
+    false
+}
+
+/// The election's checks: where store support matters (who leads, the candidates' records, a
+/// saved term resumed).
+async fn election_checks(runner: &mut Runner<'_>) {
+    check!(
+        runner,
+        "election_leader_is_read_and_resigns",
+        elections::leader_is_read_and_resigns
+    );
+    check!(
+        runner,
+        "election_candidates_are_listed",
+        elections::candidates_are_listed
+    );
+    check!(
+        runner,
+        "election_saved_term_resumes",
+        elections::saved_term_resumes
+    );
+}
+
+/// The checks of control over a holder: notices, then steals.
+async fn control_checks(runner: &mut Runner<'_>) {
+    let announces = control_part(
+        runner,
+        control::Part::Announce,
+        &[
+            ("release_request_reaches_the_holder", |p| {
+                Box::pin(control::request_reaches_the_holder(p))
+            }),
+            ("notices_reach_every_manager", |p| {
+                Box::pin(control::notices_reach_every_manager(p))
+            }),
+        ],
+        "announce_refusal_is_clear",
+    )
+    .await;
+    // A store that steals but carries no notices tells its victim at the victim's next
+    // renewal instead.
+    let steal_takes_the_lock: control::Check = if announces {
+        |p| Box::pin(control::steal_takes_the_lock(p, control::Told::AtOnce))
+    } else {
+        |p| Box::pin(control::steal_takes_the_lock(p, control::Told::AtRenewal))
+    };
+    let _ = control_part(
+        runner,
+        control::Part::Steal,
+        &[
+            (
+                "steal_takes_the_lock_with_a_greater_fence",
+                steal_takes_the_lock,
+            ),
+            ("steal_of_a_free_lock_takes_it", |p| {
+                Box::pin(control::steal_of_a_free_lock_takes_it(p))
+            }),
+        ],
+        "steal_refusal_is_clear",
+    )
+    .await;
+}
+
 /// Runs every check against `store`, each manager built over it with
 /// [`LockManagerBuilder::store`](crate::LockManagerBuilder::store): [`run`] with the managers
 /// of one shared store value, named by its [`describe`](crate::store::Store::describe).
@@ -326,20 +448,7 @@ where
     );
     semaphores(&mut runner).await;
     read_write_locks(&mut runner).await;
-    check!(
-        runner,
-        "election_leader_is_read_and_resigns",
-        elections::leader_is_read_and_resigns
-    );
-    check!(
-        runner,
-        "election_candidates_are_listed",
-        elections::candidates_are_listed
-    );
-    check!(
-        runner,
-        "election_saved_term_resumes",
-        elections::saved_term_resumes
-    );
+    control_checks(&mut runner).await;
+    election_checks(&mut runner).await;
     runner.report
 }

@@ -22,7 +22,9 @@
 //! | `lock.held` | gauge | `lock.name` | locks held through this process now |
 //! | `lock.waiting` | gauge | `lock.name` | calls of this process waiting in line for a lock now (told it is busy, or behind a holder of this process) |
 //! | `lock.renewals` | counter | `lock.renewal.outcome` | lease renewals: `renewed`, `not_owner`, `no_answer` |
-//! | `lock.lease.losses` | counter | `lock.name`, `lock.lost.reason` | leases lost while held: `not_owner`, `expired`, `max_hold_exceeded`, `shut_down` |
+//! | `lock.lease.losses` | counter | `lock.name`, `lock.lost.reason` | leases lost while held: `not_owner`, `expired`, `max_hold_exceeded`, `shut_down`, `stolen` |
+//! | `lock.steals` | counter | `lock.name` | locks this process took from their holder ([`LockManager::steal`](crate::LockManager::steal)) |
+//! | `lock.release_requests` | counter | `lock.name` | requests to let go its holders heard ([`LockManager::request_release`](crate::LockManager::request_release)), the first per hold |
 //! | `lock.release.failures` | counter | `lock.name` | releases the server did not confirm (the lock then expires with its lease) |
 
 use std::time::Duration;
@@ -121,6 +123,20 @@ pub(crate) fn lease_lost(label: Option<&'static str>, reason: LostReason) {
         )
         .increment(1);
     }
+}
+
+/// This process took a lock by a steal (`lock.steals`).
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn stolen(label: Option<&'static str>) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("lock.steals", "lock.name" => name(label)).increment(1);
+}
+
+/// A holder of this process was asked to let go (`lock.release_requests`).
+#[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+pub(crate) fn release_requested(label: Option<&'static str>) {
+    #[cfg(feature = "metrics")]
+    metrics::counter!("lock.release_requests", "lock.name" => name(label)).increment(1);
 }
 
 /// A call gave up in a deadlock (`lock.deadlocks`).

@@ -30,6 +30,13 @@ pub(crate) const SEEDED: u64 = 1_000_000_000_000_000;
 /// 2^53: the scripts count in Lua numbers, exact below it; a counter there is reported.
 pub(crate) const MAX_TOKEN: u64 = 1 << 53;
 
+/// The Redis pub/sub channel [`Notice`](crate::store::Notice)s of managers under `prefix`
+/// travel on: `<prefix>notices`. A lock's name begins with `{` after the prefix, so no lock's
+/// channel is this one.
+pub(crate) fn notices_channel(prefix: &str) -> String {
+    format!("{prefix}notices")
+}
+
 /// The wall clock in milliseconds since the Unix epoch: when a holder took its lock, as its
 /// value says (`since=`).
 pub(crate) fn now_ms() -> u64 {
@@ -100,6 +107,8 @@ pub(crate) struct Capabilities {
     /// `SET ... IFEQ` (Valkey 8.1, Redis 8.4): a lock nobody waited for is renewed by
     /// comparing its whole value, without the renewal script.
     pub(crate) set_ifeq: bool,
+    /// RESP3 (Redis 6.0), which a Cluster's subscriptions need; assumed where `INFO` is refused.
+    pub(crate) resp3: bool,
 }
 
 impl Capabilities {
@@ -112,7 +121,9 @@ impl Capabilities {
         key_prefix: &str,
     ) -> Capabilities {
         let info: RedisResult<String> = redis::cmd("INFO").arg("server").query_async(conn).await;
-        let lean_acquire = info.is_ok_and(|info| version_at_least(&info, 7));
+        let lean_acquire = info.as_ref().is_ok_and(|info| version_at_least(info, 7));
+        // A server that refuses INFO has ACLs, which came with RESP3 in Redis 6.0.
+        let resp3 = info.as_ref().map_or(true, |info| version_at_least(info, 6));
         let probe = format!("{key_prefix}{{lock-runtime:probe}}");
         let mut native_delete = None;
         if lean_acquire {
@@ -145,6 +156,7 @@ impl Capabilities {
             lean_acquire,
             native_delete,
             set_ifeq,
+            resp3,
         }
     }
 
@@ -219,6 +231,7 @@ mod tests {
             lean_acquire: true,
             native_delete: Some(NativeDelete::DelIfEq),
             set_ifeq: true,
+            resp3: true,
         };
         assert_eq!(
             capabilities.describe(),

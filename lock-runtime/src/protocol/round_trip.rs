@@ -13,7 +13,7 @@ use redis::{Connection, Value};
 
 use super::scripts::{
     ACQUIRE, HANDOFF, LEAVE, PERMIT_RELEASE, RELEASE, RENEW, RW_ACQUIRE, RW_LEAVE, RW_RELEASE,
-    SEMAPHORE,
+    SEMAPHORE, STEAL,
 };
 use super::value::{
     StoredLock, held_value, holder_hex, holder_id, holder_metadata, holder_part, release_id,
@@ -22,6 +22,7 @@ use super::value::{
 use crate::blocker::Blocker;
 use crate::key::Key;
 use crate::shape::Shape;
+use crate::store::{HolderId, Notice, NoticeKind};
 
 /// When the holder began its attempt (wall clock, ms).
 const SINCE: u64 = 1_764_045_123_456;
@@ -120,6 +121,21 @@ impl Store {
             .arg(TURN_MS)
             .arg(id);
         call.invoke(&mut self.conn).expect("unlock.lua")
+    }
+
+    /// steal.lua for `token` on `key`, recorded as `holder`, telling `from` on the notices
+    /// channel: `{status, fencing token, victim}`.
+    fn steal(&mut self, key: &Key, token: &str, holder: &str, from: &str) -> Vec<i64> {
+        let mut call = STEAL.prepare_invoke();
+        call.key(&key.lock)
+            .key(key.counter())
+            .key(key.queue())
+            .arg(token)
+            .arg(LEASE_MS)
+            .arg(holder)
+            .arg(super::notices_channel("lock:"))
+            .arg(from);
+        call.invoke(&mut self.conn).expect("steal.lua")
     }
 
     /// Puts `waiter` first in the lock's line of fair waiters.
@@ -434,4 +450,75 @@ fn the_other_releases_name_themselves_by_the_tokens_id() {
     let left: i64 = call.invoke(&mut store.conn).expect("rw_leave.lua");
     assert_eq!(left, 1);
     assert_eq!(heard(&mut listener), format!("w:{}", token_id(OWNER)));
+}
+
+#[test]
+fn a_steal_writes_the_rust_value_above_the_holders_token_and_tells_it_as_notice_encode_does() {
+    let mut store = Store::start();
+    // A name of several bytes per character: the notice counts bytes, as Rust does.
+    let key = Key::lock("lock:", "ключ 42").expect("a key");
+    let mut conn = store.connect();
+    let mut listener = subscribed(&mut conn, &super::notices_channel("lock:"));
+    for metadata in holders() {
+        store.key = key.clone();
+        let taken = store.acquire(OWNER, &holder_part(SINCE, &metadata), "1", "");
+        assert_eq!(int(&taken[0]), 1, "{taken:?}");
+        let from = "ops-1 pid 7: import stuck for an hour";
+        let stolen = store.steal(&key, OTHER, &holder_part(SINCE + 1, &metadata), from);
+        assert_eq!(stolen[0], 1, "{stolen:?}");
+        assert!(stolen[1] > int(&taken[1]), "{stolen:?} after {taken:?}");
+        let victim = u64::try_from(stolen[2]).expect("a holder id");
+        assert_eq!(victim, holder_id(OWNER));
+        // Written as a fresh grant is, keeping the mark of a holder that waited.
+        assert_eq!(
+            store.get(&key.lock),
+            held_value(OTHER, '1', SINCE + 1, &metadata)
+        );
+        let line = heard(&mut listener);
+        let told = Notice::new(
+            NoticeKind::Stolen,
+            key.name(),
+            HolderId::from_raw(victim),
+            from,
+        );
+        assert_eq!(line, told.encode());
+        assert_eq!(Notice::decode(&line), Some(told));
+        store.server.cmd(&["DEL", &key.lock]);
+    }
+}
+
+#[test]
+fn a_steal_leaves_the_line_in_place_and_takes_a_kept_lock_telling_nobody() {
+    let mut store = Store::start();
+    let lock = store.key.lock.clone();
+    let key = store.key.clone();
+    store.set(&lock, &held_value(OWNER, '2', SINCE, ""));
+    store.line_up("a-waiter");
+    let stolen = store.steal(&key, OTHER, "", "");
+    assert_eq!(
+        (stolen[0], stolen[2]),
+        (1, i64::try_from(holder_id(OWNER)).expect("48 bits"))
+    );
+    assert_eq!(store.get(&lock), held_value(OTHER, '2', 0, ""));
+    assert_eq!(
+        store.server.cmd(&["ZRANGE", &key.queue(), "0", "-1"]),
+        "a-waiter"
+    );
+    // The stealer's release frees it for the first in line.
+    assert_eq!(store.release(OTHER, "0"), 2);
+    assert_eq!(store.parsed(&lock).holder_field("next"), Some("a-waiter"));
+
+    // Kept by hold_at_least: nobody's, taken, its mark kept.
+    store
+        .server
+        .cmd(&["DEL", &lock, &key.queue(), &key.queue_expiry()]);
+    store.set(&lock, "kept waiting=1");
+    let stolen = store.steal(&key, OTHER, "", "");
+    assert_eq!((stolen[0], stolen[2]), (1, 0), "{stolen:?}");
+    assert_eq!(store.get(&lock), held_value(OTHER, '1', 0, ""));
+
+    // Data that is not a lock is left as it is.
+    store.server.cmd(&["DEL", &lock]);
+    store.server.cmd(&["HSET", &lock, "token", OWNER]);
+    assert_eq!(store.steal(&key, OTHER, "", "")[0], -1);
 }

@@ -41,6 +41,8 @@ pub(crate) static RENEW: LazyLock<Lua> =
 pub(crate) static RELEASE: LazyLock<Lua> = LazyLock::new(|| Lua::new(script_text!("release.lua")));
 /// Hands a lock to a waiter of the same process (handoff.lua).
 pub(crate) static HANDOFF: LazyLock<Lua> = LazyLock::new(|| Lua::new(script_text!("handoff.lua")));
+/// Takes a lock whoever holds it and tells its holder (steal.lua).
+pub(crate) static STEAL: LazyLock<Lua> = LazyLock::new(|| Lua::new(script_text!("steal.lua")));
 /// Takes a semaphore's permit (semaphore.lua).
 pub(crate) static SEMAPHORE: LazyLock<Lua> =
     LazyLock::new(|| Lua::new(script_text!("semaphore.lua")));

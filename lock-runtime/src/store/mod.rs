@@ -74,6 +74,7 @@ pub use error::StoreError;
 pub use inspect::{
     HolderInfo, Holds, InLine, Inspect, Kind, LockInfo, LockState, Recorded, Unlocked, WaitRecord,
 };
+pub(crate) use notice::Hears;
 pub use notice::{MAX_TEXT, Notice, NoticeKind};
 pub use scheme::register_scheme;
 
@@ -285,14 +286,14 @@ pub fn whole(batch: &[Renewal]) -> Vec<usize> {
 #[derive(Clone)]
 pub struct Changes {
     waiters: Weak<Waiters>,
-    notices: Weak<crate::notices::Notices>,
+    notices: Weak<dyn notice::Hears>,
 }
 
 impl Changes {
-    pub(crate) fn new(waiters: &Arc<Waiters>, notices: &Arc<crate::notices::Notices>) -> Changes {
+    pub(crate) fn new(waiters: &Arc<Waiters>, notices: Weak<dyn notice::Hears>) -> Changes {
         Changes {
             waiters: Arc::downgrade(waiters),
-            notices: Arc::downgrade(notices),
+            notices,
         }
     }
 
@@ -330,9 +331,10 @@ impl Changes {
     }
 
     /// Whether the manager it tells is gone (dropped with all its clones): nothing told here
-    /// reaches anyone any more.
+    /// reaches anyone any more. (Its waiters may live on, shared with other managers of a
+    /// `memory://<name>` table, which have a `Changes` of their own.)
     pub fn is_gone(&self) -> bool {
-        self.waiters.strong_count() == 0
+        self.notices.strong_count() == 0 || self.waiters.strong_count() == 0
     }
 }
 

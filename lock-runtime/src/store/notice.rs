@@ -71,6 +71,13 @@ pub struct Notice {
     pub text: String,
 }
 
+/// What hears the notices a store tells a manager ([`Changes::heard`](super::Changes::heard)):
+/// the manager's receiver of notices, named here so that the store's side need not know it.
+pub(crate) trait Hears: Send + Sync {
+    /// Acts on `notice` if it concerns one of the manager's leases or elections.
+    fn heard(&self, notice: &Notice);
+}
+
 /// The tag every encoded notice begins with, and its version.
 const TAG: &str = "n1";
 

@@ -1,7 +1,9 @@
-//! Telling the managers over a PostgreSQL store of releases: by LISTEN on one connection per
-//! store (every release statement does `pg_notify` in the same statement), or, where LISTEN
-//! cannot be heard (a pooler in transaction mode and no direct URL to listen on), by looking
-//! every poll interval whether the locks waited for are free, only while something waits.
+//! Telling the managers over a PostgreSQL store of releases and notices: by LISTEN on one
+//! connection per store (every release statement does `pg_notify` in the same statement, a
+//! steal and an announce theirs on the channel of notices), or, where LISTEN cannot be heard (a
+//! pooler in transaction mode and no direct URL to listen on), by looking every poll interval
+//! whether the locks waited for are free, only while something waits; notices are not heard
+//! then.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
@@ -12,7 +14,7 @@ use sqlx::postgres::{PgListener, PgPool};
 use tokio::sync::oneshot;
 
 use super::sql;
-use crate::store::Changes;
+use crate::store::{Changes, Notice};
 
 /// How long connect waits to hear its own check notification before it polls instead.
 const HEAR_CHECK: Duration = Duration::from_secs(1);
@@ -39,6 +41,14 @@ impl Told {
     pub(crate) fn released(&self, name: &str) {
         for changes in lock(&self.changes).iter() {
             changes.released(name);
+        }
+    }
+
+    /// `notice` was heard: each manager acts on it.
+    pub(crate) fn heard(&self, notice: &Notice) {
+        let all = lock(&self.changes).clone();
+        for changes in all {
+            changes.heard(notice);
         }
     }
 
@@ -78,17 +88,18 @@ pub(crate) enum Hearing {
 /// Ends the store's feed task when dropped (with the store).
 pub(crate) struct Stop(#[allow(dead_code)] oneshot::Sender<()>);
 
-/// Starts listening on a connection from `listen` (the store's own pool, or one to a direct
-/// URL), and checks that a notification sent through `pool` is heard on it within
+/// Starts listening for releases, and for notices on `notices`, on a connection from `listen`
+/// (the store's own pool, or one to a direct URL), and checks that a notification sent through `pool` is heard on it within
 /// [`HEAR_CHECK`]. `Ok(None)` if it is not heard (a pooler in transaction mode between).
 pub(crate) async fn listen(
     pool: &PgPool,
     listen: &PgPool,
     told: &Arc<Told>,
+    notices: &str,
 ) -> Result<Option<Stop>, sqlx::Error> {
     let mut listener = PgListener::connect_with(listen).await?;
     listener.ignore_pool_close_event(true);
-    listener.listen(sql::CHANNEL).await?;
+    listener.listen_all([sql::CHANNEL, notices]).await?;
     let check = format!("check:{}", uuid::Uuid::new_v4());
     sqlx::raw_sql(&sql::notify(&check)).execute(pool).await?;
     let heard = tokio::time::timeout(HEAR_CHECK, async {
@@ -122,6 +133,13 @@ async fn follow(mut listener: PgListener, told: Weak<Told>, mut stopped: oneshot
             return;
         };
         match heard {
+            Ok(Some(note)) if note.channel() != sql::CHANNEL => {
+                failing = false;
+                // Anything else said on the channel is not a notice, and is dropped.
+                if let Some(notice) = Notice::decode(note.payload()) {
+                    told.heard(&notice);
+                }
+            }
             Ok(Some(note)) => {
                 failing = false;
                 match note.payload() {
@@ -133,7 +151,7 @@ async fn follow(mut listener: PgListener, told: Weak<Told>, mut stopped: oneshot
             Ok(None) => told.missed(),
             Err(err) => {
                 if !failing {
-                    tracing::warn!(error = %err, "lost the connection that listens for lock releases; waiters wait on their leases until it is back");
+                    tracing::warn!(error = %err, "lost the connection that listens for lock releases and notices; waiters wait on their leases, and notices go unheard, until it is back");
                     told.missed();
                 }
                 failing = true;

@@ -1,5 +1,5 @@
 //! Locks in a PostgreSQL table (feature `postgres`): leases judged by the database's clock,
-//! fencing tokens from a sequence, releases told by `NOTIFY`, every step one statement sent
+//! fencing tokens from a sequence, releases and notices told by `NOTIFY`, every step one statement sent
 //! with the simple query protocol so that PgBouncer in transaction mode carries it
 //! (docs/POSTGRES.md).
 
@@ -11,8 +11,8 @@ use sqlx::Row;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 
 use crate::store::{
-    Acquire, Ask, Booking, BoxFuture, Changes, Inspect, Key, Release, Renewal, Shape, Store,
-    StoreError,
+    Acquire, Ask, Booking, BoxFuture, Changes, Inspect, Key, Notice, Release, Renewal, Shape,
+    Stolen, Store, StoreError,
 };
 
 mod errors;
@@ -54,6 +54,8 @@ pub struct PostgresStore {
     server: String,
     told: Arc<Told>,
     hearing: Hearing,
+    /// The channel notices are told on ([`sql::notice_channel`]).
+    notices: String,
     /// Ends the listening or polling task with the store.
     _feed: Stop,
 }
@@ -63,6 +65,7 @@ impl std::fmt::Debug for PostgresStore {
         f.debug_struct("PostgresStore")
             .field("server", &self.server)
             .field("hearing", &self.hearing)
+            .field("notices", &self.notices)
             .finish_non_exhaustive()
     }
 }
@@ -101,6 +104,22 @@ async fn prepare(pool: &PgPool, options: &PostgresOptions, at: &str) -> Result<b
     })
 }
 
+/// The channel the managers over the tables `pool` finds tell each other notices on.
+async fn notice_channel(pool: &PgPool, at: &str) -> Result<String, StoreError> {
+    let rows = sqlx::raw_sql(&sql::notice_channel())
+        .fetch_all(pool)
+        .await
+        .map_err(|err| failure(at, "name the channel of notices", None, err))?;
+    rows.first()
+        .and_then(|row| row.try_get::<String, _>("channel").ok())
+        .ok_or_else(|| {
+            StoreError::permanent(format!(
+                "{at}: the table {} is not on the search_path of the store's connections",
+                sql::TABLE
+            ))
+        })
+}
+
 /// The refusal of a database that lacks the tables, or (`tables` true) the functions of this
 /// version, with `create_tables=false`: what to run.
 fn missing_schema(at: &str, tables: bool) -> StoreError {
@@ -136,7 +155,7 @@ fn connect_options(url: &str, shown: &str) -> Result<PgConnectOptions, StoreErro
 impl PostgresStore {
     /// Connects to the database at `url` (`postgres://` or `postgresql://`, with the query
     /// parameters of [`PostgresOptions`]), refuses a standby, creates the tables unless told
-    /// not to, and starts hearing releases. Requests wait at most `request_timeout` for a
+    /// not to, and starts hearing releases and notices. Requests wait at most `request_timeout` for a
     /// connection of the pool.
     pub async fn connect(
         url: &str,
@@ -189,7 +208,7 @@ impl PostgresStore {
         Self::open(pool, listen, options, server).await
     }
 
-    /// Checks the server, makes the tables, and starts hearing releases.
+    /// Checks the server, makes the tables, and starts hearing releases and notices.
     async fn open(
         pool: PgPool,
         listen: Option<PgPool>,
@@ -198,6 +217,7 @@ impl PostgresStore {
     ) -> Result<PostgresStore, StoreError> {
         let at = format!("postgres {server}");
         let direct = prepare(&pool, &options, &at).await?;
+        let notices = notice_channel(&pool, &at).await?;
         let told = Arc::new(Told::default());
         // A listen URL names a server to LISTEN on directly; without one, the store's own.
         let listen_here =
@@ -217,13 +237,14 @@ impl PostgresStore {
             }
         };
         let heard = match listen {
-            Some(listen) => feed::listen(&pool, &listen, &told)
+            Some(listen) => feed::listen(&pool, &listen, &told, &notices)
                 .await
                 .unwrap_or_else(|err| {
                     tracing::warn!(
                         server = %server,
                         error = %failure(&at, "listen", None, err),
-                        "cannot LISTEN for lock releases: waiters poll every {:?}",
+                        "cannot LISTEN for lock releases: waiters poll every {:?}, and notices \
+                         (release requests, steals) go unheard",
                         options.poll_interval
                     );
                     None
@@ -246,6 +267,7 @@ impl PostgresStore {
             server,
             told,
             hearing,
+            notices,
             _feed: feed,
         })
     }
@@ -259,7 +281,8 @@ impl PostgresStore {
         self
     }
 
-    /// Whether releases are heard by LISTEN (`true`) or by polling.
+    /// Whether releases are heard by LISTEN (`true`) or by polling. Notices (release
+    /// requests, steals) are heard only by LISTEN.
     pub fn listens(&self) -> bool {
         self.hearing == Hearing::Listen
     }
@@ -403,6 +426,37 @@ impl Store for PostgresStore {
     /// Every release is told: by NOTIFY where the store listens, else found by polling.
     fn notifies(&self) -> bool {
         true
+    }
+
+    /// Where the store LISTENs (see [`listens`](Self::listens)): a store that polls hears
+    /// no notices, so it does not say it carries them.
+    fn announces(&self) -> bool {
+        self.hearing == Hearing::Listen
+    }
+
+    /// One `pg_notify` on the channel of notices, heard by every manager that LISTENs on the
+    /// same database and schema.
+    fn announce<'a>(&'a self, notice: &'a Notice) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(self.db.announce(&self.notices, notice))
+    }
+
+    /// Also where the store polls: the steal is one statement either way, and a victim that
+    /// does not hear it loses its lease at its next renewal.
+    fn steals(&self) -> bool {
+        true
+    }
+
+    /// One statement (`lock_runtime_steal`): takes the row, draws the fencing token from the
+    /// sequence, and tells the victim by `pg_notify`, delivered at its commit. Refused where a
+    /// transaction holds the lock ([`lock_in_transaction`](crate::postgres::lock_in_transaction)).
+    fn steal<'a>(
+        &'a self,
+        key: &'a Key,
+        token: &'a str,
+        ttl: Duration,
+        from: &'a str,
+    ) -> BoxFuture<'a, Result<Stolen, StoreError>> {
+        Box::pin(self.db.steal(key.name(), token, ttl, &self.notices, from))
     }
 
     fn attach(&self, changes: &Changes) {

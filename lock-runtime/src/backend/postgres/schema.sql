@@ -118,3 +118,53 @@ BEGIN
     END LOOP;
 END
 $$;
+CREATE OR REPLACE FUNCTION lock_runtime_steal(
+    p_name text, p_token text, p_holder bigint, p_ttl_ms bigint, p_space integer, p_key integer,
+    p_host text, p_pid bigint, p_app text, p_since timestamptz, p_channel text, p_from text)
+RETURNS TABLE (fence bigint, victim bigint, in_transaction boolean)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    was_holder bigint;
+    was_token text;
+    was_live boolean;
+BEGIN
+    -- A transaction's lock is its advisory lock, let go only when that transaction ends: it
+    -- cannot be stolen. An acquire holds the same advisory lock for its own statement only,
+    -- so a steal waits for that, a little, before it says a transaction holds the lock.
+    PERFORM set_config('lock_timeout', '1000', true);
+    BEGIN
+        PERFORM pg_advisory_xact_lock(p_space, p_key);
+    EXCEPTION WHEN lock_not_available THEN
+        in_transaction := true;
+        RETURN NEXT;
+        RETURN;
+    END;
+    in_transaction := false;
+    -- The victim: whoever holds a live lease (not an expired one, nor a lock kept ownerless
+    -- by hold_at_least), unless it is the stealer itself.
+    SELECT l.holder, l.token, l.expires_at > clock_timestamp()
+    INTO was_holder, was_token, was_live
+    FROM lock_runtime_locks l WHERE l.name = p_name FOR UPDATE;
+    IF FOUND AND was_live AND was_token <> '' AND was_token <> p_token AND was_holder <> 0 THEN
+        victim := was_holder;
+    END IF;
+    INSERT INTO lock_runtime_locks AS l
+        (name, token, holder, fence, expires_at, host, pid, app, since)
+    VALUES (p_name, p_token, p_holder, nextval('lock_runtime_fences'),
+            clock_timestamp() + p_ttl_ms * interval '1 millisecond',
+            p_host, p_pid, p_app, p_since)
+    ON CONFLICT (name) DO UPDATE
+        SET token = excluded.token, holder = excluded.holder, fence = excluded.fence,
+            expires_at = excluded.expires_at, host = excluded.host, pid = excluded.pid,
+            app = excluded.app, since = excluded.since
+    RETURNING l.fence INTO fence;
+    -- The victim is told at COMMIT, with the notice as Notice::encode writes it:
+    -- `n1 stolen <holder id in hex> <key length in bytes> <key><text>`.
+    IF victim IS NOT NULL THEN
+        PERFORM pg_notify(p_channel, 'n1 stolen ' || to_hex(victim) || ' '
+            || octet_length(p_name)::text || ' ' || p_name || p_from);
+    END IF;
+    RETURN NEXT;
+END
+$$;

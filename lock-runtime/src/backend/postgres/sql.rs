@@ -19,6 +19,13 @@ pub(crate) const SEQUENCE: &str = "lock_runtime_fences";
 /// The channel releases are told on; the payload is the lock's stored name.
 pub(crate) const CHANNEL: &str = "lock_runtime_released";
 
+/// What the channel of [`Notice`](crate::store::Notice)s is called: this, then the schema of the
+/// store's table (see [`notice_channel`]).
+pub(crate) const NOTICES: &str = "lock_runtime_notices.";
+
+/// The longest payload `pg_notify` takes: less than 8000 bytes.
+pub(crate) const NOTIFY_LIMIT: usize = 7999;
+
 /// The advisory lock (`pg_advisory_xact_lock`) that makes two processes creating the tables at
 /// once take turns: `lock_rt` in ASCII.
 pub(crate) const SCHEMA_LOCK: i64 = 0x006c_6f63_6b5f_7274;
@@ -41,11 +48,13 @@ pub(crate) const SCHEMA: &str = include_str!("schema.sql");
 /// whose result or behaviour changes gets a new signature here (and the old one dropped in
 /// [`SCHEMA`]), so that the probe of a database made by an earlier version finds it missing
 /// and connect brings the schema up to date.
-pub(crate) const FUNCTIONS: [&str; 3] = [
+pub(crate) const FUNCTIONS: [&str; 4] = [
     "lock_runtime_acquire(text,text,bigint,bigint,integer,integer,text,bigint,text,timestamptz,\
      boolean,boolean)",
     "lock_runtime_release(text,text,bigint,boolean)",
     "lock_runtime_renew(bigint[],text[],text[],bigint[])",
+    "lock_runtime_steal(text,text,bigint,bigint,integer,integer,text,bigint,text,timestamptz,\
+     text,text)",
 ];
 
 /// The tables and functions created in one transaction (one message: an implicit transaction,
@@ -294,6 +303,55 @@ SELECT COALESCE((SELECT live FROM gone LIMIT 1), false) AS removed,
        (SELECT count(*) FROM told) AS told,
        EXISTS (SELECT 1 FROM {TABLE} l WHERE l.name = {name} AND l.fence <> {fence}
                AND l.expires_at > clock_timestamp()) AS other"
+    )
+}
+
+/// The channel the managers over the store's table tell each other [`Notice`]s on (one row:
+/// `channel`): [`NOTICES`] and the name of the table's schema (its SHA-256 in hex where the
+/// name would make the channel longer than the 63 bytes of an identifier), so that the
+/// managers of two sets of tables in one database, in two schemas, hear only their own.
+///
+/// [`Notice`]: crate::store::Notice
+pub(crate) fn notice_channel() -> String {
+    format!(
+        "SELECT '{NOTICES}' || CASE WHEN octet_length(n.nspname) <= {} THEN n.nspname
+       ELSE encode(sha256(convert_to(n.nspname, 'UTF8')), 'hex') END AS channel
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.oid = to_regclass('{TABLE}')",
+        63 - NOTICES.len()
+    )
+}
+
+/// Tells `payload` on `channel`: one notification, delivered at the statement's commit.
+pub(crate) fn notify_on(channel: &str, payload: &str) -> String {
+    format!("SELECT pg_notify({}, {})", text(channel), text(payload))
+}
+
+/// Takes `name` for `token` (whose holder id is `holder`) for `ttl` whoever holds it, unless a
+/// transaction holds it, recording `recorded` as of `since_ms` (see [`holder_values`]), with a
+/// new fencing token; tells a live holder other than `token` on `channel` that it was stolen,
+/// `from` being the notice's text. One row: `fence` and the `victim`'s holder id (NULL for
+/// none), or `in_transaction` true alone.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn steal(
+    name: &str,
+    token: &str,
+    holder: i64,
+    ttl: Duration,
+    recorded: Option<&Holder>,
+    since_ms: u64,
+    channel: &str,
+    from: &str,
+) -> String {
+    format!(
+        "SELECT * FROM lock_runtime_steal({}, {}, {holder}, {}, {ADVISORY_SPACE}, {}, {}, {}, {})",
+        text(name),
+        text(token),
+        millis(ttl),
+        advisory_key(name),
+        holder_values(recorded, since_ms),
+        text(channel),
+        text(from)
     )
 }
 

@@ -9,7 +9,7 @@ use sqlx::postgres::{PgPool, PgRow};
 use super::errors::{self, failure};
 use super::holder::{Holder, Recorded};
 use super::sql;
-use crate::store::{Acquire, Ask, HolderId, Release, StoreError};
+use crate::store::{Acquire, Ask, HolderId, Notice, NoticeKind, Release, Stolen, StoreError};
 
 /// How long a waiter for a lock that a transaction holds waits before it asks again.
 pub(crate) const IN_TRANSACTION_RETRY: Duration = Duration::from_millis(100);
@@ -119,5 +119,124 @@ impl Db {
             None if other => Release::NotOwner,
             None => Release::Gone,
         })
+    }
+
+    /// Takes the lock `name` for `token` for `ttl` whoever holds it, and tells the victim on
+    /// `channel` in the same statement (see [`sql::steal`]). Refused before anything is
+    /// taken where the notice could not be told (longer than a notification carries), and
+    /// where a transaction holds the lock ([`lock_in_transaction`](super::transaction)).
+    pub(crate) async fn steal(
+        &self,
+        name: &str,
+        token: &str,
+        ttl: Duration,
+        channel: &str,
+        from: &str,
+    ) -> Result<Stolen, StoreError> {
+        // The notice as long as it can be: the longest holder id, and the text cut as a
+        // notice cuts it.
+        let longest = Notice::new(NoticeKind::Stolen, name, HolderId::from_raw(MAX_ID), from);
+        fits(&self.describe, "steal", name, &longest)?;
+        let holder = i64::try_from(HolderId::of_token(token).get()).unwrap_or(i64::MAX);
+        let since_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| {
+                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
+            });
+        let statement = sql::steal(
+            name,
+            token,
+            holder,
+            ttl,
+            self.holder.as_deref(),
+            since_ms,
+            channel,
+            &longest.text,
+        );
+        let rows = self.rows("steal", Some(name), &statement).await?;
+        let row = rows.first().ok_or_else(|| {
+            StoreError::permanent(format!(
+                "{}: steal of `{name}`: no answer row",
+                self.describe
+            ))
+        })?;
+        if errors::column::<Option<bool>>(&self.describe, name, row, "in_transaction")?
+            .unwrap_or(false)
+        {
+            return Err(StoreError::permanent(format!(
+                "{}: steal of `{name}`: a transaction holds it (lock_in_transaction), and a \
+                 transaction's lock cannot be stolen: it is released when that transaction \
+                 commits or rolls back",
+                self.describe
+            )));
+        }
+        let fence = errors::column::<Option<i64>>(&self.describe, name, row, "fence")?;
+        let victim = errors::column::<Option<i64>>(&self.describe, name, row, "victim")?;
+        Ok(Stolen {
+            fence: fence
+                .and_then(|fence| u64::try_from(fence).ok())
+                .unwrap_or(0),
+            victim: victim
+                .and_then(|id| u64::try_from(id).ok())
+                .and_then(HolderId::from_raw),
+        })
+    }
+
+    /// Tells `notice` on `channel` (one `pg_notify`, delivered to every listener at once).
+    pub(crate) async fn announce(&self, channel: &str, notice: &Notice) -> Result<(), StoreError> {
+        fits(&self.describe, "announce", &notice.key, notice)?;
+        let statement = sql::notify_on(channel, &notice.encode());
+        self.rows("announce", Some(&notice.key), &statement)
+            .await
+            .map(drop)
+    }
+}
+
+/// The largest holder id: 48 bits.
+const MAX_ID: u64 = (1 << 48) - 1;
+
+/// Refuses a notice longer than a notification carries: its key is too long.
+fn fits(describe: &str, operation: &str, name: &str, notice: &Notice) -> Result<(), StoreError> {
+    let length = notice.encode().len();
+    if length <= sql::NOTIFY_LIMIT {
+        return Ok(());
+    }
+    Err(StoreError::permanent(format!(
+        "{describe}: {operation} of `{}`: its notice would be {length} bytes, longer than the \
+         {} bytes a PostgreSQL notification carries: use a shorter key (or a shorter reason)",
+        name.chars().take(64).collect::<String>(),
+        sql::NOTIFY_LIMIT
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_notice_longer_than_a_notification_is_refused_naming_the_limit() {
+        let short = Notice::new(NoticeKind::ReleaseRequested, "lock:{a}", None, "ops");
+        assert!(fits("postgres db:5432", "announce", "lock:{a}", &short).is_ok());
+        let name = "k".repeat(sql::NOTIFY_LIMIT);
+        let long = Notice::new(
+            NoticeKind::Stolen,
+            name.as_str(),
+            HolderId::from_raw(MAX_ID),
+            "",
+        );
+        let refused = fits("postgres db:5432", "steal", &name, &long).expect_err("too long");
+        let said = refused.to_string();
+        assert!(
+            said.contains("7999 bytes") && said.contains("steal of `kkk"),
+            "{said}"
+        );
+        assert!(said.len() < 400, "the key is not repeated whole: {said}");
+    }
+
+    #[test]
+    fn the_longest_holder_id_is_48_bits_as_every_store_computes_it() {
+        let id = HolderId::of_token("any token").get();
+        assert!(id <= MAX_ID);
+        assert_eq!(format!("{MAX_ID:x}").len(), 12);
     }
 }

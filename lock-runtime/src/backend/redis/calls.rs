@@ -10,11 +10,12 @@ use crate::backend::{Ask, Line, Renewal};
 use crate::key::Key;
 use crate::protocol::scripts::{
     ACQUIRE, HANDOFF, LEAVE, PERMIT_RELEASE, RELEASE, RENEW, RW_ACQUIRE, RW_LEAVE, RW_RELEASE,
-    SEMAPHORE,
+    SEMAPHORE, STEAL,
 };
 use crate::protocol::scripts::{Lua, invoke};
 use crate::protocol::{self, Announce, Capabilities, millis};
 use crate::shape::Shape;
+use crate::store::{Notice, NoticeKind};
 
 /// One script call, with the script it calls (to cache it when the server does not know it):
 /// a lock's and a semaphore's steps are different scripts behind the same backend calls.
@@ -72,6 +73,8 @@ pub(super) struct Holder {
     fair_turn_ms: u64,
     /// See [`RedisSettings::clocked_tokens`].
     clocked_tokens: bool,
+    /// The channel notices travel on (see [`protocol::notices_channel`]).
+    notices: String,
 }
 
 impl Holder {
@@ -90,6 +93,35 @@ impl Holder {
             metadata,
             fair_turn_ms: millis(settings.fair_turn),
             clocked_tokens: settings.clocked_tokens,
+            notices: protocol::notices_channel(settings.key_prefix),
+        }
+    }
+
+    /// The `PUBLISH` that tells `notice` to every manager subscribed to the notices channel.
+    pub(super) fn announce(&self, notice: &Notice) -> redis::Cmd {
+        let mut publish = redis::cmd("PUBLISH");
+        publish.arg(&self.notices).arg(notice.encode());
+        publish
+    }
+
+    /// The call of steal.lua that takes the plain lock `key` for `token` and `ttl` whoever
+    /// holds it, and tells the holder with a notice whose text is `from`.
+    pub(super) fn steal(&self, key: &Key, token: &str, ttl: Duration, from: &str) -> Call<'static> {
+        // The text as a notice keeps it (cut to its longest), written by the script.
+        let text = Notice::new(NoticeKind::Stolen, "", None, from).text;
+        let mut invocation = STEAL.prepare_invoke();
+        invocation
+            .key(&key.lock)
+            .key(key.counter())
+            .key(key.queue())
+            .arg(token)
+            .arg(millis(ttl))
+            .arg(self.holder(protocol::now_ms()))
+            .arg(&self.notices)
+            .arg(text);
+        Call {
+            invocation,
+            script: &STEAL,
         }
     }
 
@@ -330,11 +362,13 @@ mod tests {
             metadata: String::new(),
             fair_turn_ms: 0,
             clocked_tokens,
+            notices: protocol::notices_channel("lock:"),
         };
         let lean = Capabilities {
             lean_acquire: true,
             native_delete: None,
             set_ifeq: false,
+            resp3: true,
         };
         let scripts = Capabilities {
             lean_acquire: false,

@@ -2,8 +2,12 @@
 //! slot, renewals grouped by slot, and release notifications over sharded pub/sub (SPUBLISH /
 //! SSUBSCRIBE, Redis 7+), whose channel is the lock key itself and so lives in the lock's slot.
 //!
+//! Notices (a request that a holder let go, a steal) travel apart, on one channel per key prefix
+//! with plain `PUBLISH` and `SUBSCRIBE` (see [`ShardedFeed`]), which every node passes on to the
+//! others.
+//!
 //! Two cluster connections: one for the scripts, and one RESP3 connection that carries only the
-//! subscriptions, opened when the first waiter needs it. Keeping them apart matters: a node that
+//! subscriptions, subscribed to the notices channel at connect. Keeping them apart matters: a node that
 //! loses a slot tells its subscribers with an unrequested `sunsubscribe` push, and on a connection
 //! shared with commands that push could be taken for the answer to a command in flight.
 //!
@@ -32,9 +36,11 @@ use tokio::sync::mpsc;
 
 use super::calls::Holder;
 use super::connection::{RedisSettings, describe_error};
-use super::feed::{self, ShardedFeed, Subscriptions};
+use super::feed::{self, Hearers, ShardedFeed, Subscriptions};
 use super::replicas::{Pool, Replication};
-use super::steps::{Link, Replicated, Steps, acquire_replicated, renew_comparing, written_value};
+use super::steps::{
+    Link, Replicated, Steps, acquire_replicated, renew_comparing, steal_replicated, written_value,
+};
 use crate::backend::{
     Acquire, Ask, Booking, BoxFuture, HandOff, Release, Renewal, Store, StoreError,
 };
@@ -69,6 +75,11 @@ pub(crate) struct ClusterBackend {
     /// [`ReplicaAcks::response_timeout`](super::replicas::ReplicaAcks::response_timeout)).
     wait_client: ClusterClient,
     subscriptions: Subscriptions,
+    /// The managers that hear the notices of the notices channel.
+    hearers: Arc<Hearers>,
+    /// The servers speak RESP3 (Redis 6.0), which the subscription to the notices channel
+    /// needs (see [`Capabilities::resp3`]).
+    announces: bool,
     background: Background,
 }
 
@@ -163,7 +174,8 @@ impl ClusterBackend {
             .await
             .map_err(|err| LockError::from_failure("connect", None, &seeds.shown, err.into()))?
             .map_err(|err| crate::backend::connect_error(&seeds.shown, &err))?;
-        let subscriptions = sharded_subscriptions(&seeds, &settings, waiters);
+        let hearers = Hearers::new(&crate::protocol::notices_channel(settings.key_prefix));
+        let subscriptions = sharded_subscriptions(&seeds, &settings, waiters, &hearers);
         let replication = settings.replica_acks.map(|acks| {
             (
                 Replication::new(acks, &seeds.shown, Announce::Sharded),
@@ -186,6 +198,13 @@ impl ClusterBackend {
         )
         .await;
         tracing::debug!(server = %seeds.shown, protocol = %capabilities.describe(), "lock protocol");
+        // Before the manager is returned, so that a lock taken next hears a steal at once.
+        let announces = capabilities.resp3;
+        if !announces {
+            tracing::warn!(server = %seeds.shown, "Redis Cluster before 6.0 has no RESP3, which its subscriptions need: requests to let go are refused, and a holder learns of a steal at its next renewal");
+        } else if let Err(err) = subscriptions.watch(hearers.channel()).await {
+            tracing::warn!(server = %seeds.shown, error = %err, "cannot subscribe to the notices channel yet; holders learn of a steal at their next renewal meanwhile");
+        }
         Ok(ClusterBackend {
             inspect: super::inspect::RedisInspect::new(&settings),
             conn: commands,
@@ -197,6 +216,8 @@ impl ClusterBackend {
             replication,
             wait_client,
             subscriptions,
+            hearers,
+            announces,
         })
     }
 
@@ -215,7 +236,9 @@ fn sharded_subscriptions(
     seeds: &Seeds,
     settings: &RedisSettings<'_>,
     waiters: Arc<Waiters>,
+    hearers: &Arc<Hearers>,
 ) -> Subscriptions {
+    let hearers = hearers.clone();
     let (seeds, url, background, tls) = (
         seeds.clone(),
         settings.url.to_owned(),
@@ -238,12 +261,13 @@ fn sharded_subscriptions(
                     conn: None,
                     pushes: pushed,
                     server: seeds.shown.clone(),
+                    broadcast: hearers.channel().to_owned(),
                 };
                 background.spawn(feed::run(
                     feed,
                     requests,
                     watched,
-                    waiters.clone(),
+                    (waiters.clone(), hearers.clone()),
                     seeds.shown.clone(),
                 ));
             }
@@ -539,6 +563,64 @@ impl Store for ClusterBackend {
 
     fn unwatch(&self, key: &str) {
         self.subscriptions.unwatch(key);
+    }
+
+    /// With `PUBLISH`, which every node passes on (see [`ShardedFeed`]), from Redis 6.0 on.
+    fn announces(&self) -> bool {
+        self.announces
+    }
+
+    fn attach(&self, changes: &crate::store::Changes) {
+        self.hearers.attach(changes);
+    }
+
+    fn announce<'a>(
+        &'a self,
+        notice: &'a crate::store::Notice,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            // Any node would do; the master of the channel's slot is the one its subscribers
+            // are most likely on.
+            let mut conn = self.routed(self.hearers.channel());
+            self.steps().announce(&mut conn, notice).await
+        })
+    }
+
+    fn steals(&self) -> bool {
+        true
+    }
+
+    /// On the master of the lock's slot; the script's `PUBLISH` of the notice reaches every node.
+    fn steal<'a>(
+        &'a self,
+        key: &'a Key,
+        token: &'a str,
+        ttl: Duration,
+        from: &'a str,
+    ) -> BoxFuture<'a, Result<crate::store::Stolen, StoreError>> {
+        Box::pin(async move {
+            self.subscriptions.revive();
+            let Some(replicated) = &self.replication else {
+                let mut conn = self.routed(&key.lock);
+                return self.steps().steal(&mut conn, key, token, ttl, from).await;
+            };
+            let open = self.wait_connection();
+            let routed = |conn: &ClusterConnection| SlotConnection {
+                conn: SlotConn::Own(conn.clone()),
+                route: Route::with_key(&key.lock, SlotAddr::Master),
+            };
+            steal_replicated(
+                replicated,
+                open,
+                routed,
+                &self.holder,
+                key,
+                token,
+                ttl,
+                from,
+            )
+            .await
+        })
     }
 }
 

@@ -1,8 +1,10 @@
 //! The one subscription task of a backend: it subscribes and unsubscribes the lock channels in
-//! the order waiters ask, hands each release message to one waiter, and after a lost connection
-//! (or, on Cluster, a channel whose slot moved) wakes every waiter and subscribes again to every
-//! watched channel until that succeeds. One server (`SUBSCRIBE`) and Cluster (`SSUBSCRIBE`)
-//! differ only in their [`Feed`]; the loop is this one.
+//! the order waiters ask, hands each release message to one waiter and each message of the
+//! notices channel to every manager attached ([`Hearers`]), and after a lost connection (or, on
+//! Cluster, a channel whose slot moved) wakes every waiter and subscribes again to every watched
+//! channel until that succeeds, the notices channel included. One server (`SUBSCRIBE`) and
+//! Cluster (`SSUBSCRIBE` for lock channels, `SUBSCRIBE` for notices) differ only in their
+//! [`Feed`]; the loop is this one.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -19,7 +21,56 @@ use tokio::time::Instant;
 
 use crate::backend::StoreError;
 use crate::backoff::Backoff;
+use crate::store::{Changes, Notice};
 use crate::waiters::Waiters;
+
+/// Where a backend's subscription task hands what it hears on the notices channel (see
+/// [`Store::announce`](crate::store::Store::announce)): every manager attached to the backend.
+/// The deployments of several servers (Sentinel's masters one after another, Redlock's masters
+/// side by side) share one, so a manager attached once hears through each of them.
+pub(super) struct Hearers {
+    /// The notices channel (see [`protocol::notices_channel`](crate::protocol::notices_channel)).
+    channel: String,
+    attached: Mutex<Vec<Changes>>,
+}
+
+impl Hearers {
+    pub(super) fn new(channel: &str) -> Arc<Hearers> {
+        Arc::new(Hearers {
+            channel: channel.to_owned(),
+            attached: Mutex::default(),
+        })
+    }
+
+    /// The channel notices travel on.
+    pub(super) fn channel(&self) -> &str {
+        &self.channel
+    }
+
+    /// A manager over the backend hears its notices from now on.
+    pub(super) fn attach(&self, changes: &Changes) {
+        let mut attached = self.attached.lock().unwrap_or_else(PoisonError::into_inner);
+        attached.retain(|changes| !changes.is_gone());
+        attached.push(changes.clone());
+    }
+
+    /// Tells every manager attached the notice `message` carries; other traffic on the channel
+    /// is dropped.
+    fn tell(&self, message: &[u8]) {
+        let Some(notice) = std::str::from_utf8(message).ok().and_then(Notice::decode) else {
+            tracing::debug!(channel = %self.channel, "a message on the notices channel is not a notice; dropped");
+            return;
+        };
+        let attached = self
+            .attached
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for changes in attached {
+            changes.heard(&notice);
+        }
+    }
+}
 
 /// A request to a backend's subscription task, handled in the order sent.
 pub(super) enum Subscription {
@@ -58,12 +109,12 @@ pub(super) trait Feed: Send + 'static {
 }
 
 /// Owns `feed` until the backend is gone (its requests' sender dropped). `watched`: the keys a
-/// task started again subscribes to at once.
+/// task started again subscribes to at once (the notices channel among them).
 pub(super) async fn run(
     mut feed: impl Feed,
     mut commands: mpsc::UnboundedReceiver<Subscription>,
     watched: HashSet<String>,
-    waiters: Arc<Waiters>,
+    (waiters, hearers): (Arc<Waiters>, Arc<Hearers>),
     server: String,
 ) {
     let mut retry_at = (!watched.is_empty()).then(Instant::now);
@@ -106,6 +157,9 @@ pub(super) async fn run(
                 }
             }
             event = feed.next() => match event {
+                Event::Release { channel, id } if channel == hearers.channel => {
+                    hearers.tell(id.as_deref().unwrap_or_default());
+                }
                 Event::Release { channel, id } => waiters.wake_one(&channel, id.as_deref()),
                 Event::Lost => {
                     waiters.wake_all();
@@ -237,6 +291,17 @@ impl Subscriptions {
         Err(StoreError::transient("the subscription task has stopped"))
     }
 
+    /// Asks the task to subscribe to `channel` and to stay subscribed to it, without waiting
+    /// for the answer: for a server that may be down now (the task subscribes once it answers).
+    pub(super) fn keep(&self, channel: &str) {
+        let mut state = self.state();
+        state.watched.insert(channel.to_owned());
+        let (ack, _unheard) = oneshot::channel();
+        let _ = self
+            .requests(&mut state)
+            .send(Subscription::Watch(channel.to_owned(), ack));
+    }
+
     /// Asks the task to stop delivering releases of `key`. Never blocks.
     pub(super) fn unwatch(&self, key: &str) {
         let mut state = self.state();
@@ -332,26 +397,49 @@ impl Feed for PubSubFeed {
 /// The subscription connection of a Cluster (`SSUBSCRIBE`, routed by each channel's slot), for
 /// [`run`]. The client tells of messages, dropped node connections and channels
 /// the server dropped through `pushes`.
+///
+/// The notices channel (`broadcast`) is subscribed with `SUBSCRIBE` instead: a notice is sent
+/// with `PUBLISH`, which every node passes on to every other, so a manager hears it on whichever
+/// node it subscribed to, whatever slot the publisher wrote in. That matters for a steal, whose
+/// script publishes from the lock's node and could not `SPUBLISH` outside the lock's slot; and
+/// no notice is lost while the channel's own slot fails over.
 pub(super) struct ShardedFeed {
     pub(super) client: ClusterClient,
     pub(super) conn: Option<ClusterConnection>,
     pub(super) pushes: mpsc::UnboundedReceiver<PushInfo>,
     pub(super) server: String,
+    pub(super) broadcast: String,
+}
+
+/// Subscribes `conn` to `channel`: `SUBSCRIBE` for the notices channel `broadcast`,
+/// `SSUBSCRIBE` for a lock's.
+async fn subscribe_on(
+    conn: &mut ClusterConnection,
+    channel: &str,
+    broadcast: &str,
+) -> RedisResult<()> {
+    if channel == broadcast {
+        conn.subscribe(channel).await
+    } else {
+        conn.ssubscribe(channel).await
+    }
 }
 
 impl Feed for ShardedFeed {
     /// Resolves once the node serving the channel's slot confirmed the subscription.
     async fn subscribe(&mut self, channel: &str) -> RedisResult<()> {
-        connection(&self.client, &mut self.conn)
-            .await?
-            .ssubscribe(channel)
-            .await
+        let conn = connection(&self.client, &mut self.conn).await?;
+        subscribe_on(conn, channel, &self.broadcast).await
     }
 
     async fn unsubscribe(&mut self, channel: &str) -> bool {
         if let Some(conn) = self.conn.as_mut() {
             // A node that does not answer drops the channel with its connection anyway.
-            let _ = conn.sunsubscribe(channel).await;
+            let _ = if channel == self.broadcast {
+                conn.unsubscribe(channel).await
+            } else {
+                conn.sunsubscribe(channel).await
+            };
         }
         true
     }
@@ -359,9 +447,10 @@ impl Feed for ShardedFeed {
     /// All at once (SSUBSCRIBE is idempotent, and one command cannot span slots).
     async fn resubscribe(&mut self, channels: &HashSet<String>) -> RedisResult<()> {
         let conn = connection(&self.client, &mut self.conn).await?;
+        let broadcast = self.broadcast.as_str();
         future::try_join_all(channels.iter().map(|channel| {
             let mut conn = conn.clone();
-            async move { conn.ssubscribe(channel).await }
+            async move { subscribe_on(&mut conn, channel, broadcast).await }
         }))
         .await?;
         Ok(())
@@ -373,7 +462,7 @@ impl Feed for ShardedFeed {
                 return std::future::pending().await;
             };
             match push.kind {
-                PushKind::SMessage => {
+                PushKind::SMessage | PushKind::Message => {
                     if let Some(channel) = channel_of(&push) {
                         let id = release_id(&push).map(<[u8]>::to_vec);
                         return Event::Release { channel, id };
@@ -410,7 +499,7 @@ fn channel_of(push: &PushInfo) -> Option<String> {
     }
 }
 
-/// The release id a sharded message carries: its second element (see release.lua).
+/// What a message carries, its second element: a release's id (see release.lua), or a notice.
 fn release_id(push: &PushInfo) -> Option<&[u8]> {
     match push.data.get(1) {
         Some(Value::BulkString(bytes)) => Some(bytes),

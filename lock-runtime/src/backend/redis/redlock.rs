@@ -22,6 +22,7 @@ use futures_util::future::join_all;
 use tokio::time::Instant;
 
 use super::connection::RedisSettings;
+use super::feed::Hearers;
 use super::single::RedisBackend;
 use crate::backend::{
     Acquire, Ask, Booking, BoxFuture, Line, Release, Renewal, Store, StoreError, whole,
@@ -56,6 +57,8 @@ pub(crate) struct RedlockBackend {
     inspect: super::inspect::RedisInspect,
     nodes: Vec<Arc<Node>>,
     quorum: usize,
+    /// The managers that hear the notices of every master.
+    hearers: Arc<Hearers>,
     describe: String,
     server: String,
 }
@@ -149,13 +152,14 @@ impl RedlockBackend {
         let server = servers.join(",");
         let quorum = node_urls.len() / 2 + 1;
         waiters.set_quorum(quorum);
+        let hearers = Hearers::new(&crate::protocol::notices_channel(settings.key_prefix));
         let connected = join_all(node_urls.iter().map(|node_url| {
             let settings = RedisSettings {
                 url: node_url,
                 clocked_tokens: true,
                 ..settings
             };
-            RedisBackend::connect(settings, waiters.clone())
+            RedisBackend::open(settings, waiters.clone(), hearers.clone(), true)
         }))
         .await;
         let reachable = connected.iter().filter(|node| node.is_ok()).count();
@@ -193,7 +197,7 @@ impl RedlockBackend {
                         clocked_tokens: true,
                         ..settings
                     };
-                    RedisBackend::connect_lazily(settings, waiters.clone()).await?
+                    RedisBackend::open(settings, waiters.clone(), hearers.clone(), false).await?
                 }
             };
             nodes.push(Arc::new(Node {
@@ -214,6 +218,7 @@ impl RedlockBackend {
             describe: format!("redlock over {} masters {server}", nodes.len()),
             nodes,
             quorum,
+            hearers,
             server,
         })
     }
@@ -636,6 +641,42 @@ impl Store for RedlockBackend {
     fn notifies(&self) -> bool {
         self.nodes.iter().any(|node| node.redis.notifies())
     }
+
+    /// On every master: each manager subscribes on every master, and so hears a notice once
+    /// per master that took it while its subscription there was up. Hearing one twice is
+    /// harmless: a request to let go resolves `release_requested()` once, and a lease is lost
+    /// once.
+    fn announces(&self) -> bool {
+        self.nodes.iter().any(|node| node.redis.announces())
+    }
+
+    fn attach(&self, changes: &crate::store::Changes) {
+        self.hearers.attach(changes);
+    }
+
+    /// Told once one master took it: a manager hears it through any one master.
+    fn announce<'a>(
+        &'a self,
+        notice: &'a crate::store::Notice,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        Box::pin(async move {
+            let answers = self
+                .all(&self.asked(), MAX_NODE_TIMEOUT, |node| {
+                    node.announce(notice)
+                })
+                .await;
+            if answers.iter().any(Result::is_ok) {
+                return Ok(());
+            }
+            Err(self.too_few(0, answers))
+        })
+    }
+
+    // No `steal`: a steal takes the lock whoever holds it, so each master grants every thief,
+    // and two thieves at once could each count a majority of grants (each master keeping the
+    // last one it served), both holding the lock until their next renewal. Redlock's safety
+    // rests on a master granting a lock only while it is free, which a steal cannot keep; the
+    // engine refuses `LockManager::steal` here with a configuration error.
 }
 
 #[cfg(test)]

@@ -8,6 +8,9 @@
 //! itself is reported as a transient error: an acquire retries it within its wait budget, the
 //! watchdog within the lease.
 //!
+//! Each master's backend subscribes to the notices channel when it connects, so notices follow
+//! the failover with the rest; they all hand what they hear to the same managers.
+//!
 //! The backend also listens to every sentinel for `+switch-master` and follows a failover as
 //! soon as it is announced. Without that, a demoted master that stays reachable (one that was
 //! paused, or a manual `SENTINEL FAILOVER`) would go on granting locks for the seconds until
@@ -31,6 +34,7 @@ use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType}
 use tokio::time::Instant;
 
 use super::connection::RedisSettings;
+use super::feed::Hearers;
 use super::single::RedisBackend;
 use crate::backend::{
     Acquire, Ask, Booking, BoxFuture, Release, Renewal, Store, StoreError, whole,
@@ -68,6 +72,8 @@ struct Shared {
     /// Keys with waiters, to subscribe again on a new master.
     watched: Mutex<HashSet<String>>,
     waiters: Arc<Waiters>,
+    /// The managers that hear notices, through whichever master is the current one.
+    hearers: Arc<Hearers>,
     nodes: NodeTemplate,
     describe: String,
     server: String,
@@ -203,16 +209,19 @@ impl SentinelBackend {
             background: settings.background.clone(),
             tls: settings.tls.clone(),
         };
-        let master = resolve(&sentinels, &nodes, &waiters).await.map_err(|err| {
-            match err.downcast::<redis::RedisError>() {
-                // From the sentinels, or the master's role check: a TLS handshake says so.
-                Ok(err) => crate::backend::connect_error(&server, &err),
-                Err(err) => {
-                    let transient = resolve_may_pass(&err);
-                    LockError::backend_with("connect", None, &server, err, transient)
+        let hearers = Hearers::new(&crate::protocol::notices_channel(settings.key_prefix));
+        let master = resolve(&sentinels, &nodes, (&waiters, &hearers))
+            .await
+            .map_err(|err| {
+                match err.downcast::<redis::RedisError>() {
+                    // From the sentinels, or the master's role check: a TLS handshake says so.
+                    Ok(err) => crate::backend::connect_error(&server, &err),
+                    Err(err) => {
+                        let transient = resolve_may_pass(&err);
+                        LockError::backend_with("connect", None, &server, err, transient)
+                    }
                 }
-            }
-        })?;
+            })?;
         let shared = Arc::new(Shared {
             master_name: parts.master_name,
             sentinels,
@@ -221,6 +230,7 @@ impl SentinelBackend {
             switching: tokio::sync::Mutex::new(()),
             watched: Mutex::new(HashSet::new()),
             waiters,
+            hearers,
             nodes,
             describe: format!("redis sentinel {server}"),
             server,
@@ -357,7 +367,11 @@ impl Shared {
         if url::server_of(&node_url) == self.current().server() {
             return;
         }
-        let master = match self.nodes.connect(&node_url, &self.waiters).await {
+        let master = match self
+            .nodes
+            .connect(&node_url, (&self.waiters, &self.hearers))
+            .await
+        {
             Ok(master) => Arc::new(master),
             Err(err) => return not_reachable(&err),
         };
@@ -434,11 +448,12 @@ impl NodeTemplate {
         format!("{}{addr}{}", self.prefix, self.suffix)
     }
 
-    /// Connects to the node at `node_url` (see [`url`](Self::url)).
+    /// Connects to the node at `node_url` (see [`url`](Self::url)), subscribed to the
+    /// notices channel for `hearers`.
     async fn connect(
         &self,
         node_url: &str,
-        waiters: &Arc<Waiters>,
+        (waiters, hearers): (&Arc<Waiters>, &Arc<Hearers>),
     ) -> Result<RedisBackend, LockError> {
         let settings = RedisSettings {
             url: node_url,
@@ -452,7 +467,7 @@ impl NodeTemplate {
             clocked_tokens: false,
             tls: &self.tls,
         };
-        RedisBackend::connect(settings, waiters.clone()).await
+        RedisBackend::open(settings, waiters.clone(), hearers.clone(), true).await
     }
 }
 
@@ -468,10 +483,10 @@ async fn master_addr(
 async fn resolve(
     sentinels: &tokio::sync::Mutex<SentinelClient>,
     nodes: &NodeTemplate,
-    waiters: &Arc<Waiters>,
+    hear: (&Arc<Waiters>, &Arc<Hearers>),
 ) -> Result<RedisBackend, BoxError> {
     let addr = master_addr(sentinels).await?;
-    Ok(nodes.connect(&nodes.url(&addr), waiters).await?)
+    Ok(nodes.connect(&nodes.url(&addr), hear).await?)
 }
 
 /// Whether a failure of [`resolve`] may pass by itself: sentinels or a master not reachable yet,
@@ -646,6 +661,61 @@ impl Store for SentinelBackend {
 
     fn notifies(&self) -> bool {
         self.shared.current().notifies()
+    }
+
+    fn announces(&self) -> bool {
+        self.shared.current().announces()
+    }
+
+    fn attach(&self, changes: &crate::store::Changes) {
+        self.shared.hearers.attach(changes);
+    }
+
+    /// On the current master: its replicas pass it on to their subscribers too.
+    fn announce<'a>(
+        &'a self,
+        notice: &'a crate::store::Notice,
+    ) -> BoxFuture<'a, Result<(), StoreError>> {
+        self.revive_listeners();
+        Box::pin(async move {
+            self.shared
+                .on_master(move |master| Box::pin(async move { master.announce(notice).await }))
+                .await
+                .1
+        })
+    }
+
+    fn steals(&self) -> bool {
+        true
+    }
+
+    /// On the current master; a steal answered by a master the backend left while it was out
+    /// fails transiently, as a grant would (stealing again is safe).
+    fn steal<'a>(
+        &'a self,
+        key: &'a Key,
+        token: &'a str,
+        ttl: Duration,
+        from: &'a str,
+    ) -> BoxFuture<'a, Result<crate::store::Stolen, StoreError>> {
+        self.revive_listeners();
+        Box::pin(async move {
+            let (master, answer) = self
+                .shared
+                .on_master(move |master| {
+                    Box::pin(async move { master.steal(key, token, ttl, from).await })
+                })
+                .await;
+            if answer.is_ok() && self.shared.left(&master) {
+                let _ = tokio::time::timeout(
+                    self.shared.nodes.request_timeout,
+                    master.give_back_quietly(key, token),
+                )
+                .await;
+                return Err(self.shared.answered_by_old_master(&master));
+            }
+            answer
+        })
     }
 }
 

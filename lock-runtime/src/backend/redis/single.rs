@@ -1,6 +1,6 @@
 //! One Redis server: one auto-reconnecting multiplexed connection
 //! for acquire, renew and release, each a single script call, plus one subscription connection for
-//! release notifications, opened when the first waiter needs it.
+//! release notifications and notices, subscribed to the notices channel at connect.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,12 +11,12 @@ use tokio::runtime::Handle;
 
 use super::calls::Holder;
 use super::connection::{RedisSettings, Resending, SharedConn, describe_error};
-use super::feed::{self, PubSubFeed, Subscriptions};
+use super::feed::{self, Hearers, PubSubFeed, Subscriptions};
 use super::probe::probe;
 use super::replicas::{Pool, Replication};
 use super::steps::{
     Link, Replicated, Steps, acquire_replicated, leave_by, release_by, renew_comparing,
-    written_value,
+    steal_replicated, written_value,
 };
 use crate::backend::{
     Acquire, Ask, Booking, BoxFuture, HandOff, Release, Renewal, Store, StoreError, whole,
@@ -28,6 +28,7 @@ use crate::lease::Lease;
 use crate::protocol::waits::WaitsUpdate;
 use crate::protocol::{self, Announce, Capabilities, millis};
 use crate::shape::Shape;
+use crate::store::{Changes, Notice, Stolen};
 use crate::url;
 use crate::url::enable_tls;
 use crate::waiters::Waiters;
@@ -51,6 +52,9 @@ pub(crate) struct RedisBackend {
     /// connected lazily and never asked.
     capabilities: Capabilities,
     subscriptions: Subscriptions,
+    /// The managers that hear the notices of the notices channel (shared by the masters of a
+    /// Sentinel or Redlock deployment).
+    hearers: Arc<Hearers>,
 }
 
 impl RedisBackend {
@@ -161,21 +165,18 @@ impl RedisBackend {
         settings: RedisSettings<'_>,
         waiters: Arc<Waiters>,
     ) -> Result<Self, LockError> {
-        Self::open(settings, waiters, true).await
+        let hearers = Hearers::new(&protocol::notices_channel(settings.key_prefix));
+        Self::open(settings, waiters, hearers, true).await
     }
 
-    /// Connects on first use (and again whenever needed): for one node of several, which may be
-    /// down when the manager starts.
-    pub(crate) async fn connect_lazily(
+    /// Connects now (`eager`: fails if the server cannot be reached or refuses the
+    /// credentials) or on first use and again whenever needed (for one node of several, which
+    /// may be down when the manager starts); notices go to `hearers`, which other servers of
+    /// the deployment may share.
+    pub(super) async fn open(
         settings: RedisSettings<'_>,
         waiters: Arc<Waiters>,
-    ) -> Result<Self, LockError> {
-        Self::open(settings, waiters, false).await
-    }
-
-    async fn open(
-        settings: RedisSettings<'_>,
-        waiters: Arc<Waiters>,
+        hearers: Arc<Hearers>,
         eager: bool,
     ) -> Result<Self, LockError> {
         let server = url::server_of(settings.url);
@@ -224,6 +225,7 @@ impl RedisBackend {
         protocol::slots::prepare();
         let subscriptions = {
             let (client, server, background) = (client.clone(), server.clone(), background.clone());
+            let hearers = hearers.clone();
             let timeout = settings.request_timeout;
             Subscriptions::start(move |requests, watched| {
                 let feed = PubSubFeed {
@@ -236,11 +238,14 @@ impl RedisBackend {
                     feed,
                     requests,
                     watched,
-                    waiters.clone(),
+                    (waiters.clone(), hearers.clone()),
                     server.clone(),
                 ));
             })
         };
+        if notifies {
+            hear_notices(&subscriptions, &hearers, &server, eager).await;
+        }
         let replication = settings.replica_acks.map(|acks| {
             (
                 Replication::new(acks, &server, Announce::Publish),
@@ -260,7 +265,23 @@ impl RedisBackend {
             notifies,
             capabilities,
             subscriptions,
+            hearers,
         })
+    }
+}
+
+/// Subscribes to the notices channel for as long as the backend lives, resubscribed after
+/// every lost connection: `eager`, before the connect returns (one round trip more, so that a
+/// lock taken next is told of a steal or a request to let go at once); else once the server
+/// answers. A server that refuses it leaves notices unheard, not the locks unusable: a holder
+/// learns of a steal at its next renewal.
+async fn hear_notices(subscriptions: &Subscriptions, hearers: &Hearers, server: &str, eager: bool) {
+    if !eager {
+        subscriptions.keep(hearers.channel());
+        return;
+    }
+    if let Err(err) = subscriptions.watch(hearers.channel()).await {
+        tracing::warn!(server, error = %err, "cannot subscribe to the notices channel; holders learn of a steal at their next renewal, and of a request to let go never");
     }
 }
 
@@ -397,6 +418,53 @@ impl Store for RedisBackend {
 
     fn notifies(&self) -> bool {
         self.notifies
+    }
+
+    /// On the notices channel, where the user may publish and subscribe.
+    fn announces(&self) -> bool {
+        self.notifies
+    }
+
+    fn attach(&self, changes: &Changes) {
+        self.hearers.attach(changes);
+    }
+
+    fn announce<'a>(&'a self, notice: &'a Notice) -> BoxFuture<'a, Result<(), StoreError>> {
+        let mut conn = self.link();
+        Box::pin(async move { self.steps().announce(&mut conn, notice).await })
+    }
+
+    fn steals(&self) -> bool {
+        true
+    }
+
+    fn steal<'a>(
+        &'a self,
+        key: &'a Key,
+        token: &'a str,
+        ttl: Duration,
+        from: &'a str,
+    ) -> BoxFuture<'a, Result<Stolen, StoreError>> {
+        Box::pin(async move {
+            let Some(replicated @ (replication, _)) = &self.replication else {
+                let mut conn = self.link();
+                return self.steps().steal(&mut conn, key, token, ttl, from).await;
+            };
+            self.subscriptions.revive();
+            let open = self.wait_connection(replication);
+            let routed = MultiplexedConnection::clone;
+            steal_replicated(
+                replicated,
+                open,
+                routed,
+                &self.holder,
+                key,
+                token,
+                ttl,
+                from,
+            )
+            .await
+        })
     }
 }
 

@@ -11,7 +11,7 @@ use super::calls::{Call, Holder, renew_invocation};
 use super::replicas::{Pool, Replication};
 use crate::backend::{
     Acquire, AcquireReply, Ask, HandOff, Release, Renewal, StoreError, acquire_answer,
-    hand_off_answer,
+    hand_off_answer, steal_answer,
 };
 use crate::background::Lifeline;
 use crate::key::Key;
@@ -19,6 +19,7 @@ use crate::lease::Lease;
 use crate::protocol::scripts::{HANDOFF, RENEW};
 use crate::protocol::scripts::{invoke, query_each_loading, query_loading};
 use crate::protocol::{self, Announce, Capabilities, lean, millis};
+use crate::store::{Notice, Stolen};
 
 /// A connection the steps of a lock run on: one server's shared connection, or a Cluster's
 /// routed to the master of the key's slot.
@@ -152,6 +153,31 @@ impl Steps<'_> {
         self.release(conn, &lease.stored, &lease.token, keep).await
     }
 
+    /// Takes the plain lock `key` for `token` and `ttl` whoever holds it, with a new fencing
+    /// token, and tells its holder on the notices channel, in one script (see steal.lua).
+    pub(super) async fn steal<C: Link>(
+        &self,
+        conn: &mut C,
+        key: &Key,
+        token: &str,
+        ttl: Duration,
+        from: &str,
+    ) -> Result<Stolen, StoreError> {
+        let call = self.holder.steal(key, token, ttl, from);
+        let answer = C::settle(call.run(conn).await)?;
+        steal_answer(key, answer)
+    }
+
+    /// Tells `notice` on the notices channel: one `PUBLISH`.
+    pub(super) async fn announce<C: Link>(
+        &self,
+        conn: &mut C,
+        notice: &Notice,
+    ) -> Result<(), StoreError> {
+        let _heard: i64 = self.holder.announce(notice).query_async(conn).await?;
+        Ok(())
+    }
+
     /// `token` leaves the line of waiters for `key` (see [`Holder::leave`]).
     pub(super) async fn leave<C: Link>(
         &self,
@@ -265,6 +291,35 @@ pub(super) async fn acquire_replicated<C, R: Link>(
         pool.put((conn, lifeline));
     }
     answer
+}
+
+/// The steal of every deployment with `wait_for_replicas`: steal.lua on a connection of its
+/// own (an idle one of the pool, else one `open` makes; see [`acquire_replicated`]), then a
+/// wait for the replicas to acknowledge it. A shortfall gives the stolen lock back and fails
+/// transiently: the holder it was taken from has lost it either way, and stealing again is
+/// safe.
+#[allow(clippy::too_many_arguments)]
+pub(super) async fn steal_replicated<C, R: Link>(
+    (replication, pool): &Replicated<C>,
+    open: impl Future<Output = Result<(C, Lifeline), StoreError>>,
+    routed: impl Fn(&C) -> R,
+    holder: &Holder,
+    key: &Key,
+    token: &str,
+    ttl: Duration,
+    from: &str,
+) -> Result<Stolen, StoreError> {
+    let idle = std::iter::from_fn(|| pool.take()).find(|(_, lifeline)| !lifeline.is_cut());
+    let (conn, lifeline) = match idle {
+        Some(idle) => idle,
+        None => open.await?,
+    };
+    let mut link = routed(&conn);
+    let call = holder.steal(key, token, ttl, from);
+    let stolen = steal_answer(key, R::settle(call.run(&mut link).await)?)?;
+    confirmed(&mut link, holder, key, token, ttl, replication).await?;
+    pool.put((conn, lifeline));
+    Ok(stolen)
 }
 
 /// Waits on `conn`, where `key` was just granted to `token`, for the replicas to acknowledge
