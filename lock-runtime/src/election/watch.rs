@@ -363,10 +363,11 @@ impl LockManager {
     /// every change of leader (a new term, a resignation, a term that ended with nobody after
     /// it). Anyone can watch; it takes no part in the election.
     ///
-    /// Where the store carries leader announcements ([`Store::announces`]: memory now), a
-    /// watch wakes within one round trip of a new leader's win or a leader's resignation; it
-    /// reads the lock at the leader's lease end too (an expiry is not announced), and every
-    /// 5 s in case an announcement was missed. Elsewhere it reads the lock every 500 ms (see
+    /// Where the store carries leader announcements ([`Store::announces`]: memory, every Redis
+    /// deployment but a Cluster of Redis 5, PostgreSQL but through a pooler without a
+    /// `listen_url`), a watch wakes within one round trip of a new leader's win or a leader's
+    /// resignation; it reads the lock at the leader's lease end too (an expiry is not
+    /// announced), and every 5 s in case an announcement was missed. Elsewhere it reads the lock every 500 ms (see
     /// [`LeaderWatch::set_poll_interval`]), at the leader's lease end, and at a release of the
     /// lock that the store tells this manager (those of the locks its waiters wait for: a
     /// process that campaigns too sees its leader's release at once): a change is seen within
