@@ -53,6 +53,7 @@ pub struct ElectionOptions {
     label: Option<&'static str>,
     priority: u32,
     grace: Option<Duration>,
+    lock_delay: Option<Duration>,
 }
 
 impl Default for ElectionOptions {
@@ -72,6 +73,7 @@ impl ElectionOptions {
             label: None,
             priority: 0,
             grace: None,
+            lock_delay: None,
         }
     }
 
@@ -108,6 +110,34 @@ impl ElectionOptions {
         self
     }
 
+    /// The election's lock-delay (see [`LockOptions::lock_delay`]): after a term lost without a
+    /// release (the leader crashed, paused past its lease, or was cut off), nobody is elected
+    /// for `delay` more, so a leader that was only paused cannot act beside its successor for
+    /// as long as the pause is shorter than the delay. A term ended by
+    /// [`step_down`](Leadership::step_down), [`resign`](Leadership::resign) or a shutdown
+    /// hands over at once. This is the guard for a leader whose work cannot carry the term's
+    /// fencing token; it delays every failover after a crash by `delay`. Default: the
+    /// manager's ([`LockManagerBuilder::lock_delay`](crate::LockManagerBuilder::lock_delay)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use lock_runtime::ElectionOptions;
+    ///
+    /// const PRINTER: ElectionOptions = ElectionOptions::new()
+    ///     .ttl(Duration::from_secs(5))
+    ///     .lock_delay(Duration::from_secs(15));
+    /// assert_eq!(PRINTER.lock_delay_value(), Some(Duration::from_secs(15)));
+    /// ```
+    pub const fn lock_delay(mut self, delay: Duration) -> Self {
+        self.lock_delay = Some(delay);
+        self
+    }
+
+    /// The lock-delay, if set here.
+    pub const fn lock_delay_value(&self) -> Option<Duration> {
+        self.lock_delay
+    }
+
     /// How long a campaign that gave way (to a candidate of higher priority, or after
     /// [`Leadership::resign`]) waits for another to take the leadership before it campaigns
     /// (and keeps its win) again. Default `ttl / 3`.
@@ -141,7 +171,10 @@ impl ElectionOptions {
 
     /// The lock a campaign takes: it waits as long as it takes, renewed while held.
     const fn lock_options(&self) -> LockOptions {
-        let options = LockOptions::new().ttl(self.ttl).wait(Duration::MAX);
+        let mut options = LockOptions::new().ttl(self.ttl).wait(Duration::MAX);
+        if let Some(delay) = self.lock_delay {
+            options = options.lock_delay(delay);
+        }
         match self.label {
             Some(label) => options.label(label),
             None => options,

@@ -451,6 +451,50 @@ async fn resigning_hands_the_leadership_to_another_and_campaigns_on(place: &Plac
     first.step_down().await.expect("stepped down");
 }
 
+async fn a_crashed_leader_s_lock_delay_keeps_the_leadership_from_everyone(
+    place: &Place,
+    name: &str,
+) {
+    let log = place.log();
+    let delay = ms(2000);
+    let delayed = ElectionOptions::new()
+        .ttl(Duration::from_secs(1))
+        .lock_delay(Duration::from_secs(2));
+    let mut doomed = place.process("doomed").await;
+    let leadership = doomed.elect(name, delayed).await;
+    let token = elected_within(&leadership, PATIENCE, &log).await;
+    let heir = place.manager("heir").await;
+    let next = heir.elect(name, delayed).expect("campaign");
+    doomed.hang().await; // its lease is lost without a release
+    let hung = Instant::now();
+    let won = elected_within(&next, PATIENCE + delay, &log).await;
+    let took = hung.elapsed();
+    println!(
+        "{}: a crashed leader's heir elected after {took:?} (ttl 1 s, lock-delay 2 s)",
+        place.kind()
+    );
+    // The lock outlives its last renewal (at most a third of the ttl before the hang) by the
+    // ttl and the delay: nobody leads before the delay has passed.
+    assert!(took >= delay, "{took:?}\n{log}");
+    assert!(won > token);
+    next.step_down().await.expect("stepped down");
+}
+
+async fn stepping_down_hands_over_at_once_despite_the_lock_delay(place: &Place, name: &str) {
+    let log = place.log();
+    let delayed = options(3000).lock_delay(Duration::from_secs(600));
+    let alpha = place.manager("alpha").await;
+    let beta = place.manager("beta").await;
+    let first = alpha.elect(name, delayed).expect("campaign");
+    let token = elected_within(&first, PATIENCE, &log).await;
+    let second = beta.elect(name, delayed).expect("campaign");
+    first.step_down().await.expect("stepped down");
+    // Within the test's patience, far below the ten minutes' delay.
+    let next = elected_within(&second, PATIENCE, &log).await;
+    assert!(next > token);
+    second.step_down().await.expect("stepped down");
+}
+
 async fn resigning_without_leading_does_nothing(place: &Place, name: &str) {
     let log = place.log();
     let alpha = place.manager("alpha").await;
@@ -630,6 +674,8 @@ macro_rules! on {
 // the hung candidate's waiting acquire, inside the one process they all are.
 on!(memory:
     the_leader_read_is_the_winner,
+    a_crashed_leader_s_lock_delay_keeps_the_leadership_from_everyone,
+    stepping_down_hands_over_at_once_despite_the_lock_delay,
     a_watch_wakes_at_each_change_of_leader,
     a_watch_sees_a_crashed_leader_s_term_end_at_its_lease_end,
     candidates_are_listed_and_dropped_when_they_stop,
@@ -642,6 +688,8 @@ on!(memory:
 
 on!(redis:
     the_leader_read_is_the_winner,
+    a_crashed_leader_s_lock_delay_keeps_the_leadership_from_everyone,
+    stepping_down_hands_over_at_once_despite_the_lock_delay,
     a_campaigning_follower_s_watch_sees_a_hand_over_at_the_release,
     a_watch_wakes_at_each_change_of_leader,
     a_watch_polling_more_often_sees_a_change_sooner,
@@ -656,6 +704,8 @@ on!(redis:
 
 on!(postgres:
     the_leader_read_is_the_winner,
+    a_crashed_leader_s_lock_delay_keeps_the_leadership_from_everyone,
+    stepping_down_hands_over_at_once_despite_the_lock_delay,
     a_campaigning_follower_s_watch_sees_a_hand_over_at_the_release,
     a_watch_wakes_at_each_change_of_leader,
     a_watch_polling_more_often_sees_a_change_sooner,
