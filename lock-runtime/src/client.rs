@@ -40,7 +40,6 @@ pub(crate) struct Inner {
     pub(crate) lock_delay: Duration,
     /// Where the store's notices go (its [`Changes`](crate::store::Changes) hold it weakly:
     /// this keeps it alive, and is all that some builds do with it).
-    #[allow(dead_code, reason = "held to keep the store's weak reference alive")]
     pub(crate) notices: Arc<crate::notices::Notices>,
     /// [`LockManagerBuilder::app_name`](crate::LockManagerBuilder::app_name): who a notice
     /// this manager sends says it is.
