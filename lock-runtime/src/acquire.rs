@@ -536,6 +536,15 @@ impl Acquisition {
     fn granted(&mut self, pending: Pending, fence: u64) -> Done {
         let lease = pending.lease();
         lease.mark_held(fence);
+        if let crate::lease::Status::Lost(reason) = lease.status() {
+            // Lost before its answer came (a steal whose notice overtook it): the body must
+            // not run. The attempt's drop gives back whatever is still ours (nothing, after a
+            // steal: the release finds another owner).
+            return Err(LockError::LeaseLost {
+                key: lease.key().to_owned(),
+                reason,
+            });
+        }
         self.manager.watchdog.activate(pending.watch_id());
         if self.manager.is_closed() {
             // Shutdown drained the watchdog before this lease was in it, so nothing

@@ -15,7 +15,7 @@ use crate::manager::LockManager;
 use crate::options::LockOptions;
 use crate::pending::Pending;
 use crate::shape::Shape;
-use crate::store::{Notice, NoticeKind};
+use crate::store::{HolderId, Kind, LockState, Notice, NoticeKind};
 
 /// Who says a notice, for the audit line the holder writes: the application (if named), host
 /// and pid of this process, and the caller's reason.
@@ -32,6 +32,26 @@ pub(crate) fn signed(app: Option<&str>, reason: &str) -> String {
     } else {
         format!("{who}: {reason}")
     }
+}
+
+/// Who holds the plain lock `key` now, as the store's inspection side reads it: the holder a
+/// release request names, so that it reaches that holder even while its acquire's answer is
+/// still on its way, and nobody who takes the lock later. `None` (the request then goes to
+/// whoever holds the key when it arrives) where the store cannot be inspected, the read fails
+/// or names no single holder.
+async fn holder_now(inner: &crate::client::Inner, key: &str) -> Option<HolderId> {
+    let inspect = inner.backend.inspect()?;
+    let read = tokio::time::timeout(inner.request_timeout, inspect.show(&inner.prefix, key));
+    let locks = read.await.ok()?.ok()?;
+    let mut holders = locks
+        .iter()
+        .filter(|lock| lock.kind == Kind::Lock && lock.state == LockState::Held)
+        .filter_map(|lock| lock.holder_id.as_deref())
+        .filter_map(|hex| u64::from_str_radix(hex, 16).ok())
+        .filter_map(HolderId::from_raw);
+    let holder = holders.next()?;
+    // Redlock's masters may disagree: only a holder every place names is named.
+    holders.all(|other| other == holder).then_some(holder)
 }
 
 impl LockManager {
@@ -88,10 +108,11 @@ impl LockManager {
                 key.escape_debug()
             )));
         }
+        let holder = holder_now(inner, key).await;
         let notice = Notice::new(
             NoticeKind::ReleaseRequested,
             stored.name(),
-            None,
+            holder,
             signed(inner.app_name.as_deref(), reason),
         );
         let limit = inner.request_timeout;
@@ -240,3 +261,6 @@ impl LockManager {
         Ok(LockGuard::granted(pending))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -75,11 +75,20 @@ pub fn waits_key(prefix: &str) -> String {
 
 /// The Redis pub/sub channel where managers under `prefix` tell each other
 /// [`Notice`](crate::store::Notice)s (a request that a holder let go, a steal, an election's
-/// leader): `<prefix>notices`, carrying one [`Notice::encode`](crate::store::Notice::encode)
-/// line per message. Every manager subscribes to it (`SUBSCRIBE`, on Cluster too: `PUBLISH`
-/// reaches every node), so `SUBSCRIBE` shows what they tell each other.
-pub fn notices_channel(prefix: &str) -> String {
-    crate::protocol::notices_channel(prefix)
+/// leader), for the managers of database `db`: `<prefix>notices` for database 0 (and Cluster),
+/// `<prefix>notices:<db>` for another, carrying one
+/// [`Notice::encode`](crate::store::Notice::encode) line per message. Every manager subscribes
+/// to it (`SUBSCRIBE`, on Cluster too: `PUBLISH` reaches every node), so `SUBSCRIBE` shows what
+/// they tell each other.
+///
+/// ```
+/// use lock_runtime::inspect::notices_channel;
+///
+/// assert_eq!(notices_channel("lock:", 0), "lock:notices");
+/// assert_eq!(notices_channel("lock:", 2), "lock:notices:2");
+/// ```
+pub fn notices_channel(prefix: &str, db: i64) -> String {
+    crate::protocol::notices_channel(prefix, db)
 }
 
 /// The stored name of the lock `key` under `prefix`: `<prefix>{<key>}`. It is also the channel

@@ -47,15 +47,19 @@ impl Notices {
         self.leaders.subscribe()
     }
 
-    /// The held leases of this manager that `notice` is for.
+    /// The leases of this manager that `notice` is for: the held ones, and, where the notice
+    /// names its holder, also one whose acquire's answer is still on its way. The store granted
+    /// that one already (its owner token held the lock when the notice was sent), and the
+    /// notice, on a connection of its own, may overtake the answer.
     fn addressed(&self, notice: &Notice) -> Vec<Arc<Lease>> {
         let watchdogs = self
             .watchdogs
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        let acquiring = notice.holder.is_some();
         let mut leases: Vec<Arc<Lease>> = watchdogs
             .iter()
-            .flat_map(|watchdog| watchdog.held_leases(&notice.key))
+            .flat_map(|watchdog| watchdog.live_leases(&notice.key, acquiring))
             .collect();
         if let Some(holder) = notice.holder {
             leases.retain(|lease| HolderId::of_token(lease.token()) == holder);

@@ -307,16 +307,23 @@ impl Watchdog {
     }
 
     /// Every held lease of this manager on the stored key `stored` (several for a semaphore's
-    /// permits or a read-write lock's shares). Looks at every tracked lease: for notices only,
-    /// which are rare.
-    pub(crate) fn held_leases(&self, stored: &str) -> Vec<Arc<Lease>> {
+    /// permits or a read-write lock's shares), and with `acquiring` those whose acquire is
+    /// still on its way (the store may have granted it already). Looks at every tracked lease:
+    /// for notices only, which are rare.
+    pub(crate) fn live_leases(&self, stored: &str, acquiring: bool) -> Vec<Arc<Lease>> {
+        use crate::lease::Status;
         let state = self.shared.lock();
         state
             .entries
             .values()
             .filter_map(|entry| entry.lease.upgrade())
             .filter(|lease| {
-                lease.stored.lock == stored && lease.status() == crate::lease::Status::Held
+                lease.stored.lock == stored
+                    && match lease.status() {
+                        Status::Held => true,
+                        Status::Acquiring => acquiring,
+                        Status::Lost(_) | Status::Released => false,
+                    }
             })
             .collect()
     }

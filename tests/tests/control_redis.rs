@@ -432,3 +432,39 @@ async fn a_manager_over_the_fault_layer_steals_a_lock() {
         .unwrap_or_else(|_| panic!("never lost\n{}", server.log()));
     assert_eq!(reason, LostReason::Stolen);
 }
+
+/// Two databases of one server (a staging `/1` beside a production `/0`) name their locks alike,
+/// and `PUBLISH` reaches every database's subscribers: a request made in one database never
+/// reaches the holder of the same key in the other. The holder hears the request of its own
+/// database, sent after the other one, first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_request_stays_in_its_database() {
+    let server = RedisServer::start();
+    let production = LockManager::connect(&format!("{}/0", server.url()))
+        .await
+        .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()));
+    let staging = LockManager::connect(&format!("{}/1", server.url()))
+        .await
+        .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()));
+    let guard = production
+        .lock("job", LockOptions::new())
+        .await
+        .expect("free in db 0");
+    staging
+        .request_release("job", "staging maintenance")
+        .await
+        .expect("asked in db 1");
+    production
+        .request_release("job", "production deploy")
+        .await
+        .expect("asked in db 0");
+    let request = tokio::time::timeout(PATIENCE, guard.release_requested())
+        .await
+        .unwrap_or_else(|_| panic!("never heard\n{}", server.log()));
+    assert!(
+        request.from().ends_with(": production deploy"),
+        "the holder in db 0 heard a request made in db 1: {}",
+        request.from()
+    );
+    guard.release().await.expect("released");
+}

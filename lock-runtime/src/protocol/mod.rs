@@ -30,11 +30,25 @@ pub(crate) const SEEDED: u64 = 1_000_000_000_000_000;
 /// 2^53: the scripts count in Lua numbers, exact below it; a counter there is reported.
 pub(crate) const MAX_TOKEN: u64 = 1 << 53;
 
-/// The Redis pub/sub channel [`Notice`](crate::store::Notice)s of managers under `prefix`
-/// travel on: `<prefix>notices`. A lock's name begins with `{` after the prefix, so no lock's
-/// channel is this one.
-pub(crate) fn notices_channel(prefix: &str) -> String {
-    format!("{prefix}notices")
+/// The Redis pub/sub channel [`Notice`](crate::store::Notice)s of managers under `prefix` in
+/// database `db` travel on: `<prefix>notices`, and `<prefix>notices:<db>` for a database other
+/// than 0 (`PUBLISH` reaches every database's subscribers, and the managers of two databases
+/// name their locks alike). A lock's name begins with `{` after the prefix, so no lock's
+/// channel is one of these.
+pub(crate) fn notices_channel(prefix: &str, db: i64) -> String {
+    if db == 0 {
+        format!("{prefix}notices")
+    } else {
+        format!("{prefix}notices:{db}")
+    }
+}
+
+/// The database a Redis URL names (`redis://host/2`, `?db=2`); 0 for a URL that names none or
+/// is not a one-server URL (Cluster has database 0 only).
+pub(crate) fn url_db(url: &str) -> i64 {
+    use redis::IntoConnectionInfo;
+    url.into_connection_info()
+        .map_or(0, |info| info.redis_settings().db())
 }
 
 /// The wall clock in milliseconds since the Unix epoch: when a holder took its lock, as its

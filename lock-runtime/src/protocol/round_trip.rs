@@ -133,7 +133,7 @@ impl Store {
             .arg(token)
             .arg(LEASE_MS)
             .arg(holder)
-            .arg(super::notices_channel("lock:"))
+            .arg(super::notices_channel("lock:", 0))
             .arg(from);
         call.invoke(&mut self.conn).expect("steal.lua")
     }
@@ -458,7 +458,7 @@ fn a_steal_writes_the_rust_value_above_the_holders_token_and_tells_it_as_notice_
     // A name of several bytes per character: the notice counts bytes, as Rust does.
     let key = Key::lock("lock:", "ключ 42").expect("a key");
     let mut conn = store.connect();
-    let mut listener = subscribed(&mut conn, &super::notices_channel("lock:"));
+    let mut listener = subscribed(&mut conn, &super::notices_channel("lock:", 0));
     for metadata in holders() {
         store.key = key.clone();
         let taken = store.acquire(OWNER, &holder_part(SINCE, &metadata), "1", "");

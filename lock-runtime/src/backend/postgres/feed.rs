@@ -136,8 +136,13 @@ async fn follow(mut listener: PgListener, told: Weak<Told>, mut stopped: oneshot
             Ok(Some(note)) if note.channel() != sql::CHANNEL => {
                 failing = false;
                 // Anything else said on the channel is not a notice, and is dropped.
-                if let Some(notice) = Notice::decode(note.payload()) {
-                    told.heard(&notice);
+                match Notice::decode(note.payload()) {
+                    Some(notice) => told.heard(&notice),
+                    None => tracing::debug!(
+                        channel = note.channel(),
+                        bytes = note.payload().len(),
+                        "a message on the notices channel is not a notice; dropped"
+                    ),
                 }
             }
             Ok(Some(note)) => {

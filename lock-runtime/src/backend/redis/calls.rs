@@ -78,7 +78,8 @@ pub(super) struct Holder {
 }
 
 impl Holder {
-    pub(super) fn new(settings: &RedisSettings<'_>) -> Self {
+    /// `notices`: the channel the backend's hearers subscribe to, which its steals publish on.
+    pub(super) fn new(settings: &RedisSettings<'_>, notices: &str) -> Self {
         let metadata = if settings.holder_metadata {
             let host = gethostname::gethostname();
             crate::protocol::holder_metadata(
@@ -93,7 +94,7 @@ impl Holder {
             metadata,
             fair_turn_ms: millis(settings.fair_turn),
             clocked_tokens: settings.clocked_tokens,
-            notices: protocol::notices_channel(settings.key_prefix),
+            notices: notices.to_owned(),
         }
     }
 
@@ -362,7 +363,7 @@ mod tests {
             metadata: String::new(),
             fair_turn_ms: 0,
             clocked_tokens,
-            notices: protocol::notices_channel("lock:"),
+            notices: protocol::notices_channel("lock:", 0),
         };
         let lean = Capabilities {
             lean_acquire: true,

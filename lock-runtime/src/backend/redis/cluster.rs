@@ -174,7 +174,8 @@ impl ClusterBackend {
             .await
             .map_err(|err| LockError::from_failure("connect", None, &seeds.shown, err.into()))?
             .map_err(|err| crate::backend::connect_error(&seeds.shown, &err))?;
-        let hearers = Hearers::new(&crate::protocol::notices_channel(settings.key_prefix));
+        // Cluster has database 0 alone.
+        let hearers = Hearers::new(&crate::protocol::notices_channel(settings.key_prefix, 0));
         let subscriptions = sharded_subscriptions(&seeds, &settings, waiters, &hearers);
         let replication = settings.replica_acks.map(|acks| {
             (
@@ -212,7 +213,7 @@ impl ClusterBackend {
             background,
             describe: format!("redis cluster {}", seeds.shown),
             server: seeds.shown,
-            holder: Holder::new(&settings),
+            holder: Holder::new(&settings, hearers.channel()),
             replication,
             wait_client,
             subscriptions,

@@ -152,7 +152,12 @@ impl RedlockBackend {
         let server = servers.join(",");
         let quorum = node_urls.len() / 2 + 1;
         waiters.set_quorum(quorum);
-        let hearers = Hearers::new(&crate::protocol::notices_channel(settings.key_prefix));
+        // One channel for every master, in the first master's database: each master's
+        // steals publish on the channel its hearers subscribe to.
+        let db = node_urls
+            .first()
+            .map_or(0, |url| crate::protocol::url_db(url));
+        let hearers = Hearers::new(&crate::protocol::notices_channel(settings.key_prefix, db));
         let connected = join_all(node_urls.iter().map(|node_url| {
             let settings = RedisSettings {
                 url: node_url,

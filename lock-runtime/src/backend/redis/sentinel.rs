@@ -197,6 +197,11 @@ impl SentinelBackend {
         };
         let sentinels = sentinel_client(&parts, settings.tls).map_err(config_error)?;
         let sentinels = tokio::sync::Mutex::new(sentinels);
+        // The master's database, as the URL names it after the master's name.
+        let db = crate::protocol::url_db(&format!(
+            "{}127.0.0.1:6379{}",
+            parts.node_prefix, parts.node_suffix
+        ));
         let nodes = NodeTemplate {
             prefix: parts.node_prefix,
             suffix: parts.node_suffix,
@@ -209,7 +214,7 @@ impl SentinelBackend {
             background: settings.background.clone(),
             tls: settings.tls.clone(),
         };
-        let hearers = Hearers::new(&crate::protocol::notices_channel(settings.key_prefix));
+        let hearers = Hearers::new(&crate::protocol::notices_channel(settings.key_prefix, db));
         let master = resolve(&sentinels, &nodes, (&waiters, &hearers))
             .await
             .map_err(|err| {

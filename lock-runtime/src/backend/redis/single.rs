@@ -165,7 +165,8 @@ impl RedisBackend {
         settings: RedisSettings<'_>,
         waiters: Arc<Waiters>,
     ) -> Result<Self, LockError> {
-        let hearers = Hearers::new(&protocol::notices_channel(settings.key_prefix));
+        let db = protocol::url_db(settings.url);
+        let hearers = Hearers::new(&protocol::notices_channel(settings.key_prefix, db));
         Self::open(settings, waiters, hearers, true).await
     }
 
@@ -259,7 +260,7 @@ impl RedisBackend {
             client,
             describe: format!("redis {server}"),
             server,
-            holder: Holder::new(&settings),
+            holder: Holder::new(&settings, hearers.channel()),
             replication,
             request_timeout: settings.request_timeout,
             notifies,
