@@ -954,13 +954,15 @@ async fn write_record(locks: &LockManager, record: &Mutex<Record>, ttl: Duration
     }
 }
 
-/// Whether someone holds the lock of election `name` within `within`: read at once, then at
-/// each leader announcement and every 50 ms.
+/// Whether a leader of election `name` appears within `within` (see
+/// `LockManager::has_leader`: a winner that gives way too does not count, or two candidates
+/// giving way to one that cannot win would each see the other and give way forever): read at
+/// once, then at each leader announcement and every 50 ms.
 async fn someone_leads(locks: &LockManager, name: &str, within: Duration) -> bool {
     let mut announced = locks.client().notices.leaders();
     let deadline = tokio::time::Instant::now() + within;
     loop {
-        if let Ok(Some(_)) = locks.led_by(name).await {
+        if let Ok(true) = locks.has_leader(name).await {
             return true;
         }
         let now = tokio::time::Instant::now();
@@ -1024,5 +1026,37 @@ async fn until_stopped<F: Future>(
             },
             done = &mut work => return Step::Done(done),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// A giving-way winner holds the lock without a term record, as a plain holder does: it
+    /// must not count as a leader, or candidates giving way to one that cannot win would see
+    /// each other's brief holds and give way forever.
+    #[tokio::test]
+    async fn a_holder_without_a_term_record_is_no_leader() {
+        let locks = LockManager::memory();
+        let plain = locks.lock("jobs", LockOptions::new()).await.expect("free");
+        assert!(!locks.has_leader("jobs").await.expect("read"));
+        plain.release().await.expect("released");
+        let leadership = locks
+            .elect("jobs", ElectionOptions::new())
+            .expect("campaign");
+        leadership.elected().await.expect("elected");
+        // The record is written right after the win.
+        let read = async {
+            while !locks.has_leader("jobs").await.expect("read") {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(20), read)
+            .await
+            .expect("the leader's record");
+        leadership.step_down().await.expect("stepped down");
     }
 }

@@ -209,10 +209,19 @@ impl LockManager {
             .map_err(|failure| self.read_error(name, failure))
     }
 
-    /// The id of whoever holds the election's lock now, from the lock alone.
-    pub(crate) async fn led_by(&self, name: &str) -> Result<Option<String>, LockError> {
+    /// Whether a leader holds the election's lock now: a holder whose term record names it
+    /// (a winner giving way to a candidate of higher priority writes none, and holds the lock
+    /// only for the round trip of its release), or any holder on a store that keeps no records.
+    pub(crate) async fn has_leader(&self, name: &str) -> Result<bool, LockError> {
         let shown = self.show(name).await?;
-        Ok(holder(&shown).and_then(|(info, _)| info.holder_id.clone()))
+        let Some((info, _)) = holder(&shown) else {
+            return Ok(false);
+        };
+        match self.records(name).await {
+            Ok(records) => Ok(term_record(&records, name, info).is_some()),
+            Err(Absent::NotKept) => Ok(true),
+            Err(Absent::Failed(err)) => Err(err),
+        }
     }
 
     /// Who leads the election `name` now, and how long its lease has left.
