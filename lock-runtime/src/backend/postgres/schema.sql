@@ -191,9 +191,12 @@ BEGIN
         WHERE r.name = p_name AND r.expires <= clock_timestamp();
     END IF;
     IF cardinality(p_ids) > 0 THEN
+        -- Of two records of one id, the last.
         INSERT INTO lock_runtime_records AS r (name, id, record, expires)
-        SELECT p_name, s.id, s.record, clock_timestamp() + p_keep_ms * interval '1 millisecond'
-        FROM unnest(p_ids, p_records) AS s(id, record)
+        SELECT DISTINCT ON (s.id) p_name, s.id, s.record,
+               clock_timestamp() + p_keep_ms * interval '1 millisecond'
+        FROM unnest(p_ids, p_records) WITH ORDINALITY AS s(id, record, n)
+        ORDER BY s.id, s.n DESC
         ON CONFLICT (name, id) DO UPDATE SET record = excluded.record;
         UPDATE lock_runtime_records r
         SET expires = clock_timestamp() + p_keep_ms * interval '1 millisecond'

@@ -377,10 +377,6 @@ pub(crate) fn records_update(
     keep: Duration,
     read: bool,
 ) -> String {
-    let set: std::collections::BTreeMap<&str, &str> = set
-        .iter()
-        .map(|(id, record)| (id.as_str(), record.as_str()))
-        .collect();
     let array = |values: &mut dyn Iterator<Item = &str>| {
         let listed: Vec<String> = values.map(text).collect();
         format!("ARRAY[{}]::text[]", listed.join(", "))
@@ -390,8 +386,8 @@ pub(crate) fn records_update(
          {}, {read})",
         text(name),
         advisory_key(name),
-        array(&mut set.keys().copied()),
-        array(&mut set.values().copied()),
+        array(&mut set.iter().map(|(id, _)| id.as_str())),
+        array(&mut set.iter().map(|(_, record)| record.as_str())),
         array(&mut remove.iter().map(String::as_str)),
         millis(keep),
     )
