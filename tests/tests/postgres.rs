@@ -428,8 +428,9 @@ async fn the_tables_are_created_once_when_managers_start_at_once() {
     }
     assert_eq!(
         server.psql("SELECT count(*) FROM pg_class WHERE relname LIKE 'lock_runtime_%'"),
-        // The table, its primary key's index, the sequence.
-        "3"
+        // The locks' table and its primary key's index, the sequence, the records' table and
+        // its primary key's index.
+        "5"
     );
 }
 
@@ -804,8 +805,7 @@ async fn the_test_kit_scripts_faults_over_a_postgres_store() {
 }
 
 /// Two tasks of one process that take two locks in opposite orders over PostgreSQL: with
-/// `Deadlock::Fail` one of them gives up (the store keeps no published waits, so detection
-/// sees the waits of this process).
+/// `Deadlock::Fail` one of them gives up (across processes: `--test deadlock`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deadlock_in_one_process_is_detected_over_postgres() {
     let server = PostgresServer::start();

@@ -61,7 +61,7 @@ impl PostgresStore {
     }
 }
 
-/// One place, the server; no fair line, no published waits. A lock shows what its holder
+/// One place, the server; no fair line. A lock shows what its holder
 /// recorded (host, pid, app, since), unless the holder's manager was built with
 /// [`holder_metadata(false)`](crate::LockManagerBuilder::holder_metadata).
 impl Inspect for PostgresStore {
