@@ -468,6 +468,26 @@ mod tests {
     }
 
     #[test]
+    fn a_records_step_sends_its_values_as_literals_and_empty_lists_typed() {
+        let set = vec![("01".to_owned(), "waits=a'b".to_owned())];
+        let step = records_update(
+            "lock:waits:{waits}",
+            &set,
+            &[],
+            Duration::from_secs(5),
+            true,
+        );
+        assert!(!step.contains("a'b"), "{step}");
+        assert!(step.contains(&text("waits=a'b")), "{step}");
+        assert!(step.contains("ARRAY[]::text[], 5000, true)"), "{step}");
+        let read = records_update("n", &[], &[], Duration::ZERO, true);
+        assert!(
+            read.contains("ARRAY[]::text[], ARRAY[]::text[], ARRAY[]::text[], 1, true)"),
+            "{read}"
+        );
+    }
+
+    #[test]
     fn durations_are_whole_milliseconds_at_least_one() {
         assert_eq!(millis(Duration::from_micros(10)), 1);
         assert_eq!(millis(Duration::from_millis(1500)), 1500);
