@@ -104,7 +104,8 @@ impl ElectionOptions {
     /// priorities do not defer to each other. Default 0.
     ///
     /// Needs the candidates' records: refused (by [`LockManager::elect`]) above 0 on a store
-    /// that keeps none (PostgreSQL).
+    /// that keeps none (a store of your own without
+    /// [`Store::waits`](crate::store::Store::waits)).
     pub const fn priority(mut self, priority: u32) -> Self {
         self.priority = priority;
         self

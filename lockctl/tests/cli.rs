@@ -1176,6 +1176,36 @@ async fn a_deadlock_between_two_managers_is_shown_with_its_waiters() {
     }
 }
 
+/// The same on PostgreSQL: the waits are rows of its table of published records.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadlock_on_postgres_is_shown_with_its_waiters() {
+    let server = tokio::task::spawn_blocking(lock_tests::PostgresServer::start)
+        .await
+        .expect("started");
+    let url = server.url();
+    let keys = ["acct:1", "acct:2"];
+    let (tasks, began) = abba(&url, keys).await;
+    let tokens: Vec<String> = ["lock:{acct:1}", "lock:{acct:2}"]
+        .iter()
+        .map(|stored| {
+            server.psql(&format!(
+                "SELECT token FROM lock_runtime_locks WHERE name = '{stored}'"
+            ))
+        })
+        .collect();
+    assert!(
+        tokens.iter().all(|token| !token.trim().is_empty()),
+        "{tokens:?}"
+    );
+
+    abba_is_reported(&url, keys, began, &tokens).await;
+    waiter_is_shown(&url, "acct:2", "a", "acct:1");
+    waiter_is_shown(&url, "acct:1", "b", "acct:2");
+    for task in tasks {
+        task.abort();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_deadlock_where_nothing_waits_or_a_waiter_holds_nothing() {
     let server = RedisServer::start();

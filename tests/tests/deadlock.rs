@@ -1,13 +1,13 @@
 //! Deadlocks between waiters that hold other locks: found within a process and across
 //! processes (managers of their own on one deployment), the youngest wait of those that chose
 //! `Deadlock::Fail` gives up, and nothing is found, or costs a Redis call, where there is no
-//! cycle.
+//! cycle; across PostgreSQL managers and processes too (directly and through PgBouncer).
 
 use std::time::Duration;
 
 use lock_runtime::{Deadlock, LockError, LockManager, LockOptions};
 use lock_tests::deadlocks::ring;
-use lock_tests::{Deployment, RedisServer, on_backends};
+use lock_tests::{Deployment, PgBouncer, PostgresServer, RedisServer, on_backends};
 use tokio::time::Instant;
 
 /// Waits longer than any test takes: a call that is not told of a deadlock would hang here.
@@ -273,19 +273,18 @@ async fn wait_until(done: impl Fn() -> bool) {
     }
 }
 
-/// Real processes on one Redis, each taking the lock `first` and then waiting for `second`
+/// Real processes on one store (`url`), each taking the lock `first` and then waiting for `second`
 /// (with `Deadlock::Fail`) once every one holds its first: the line each printed, `acquired
 /// <ms>` or `deadlock <ms>`.
-async fn processes(server: &RedisServer, members: &[(&str, &str)]) -> Vec<String> {
+async fn processes(url: &str, members: &[(&str, &str)]) -> Vec<String> {
     use std::io::{BufRead, BufReader, Write};
     use std::process::{Command, Stdio};
     const CONTENDER: &str = env!("CARGO_BIN_EXE_contender");
-    let url = server.url();
     let mut children: Vec<_> = members
         .iter()
         .map(|(first, second)| {
             Command::new(CONTENDER)
-                .args(["deadlock", &url, first, second, "fail"])
+                .args(["deadlock", url, first, second, "fail"])
                 .stdin(Stdio::piped())
                 .stdout(Stdio::piped())
                 .spawn()
@@ -349,7 +348,7 @@ async fn two_processes_in_opposite_orders_one_gives_up() {
     let server = tokio::task::spawn_blocking(RedisServer::start)
         .await
         .expect("server start");
-    let outcomes = processes(&server, &[("acct:1", "acct:2"), ("acct:2", "acct:1")]).await;
+    let outcomes = processes(&server.url(), &[("acct:1", "acct:2"), ("acct:2", "acct:1")]).await;
     one_process_gave_up(&outcomes);
     eprintln!("two processes: {outcomes:?}");
 }
@@ -366,7 +365,7 @@ async fn three_processes_in_a_ring_one_gives_up() {
         ("acct:2", "acct:3"),
         ("acct:3", "acct:1"),
     ];
-    let outcomes = processes(&server, &ring).await;
+    let outcomes = processes(&server.url(), &ring).await;
     one_process_gave_up(&outcomes);
     eprintln!("three processes: {outcomes:?}");
 }
@@ -396,4 +395,61 @@ async fn a_user_with_the_documented_rights_has_deadlocks_found() {
     )
     .await;
     one_gave_up(&outcomes, &["acl:1", "acl:2"]);
+}
+
+/// Two managers over one PostgreSQL database, each with a pool of its own as two processes
+/// have, take `acct:1` and `acct:2` in opposite orders with `Deadlock::Fail`: each sees the
+/// other's wait in the published records, and one gives up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_postgres_managers_in_opposite_orders_one_gives_up() {
+    let server = tokio::task::spawn_blocking(PostgresServer::start)
+        .await
+        .expect("server start");
+    postgres_ring(&server.url(), &server).await;
+}
+
+/// The same through PgBouncer in transaction mode: every write and read of the records is one
+/// function call, which the pooler carries.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_postgres_managers_through_pgbouncer_in_opposite_orders_one_gives_up() {
+    let (server, bouncer) = tokio::task::spawn_blocking(|| {
+        let server = PostgresServer::start();
+        let bouncer = PgBouncer::start(&server);
+        (server, bouncer)
+    })
+    .await
+    .expect("servers start");
+    postgres_ring(&bouncer.url(), &server).await;
+}
+
+/// Two managers over `url` in the ring of `acct:1` and `acct:2`: one gives up.
+async fn postgres_ring(url: &str, server: &PostgresServer) {
+    let connect = || async {
+        LockManager::connect(url)
+            .await
+            .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()))
+    };
+    let (one, two) = (connect().await, connect().await);
+    let outcomes = ring(
+        vec![
+            (one, "acct:1".into(), "acct:2".into()),
+            (two, "acct:2".into(), "acct:1".into()),
+        ],
+        failing(),
+    )
+    .await;
+    let took = one_gave_up(&outcomes, &["acct:1", "acct:2"]);
+    eprintln!("postgres: deadlock broken after {took:?}");
+}
+
+/// Two real processes on one PostgreSQL database take `acct:1` and `acct:2` in opposite
+/// orders with `Deadlock::Fail`: one gives up, the other then gets its second lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_postgres_processes_in_opposite_orders_one_gives_up() {
+    let server = tokio::task::spawn_blocking(PostgresServer::start)
+        .await
+        .expect("server start");
+    let outcomes = processes(&server.url(), &[("acct:1", "acct:2"), ("acct:2", "acct:1")]).await;
+    one_process_gave_up(&outcomes);
+    eprintln!("two postgres processes: {outcomes:?}");
 }

@@ -1,7 +1,6 @@
 //! An election you can watch and steer: who leads (`LockManager::leader`), the changes of
 //! leadership (`LockManager::observe`), the candidates, resignation, priority, and a term
-//! resumed after a restart, on memory, a real Redis server and a real PostgreSQL server (and
-//! what each store refuses).
+//! resumed after a restart, on memory, a real Redis server and a real PostgreSQL server.
 //!
 //! Each manager stands for one process; a process that dies or hangs is a manager pinned to a
 //! runtime of its own whose only thread is blocked: nothing of it runs any more, and its lock
@@ -81,11 +80,6 @@ impl Place {
             Place::Redis(server) => server.log(),
             Place::Postgres(server) => server.log(),
         }
-    }
-
-    /// The store keeps the candidates' records.
-    fn keeps_records(&self) -> bool {
-        !matches!(self, Place::Postgres(_))
     }
 
     /// A manager of its own, named `app`: another process, as far as the election can tell.
@@ -585,15 +579,10 @@ async fn a_resumed_term_keeps_its_fencing_token(place: &Place, name: &str) {
     let resumed = after.resume_election(&term, options(5000)).expect("resume");
     let again = elected_within(&resumed, ms(5000), &log).await;
     assert_eq!(again, token, "the same term, no new token");
-    // Where the store keeps records, the resumed leader's own; on PostgreSQL, the lock's row
-    // still names the process that took it.
-    let shown_app = if place.keeps_records() {
-        "after"
-    } else {
-        "before"
-    };
+    // The resumed leader's own record, on every store (the lock's row on PostgreSQL still
+    // names the process that took it).
     let leader = leader_once(&observer, name, |leader| {
-        leader.is_some_and(|leader| leader.app.as_deref() == Some(shown_app))
+        leader.is_some_and(|leader| leader.app.as_deref() == Some("after"))
     })
     .await
     .expect("a leader");
@@ -637,21 +626,6 @@ async fn a_term_resumed_after_it_expired_campaigns_anew(place: &Place, name: &st
     resumed.step_down().await.expect("stepped down");
 }
 
-async fn what_needs_records_is_refused_where_none_are_kept(place: &Place, name: &str) {
-    let locks = place.manager("alpha").await;
-    let err = locks
-        .elect(name, options(3000).priority(1))
-        .expect_err("a priority needs records");
-    assert!(matches!(err, LockError::Config(_)), "{err}");
-    assert!(err.to_string().contains("keeps no records"), "{err}");
-    let err = locks.candidates(name).await.expect_err("no records");
-    assert!(matches!(err, LockError::Config(_)), "{err}");
-    assert!(
-        err.to_string().contains("memory, any Redis deployment"),
-        "{err}"
-    );
-}
-
 /// Generates one test per behaviour on a store, as `<store>::<behaviour>`.
 macro_rules! on {
     ($place:ident: $($behaviour:ident),+ $(,)?) => {
@@ -661,7 +635,6 @@ macro_rules! on {
                 async fn $behaviour() {
                     let place = super::Place::$place().await;
                     let name = concat!(stringify!($place), "-", stringify!($behaviour));
-                    assert_eq!(place.keeps_records(), stringify!($place) != "postgres");
                     super::$behaviour(&place, name).await;
                 }
             )+
@@ -710,8 +683,10 @@ on!(postgres:
     a_watch_wakes_at_each_change_of_leader,
     a_watch_polling_more_often_sees_a_change_sooner,
     a_watch_sees_a_crashed_leader_s_term_end_at_its_lease_end,
+    candidates_are_listed_and_dropped_when_they_stop,
     resigning_hands_the_leadership_to_another_and_campaigns_on,
+    the_highest_priority_wins_when_the_leader_resigns,
+    a_hung_high_priority_candidate_delays_the_low_one_by_one_grace_at_most,
     a_resumed_term_keeps_its_fencing_token,
     a_term_resumed_after_it_expired_campaigns_anew,
-    what_needs_records_is_refused_where_none_are_kept,
 );

@@ -428,8 +428,9 @@ async fn the_tables_are_created_once_when_managers_start_at_once() {
     }
     assert_eq!(
         server.psql("SELECT count(*) FROM pg_class WHERE relname LIKE 'lock_runtime_%'"),
-        // The table, its primary key's index, the sequence.
-        "3"
+        // The locks' table and its primary key's index, the sequence, the records' table and
+        // its primary key's index.
+        "5"
     );
 }
 
@@ -804,8 +805,7 @@ async fn the_test_kit_scripts_faults_over_a_postgres_store() {
 }
 
 /// Two tasks of one process that take two locks in opposite orders over PostgreSQL: with
-/// `Deadlock::Fail` one of them gives up (the store keeps no published waits, so detection
-/// sees the waits of this process).
+/// `Deadlock::Fail` one of them gives up (across processes: `--test deadlock`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deadlock_in_one_process_is_detected_over_postgres() {
     let server = PostgresServer::start();
@@ -1089,4 +1089,143 @@ async fn a_manager_over_an_applications_pool_records_its_app_name() {
     assert_eq!(blocker.app.as_deref(), Some("reports"));
     assert_eq!(blocker.pid, Some(std::process::id()));
     guard.release().await.expect("release");
+}
+
+/// The published records under `name` on `server`, as `id` per line, in id order.
+fn record_ids(server: &PostgresServer, name: &str) -> String {
+    server.psql(&format!(
+        "SELECT string_agg(id, ',' ORDER BY id) FROM lock_runtime_records WHERE name = '{name}'"
+    ))
+}
+
+/// One step of the records function, as a store's `waits` sends it: `set` as `(id, record)`,
+/// kept `keep_ms`, read back or not.
+fn records_step(server: &PostgresServer, name: &str, set: &[(&str, &str)], keep_ms: u64) {
+    let ids: Vec<String> = set.iter().map(|(id, _)| format!("'{id}'")).collect();
+    let records: Vec<String> = set.iter().map(|(_, text)| format!("'{text}'")).collect();
+    server.psql(&format!(
+        "SELECT count(*) FROM lock_runtime_records_update('{name}', 1, 1, \
+         ARRAY[{}]::text[], ARRAY[{}]::text[], ARRAY[]::text[], {keep_ms}, false)",
+        ids.join(", "),
+        records.join(", ")
+    ));
+}
+
+/// A published wait whose process stops writing it is no longer answered once its `keep` has
+/// passed by the database's clock, though the record's own deadline is far off; the next
+/// write under the name deletes it rather than keeping it alive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn published_records_expire_when_not_written_again() {
+    let server = PostgresServer::start();
+    let locks = LockManager::connect(&server.url())
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    let far = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("after the epoch")
+        .as_millis()
+        + 600_000;
+    let name = "lock:waits:{waits}";
+    let record = format!("waits=lock:{{a}} since=1 at=1 until={far} fail=0");
+    records_step(&server, name, &[("00aa", &record)], 1_500);
+    let inspect = locks.inspect().expect("inspectable");
+    let listed = inspect.waits("lock:").await.expect("read the waits");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].waits_for, "lock:{a}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !inspect.waits("lock:").await.expect("read").is_empty() {
+        assert!(Instant::now() < deadline, "the record stands on");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    records_step(&server, name, &[("00bb", &record)], 60_000);
+    assert_eq!(
+        record_ids(&server, name),
+        "00bb",
+        "the expired record is gone"
+    );
+    let listed = inspect.waits("lock:").await.expect("read the waits");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].waiter, "00bb");
+}
+
+/// A write under a name moves the expiry of every record of the name, as the Redis hash's
+/// PEXPIRE does; of two records of one id in one write, the last is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_keeps_every_record_of_its_name() {
+    let server = PostgresServer::start();
+    LockManager::connect(&server.url())
+        .await
+        .unwrap_or_else(|err| panic!("{err}\n{}", server.log()));
+    records_step(&server, "n", &[("1", "first")], 20_000);
+    records_step(&server, "n", &[("2", "second"), ("2", "again")], 60_000);
+    assert_eq!(
+        server.psql(
+            "SELECT count(*) FROM lock_runtime_records WHERE name = 'n' \
+             AND expires > clock_timestamp() + interval '40 seconds'"
+        ),
+        "2",
+        "the first record's expiry moved with the second write"
+    );
+    assert_eq!(
+        server.psql(
+            "SELECT string_agg(id || '=' || record, ',' ORDER BY id) FROM \
+             lock_runtime_records_update('n', 1, 1, ARRAY[]::text[], ARRAY[]::text[], \
+             ARRAY['3']::text[], 0, true)"
+        ),
+        "1=first,2=again",
+        "both stand; the last of one id was kept"
+    );
+}
+
+/// The schema of the version before published records: no `lock_runtime_records`.
+const BEFORE_RECORDS: &str = include_str!("postgres_schemas/before_records.sql");
+
+/// A database of the version before published records, holding a live lock: with
+/// `create_tables=false` connect asks for the records' function; by default it adds the table
+/// and the function, keeps the row busy, and elections list their candidates by priority.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_upgrades_a_database_of_the_version_before_records() {
+    let server = PostgresServer::start();
+    server.psql(BEFORE_RECORDS);
+    server.psql(
+        "SELECT * FROM lock_runtime_acquire('lock:{old}', 'an-old-token', 5, 100000, 0, 0, \
+         NULL, NULL, NULL, NULL, false, false)",
+    );
+    let kept = with_query(&server.url(), "create_tables=false");
+    let err = LockManager::connect(&kept).await.expect_err("no records");
+    assert!(
+        err.to_string().contains("lock_runtime_records_update("),
+        "{err}"
+    );
+    let connect = |app: &'static str| {
+        let url = server.url();
+        async move {
+            LockManager::builder()
+                .url(url)
+                .app_name(app)
+                .build()
+                .await
+                .expect("connect")
+        }
+    };
+    let (low, high) = (connect("low").await, connect("high").await);
+    let err = busy(&low, "old", LockOptions::new()).await;
+    assert!(err.is_busy(), "{err}");
+    let options = lock_runtime::ElectionOptions::new().ttl(Duration::from_secs(30));
+    let first = low.elect("jobs", options.priority(1)).expect("campaign");
+    let second = high.elect("jobs", options.priority(7)).expect("campaign");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let listed = low.candidates("jobs").await.expect("read the candidates");
+        let apps: Vec<_> = listed.iter().map(|c| (c.app.clone(), c.priority)).collect();
+        if apps == [(Some("high".to_owned()), 7), (Some("low".to_owned()), 1)] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{apps:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop((first, second));
+    LockManager::connect(&kept)
+        .await
+        .expect("the schema is current");
 }

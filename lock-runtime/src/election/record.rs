@@ -219,7 +219,7 @@ pub(crate) async fn read(
 pub(crate) fn not_kept(store: &dyn Store, what: &str) -> LockError {
     LockError::Config(format!(
         "{} keeps no records of an election's candidates, so {what} cannot be had here: use a \
-         store that keeps them (memory, any Redis deployment)",
+         store that keeps them (memory, any Redis deployment, PostgreSQL)",
         store.describe(),
     ))
 }

@@ -269,9 +269,9 @@ impl LockManager {
     /// app, the term's fencing token, since when). One read of the lock, and one of the
     /// records where the store keeps them.
     ///
-    /// Where the store keeps election records (memory, every Redis deployment) every field is
-    /// the leader's own; on PostgreSQL they come from the lock's row (the host, pid and app of
-    /// the process that took it, the term's fencing token, when it was taken).
+    /// Where the store keeps election records (memory, every Redis deployment, PostgreSQL)
+    /// every field is the leader's own; on a store that keeps none they come from what its
+    /// inspection side shows of the lock (on the lock's holder, where it records one).
     ///
     /// Errors: [`LockError::Config`] for an empty name or a store that cannot be inspected;
     /// [`LockError::Backend`] if the store failed.
@@ -301,8 +301,8 @@ impl LockManager {
     /// A campaign whose process died stays listed until its record's deadline, `ttl` after its
     /// last write.
     ///
-    /// Errors: [`LockError::Config`] on a store that keeps no election records (PostgreSQL,
-    /// a store of your own without [`Store::waits`](crate::store::Store::waits));
+    /// Errors: [`LockError::Config`] on a store that keeps no election records (a store of
+    /// your own without [`Store::waits`](crate::store::Store::waits));
     /// [`LockError::Backend`] if the store failed.
     pub async fn candidates(&self, name: &str) -> Result<Vec<Candidate>, LockError> {
         crate::key::Key::lock(&self.client().prefix, name)?;

@@ -7,10 +7,10 @@ use sqlx::postgres::PgRow;
 use super::PostgresStore;
 use super::sql;
 use crate::inspect::lock_name;
-use crate::protocol::holder_hex;
+use crate::protocol::{self, holder_hex, waits};
 use crate::store::{
     BoxFuture, Inspect, Key, Kind, LockInfo, LockState, Recorded, Shape, StoreError, Unlocked,
-    WaitRecord,
+    WaitRecord, WaitsUpdate,
 };
 
 /// A live row as a tool sees it, if its name is a lock under `prefix`.
@@ -61,7 +61,7 @@ impl PostgresStore {
     }
 }
 
-/// One place, the server; no fair line, no published waits. A lock shows what its holder
+/// One place, the server; no fair line. A lock shows what its holder
 /// recorded (host, pid, app, since), unless the holder's manager was built with
 /// [`holder_metadata(false)`](crate::LockManagerBuilder::holder_metadata).
 impl Inspect for PostgresStore {
@@ -147,10 +147,15 @@ impl Inspect for PostgresStore {
         })
     }
 
-    fn waits<'a>(&'a self, _prefix: &'a str) -> BoxFuture<'a, Result<Vec<WaitRecord>, StoreError>> {
-        let at = &self.db.describe;
-        Box::pin(std::future::ready(Err(StoreError::permanent(format!(
-            "{at}: the PostgreSQL store keeps no published waits"
-        )))))
+    /// Read from the table of published records, as the deadlock detector reads them.
+    fn waits<'a>(&'a self, prefix: &'a str) -> BoxFuture<'a, Result<Vec<WaitRecord>, StoreError>> {
+        Box::pin(async move {
+            let read = WaitsUpdate {
+                read: true,
+                ..WaitsUpdate::default()
+            };
+            let fields = self.db.records(&waits::waits_key(prefix), &read).await?;
+            Ok(waits::standing(fields, protocol::now_ms()))
+        })
     }
 }

@@ -12,7 +12,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 
 use crate::store::{
     Acquire, Ask, Booking, BoxFuture, Changes, Inspect, Key, Notice, Release, Renewal, Shape,
-    Stolen, Store, StoreError,
+    Stolen, Store, StoreError, WaitsUpdate,
 };
 
 mod errors;
@@ -125,9 +125,10 @@ async fn notice_channel(pool: &PgPool, at: &str) -> Result<String, StoreError> {
 fn missing_schema(at: &str, tables: bool) -> StoreError {
     let missing = if tables {
         format!(
-            "the functions {} are missing (the tables were made by an earlier version, or by \
-             hand)",
-            sql::FUNCTIONS.join(", ")
+            "the functions {} or the table {} are missing (the tables were made by an earlier \
+             version, or by hand)",
+            sql::FUNCTIONS.join(", "),
+            sql::RECORDS
         )
     } else {
         format!(
@@ -457,6 +458,23 @@ impl Store for PostgresStore {
         from: &'a str,
     ) -> BoxFuture<'a, Result<Stolen, StoreError>> {
         Box::pin(self.db.steal(key.name(), token, ttl, &self.notices, from))
+    }
+
+    /// In the table `lock_runtime_records`, by the database's clock.
+    fn keeps_waits(&self) -> bool {
+        true
+    }
+
+    /// One call of `lock_runtime_records_update` (one statement, one round trip, one
+    /// transaction): the writers of one name take turns on an advisory lock, a write moves
+    /// the expiry of every record of the name to `keep` from now, and a read answers the
+    /// records not expired.
+    fn waits<'a>(
+        &'a self,
+        key: &'a str,
+        update: &'a WaitsUpdate,
+    ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
+        Box::pin(self.db.records(key, update))
     }
 
     fn attach(&self, changes: &Changes) {

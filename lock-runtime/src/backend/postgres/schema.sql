@@ -168,3 +168,46 @@ BEGIN
     RETURN NEXT;
 END
 $$;
+-- The published records (the waits deadlock detection reads, an election's candidates): rows
+-- under a name, each by id; the name's rows expire together, `keep` after its last write.
+CREATE TABLE IF NOT EXISTS lock_runtime_records (
+    name    text NOT NULL,
+    id      text NOT NULL,
+    record  text NOT NULL,
+    expires timestamptz NOT NULL,
+    PRIMARY KEY (name, id)
+);
+CREATE OR REPLACE FUNCTION lock_runtime_records_update(
+    p_name text, p_space integer, p_key integer, p_ids text[], p_records text[],
+    p_remove text[], p_keep_ms bigint, p_read boolean)
+RETURNS TABLE (id text, record text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+BEGIN
+    IF cardinality(p_ids) > 0 OR cardinality(p_remove) > 0 THEN
+        -- The writers of one name take turns (each rewrites the expiry of all its rows).
+        PERFORM pg_advisory_xact_lock(p_space, p_key);
+        DELETE FROM lock_runtime_records r
+        WHERE r.name = p_name AND r.expires <= clock_timestamp();
+    END IF;
+    IF cardinality(p_ids) > 0 THEN
+        -- Of two records of one id, the last.
+        INSERT INTO lock_runtime_records AS r (name, id, record, expires)
+        SELECT DISTINCT ON (s.id) p_name, s.id, s.record,
+               clock_timestamp() + p_keep_ms * interval '1 millisecond'
+        FROM unnest(p_ids, p_records) WITH ORDINALITY AS s(id, record, n)
+        ORDER BY s.id, s.n DESC
+        ON CONFLICT (name, id) DO UPDATE SET record = excluded.record;
+        UPDATE lock_runtime_records r
+        SET expires = clock_timestamp() + p_keep_ms * interval '1 millisecond'
+        WHERE r.name = p_name;
+    END IF;
+    IF cardinality(p_remove) > 0 THEN
+        DELETE FROM lock_runtime_records r WHERE r.name = p_name AND r.id = ANY (p_remove);
+    END IF;
+    IF p_read THEN
+        RETURN QUERY SELECT r.id, r.record FROM lock_runtime_records r
+        WHERE r.name = p_name AND r.expires > clock_timestamp() ORDER BY r.id;
+    END IF;
+END
+$$;

@@ -13,6 +13,14 @@ use crate::store::Ask;
 /// The table of held locks.
 pub(crate) const TABLE: &str = "lock_runtime_locks";
 
+/// The table of published records ([`Store::waits`](crate::store::Store::waits)): what each
+/// waiting call waits for and holds, an election's candidates.
+pub(crate) const RECORDS: &str = "lock_runtime_records";
+
+/// The first key of the advisory locks that make the writers of one name of [`RECORDS`] take
+/// turns: `recs` in ASCII.
+pub(crate) const RECORDS_SPACE: i32 = 0x7265_6373;
+
 /// The sequence fencing tokens come from.
 pub(crate) const SEQUENCE: &str = "lock_runtime_fences";
 
@@ -40,21 +48,23 @@ const MAX_PAYLOAD: usize = 7900;
 /// server connection, rather than a long statement parsed and planned again each time; the
 /// functions find the table through the caller's `search_path`, as the other statements do.
 /// Running it over an earlier version's objects adds the holder columns to the table (only
-/// where one is missing), drops the acquire function of the earlier signature and replaces the
-/// others, in the one transaction [`create_schema`] runs it in.
+/// where one is missing), adds what a later version added (the steal's function, the table of
+/// published records and its function), drops the acquire function of the earlier signature
+/// and replaces the others, in the one transaction [`create_schema`] runs it in.
 pub(crate) const SCHEMA: &str = include_str!("schema.sql");
 
 /// The signatures of the functions of [`SCHEMA`], as `to_regprocedure` takes them. A function
 /// whose result or behaviour changes gets a new signature here (and the old one dropped in
 /// [`SCHEMA`]), so that the probe of a database made by an earlier version finds it missing
 /// and connect brings the schema up to date.
-pub(crate) const FUNCTIONS: [&str; 4] = [
+pub(crate) const FUNCTIONS: [&str; 5] = [
     "lock_runtime_acquire(text,text,bigint,bigint,integer,integer,text,bigint,text,timestamptz,\
      boolean,boolean)",
     "lock_runtime_release(text,text,bigint,boolean)",
     "lock_runtime_renew(bigint[],text[],text[],bigint[])",
     "lock_runtime_steal(text,text,bigint,bigint,integer,integer,text,bigint,text,timestamptz,\
      text,text)",
+    "lock_runtime_records_update(text,integer,integer,text[],text[],text[],bigint,boolean)",
 ];
 
 /// The tables and functions created in one transaction (one message: an implicit transaction,
@@ -65,13 +75,14 @@ pub(crate) fn create_schema() -> String {
 }
 
 /// Whether the connection is to a standby (`t`), the port the server answers on (NULL over a
-/// unix socket), whether both tables exist (`tables`) and whether the functions of [`SCHEMA`]
-/// exist with their current signatures (`functions`).
+/// unix socket), whether the table of locks and its sequence exist (`tables`) and whether the
+/// functions of [`SCHEMA`] exist with their current signatures, and the table of [`RECORDS`]
+/// (`functions`: what a later version added).
 pub(crate) fn probe() -> String {
     format!(
         "SELECT pg_is_in_recovery() AS standby, inet_server_port() AS port, \
          to_regclass('{TABLE}') IS NOT NULL AND to_regclass('{SEQUENCE}') IS NOT NULL AS tables, \
-         {} AS functions",
+         to_regclass('{RECORDS}') IS NOT NULL AND {} AS functions",
         FUNCTIONS
             .map(|function| format!("to_regprocedure('{function}') IS NOT NULL"))
             .join(" AND ")
@@ -355,6 +366,33 @@ pub(crate) fn steal(
     )
 }
 
+/// One step on the published records under `name` (see
+/// [`Store::waits`](crate::store::Store::waits)): writes `set` (the last of two of one id
+/// wins), then removes `remove`, and with `read` answers every record kept. Rows: `id`,
+/// `record`, in id order (none without `read`).
+pub(crate) fn records_update(
+    name: &str,
+    set: &[(String, String)],
+    remove: &[String],
+    keep: Duration,
+    read: bool,
+) -> String {
+    let array = |values: &mut dyn Iterator<Item = &str>| {
+        let listed: Vec<String> = values.map(text).collect();
+        format!("ARRAY[{}]::text[]", listed.join(", "))
+    };
+    format!(
+        "SELECT id, record FROM lock_runtime_records_update({}, {RECORDS_SPACE}, {}, {}, {}, {}, \
+         {}, {read})",
+        text(name),
+        advisory_key(name),
+        array(&mut set.iter().map(|(id, _)| id.as_str())),
+        array(&mut set.iter().map(|(_, record)| record.as_str())),
+        array(&mut remove.iter().map(String::as_str)),
+        millis(keep),
+    )
+}
+
 /// Tells `payload` on [`CHANNEL`]: the listening connection's check that it hears.
 pub(crate) fn notify(payload: &str) -> String {
     format!("SELECT pg_notify('{CHANNEL}', {})", text(payload))
@@ -414,7 +452,10 @@ mod tests {
 
     #[test]
     fn the_schema_names_what_the_store_uses() {
-        for name in [TABLE, SEQUENCE, CHANNEL].iter().chain(FUNCTIONS.iter()) {
+        for name in [TABLE, SEQUENCE, CHANNEL, RECORDS]
+            .iter()
+            .chain(FUNCTIONS.iter())
+        {
             let bare = name.split('(').next().unwrap_or(name);
             assert!(SCHEMA.contains(bare), "{name}");
         }
@@ -424,6 +465,26 @@ mod tests {
     fn the_documented_schema_is_the_one_connect_runs() {
         let page = include_str!("../../../../docs/POSTGRES.md");
         assert!(page.contains(&format!("```sql\n{SCHEMA}```")));
+    }
+
+    #[test]
+    fn a_records_step_sends_its_values_as_literals_and_empty_lists_typed() {
+        let set = vec![("01".to_owned(), "waits=a'b".to_owned())];
+        let step = records_update(
+            "lock:waits:{waits}",
+            &set,
+            &[],
+            Duration::from_secs(5),
+            true,
+        );
+        assert!(!step.contains("a'b"), "{step}");
+        assert!(step.contains(&text("waits=a'b")), "{step}");
+        assert!(step.contains("ARRAY[]::text[], 5000, true)"), "{step}");
+        let read = records_update("n", &[], &[], Duration::ZERO, true);
+        assert!(
+            read.contains("ARRAY[]::text[], ARRAY[]::text[], ARRAY[]::text[], 1, true)"),
+            "{read}"
+        );
     }
 
     #[test]

@@ -9,7 +9,9 @@ use sqlx::postgres::{PgPool, PgRow};
 use super::errors::{self, failure};
 use super::holder::{Holder, Recorded};
 use super::sql;
-use crate::store::{Acquire, Ask, HolderId, Notice, NoticeKind, Release, Stolen, StoreError};
+use crate::store::{
+    Acquire, Ask, HolderId, Notice, NoticeKind, Release, Stolen, StoreError, WaitsUpdate,
+};
 
 /// How long a waiter for a lock that a transaction holds waits before it asks again.
 pub(crate) const IN_TRANSACTION_RETRY: Duration = Duration::from_millis(100);
@@ -180,6 +182,36 @@ impl Db {
                 .and_then(|id| u64::try_from(id).ok())
                 .and_then(HolderId::from_raw),
         })
+    }
+
+    /// One step on the published records under `name` (see [`sql::records_update`]): the
+    /// records read, by id (none unless `update` reads).
+    pub(crate) async fn records(
+        &self,
+        name: &str,
+        update: &WaitsUpdate,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        if update.is_empty() {
+            return Ok(Vec::new());
+        }
+        let statement = sql::records_update(
+            name,
+            update.set(),
+            update.remove(),
+            update.keep(),
+            update.read(),
+        );
+        let rows = self
+            .rows("published records", Some(name), &statement)
+            .await?;
+        rows.iter()
+            .map(|row| {
+                Ok((
+                    errors::column::<String>(&self.describe, name, row, "id")?,
+                    errors::column::<String>(&self.describe, name, row, "record")?,
+                ))
+            })
+            .collect()
     }
 
     /// Tells `notice` on `channel` (one `pg_notify`, delivered to every listener at once).
