@@ -15,7 +15,7 @@ use crate::manager::LockManager;
 use crate::options::LockOptions;
 use crate::pending::Pending;
 use crate::shape::Shape;
-use crate::store::{HolderId, Kind, LockState, Notice, NoticeKind};
+use crate::store::{HolderId, Kind, LockState, Notice, NoticeKind, StoreError};
 
 /// Who says a notice, for the audit line the holder writes: the application (if named), host
 /// and pid of this process, and the caller's reason.
@@ -41,8 +41,8 @@ pub(crate) fn signed(app: Option<&str>, reason: &str) -> String {
 /// or names no single holder.
 async fn holder_now(inner: &crate::client::Inner, key: &str) -> Option<HolderId> {
     let inspect = inner.backend.inspect()?;
-    let read = tokio::time::timeout(inner.request_timeout, inspect.show(&inner.prefix, key));
-    let locks = read.await.ok()?.ok()?;
+    let read = StoreError::within(inner.request_timeout, inspect.show(&inner.prefix, key));
+    let locks = read.await.ok()?;
     let mut holders = locks
         .iter()
         .filter(|lock| lock.kind == Kind::Lock && lock.state == LockState::Held)
@@ -115,30 +115,17 @@ impl LockManager {
             holder,
             signed(inner.app_name.as_deref(), reason),
         );
-        let limit = inner.request_timeout;
-        let told = tokio::time::timeout(limit, backend.announce(&notice)).await;
-        match told {
-            Ok(Ok(())) => {
-                tracing::warn!(
-                    key = %key,
-                    from = %notice.text,
-                    "asked the holder of the lock to release it; the holder decides"
-                );
-                Ok(())
-            }
-            Ok(Err(failure)) => Err(LockError::from_failure(
-                "request_release",
-                Some(key),
-                backend.server(),
-                failure,
-            )),
-            Err(_) => Err(LockError::from_failure(
-                "request_release",
-                Some(key),
-                backend.server(),
-                crate::store::StoreError::timed_out(limit),
-            )),
-        }
+        StoreError::within(inner.request_timeout, backend.announce(&notice))
+            .await
+            .map_err(|failure| {
+                LockError::from_failure("request_release", Some(key), backend.server(), failure)
+            })?;
+        tracing::warn!(
+            key = %key,
+            from = %notice.text,
+            "asked the holder of the lock to release it; the holder decides"
+        );
+        Ok(())
     }
 
     /// Takes the lock `key` at once, whoever holds it, with a new fencing token greater than
@@ -229,13 +216,11 @@ impl LockManager {
         let from = signed(inner.app_name.as_deref(), reason);
         let limit = inner.request_timeout.min(options.ttl);
         let ttl = options.ttl + options.delay();
-        let answer = tokio::time::timeout(
+        let answer = StoreError::within(
             limit,
             backend.steal(&lease.stored, lease.token(), ttl, &from),
-        )
-        .await
-        .unwrap_or_else(|_| Err(crate::store::StoreError::timed_out(limit)));
-        let stolen = answer.map_err(|failure| {
+        );
+        let stolen = answer.await.map_err(|failure| {
             LockError::from_failure("steal", Some(&key), backend.server(), failure)
         })?;
         lease.mark_held(stolen.fence);

@@ -203,9 +203,8 @@ impl LockManager {
         crate::key::Key::lock(&inner.prefix, name)?;
         let inspect = self.inspect().ok_or_else(|| self.not_inspectable(name))?;
         let limit = inner.request_timeout;
-        tokio::time::timeout(limit, inspect.show(&inner.prefix, name))
+        crate::store::StoreError::within(limit, inspect.show(&inner.prefix, name))
             .await
-            .unwrap_or_else(|_| Err(crate::store::StoreError::timed_out(limit)))
             .map_err(|failure| self.read_error(name, failure))
     }
 
@@ -362,9 +361,8 @@ impl LockManager {
             return Err(Absent::NotKept);
         }
         let limit = inner.request_timeout;
-        tokio::time::timeout(limit, record::read(&*inner.backend, &inner.prefix))
+        crate::store::StoreError::within(limit, record::read(&*inner.backend, &inner.prefix))
             .await
-            .unwrap_or_else(|_| Err(crate::store::StoreError::timed_out(limit)))
             .map_err(|failure| Absent::Failed(self.read_error(name, failure)))
     }
 

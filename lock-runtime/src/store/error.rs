@@ -93,6 +93,16 @@ impl StoreError {
         }
     }
 
+    /// `request`'s answer, or [`timed_out`](Self::timed_out) if none came within `limit`.
+    pub(crate) async fn within<T>(
+        limit: Duration,
+        request: impl std::future::Future<Output = Result<T, StoreError>>,
+    ) -> Result<T, StoreError> {
+        tokio::time::timeout(limit, request)
+            .await
+            .unwrap_or_else(|_| Err(StoreError::timed_out(limit)))
+    }
+
     /// Whether sending the request again may succeed. Requests are idempotent for the same
     /// owner token, so retrying them is safe.
     pub fn is_transient(&self) -> bool {
