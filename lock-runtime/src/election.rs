@@ -287,7 +287,10 @@ impl LockManager {
             election: options,
             state,
             commands: received,
-            record: Arc::new(Mutex::new(self.record_of(&name, options.priority))),
+            record: Arc::new(Kept {
+                record: Mutex::new(self.record_of(&name, options.priority)),
+                turn: tokio::sync::Mutex::new(()),
+            }),
             resume,
             keep_next_win: false,
         };
@@ -635,9 +638,9 @@ struct Campaign {
     election: ElectionOptions,
     state: state_watch::Sender<State>,
     commands: mpsc::UnboundedReceiver<Command>,
-    /// Its record, as last written (where the store keeps records), shared with the task that
-    /// writes it again every `ttl / 3`.
-    record: Arc<Mutex<Record>>,
+    /// Its record (where the store keeps records), shared with the task that writes it again
+    /// every `ttl / 3`.
+    record: Arc<Kept>,
     /// A saved term to take up before campaigning.
     resume: Option<Term>,
     /// It gave way and nobody took the leadership within the grace: its next win is kept
@@ -795,7 +798,7 @@ impl Campaign {
     }
 
     fn record(&self) -> std::sync::MutexGuard<'_, Record> {
-        self.record.lock().unwrap_or_else(PoisonError::into_inner)
+        self.record.record()
     }
 
     /// Whether the store keeps the candidates' records.
@@ -822,7 +825,8 @@ impl Campaign {
                     tokio::select! {
                         () = &mut pause => break,
                         changed = ended.changed() => if changed.is_err() {
-                            let id = record.lock().unwrap_or_else(PoisonError::into_inner).id.clone();
+                            let _turn = record.turn.lock().await;
+                            let id = record.record().id.clone();
                             let inner = locks.client();
                             let removed = tokio::time::timeout(
                                 inner.request_timeout,
@@ -937,9 +941,27 @@ impl Campaign {
 }
 
 /// Writes `record` to stand for `ttl` from now.
-async fn write_record(locks: &LockManager, record: &Mutex<Record>, ttl: Duration) {
+/// A campaign's record, shared by the campaign and the task that writes it again every
+/// `ttl / 3`.
+struct Kept {
+    record: Mutex<Record>,
+    /// Held across each write: one write at a time, each of the record as it stands when its
+    /// turn comes, so a refresh that read the record before a win cannot land after the win's
+    /// write and erase its term.
+    turn: tokio::sync::Mutex<()>,
+}
+
+impl Kept {
+    fn record(&self) -> std::sync::MutexGuard<'_, Record> {
+        self.record.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// Writes the campaign's record as it stands now, after any write of it still under way.
+async fn write_record(locks: &LockManager, kept: &Kept, ttl: Duration) {
+    let _turn = kept.turn.lock().await;
     let now = {
-        let mut record = record.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut record = kept.record();
         record.until_ms =
             now_ms().saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
         record.clone()
@@ -1032,9 +1054,112 @@ async fn until_stopped<F: Future>(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
     use std::time::Duration;
 
+    use tokio::sync::Notify;
+
     use super::*;
+    use crate::backend::memory::MemoryBackend;
+    use crate::protocol::waits::WaitsUpdate;
+    use crate::store::forward::forward;
+    use crate::store::{Acquire, Ask, Booking, BoxFuture, Key, Renewal, Store, StoreError};
+    use crate::waiters::Waiters;
+
+    /// The memory store where a campaign's first write of its record is slow, as over a
+    /// network: its acquire waits for that write to begin, and the write lands only after the
+    /// next write of a record has landed (or after a second, when none comes meanwhile).
+    #[derive(Default)]
+    struct SlowFirstWrite {
+        writes: AtomicUsize,
+        first_begun: Notify,
+        next_landed: Notify,
+        first_landed: AtomicBool,
+        landed: Notify,
+    }
+
+    struct Slowed {
+        inner: Arc<dyn Store>,
+        slow: Arc<SlowFirstWrite>,
+    }
+
+    impl Store for Slowed {
+        forward!(inner; announces, announce, steals, steal, describe, server, gate, fair,
+            supports, leave, release, release_lease, hands_off, hand_off, notifies, attach,
+            watch, unwatch, keeps_waits, retry_with_same_token, inspect);
+
+        fn acquire<'a>(
+            &'a self,
+            key: &'a Key,
+            token: &'a str,
+            ttl: Duration,
+            ask: Ask,
+        ) -> BoxFuture<'a, Result<Acquire, StoreError>> {
+            Box::pin(async move {
+                let begun = self.slow.first_begun.notified();
+                let _ = tokio::time::timeout(Duration::from_secs(1), begun).await;
+                self.inner.acquire(key, token, ttl, ask).await
+            })
+        }
+
+        fn renew<'a>(&'a self, batch: &'a [Renewal], book: Booking<'a>) -> BoxFuture<'a, ()> {
+            self.inner.renew(batch, book)
+        }
+
+        fn waits<'a>(
+            &'a self,
+            key: &'a str,
+            update: &'a WaitsUpdate,
+        ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
+            Box::pin(async move {
+                if update.set().is_empty() {
+                    return self.inner.waits(key, update).await;
+                }
+                let slow = &self.slow;
+                if slow.writes.fetch_add(1, Ordering::SeqCst) > 0 {
+                    let written = self.inner.waits(key, update).await;
+                    slow.next_landed.notify_one();
+                    return written;
+                }
+                slow.first_begun.notify_one();
+                let next = slow.next_landed.notified();
+                let _ = tokio::time::timeout(Duration::from_secs(1), next).await;
+                let written = self.inner.waits(key, update).await;
+                slow.first_landed.store(true, Ordering::SeqCst);
+                slow.landed.notify_one();
+                written
+            })
+        }
+    }
+
+    /// A refresh of the record that read it before the win must not land after the win's
+    /// write: it would erase the term, and nobody would lead by the records until the next
+    /// refresh.
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_write_of_the_record_from_before_the_win_does_not_erase_the_term() {
+        let slow = Arc::new(SlowFirstWrite::default());
+        let store: Arc<dyn Store> = Arc::new(Slowed {
+            inner: Arc::new(MemoryBackend::new(Arc::new(Waiters::default()))),
+            slow: slow.clone(),
+        });
+        let locks = LockManager::builder()
+            .store(store)
+            .build()
+            .await
+            .expect("manager");
+        let leadership = locks
+            .elect("jobs", ElectionOptions::new())
+            .expect("campaign");
+        leadership.elected().await.expect("elected");
+        while !slow.first_landed.load(Ordering::SeqCst) {
+            slow.landed.notified().await;
+        }
+        let candidates = locks.candidates("jobs").await.expect("read");
+        assert_eq!(candidates.len(), 1);
+        assert!(candidates[0].leading, "{candidates:?}");
+        assert!(locks.has_leader("jobs").await.expect("read"));
+        leadership.step_down().await.expect("stepped down");
+    }
 
     /// A giving-way winner holds the lock without a term record, as a plain holder does: it
     /// must not count as a leader, or candidates giving way to one that cannot win would see
