@@ -1132,6 +1132,89 @@ mod tests {
         }
     }
 
+    /// The memory store where the write of a term's record lands `late`, and the acquire says
+    /// when it was granted.
+    struct LateTerm {
+        inner: Arc<dyn Store>,
+        late: Duration,
+        granted: Notify,
+    }
+
+    impl Store for LateTerm {
+        forward!(inner; announces, announce, steals, steal, describe, server, gate, fair,
+            supports, leave, release, release_lease, hands_off, hand_off, notifies, attach,
+            watch, unwatch, keeps_waits, retry_with_same_token, inspect);
+
+        fn acquire<'a>(
+            &'a self,
+            key: &'a Key,
+            token: &'a str,
+            ttl: Duration,
+            ask: Ask,
+        ) -> BoxFuture<'a, Result<Acquire, StoreError>> {
+            Box::pin(async move {
+                let acquired = self.inner.acquire(key, token, ttl, ask).await;
+                self.granted.notify_one();
+                acquired
+            })
+        }
+
+        fn renew<'a>(&'a self, batch: &'a [Renewal], book: Booking<'a>) -> BoxFuture<'a, ()> {
+            self.inner.renew(batch, book)
+        }
+
+        fn waits<'a>(
+            &'a self,
+            key: &'a str,
+            update: &'a WaitsUpdate,
+        ) -> BoxFuture<'a, Result<Vec<(String, String)>, StoreError>> {
+            Box::pin(async move {
+                if update
+                    .set()
+                    .iter()
+                    .any(|(_, text)| text.contains("elected="))
+                {
+                    tokio::time::sleep(self.late).await;
+                }
+                self.inner.waits(key, update).await
+            })
+        }
+    }
+
+    /// A watch that first read the leader in the moment between its win and its record (so
+    /// from the lock alone) tells it again, in full, once the record is written.
+    #[tokio::test(start_paused = true)]
+    async fn a_watch_that_read_the_leader_before_its_record_tells_it_again_with_it() {
+        let store = Arc::new(LateTerm {
+            inner: Arc::new(MemoryBackend::new(Arc::new(Waiters::default()))),
+            late: Duration::from_secs(3),
+            granted: Notify::new(),
+        });
+        let locks = LockManager::builder()
+            .store(store.clone())
+            .build()
+            .await
+            .expect("manager");
+        let leadership = locks
+            .elect("jobs", ElectionOptions::new())
+            .expect("campaign");
+        store.granted.notified().await;
+        let mut watch = locks.observe("jobs").await.expect("watch");
+        let first = watch.leader().cloned().expect("the lock's holder");
+        let token = leadership.elected().await.expect("elected");
+        let told = tokio::time::timeout(Duration::from_secs(60), watch.changed())
+            .await
+            .expect("told again once the record is written")
+            .expect("a leader");
+        assert_eq!(told.holder_id, first.holder_id);
+        assert_eq!(told.fencing_token, Some(token));
+        assert_eq!(
+            Some(&told),
+            locks.leader("jobs").await.expect("read").as_ref()
+        );
+        leadership.step_down().await.expect("stepped down");
+    }
+
     /// A refresh of the record that read it before the win must not land after the win's
     /// write: it would erase the term, and nobody would lead by the records until the next
     /// refresh.

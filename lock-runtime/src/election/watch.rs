@@ -179,6 +179,8 @@ pub(crate) enum Absent {
 pub(crate) struct Read {
     pub(crate) leader: Option<LeaderInfo>,
     pub(crate) lease: Option<Duration>,
+    /// The leader's record was found (or the store keeps none, so none will be).
+    pub(crate) complete: bool,
 }
 
 impl LockManager {
@@ -233,6 +235,7 @@ impl LockManager {
                 return Ok(Read {
                     leader: None,
                     lease: None,
+                    complete: true,
                 });
             };
             let records = match self.records(name).await {
@@ -247,6 +250,7 @@ impl LockManager {
                 return Ok(Read {
                     leader: Some(leader_info(info, found)),
                     lease,
+                    complete: found.is_some() || !keeps_records,
                 });
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -423,6 +427,7 @@ impl LockManager {
             poll,
             leader: read.leader,
             lease: read.lease,
+            complete: read.complete,
             read_at: tokio::time::Instant::now(),
         })
     }
@@ -463,6 +468,9 @@ pub struct LeaderWatch {
     leader: Option<LeaderInfo>,
     /// The leader's lease left when it was read.
     lease: Option<Duration>,
+    /// Whether `leader` came with its record: a leader read before it wrote one is told
+    /// again, in full, once its record is read.
+    complete: bool,
     /// When the lock was last read: the next read is due a poll interval (or the lease left)
     /// after it, however long the caller took to ask again.
     read_at: tokio::time::Instant,
@@ -523,7 +531,9 @@ impl LeaderWatch {
     }
 
     /// Resolves with the leader once it differs from the last one read (another term's
-    /// holder, or nobody: `None`). A term that is resumed or renewed is no change. After a
+    /// holder, or nobody: `None`). A term that is resumed or renewed is no change; a leader
+    /// first read in the moment between its win and its record (so without its fencing token
+    /// on some stores) is told again once its record is read. After a
     /// release it reads again for a moment (100 ms) before it says nobody leads, since a
     /// successor usually takes over at once. A failed read is logged and tried again at the
     /// next wake; the watch never ends by itself (drop it to stop).
@@ -546,8 +556,9 @@ impl LeaderWatch {
                     self.lease = read.lease;
                     let same = read.leader.as_ref().map(|leader| &leader.holder_id)
                         == self.leader.as_ref().map(|leader| &leader.holder_id);
-                    if !same {
+                    if !same || (read.complete && !self.complete) {
                         self.leader = read.leader;
+                        self.complete = read.complete;
                         return self.leader.clone();
                     }
                 }
