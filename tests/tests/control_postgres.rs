@@ -11,7 +11,7 @@ use lock_runtime::fence::{self, Fence, FenceError};
 use lock_runtime::postgres::{PostgresStore, lock_in_transaction};
 use lock_runtime::store::{Acquire, Ask, HolderId, Key, Notice, NoticeKind, Shape, Store};
 use lock_runtime::{LockError, LockManager, LockOptions, LostReason};
-use lock_tests::{PgBouncer, PostgresServer, wait_until_async};
+use lock_tests::{FaultProxy, PgBouncer, PostgresServer, wait_until_async};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 
 /// How long a notice may take to reach the holder before the test fails: the measured
@@ -123,6 +123,22 @@ async fn request_reaches_holder(
 async fn a_release_request_from_another_manager_reaches_the_holder() {
     let server = PostgresServer::start();
     request_reaches_holder(&server, &server.url(), &server.url(), "direct").await;
+}
+
+/// The connection the holder's store LISTENs on is slow (over a second each way, as on a
+/// loaded machine or a long link): connect still hears its own check notification on it, so
+/// the store listens, and hears notices, rather than falling back to polling for good.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_listening_connection_still_hears_release_requests() {
+    let server = PostgresServer::start();
+    let slow = FaultProxy::start(server.addr());
+    slow.set_delay(Duration::from_millis(1200));
+    let holder_url = format!(
+        "{}?listen_url={}",
+        server.url(),
+        encoded(&PostgresServer::url_at(slow.addr()))
+    );
+    request_reaches_holder(&server, &holder_url, &server.url(), "slow listen").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -16,8 +16,10 @@ use tokio::sync::oneshot;
 use super::sql;
 use crate::store::{Changes, Notice};
 
-/// How long connect waits to hear its own check notification before it polls instead.
-const HEAR_CHECK: Duration = Duration::from_secs(1);
+/// How long connect waits to hear its own check notification before it polls instead. Only a
+/// pooler the port check missed fails it, so it may be generous: a loaded server or machine
+/// that answers late must not cost the manager its notices for good.
+const HEAR_CHECK: Duration = Duration::from_secs(5);
 
 /// How long the listening loop waits before it connects again after a failure.
 const RECONNECT: Duration = Duration::from_millis(500);

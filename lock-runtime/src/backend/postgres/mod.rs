@@ -238,9 +238,20 @@ impl PostgresStore {
             }
         };
         let heard = match listen {
-            Some(listen) => feed::listen(&pool, &listen, &told, &notices)
-                .await
-                .unwrap_or_else(|err| {
+            Some(listen) => match feed::listen(&pool, &listen, &told, &notices).await {
+                Ok(Some(stop)) => Some(stop),
+                Ok(None) => {
+                    tracing::warn!(
+                        server = %server,
+                        "a notification sent to the server was not heard back on the LISTEN \
+                         connection (a pooler in transaction mode between?): waiters poll every \
+                         {:?}, and notices (release requests, steals) go unheard; give a direct \
+                         ?listen_url= to be told of them",
+                        options.poll_interval
+                    );
+                    None
+                }
+                Err(err) => {
                     tracing::warn!(
                         server = %server,
                         error = %failure(&at, "listen", None, err),
@@ -249,7 +260,8 @@ impl PostgresStore {
                         options.poll_interval
                     );
                     None
-                }),
+                }
+            },
             None => None,
         };
         let (hearing, feed) = match heard {
