@@ -199,43 +199,43 @@ async fn exactly_one_leader_among_contenders(deployment: &Deployment, name: &str
 async fn stepping_down_elects_the_next_at_once(deployment: &Deployment, name: &str) {
     let log = deployment.log();
     // A lease far longer than the hand-over may take: the successor is woken by the release.
-    let (_managers, mut contenders) = contenders(deployment, name, 3, ttl(ms(5000))).await;
+    let (_managers, mut contenders) = contenders(deployment, name, 3, ttl(ms(20_000))).await;
     let (leader, token) = first_elected(&contenders, PATIENCE, &log).await;
     let stepping_down = contenders.remove(leader);
     let started = Instant::now();
     stepping_down.step_down().await.expect("released");
     let (_, next) = first_elected(&contenders, PATIENCE, &log).await;
-    // Unannounced, the next would wait for the 5 s lease to run out.
+    // Unannounced, the next would wait for the 20 s lease to run out.
     let took = started.elapsed();
-    assert!(took < ms(2500), "{took:?}\n{}", deployment.log());
+    assert!(took < ms(10_000), "{took:?}\n{}", deployment.log());
     assert!(next > token, "{next} after {token}");
 }
 
 async fn dropping_the_handle_steps_down(deployment: &Deployment, name: &str) {
     let log = deployment.log();
-    let (_managers, mut contenders) = contenders(deployment, name, 2, ttl(ms(5000))).await;
+    let (_managers, mut contenders) = contenders(deployment, name, 2, ttl(ms(20_000))).await;
     let (leader, token) = first_elected(&contenders, PATIENCE, &log).await;
     let started = Instant::now();
     drop(contenders.remove(leader));
     let next = elected_within(&contenders[0], PATIENCE, &log).await;
-    // Unannounced, the next would wait for the 5 s lease to run out.
+    // Unannounced, the next would wait for the 20 s lease to run out.
     let took = started.elapsed();
-    assert!(took < ms(2500), "{took:?}\n{}", deployment.log());
+    assert!(took < ms(10_000), "{took:?}\n{}", deployment.log());
     assert!(next > token, "{next} after {token}");
 }
 
 async fn shutdown_steps_down_and_ends_the_campaign(deployment: &Deployment, name: &str) {
     let log = deployment.log();
-    let (managers, contenders) = contenders(deployment, name, 2, ttl(ms(5000))).await;
+    let (managers, contenders) = contenders(deployment, name, 2, ttl(ms(20_000))).await;
     let (leader, token) = first_elected(&contenders, PATIENCE, &log).await;
     let follower = 1 - leader;
     let started = Instant::now();
     managers[leader].shutdown().await.expect("shut down");
     assert!(!contenders[leader].is_leader());
     let next = elected_within(&contenders[follower], PATIENCE, &log).await;
-    // Unannounced, the next would wait for the 5 s lease to run out.
+    // Unannounced, the next would wait for the 20 s lease to run out.
     let took = started.elapsed();
-    assert!(took < ms(2500), "{took:?}\n{}", deployment.log());
+    assert!(took < ms(10_000), "{took:?}\n{}", deployment.log());
     assert!(next > token, "{next} after {token}");
     assert_eq!(contenders[leader].deposed().await, LostReason::ShutDown);
     let err = contenders[leader]
@@ -284,7 +284,7 @@ async fn a_killed_leader_is_replaced_within_its_lease(deployment: &Deployment, n
     let took = killed.elapsed();
     // The lease was renewed at most `lease` before the kill; a margin for the wake-up on a
     // loaded machine.
-    assert!(took < lease + ms(1500), "{took:?}\n{}", deployment.log());
+    assert!(took < lease + ms(4000), "{took:?}\n{}", deployment.log());
     assert!(next > token, "{next} after {token}");
 }
 
@@ -482,7 +482,7 @@ fn a_campaign_ends_with_the_runtime_it_ran_on() {
         let leadership = locks
             .elect("short-lived", ElectionOptions::new())
             .expect("campaign starts");
-        elected_within(&leadership, Duration::from_secs(1), "").await;
+        elected_within(&leadership, PATIENCE, "").await;
         leadership
     });
     drop(first);
@@ -503,7 +503,9 @@ async fn deposed_reports_the_end_of_the_term_elected_returned_after_a_quick_re_e
     let locks = LockManager::connect(&server.url())
         .await
         .unwrap_or_else(|err| panic!("connect: {err}\n{}", server.log()));
-    let leadership = locks.elect("quick", ttl(ms(900))).expect("campaign starts");
+    let leadership = locks
+        .elect("quick", ttl(ms(3000)))
+        .expect("campaign starts");
     let first = elected_within(&leadership, PATIENCE, &server.log()).await;
     // Taken from outside: the next renewal finds no lock, and the campaign, alone, wins the
     // next term at once.

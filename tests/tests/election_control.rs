@@ -173,6 +173,13 @@ fn options(ttl_ms: u64) -> ElectionOptions {
     ElectionOptions::new().ttl(ms(ttl_ms))
 }
 
+/// `options(ttl_ms)` for a campaign that gives way in a test that expects another to take
+/// over: a grace far longer than a loaded machine may take to (waiting ends at the take-over
+/// anyway), so that the one giving way does not win again first.
+fn giving_way(ttl_ms: u64) -> ElectionOptions {
+    options(ttl_ms).grace(Duration::from_secs(10))
+}
+
 async fn elected_within(leadership: &Leadership, within: Duration, log: &str) -> u64 {
     tokio::time::timeout(within, leadership.elected())
         .await
@@ -308,7 +315,8 @@ async fn a_watch_polling_more_often_sees_a_change_sooner(place: &Place, name: &s
          step-down call) {nobody_latency:?}",
         place.kind()
     );
-    assert!(nobody_latency < ms(2000), "{nobody_latency:?}\n{log}");
+    // Well before the 3 s lease would end, however loaded the machine.
+    assert!(nobody_latency < ms(2900), "{nobody_latency:?}\n{log}");
 }
 
 async fn a_campaigning_follower_s_watch_sees_a_hand_over_at_the_release(place: &Place, name: &str) {
@@ -424,7 +432,7 @@ async fn resigning_hands_the_leadership_to_another_and_campaigns_on(place: &Plac
     let log = place.log();
     let alpha = place.manager("alpha").await;
     let beta = place.manager("beta").await;
-    let first = alpha.elect(name, options(3000)).expect("campaign");
+    let first = alpha.elect(name, giving_way(3000)).expect("campaign");
     let token = elected_within(&first, PATIENCE, &log).await;
     let second = beta.elect(name, options(3000)).expect("campaign");
     let resigned = Instant::now();
@@ -513,10 +521,10 @@ async fn the_highest_priority_wins_when_the_leader_resigns(place: &Place, name: 
     let leader = sitting.elect(name, options(3000)).expect("campaign");
     elected_within(&leader, PATIENCE, &log).await;
     let low = low_locks
-        .elect(name, options(3000).priority(1))
+        .elect(name, giving_way(3000).priority(1))
         .expect("campaign");
     let high = high_locks
-        .elect(name, options(3000).priority(9))
+        .elect(name, giving_way(3000).priority(9))
         .expect("campaign");
     wait_for_candidates(&sitting, name, 3).await;
     // No preemption: the sitting leader leads on.
@@ -566,7 +574,8 @@ async fn a_resumed_term_keeps_its_fencing_token(place: &Place, name: &str) {
     let log = place.log();
     let observer = place.manager("observer").await;
     let mut crashed = place.process("before").await;
-    let before = crashed.elect(name, options(5000)).await;
+    // A lease far longer than starting a manager and resuming may take on a loaded machine.
+    let before = crashed.elect(name, options(20_000)).await;
     let token = elected_within(&before, PATIENCE, &log).await;
     let saved = before.current_term().expect("leading").to_secret_text();
     crashed.hang().await; // dies: nothing of it runs any more
@@ -576,8 +585,10 @@ async fn a_resumed_term_keeps_its_fencing_token(place: &Place, name: &str) {
 
     let after = place.manager("after").await;
     let term = Term::from_secret_text(&saved).expect("a term");
-    let resumed = after.resume_election(&term, options(5000)).expect("resume");
-    let again = elected_within(&resumed, ms(5000), &log).await;
+    let resumed = after
+        .resume_election(&term, options(20_000))
+        .expect("resume");
+    let again = elected_within(&resumed, PATIENCE, &log).await;
     assert_eq!(again, token, "the same term, no new token");
     // The resumed leader's own record, on every store (the lock's row on PostgreSQL still
     // names the process that took it).
