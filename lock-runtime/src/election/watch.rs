@@ -136,15 +136,20 @@ fn holder(shown: &[LockInfo]) -> Option<(&LockInfo, Option<Duration>)> {
     })
 }
 
-/// The record of the campaign of election `name` whose term holds the lock `info`.
+/// The record of the campaign of election `name` whose term holds the lock `info`. A resumed
+/// term has two until the dead process's record ends: the one written last, by the live
+/// campaign.
 fn term_record<'a>(records: &'a [Record], name: &str, info: &LockInfo) -> Option<&'a Record> {
-    records.iter().find(|record| {
-        record.election == name
-            && record
-                .term
-                .as_ref()
-                .is_some_and(|term| Some(&term.holder) == info.holder_id.as_ref())
-    })
+    records
+        .iter()
+        .filter(|record| {
+            record.election == name
+                && record
+                    .term
+                    .as_ref()
+                    .is_some_and(|term| Some(&term.holder) == info.holder_id.as_ref())
+        })
+        .max_by_key(|record| record.until_ms)
 }
 
 /// What the lock `info` and the leader's record (if found) say of the leader.
@@ -602,6 +607,51 @@ impl LeaderWatch {
                     }
                 },
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::election::record::TermRecord;
+
+    fn leading(id: &str, app: &str, until_ms: u64) -> Record {
+        Record {
+            id: id.into(),
+            election: "jobs".into(),
+            priority: 0,
+            since_ms: 1_000,
+            until_ms,
+            host: None,
+            pid: None,
+            app: Some(app.into()),
+            resigned: false,
+            term: Some(TermRecord {
+                holder: "0123456789ab".into(),
+                fence: 7,
+                elected_ms: 1_000,
+            }),
+        }
+    }
+
+    /// A resumed term is named by two records until the dead process's one ends: the leader
+    /// is the live campaign, whose record was written last, whatever the ids' order.
+    #[test]
+    fn a_resumed_term_is_read_from_the_record_written_last() {
+        let mut info = LockInfo::new("jobs", Kind::Lock, "lock:{jobs}", "memory");
+        info.holder_id = Some("0123456789ab".into());
+        for (dead, live) in [("00", "ff"), ("ff", "00")] {
+            let records = [
+                leading(dead, "before", 5_000),
+                leading(live, "after", 9_000),
+            ];
+            let found = term_record(&records, "jobs", &info).expect("a record");
+            assert_eq!(found.app.as_deref(), Some("after"));
+            let mut records = records;
+            records.reverse();
+            let found = term_record(&records, "jobs", &info).expect("a record");
+            assert_eq!(found.app.as_deref(), Some("after"));
         }
     }
 }
