@@ -940,7 +940,6 @@ impl Campaign {
     }
 }
 
-/// Writes `record` to stand for `ttl` from now.
 /// A campaign's record, shared by the campaign and the task that writes it again every
 /// `ttl / 3`.
 struct Kept {
@@ -957,7 +956,8 @@ impl Kept {
     }
 }
 
-/// Writes the campaign's record as it stands now, after any write of it still under way.
+/// Writes the campaign's record as it stands now, to stand for `ttl` from now, after any write
+/// of it still under way.
 async fn write_record(locks: &LockManager, kept: &Kept, ttl: Duration) {
     let _turn = kept.turn.lock().await;
     let now = {
