@@ -67,7 +67,8 @@ pub use masters::Masters;
 pub use pgbouncer::{PGBOUNCER_BINARY_VAR, PgBouncer, pgbouncer_binary};
 pub use port::free_port;
 pub use postgres::{
-    PG_BIN_VAR, POSTGRES_PASSWORD, POSTGRES_ROLE, PostgresServer, pg_bin_dir, pg_major_version,
+    PG_BIN_VAR, POSTGRES_PASSWORD, POSTGRES_ROLE, PostgresServer, encoded, pg_bin_dir,
+    pg_major_version,
 };
 pub use probe::{busy_elsewhere, is_free};
 pub use proxy::FaultProxy;

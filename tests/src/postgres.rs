@@ -678,6 +678,18 @@ pub(crate) fn run(command: &mut Command, timeout: Duration) -> Result<String, St
     }
 }
 
+/// `url` percent-encoded for a query parameter's value (`?listen_url=...`).
+pub fn encoded(url: &str) -> String {
+    url.bytes()
+        .map(|byte| match byte {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                (byte as char).to_string()
+            }
+            _ => format!("%{byte:02X}"),
+        })
+        .collect()
+}
+
 /// The directory of the server binaries every [`PostgresServer`] runs: [`PG_BIN_VAR`] when set,
 /// else the newest `/usr/lib/postgresql/<major>/bin` (Debian's layout), else the directory of
 /// `postgres` on `PATH`. Found once.

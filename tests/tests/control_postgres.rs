@@ -11,7 +11,7 @@ use lock_runtime::fence::{self, Fence, FenceError};
 use lock_runtime::postgres::{PostgresStore, lock_in_transaction};
 use lock_runtime::store::{Acquire, Ask, HolderId, Key, Notice, NoticeKind, Shape, Store};
 use lock_runtime::{LockError, LockManager, LockOptions, LostReason};
-use lock_tests::{FaultProxy, PgBouncer, PostgresServer, wait_until_async};
+use lock_tests::{FaultProxy, PgBouncer, PostgresServer, encoded, wait_until_async};
 use sqlx::postgres::{PgConnectOptions, PgListener, PgPool, PgPoolOptions};
 
 /// How long a notice may take to reach the holder before the test fails: the measured
@@ -27,18 +27,6 @@ const BEFORE_STEAL: &str = include_str!("postgres_schemas/before_steal.sql");
 /// A lock held for longer than any test runs, renewed or not.
 fn long() -> LockOptions {
     LockOptions::new().ttl(Duration::from_secs(30))
-}
-
-/// A URL percent-encoded for a query parameter's value.
-fn encoded(url: &str) -> String {
-    url.bytes()
-        .map(|byte| match byte {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (byte as char).to_string()
-            }
-            _ => format!("%{byte:02X}"),
-        })
-        .collect()
 }
 
 /// Through `bouncer`, listening on a direct connection to `server`.

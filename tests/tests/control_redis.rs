@@ -48,8 +48,29 @@ fn carries_notices(f: &Deployment) -> bool {
     f.redis_cluster().is_none() || server_version() >= (6, 0, 0)
 }
 
-/// Takes `key` on `f`'s manager and starts a task that waits for a request to let go of it,
-/// yielding the request and when it came.
+/// Takes `key` on `f`'s manager and starts a task that waits for `event` of the guard,
+/// yielding what it came to and when.
+async fn held_until<T, F>(
+    f: &Deployment,
+    key: &str,
+    event: impl FnOnce(Arc<LockGuard>) -> F,
+) -> (Arc<LockGuard>, tokio::task::JoinHandle<(T, Instant)>)
+where
+    F: std::future::Future<Output = T> + Send + 'static,
+    T: Send + 'static,
+{
+    let guard = Arc::new(
+        f.locks
+            .lock(key, LockOptions::new())
+            .await
+            .unwrap_or_else(|err| panic!("lock: {err}\n{}", f.log())),
+    );
+    let happened = event(guard.clone());
+    let waited = tokio::spawn(async move { (happened.await, Instant::now()) });
+    (guard, waited)
+}
+
+/// `held_until` a request to let go of it.
 async fn held_until_asked(
     f: &Deployment,
     key: &str,
@@ -57,22 +78,15 @@ async fn held_until_asked(
     Arc<LockGuard>,
     tokio::task::JoinHandle<(ReleaseRequest, Instant)>,
 ) {
-    let guard = Arc::new(
-        f.locks
-            .lock(key, LockOptions::new())
-            .await
-            .unwrap_or_else(|err| panic!("lock: {err}\n{}", f.log())),
-    );
-    let holder = guard.clone();
-    let asked = tokio::spawn(async move {
-        let request = holder.release_requested().await;
-        (request, Instant::now())
-    });
-    (guard, asked)
+    held_until(
+        f,
+        key,
+        |holder| async move { holder.release_requested().await },
+    )
+    .await
 }
 
-/// Takes `key` on `f`'s manager and starts a task that waits for its lease to be lost,
-/// yielding why and when.
+/// `held_until` its lease is lost.
 async fn held_until_lost(
     f: &Deployment,
     key: &str,
@@ -80,18 +94,7 @@ async fn held_until_lost(
     Arc<LockGuard>,
     tokio::task::JoinHandle<(LostReason, Instant)>,
 ) {
-    let guard = Arc::new(
-        f.locks
-            .lock(key, LockOptions::new())
-            .await
-            .unwrap_or_else(|err| panic!("lock: {err}\n{}", f.log())),
-    );
-    let holder = guard.clone();
-    let lost = tokio::spawn(async move {
-        let reason = holder.lost().await;
-        (reason, Instant::now())
-    });
-    (guard, lost)
+    held_until(f, key, |holder| async move { holder.lost().await }).await
 }
 
 /// Waits for `task` within the test's patience.

@@ -8,7 +8,7 @@ use lock_runtime::conformance::{self, Outcome};
 use lock_runtime::postgres::{PostgresOptions, PostgresStore, SCHEMA_SQL, lock_in_transaction};
 use lock_runtime::store::{Acquire, Ask, Key, Release, Shape, Store};
 use lock_runtime::{LockError, LockManager, LockOptions, distributed_lock};
-use lock_tests::{PgBouncer, PostgresServer, wait_until_async};
+use lock_tests::{PgBouncer, PostgresServer, encoded, wait_until_async};
 
 /// A waiter woken by a release gets the lock within this of the release.
 const SOON: Duration = Duration::from_secs(5);
@@ -16,18 +16,6 @@ const SOON: Duration = Duration::from_secs(5);
 /// `url` with `query` added (`listen_url=...`, `poll_ms=...`).
 fn with_query(url: &str, query: &str) -> String {
     format!("{url}?{query}")
-}
-
-/// A URL percent-encoded for a query parameter's value.
-fn encoded(url: &str) -> String {
-    url.bytes()
-        .map(|byte| match byte {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
-                (byte as char).to_string()
-            }
-            _ => format!("%{byte:02X}"),
-        })
-        .collect()
 }
 
 fn key(name: &str) -> Key {
