@@ -232,10 +232,9 @@ impl LockManager {
             return Err(LockError::ShutDown { key });
         }
         crate::metrics::stolen(options.label);
-        let victim = stolen.victim.map_or_else(
-            || "none (it was free)".to_owned(),
-            |id| format!("{:012x}", id.get()),
-        );
+        let victim = stolen
+            .victim
+            .map_or_else(|| "none (it was free)".to_owned(), |id| id.to_string());
         tracing::warn!(
             key = %key,
             fencing_token = stolen.fence,

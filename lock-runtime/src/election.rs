@@ -31,7 +31,7 @@ use crate::guard::LockGuard;
 use crate::lease::Lease;
 use crate::manager::LockManager;
 use crate::options::LockOptions;
-use crate::store::{HolderId, Notice, NoticeKind};
+use crate::store::{HolderId, Notice, NoticeKind, StoreError};
 use record::{Record, TermRecord, now_ms};
 pub use term::Term;
 pub use watch::{Candidate, ElectionInfo, LeaderInfo, LeaderWatch};
@@ -828,12 +828,12 @@ impl Campaign {
                             let _turn = record.turn.lock().await;
                             let id = record.record().id.clone();
                             let inner = locks.client();
-                            let removed = tokio::time::timeout(
+                            let removed = StoreError::within(
                                 inner.request_timeout,
                                 record::remove(&*inner.backend, &inner.prefix, &id),
                             )
                             .await;
-                            if !matches!(removed, Ok(Ok(()))) {
+                            if removed.is_err() {
                                 tracing::debug!("an election's record was left to expire");
                             }
                             return;
@@ -885,9 +885,8 @@ impl Campaign {
             return;
         };
         let notice = Notice::new(NoticeKind::Leader, key.name(), holder, text);
-        let told =
-            tokio::time::timeout(inner.request_timeout, inner.backend.announce(&notice)).await;
-        if !matches!(told, Ok(Ok(()))) {
+        let told = StoreError::within(inner.request_timeout, inner.backend.announce(&notice)).await;
+        if told.is_err() {
             tracing::debug!(name = %self.name, "the leadership change was not announced; watchers read the lock");
         }
     }
@@ -967,12 +966,12 @@ async fn write_record(locks: &LockManager, kept: &Kept, ttl: Duration) {
         record.clone()
     };
     let inner = locks.client();
-    let written = tokio::time::timeout(
+    let written = StoreError::within(
         inner.request_timeout,
         record::write(&*inner.backend, &inner.prefix, &now, Vec::new()),
     )
     .await;
-    if !matches!(written, Ok(Ok(()))) {
+    if written.is_err() {
         tracing::debug!(name = %now.election, "an election's record was not written; it is written again at the next tick");
     }
 }

@@ -216,8 +216,8 @@ impl LockGuard {
     }
 
     /// For a guard [`LockManager::steal`](crate::LockManager::steal) returned: the holder it
-    /// took the lock from, by the id `lockctl show` prints (12 hex digits,
-    /// `format!("{:012x}", id.get())`); `None` if the lock was free, for any other guard, and
+    /// took the lock from, by the id `lockctl show` prints (12 hex digits, as its `Display`
+    /// writes it); `None` if the lock was free, for any other guard, and
     /// where the store does not know who held it.
     pub fn stolen_from(&self) -> Option<crate::store::HolderId> {
         crate::store::HolderId::from_raw(self.lease.stolen_from())

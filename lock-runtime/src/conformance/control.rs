@@ -286,7 +286,7 @@ fn names_the_thief(busy: &LockError, thief: &LockGuard) -> Result<&'static str, 
         return Ok("the store names no holder in a busy answer");
     };
     let id = HolderId::of_token(thief.lease().token());
-    let thief_id = format!("{:012x}", id.get());
+    let thief_id = id.to_string();
     if blocker.holder_id != thief_id {
         return Err(format!(
             "a busy try named holder {} after the steal; expected the thief {thief_id}",
@@ -306,10 +306,7 @@ pub(super) async fn steal_of_a_free_lock_takes_it(p: &mut Processes<'_>) -> Verd
         .await
         .map_err(|err| format!("steal(`{key}`) of a free lock failed: {err}"))?;
     if let Some(id) = guard.stolen_from() {
-        return Err(format!(
-            "the steal of a free lock named a victim {:012x}",
-            id.get()
-        ));
+        return Err(format!("the steal of a free lock named a victim {id}"));
     }
     busy(&other, &key).await?;
     guard

@@ -249,13 +249,14 @@ impl LockManager {
                 Err(Absent::Failed(err)) => return Err(err),
             };
             let found = term_record(&records, name, info);
+            let complete = found.is_some() || !keeps_records;
             // A leader writes its record right after its win: a read between the two waits a
             // moment for it.
-            if found.is_some() || !keeps_records || waited.elapsed() >= RECORD_GRACE {
+            if complete || waited.elapsed() >= RECORD_GRACE {
                 return Ok(Read {
                     leader: Some(leader_info(info, found)),
                     lease,
-                    complete: found.is_some() || !keeps_records,
+                    complete,
                 });
             }
             tokio::time::sleep(Duration::from_millis(20)).await;

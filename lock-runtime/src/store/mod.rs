@@ -153,6 +153,20 @@ impl HolderId {
     }
 }
 
+/// 12 hex digits, as `lockctl show` and [`LeaderInfo::holder_id`](crate::LeaderInfo) name a
+/// holder.
+///
+/// ```
+/// use lock_runtime::store::HolderId;
+///
+/// assert_eq!(HolderId::from_raw(0xab).expect("a holder").to_string(), "0000000000ab");
+/// ```
+impl std::fmt::Display for HolderId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&crate::protocol::holder_hex(self.0))
+    }
+}
+
 /// The answer to an acquire.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Acquire {

@@ -140,11 +140,7 @@ impl Db {
         let longest = Notice::new(NoticeKind::Stolen, name, HolderId::from_raw(MAX_ID), from);
         fits(&self.describe, "steal", name, &longest)?;
         let holder = i64::try_from(HolderId::of_token(token).get()).unwrap_or(i64::MAX);
-        let since_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |since| {
-                u64::try_from(since.as_millis()).unwrap_or(u64::MAX)
-            });
+        let since_ms = crate::protocol::now_ms();
         let statement = sql::steal(
             name,
             token,
