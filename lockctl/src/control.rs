@@ -10,6 +10,7 @@ use serde::Serialize;
 use crate::deployment::Deployment;
 use crate::failure::Failure;
 use crate::read::{self, LockView};
+use crate::render::{json_to, write_to};
 
 /// What `revoke` and `steal` were asked, and where they write.
 pub(crate) struct Asked<'a> {
@@ -103,7 +104,7 @@ pub(crate) async fn revoke(deployment: &Deployment, asked: Asked<'_>) -> Result<
         ),
     );
     if asked.json {
-        return json_line(
+        return json_to(
             asked.out,
             &RevokeJson {
                 deployment: deployment.shown(),
@@ -125,7 +126,7 @@ pub(crate) async fn revoke(deployment: &Deployment, asked: Asked<'_>) -> Result<
         server = held.server,
         holder = holder_fields(held),
     );
-    write(asked.out, &text)
+    write_to(asked.out, &text)
 }
 
 /// What `steal` does beyond [`Asked`]: the lease of the stolen lock and how long to hold it.
@@ -158,7 +159,7 @@ pub(crate) async fn steal(
         .steal(asked.key, options, asked.reason)
         .await
         .map_err(|err| refused(err, "steal locks"))?;
-    let victim_id = guard.stolen_from().map(|id| format!("{:012x}", id.get()));
+    let victim_id = guard.stolen_from().map(|id| id.to_string());
     // The holder read before, if it is the one the steal took the lock from.
     let victim = before.filter(|view| view.holder_id.is_some() && view.holder_id == victim_id);
     let token = guard.fencing_token();
@@ -188,7 +189,7 @@ pub(crate) async fn steal(
              (LostReason::Stolen); its writes through a fence with a lower token are refused.\n",
             asked.key,
         );
-        write(asked.out, &text)?;
+        write_to(asked.out, &text)?;
     }
     let held = hold(asked.out, asked.json, how.hold).await?;
     let released = guard.release().await;
@@ -199,7 +200,7 @@ pub(crate) async fn steal(
         );
     }
     if asked.json {
-        json_line(
+        json_to(
             asked.out,
             &StealJson {
                 deployment: deployment.shown(),
@@ -215,7 +216,7 @@ pub(crate) async fn steal(
             },
         )?;
     } else if released.is_ok() {
-        write(asked.out, &format!("released `{}`\n", asked.key))?;
+        write_to(asked.out, &format!("released `{}`\n", asked.key))?;
     }
     match released {
         Ok(()) => Ok(()),
@@ -236,7 +237,7 @@ async fn hold(
         return Ok(Duration::ZERO);
     };
     if !json {
-        write(
+        write_to(
             out,
             &format!(
                 "holding it for {} (Ctrl-C releases it sooner)\n",
@@ -335,20 +336,6 @@ fn audit(err: &mut dyn Write, line: &str) {
         "lockctl audit: {} {line}",
         humantime::format_rfc3339_seconds(SystemTime::now())
     );
-}
-
-fn json_line(out: &mut dyn Write, value: &impl Serialize) -> Result<(), Failure> {
-    let text = serde_json::to_string(value)
-        .map_err(|err| Failure::failed(format!("cannot write JSON: {err}")))?;
-    write(out, &format!("{text}\n"))
-}
-
-fn write(out: &mut dyn Write, text: &str) -> Result<(), Failure> {
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(()),
-        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        Err(err) => Err(Failure::failed(format!("cannot write to stdout: {err}"))),
-    }
 }
 
 #[cfg(test)]

@@ -341,18 +341,24 @@ pub(crate) fn table(out: &mut String, rows: &[Vec<String>]) {
 }
 
 pub(crate) fn print_json(value: &impl Serialize) -> Result<(), Failure> {
+    json_to(&mut std::io::stdout().lock(), value)
+}
+
+/// `value` as one line of JSON to `out` (stdout, or a test's buffer).
+pub(crate) fn json_to(out: &mut dyn Write, value: &impl Serialize) -> Result<(), Failure> {
     let text = serde_json::to_string(value)
         .map_err(|err| Failure::failed(format!("cannot write JSON: {err}")))?;
-    write_out(&format!("{text}\n"))
+    write_to(out, &format!("{text}\n"))
 }
 
 /// Writes to stdout; a closed pipe (`lockctl list | head`) ends quietly.
 pub(crate) fn write_out(text: &str) -> Result<(), Failure> {
-    let mut stdout = std::io::stdout().lock();
-    match stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
+    write_to(&mut std::io::stdout().lock(), text)
+}
+
+/// Writes `text` to `out` (stdout, or a test's buffer); a closed pipe ends quietly.
+pub(crate) fn write_to(out: &mut dyn Write, text: &str) -> Result<(), Failure> {
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => Ok(()),
         Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         Err(err) => Err(Failure::failed(format!("cannot write to stdout: {err}"))),
